@@ -1,0 +1,110 @@
+/* picket_proto: the small contract that picketd, libpicket, the examples and
+ * the benchmark share, so that none of them re-states a rule the others could
+ * drift from: lock-name and lease-id validation, limits and defaults, the
+ * error-code table of the HTTP API, header and environment names, the Redis
+ * key layout, and the embedded Redis scripts and OpenAPI document.
+ *
+ * proto/openapi.yaml and proto/README.md describe the same contract for
+ * people and other languages; keep them in step with this file. */
+#ifndef PICKET_PROTO_H
+#define PICKET_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Limits and defaults of API v1. */
+#define PICKET_PROTO_NAME_MAX 200          /* lock names: 1..200 bytes */
+#define PICKET_PROTO_OWNER_MAX 128         /* owner: 0..128 bytes */
+#define PICKET_PROTO_LEASE_LEN 32          /* lease id: 32 lowercase hex */
+#define PICKET_PROTO_BODY_MAX 8192         /* request bodies: 8 KiB */
+#define PICKET_PROTO_TTL_DEFAULT_MS 30000  /* acquire and renew default */
+#define PICKET_PROTO_MAX_TTL_DEFAULT_MS 3600000
+#define PICKET_PROTO_MAX_WAIT_DEFAULT_MS 60000
+#define PICKET_PROTO_FENCE_MAX INT64_MAX   /* fences are 1..2^63-1 */
+#define PICKET_PROTO_KEY_PREFIX_DEFAULT "picket:"
+#define PICKET_PROTO_KEY_PREFIX_MAX 64
+
+/* Headers a fenced write carries (fenced-kv and any storage that checks). */
+#define PICKET_PROTO_HEADER_LOCK "Picket-Lock"
+#define PICKET_PROTO_HEADER_FENCE "Picket-Fence"
+
+/* Environment that `picket run` gives the child. */
+#define PICKET_PROTO_ENV_LOCK "PICKET_LOCK"
+#define PICKET_PROTO_ENV_FENCE "PICKET_FENCE"
+#define PICKET_PROTO_ENV_LEASE "PICKET_LEASE"
+#define PICKET_PROTO_ENV_DEADLINE_MS "PICKET_DEADLINE_MS"
+
+/* The error codes of the HTTP API: X(ENUM, wire code, HTTP status, message).
+ * Servers turn their internal results into one of these; clients map the
+ * wire code back. One table, so a new code cannot be half added. */
+#define PICKET_PROTO_ERROR_MAP(X)                                                      \
+  X(INVALID_ARGUMENT, "invalid_argument", 400, "invalid argument")                    \
+  X(NOT_FOUND, "not_found", 404, "no such resource")                                   \
+  X(METHOD_NOT_ALLOWED, "method_not_allowed", 405, "method not allowed")               \
+  X(LOCK_HELD, "lock_held", 409, "the lock is held by another lease")                 \
+  X(LEASE_LOST, "lease_lost", 409, "the lease is no longer held (expired, released or never yours)") \
+  X(STALE_FENCE, "stale_fence", 409, "a newer fence has been seen for this lock")     \
+  X(VERSION_MISMATCH, "version_mismatch", 412, "the stored version does not match If-Match") \
+  X(BODY_TOO_LARGE, "body_too_large", 413, "request body too large")                  \
+  X(INTERNAL, "internal_error", 500, "internal error")                                \
+  X(STORE_ERROR, "store_error", 502, "Redis answered with an error")                  \
+  X(STORE_UNAVAILABLE, "store_unavailable", 503, "Redis is unreachable or timed out") \
+  X(STORE_MISCONFIGURED, "store_misconfigured", 503, "Redis evicts keys (maxmemory-policy); fences are unsafe") \
+  X(NOT_REPLICATED, "not_replicated", 503, "too few replicas acknowledged the write") \
+  X(TOO_MANY_WAITERS, "too_many_waiters", 503, "too many waiting acquires")           \
+  X(SHUTTING_DOWN, "shutting_down", 503, "the server is shutting down")
+
+typedef enum {
+#define PICKET_PROTO_ERR_ENUM(e, code, status, msg) PICKET_PROTO_ERR_##e,
+  PICKET_PROTO_ERROR_MAP(PICKET_PROTO_ERR_ENUM)
+#undef PICKET_PROTO_ERR_ENUM
+  PICKET_PROTO_ERR_COUNT
+} picket_proto_err;
+
+/* Wire code ("lock_held"), HTTP status and default message of an error. */
+const char *picket_proto_err_code(picket_proto_err e);
+int picket_proto_err_status(picket_proto_err e);
+const char *picket_proto_err_message(picket_proto_err e);
+/* The error whose wire code is `code`, or -1 if none. */
+int picket_proto_err_from_code(const char *code);
+
+/* Validation. Each returns 1 when valid, 0 otherwise; `s` need not be
+ * NUL-terminated (an embedded NUL is invalid). */
+int picket_proto_name_valid(const char *s, size_t len);  /* [A-Za-z0-9._:-]{1,200} */
+int picket_proto_lease_valid(const char *s, size_t len); /* [0-9a-f]{32} */
+/* Owner: 0..128 bytes of UTF-8 without control characters. */
+int picket_proto_owner_valid(const char *s, size_t len);
+
+/* Parses a fence: a decimal integer 1..2^63-1, no sign, no spaces, no
+ * leading zeros. Returns 1 and sets *out, or 0 when malformed. */
+int picket_proto_fence_parse(const char *s, size_t len, int64_t *out);
+
+/* Fills out[0..32] with a fresh lease id (32 lowercase hex and a NUL) from
+ * the kernel's CSPRNG (getrandom). Returns 0, or -1 with errno set. */
+int picket_proto_lease_new(char out[PICKET_PROTO_LEASE_LEN + 1]);
+
+/* Redis keys of lock `name` under `prefix`: "<prefix>{<name>}:lease" and
+ * "<prefix>{<name>}:fence"; the release channel is "<prefix>release".
+ * Each writes a NUL-terminated string into buf and returns its length, or
+ * -1 when it does not fit. */
+int picket_proto_key_lease(char *buf, size_t cap, const char *prefix, const char *name);
+int picket_proto_key_fence(char *buf, size_t cap, const char *prefix, const char *name);
+int picket_proto_channel(char *buf, size_t cap, const char *prefix);
+
+/* Prefixes: 0..64 bytes of [A-Za-z0-9._:-] (no braces: they would change
+ * the hash tag). Returns 1 when valid. */
+int picket_proto_prefix_valid(const char *s, size_t len);
+
+/* The embedded sources (NUL-terminated, *_len without the NUL). */
+extern const char picket_proto_lua_acquire[];
+extern const size_t picket_proto_lua_acquire_len;
+extern const char picket_proto_lua_renew[];
+extern const size_t picket_proto_lua_renew_len;
+extern const char picket_proto_lua_release[];
+extern const size_t picket_proto_lua_release_len;
+extern const char picket_proto_lua_inspect[];
+extern const size_t picket_proto_lua_inspect_len;
+extern const char picket_proto_openapi[];
+extern const size_t picket_proto_openapi_len;
+
+#endif

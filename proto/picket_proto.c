@@ -1,0 +1,148 @@
+/* picket_proto.c: the rules of the contract (see include/picket_proto.h).
+ * Plain functions over bytes, no allocation, so every component can call
+ * them on its hot path and the fuzzer can hammer them. */
+#include "picket_proto.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+static const struct {
+  const char *code;
+  int status;
+  const char *message;
+} err_table[] = {
+#define PICKET_PROTO_ERR_ROW(e, code, status, msg) {code, status, msg},
+    PICKET_PROTO_ERROR_MAP(PICKET_PROTO_ERR_ROW)
+#undef PICKET_PROTO_ERR_ROW
+};
+
+const char *picket_proto_err_code(picket_proto_err e) {
+  return (unsigned)e < PICKET_PROTO_ERR_COUNT ? err_table[e].code : "internal_error";
+}
+
+int picket_proto_err_status(picket_proto_err e) {
+  return (unsigned)e < PICKET_PROTO_ERR_COUNT ? err_table[e].status : 500;
+}
+
+const char *picket_proto_err_message(picket_proto_err e) {
+  return (unsigned)e < PICKET_PROTO_ERR_COUNT ? err_table[e].message : "internal error";
+}
+
+int picket_proto_err_from_code(const char *code) {
+  if (code == NULL) return -1;
+  for (int i = 0; i < PICKET_PROTO_ERR_COUNT; i++)
+    if (strcmp(err_table[i].code, code) == 0) return i;
+  return -1;
+}
+
+static int name_char(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '.' || c == '_' || c == ':' || c == '-';
+}
+
+int picket_proto_name_valid(const char *s, size_t len) {
+  if (s == NULL || len == 0 || len > PICKET_PROTO_NAME_MAX) return 0;
+  for (size_t i = 0; i < len; i++)
+    if (!name_char((unsigned char)s[i])) return 0;
+  return 1;
+}
+
+int picket_proto_prefix_valid(const char *s, size_t len) {
+  if (s == NULL || len > PICKET_PROTO_KEY_PREFIX_MAX) return 0;
+  for (size_t i = 0; i < len; i++)
+    if (!name_char((unsigned char)s[i])) return 0;
+  return 1;
+}
+
+int picket_proto_lease_valid(const char *s, size_t len) {
+  if (s == NULL || len != PICKET_PROTO_LEASE_LEN) return 0;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return 0;
+  }
+  return 1;
+}
+
+/* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF) without C0/C1
+ * controls or DEL: an owner ends up in logs and JSON replies. */
+int picket_proto_owner_valid(const char *s, size_t len) {
+  if (len > PICKET_PROTO_OWNER_MAX) return 0;
+  if (len > 0 && s == NULL) return 0;
+  const unsigned char *p = (const unsigned char *)s, *end = p + len;
+  while (p < end) {
+    unsigned char c = *p;
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7f) return 0;
+      p++;
+      continue;
+    }
+    int n;
+    uint32_t cp;
+    if (c >= 0xc2 && c <= 0xdf) { n = 1; cp = c & 0x1f; }
+    else if (c >= 0xe0 && c <= 0xef) { n = 2; cp = c & 0x0f; }
+    else if (c >= 0xf0 && c <= 0xf4) { n = 3; cp = c & 0x07; }
+    else return 0;
+    if (end - p <= n) return 0;
+    for (int i = 1; i <= n; i++) {
+      if ((p[i] & 0xc0) != 0x80) return 0;
+      cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
+        (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0x9f))
+      return 0;
+    p += n + 1;
+  }
+  return 1;
+}
+
+int picket_proto_fence_parse(const char *s, size_t len, int64_t *out) {
+  if (s == NULL || len == 0 || len > 19 || s[0] == '0') return 0;
+  uint64_t v = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9') return 0;
+    v = v * 10 + (uint64_t)(s[i] - '0');
+  }
+  if (v > (uint64_t)INT64_MAX) return 0;
+  *out = (int64_t)v;
+  return 1;
+}
+
+int picket_proto_lease_new(char out[PICKET_PROTO_LEASE_LEN + 1]) {
+  static const char hex[] = "0123456789abcdef";
+  unsigned char raw[PICKET_PROTO_LEASE_LEN / 2];
+  size_t got = 0;
+  while (got < sizeof raw) {
+    ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    got += (size_t)n;
+  }
+  for (size_t i = 0; i < sizeof raw; i++) {
+    out[2 * i] = hex[raw[i] >> 4];
+    out[2 * i + 1] = hex[raw[i] & 15];
+  }
+  out[PICKET_PROTO_LEASE_LEN] = '\0';
+  return 0;
+}
+
+static int key_fmt(char *buf, size_t cap, const char *prefix, const char *name, const char *suffix) {
+  int n = snprintf(buf, cap, "%s{%s}:%s", prefix, name, suffix);
+  return (n < 0 || (size_t)n >= cap) ? -1 : n;
+}
+
+int picket_proto_key_lease(char *buf, size_t cap, const char *prefix, const char *name) {
+  return key_fmt(buf, cap, prefix, name, "lease");
+}
+
+int picket_proto_key_fence(char *buf, size_t cap, const char *prefix, const char *name) {
+  return key_fmt(buf, cap, prefix, name, "fence");
+}
+
+int picket_proto_channel(char *buf, size_t cap, const char *prefix) {
+  int n = snprintf(buf, cap, "%srelease", prefix);
+  return (n < 0 || (size_t)n >= cap) ? -1 : n;
+}

@@ -1,0 +1,74 @@
+# harness.sh: the shell side of the test harness (source it from a test).
+# Starts a throwaway redis-server on a unix socket and picketd on a free
+# loopback port, in one temp dir that h_cleanup removes on any exit.
+#
+#   . tests/harness/harness.sh        # needs PICKET_BIN_DIR (ctest sets it)
+#   h_start_redis [appendonly]        # sets REDIS_SOCK REDIS_URL REDIS_PID
+#   h_start_picketd [flags...]        # sets PICKETD_URL PICKETD_PORT PICKETD_PID
+#   h_fail "message"                  # prints and exits 1
+set -u
+: "${PICKET_BIN_DIR:?PICKET_BIN_DIR must name build/bin}"
+H_DIR=$(mktemp -d /tmp/picket-sh-XXXXXX)
+H_PIDS=""
+
+h_cleanup() {
+  for p in $H_PIDS; do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  [ -n "${HARNESS_KEEP:-}" ] || rm -rf "$H_DIR"
+}
+trap h_cleanup EXIT
+trap 'exit 130' INT TERM
+
+h_fail() {
+  echo "FAIL: $*" >&2
+  for f in "$H_DIR"/*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -n 30 "$f" >&2; }; done
+  exit 1
+}
+
+h_now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+h_start_redis() {
+  local aof=${1:-no}
+  REDIS_SOCK="$H_DIR/redis.sock"
+  REDIS_URL="unix://$REDIS_SOCK"
+  cat > "$H_DIR/redis.conf" <<CONF
+port 0
+unixsocket $REDIS_SOCK
+unixsocketperm 700
+dir $H_DIR
+save ""
+appendonly $aof
+appendfsync always
+maxmemory-policy noeviction
+enable-debug-command yes
+CONF
+  redis-server "$H_DIR/redis.conf" > "$H_DIR/redis.log" 2>&1 &
+  REDIS_PID=$!
+  H_PIDS="$H_PIDS $REDIS_PID"
+  for _ in $(seq 1 500); do
+    [ "$(redis-cli -s "$REDIS_SOCK" ping 2>/dev/null)" = PONG ] && return 0
+    sleep 0.02
+  done
+  h_fail "redis-server did not start"
+}
+
+h_redis() { redis-cli -s "$REDIS_SOCK" "$@"; }
+
+h_start_picketd() {
+  local pf="$H_DIR/picketd.port"
+  rm -f "$pf"
+  "$PICKET_BIN_DIR/picketd" --listen 127.0.0.1:0 --port-file "$pf" --redis "$REDIS_URL" "$@" \
+    >> "$H_DIR/picketd.log" 2>&1 &
+  PICKETD_PID=$!
+  H_PIDS="$H_PIDS $PICKETD_PID"
+  for _ in $(seq 1 500); do
+    if [ -s "$pf" ]; then
+      PICKETD_PORT=$(cat "$pf")
+      PICKETD_URL="http://127.0.0.1:$PICKETD_PORT"
+      return 0
+    fi
+    kill -0 "$PICKETD_PID" 2>/dev/null || h_fail "picketd exited at start"
+    sleep 0.02
+  done
+  h_fail "picketd did not write its port"
+}
