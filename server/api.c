@@ -1,0 +1,419 @@
+/* api.c: one handler per endpoint of API v1 (proto/openapi.yaml), plus the
+ * routing, body parsing and JSON replies they share.
+ *
+ * Every input is checked before anything is changed: a request that fails
+ * validation never reaches the store. Store results become HTTP statuses
+ * and error codes here and nowhere else, through the proto error table. */
+#include "api.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "store.h"
+
+static const config *cfg;
+
+void api_init(const config *c) { cfg = c; }
+
+int64_t api_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void api_response_free(api_response *resp) {
+  free(resp->body);
+  resp->body = NULL;
+}
+
+/* Takes ownership of j and serializes it as the reply body. */
+static void reply_json(api_response *resp, int status, json_t *j) {
+  resp->status = status;
+  resp->content_type = "application/json";
+  resp->body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  json_decref(j);
+  if (resp->body == NULL) { /* out of memory: a fixed body still says so */
+    resp->status = 500;
+    resp->body = strdup("{\"error\":{\"code\":\"internal_error\",\"message\":\"out of memory\"}}");
+  }
+  resp->body_len = resp->body ? strlen(resp->body) : 0;
+}
+
+static json_t *error_object(picket_proto_err e, const char *message) {
+  return json_pack("{s:s, s:s}", "code", picket_proto_err_code(e), "message",
+                   message ? message : picket_proto_err_message(e));
+}
+
+void api_error(api_response *resp, picket_proto_err e, const char *message) {
+  reply_json(resp, picket_proto_err_status(e), json_pack("{s:o}", "error", error_object(e, message)));
+}
+
+static api_result fail(api_response *resp, picket_proto_err e, const char *message) {
+  api_error(resp, e, message);
+  return API_DONE;
+}
+
+static json_t *owner_json(const char *owner) {
+  return owner && owner[0] ? json_string(owner) : json_null();
+}
+
+/* 409 lock_held with when to retry: in the body, and as Retry-After in
+ * whole seconds, rounded up. */
+static void reply_held(api_response *resp, const char *name, int64_t ttl_ms, const char *owner) {
+  if (ttl_ms < 1) ttl_ms = 1; /* a key without expiry (-1) is still "held now" */
+  char msg[300];
+  snprintf(msg, sizeof msg, "lock '%s' is held by another lease", name);
+  json_t *err = error_object(PICKET_PROTO_ERR_LOCK_HELD, msg);
+  json_object_set_new(err, "retry_after_ms", json_integer(ttl_ms));
+  json_object_set_new(err, "owner", owner_json(owner));
+  reply_json(resp, 409, json_pack("{s:o}", "error", err));
+  snprintf(resp->retry_after, sizeof resp->retry_after, "%lld", (long long)((ttl_ms + 999) / 1000));
+}
+
+/* Maps a failed store call to its reply. */
+static api_result store_failure(api_response *resp, store_status st, const store_result *r) {
+  switch (st) {
+    case STORE_EREPLY: return fail(resp, PICKET_PROTO_ERR_STORE_ERROR, r->err);
+    case STORE_EMISCONF: return fail(resp, PICKET_PROTO_ERR_STORE_MISCONFIGURED, r->err);
+    case STORE_ENOTREPL: return fail(resp, PICKET_PROTO_ERR_NOT_REPLICATED, r->err);
+    case STORE_EUNAVAIL:
+    default: return fail(resp, PICKET_PROTO_ERR_STORE_UNAVAILABLE, r->err[0] ? r->err : NULL);
+  }
+}
+
+/* ---- request bodies ------------------------------------------------- */
+
+static int only_space(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') return 0;
+  return 1;
+}
+
+/* Parses the body into an object whose keys are all in `allowed`. */
+static json_t *parse_body(const api_request *req, const char *const *allowed, api_response *resp) {
+  if (req->body_len == 0 || only_space(req->body, req->body_len)) return json_object();
+  json_error_t jerr;
+  json_t *j = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+  char msg[300];
+  if (j == NULL) {
+    snprintf(msg, sizeof msg, "malformed JSON body: %s (line %d, column %d)", jerr.text, jerr.line,
+             jerr.column);
+    api_error(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, msg);
+    return NULL;
+  }
+  if (!json_is_object(j)) {
+    json_decref(j);
+    api_error(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, "the body must be a JSON object");
+    return NULL;
+  }
+  const char *key;
+  json_t *v;
+  json_object_foreach(j, key, v) {
+    int ok = 0;
+    for (int i = 0; allowed[i]; i++) ok |= strcmp(key, allowed[i]) == 0;
+    if (!ok) {
+      snprintf(msg, sizeof msg, "unknown field '%.64s'", key);
+      json_decref(j);
+      api_error(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, msg);
+      return NULL;
+    }
+  }
+  return j;
+}
+
+static int bad_field(api_response *resp, const char *fmt, const char *field, long long lo,
+                     long long hi) {
+  char msg[200];
+  snprintf(msg, sizeof msg, fmt, field, lo, hi);
+  api_error(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, msg);
+  return -1;
+}
+
+static int get_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t def, int64_t *out,
+                   api_response *resp) {
+  json_t *v = json_object_get(o, key);
+  if (v == NULL) {
+    *out = def;
+    return 0;
+  }
+  if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+    return bad_field(resp, "%s must be an integer from %lld to %lld", key, lo, hi);
+  *out = json_integer_value(v);
+  return 0;
+}
+
+static int get_lease(json_t *o, int required, char out[PICKET_PROTO_LEASE_LEN + 1],
+                     api_response *resp) {
+  json_t *v = json_object_get(o, "lease");
+  if (v == NULL && !required) {
+    out[0] = '\0';
+    return 0;
+  }
+  if (v == NULL) return bad_field(resp, "%s is required", "lease", 0, 0);
+  if (!json_is_string(v) ||
+      !picket_proto_lease_valid(json_string_value(v), json_string_length(v)))
+    return bad_field(resp, "%s must be 32 lowercase hex digits", "lease", 0, 0);
+  memcpy(out, json_string_value(v), PICKET_PROTO_LEASE_LEN + 1);
+  return 0;
+}
+
+static int get_owner(json_t *o, char out[PICKET_PROTO_OWNER_MAX + 1], api_response *resp) {
+  json_t *v = json_object_get(o, "owner");
+  out[0] = '\0';
+  if (v == NULL || json_is_null(v)) return 0;
+  if (!json_is_string(v) || !picket_proto_owner_valid(json_string_value(v), json_string_length(v)))
+    return bad_field(resp, "%s must be null or a string of up to %lld bytes without control characters",
+                     "owner", PICKET_PROTO_OWNER_MAX, 0);
+  memcpy(out, json_string_value(v), json_string_length(v) + 1);
+  return 0;
+}
+
+/* ---- lock endpoints ------------------------------------------------- */
+
+/* One attempt at the grant: API_DONE (granted or failed) or API_WAIT. */
+static api_result acquire_attempt(api_call *call, api_response *resp) {
+  store_result r = {0};
+  store_status st = store_acquire(call->name, call->lease, call->ttl_ms, call->owner, &r);
+  if (st == STORE_OK) {
+    metrics_inc(M_ACQUIRE_GRANTED);
+    call->granted = 1;
+    char lease_log[16];
+    LOG(LOG_DEBUG, "granted %s fence %lld lease %s ttl %lld ms", call->name, (long long)r.fence,
+        log_lease(call->lease, lease_log), (long long)call->ttl_ms);
+    reply_json(resp, 200,
+               json_pack("{s:s, s:s, s:I, s:I, s:o}", "lock", call->name, "lease", call->lease,
+                         "fence", (json_int_t)r.fence, "ttl_ms", (json_int_t)call->ttl_ms, "owner",
+                         owner_json(call->owner)));
+    return API_DONE;
+  }
+  if (st != STORE_HELD) {
+    metrics_inc(M_ACQUIRE_ERROR);
+    return store_failure(resp, st, &r);
+  }
+  int64_t now = api_now_ms();
+  call->held_ttl_ms = r.ttl_ms;
+  memcpy(call->held_owner, r.owner, sizeof r.owner);
+  if (call->wait_ms > 0 && now < call->deadline_ms) {
+    /* Retry at the holder's expiry unless a release wakes us first. */
+    call->retry_at_ms = now + (r.ttl_ms > 0 ? r.ttl_ms : 1);
+    return API_WAIT;
+  }
+  metrics_inc(M_ACQUIRE_HELD);
+  reply_held(resp, call->name, r.ttl_ms, r.owner);
+  return API_DONE;
+}
+
+api_result api_retry_acquire(api_call *call, api_response *resp) {
+  return acquire_attempt(call, resp);
+}
+
+void api_wait_expired(api_call *call, api_response *resp) {
+  metrics_inc(M_ACQUIRE_HELD);
+  int64_t left = call->retry_at_ms - api_now_ms();
+  reply_held(resp, call->name, left > 0 ? left : call->held_ttl_ms, call->held_owner);
+}
+
+static api_result handle_acquire(const api_request *req, api_call *call, api_response *resp) {
+  static const char *const allowed[] = {"ttl_ms", "wait_ms", "owner", "lease", NULL};
+  json_t *b = parse_body(req, allowed, resp);
+  if (b == NULL) return API_DONE;
+  int64_t def_ttl = PICKET_PROTO_TTL_DEFAULT_MS < cfg->max_ttl_ms ? PICKET_PROTO_TTL_DEFAULT_MS
+                                                                  : cfg->max_ttl_ms;
+  int bad = get_int(b, "ttl_ms", 1, cfg->max_ttl_ms, def_ttl, &call->ttl_ms, resp) < 0 ||
+            get_int(b, "wait_ms", 0, cfg->max_wait_ms, 0, &call->wait_ms, resp) < 0 ||
+            get_owner(b, call->owner, resp) < 0 || get_lease(b, 0, call->lease, resp) < 0;
+  json_decref(b);
+  if (bad) return API_DONE;
+  if (call->lease[0] == '\0' && picket_proto_lease_new(call->lease) < 0)
+    return fail(resp, PICKET_PROTO_ERR_INTERNAL, "cannot read the kernel's random source");
+  call->deadline_ms = call->started_ms + call->wait_ms;
+  return acquire_attempt(call, resp);
+}
+
+static api_result handle_renew(const api_request *req, api_call *call, api_response *resp) {
+  static const char *const allowed[] = {"lease", "ttl_ms", NULL};
+  json_t *b = parse_body(req, allowed, resp);
+  if (b == NULL) return API_DONE;
+  int64_t def_ttl = PICKET_PROTO_TTL_DEFAULT_MS < cfg->max_ttl_ms ? PICKET_PROTO_TTL_DEFAULT_MS
+                                                                  : cfg->max_ttl_ms;
+  int bad = get_lease(b, 1, call->lease, resp) < 0 ||
+            get_int(b, "ttl_ms", 1, cfg->max_ttl_ms, def_ttl, &call->ttl_ms, resp) < 0;
+  json_decref(b);
+  if (bad) return API_DONE;
+  store_result r = {0};
+  store_status st = store_renew(call->name, call->lease, call->ttl_ms, &r);
+  if (st == STORE_OK) {
+    metrics_inc(M_RENEW_RENEWED);
+    reply_json(resp, 200, json_pack("{s:s, s:I, s:I}", "lock", call->name, "fence",
+                                    (json_int_t)r.fence, "ttl_ms", (json_int_t)call->ttl_ms));
+    return API_DONE;
+  }
+  if (st == STORE_LOST) {
+    metrics_inc(M_RENEW_LOST);
+    char lease_log[16];
+    LOG(LOG_INFO, "renew of %s by lease %s: lease lost (expired, released or never held)",
+        call->name, log_lease(call->lease, lease_log));
+    return fail(resp, PICKET_PROTO_ERR_LEASE_LOST, NULL);
+  }
+  metrics_inc(M_RENEW_ERROR);
+  return store_failure(resp, st, &r);
+}
+
+static api_result handle_release(const api_request *req, api_call *call, api_response *resp) {
+  static const char *const allowed[] = {"lease", NULL};
+  json_t *b = parse_body(req, allowed, resp);
+  if (b == NULL) return API_DONE;
+  int bad = get_lease(b, 1, call->lease, resp) < 0;
+  json_decref(b);
+  if (bad) return API_DONE;
+  store_result r = {0};
+  store_status st = store_release(call->name, call->lease, &r);
+  if (st == STORE_OK) {
+    metrics_inc(M_RELEASE_RELEASED);
+    reply_json(resp, 200, json_pack("{s:s, s:b}", "lock", call->name, "released", 1));
+    return API_DONE;
+  }
+  if (st == STORE_LOST) {
+    metrics_inc(M_RELEASE_LOST);
+    char lease_log[16];
+    LOG(LOG_INFO, "release of %s by lease %s: lease lost (expired, released or never held)",
+        call->name, log_lease(call->lease, lease_log));
+    return fail(resp, PICKET_PROTO_ERR_LEASE_LOST, NULL);
+  }
+  metrics_inc(M_RELEASE_ERROR);
+  return store_failure(resp, st, &r);
+}
+
+static api_result handle_inspect(api_call *call, api_response *resp) {
+  store_result r = {0};
+  store_status st = store_inspect(call->name, &r);
+  if (st != STORE_OK) return store_failure(resp, st, &r);
+  reply_json(resp, 200,
+             json_pack("{s:s, s:b, s:I, s:I, s:o}", "lock", call->name, "held", r.held, "fence",
+                       (json_int_t)r.fence, "ttl_ms", (json_int_t)r.ttl_ms, "owner",
+                       owner_json(r.held ? r.owner : NULL)));
+  return API_DONE;
+}
+
+/* ---- service endpoints ---------------------------------------------- */
+
+static void reply_text(api_response *resp, const char *type, char *body, size_t len) {
+  resp->status = 200;
+  resp->content_type = type;
+  resp->body = body;
+  resp->body_len = len;
+}
+
+static api_result handle_ready(api_response *resp) {
+  store_result r = {0};
+  store_status st = store_ready(&r);
+  if (st != STORE_OK) return store_failure(resp, st, &r);
+  reply_json(resp, 200, json_pack("{s:s, s:i}", "status", "ready", "replicas", r.replicas));
+  return API_DONE;
+}
+
+static api_result handle_metrics(api_response *resp) {
+  size_t len;
+  char *text = metrics_render(&len);
+  if (text == NULL) return fail(resp, PICKET_PROTO_ERR_INTERNAL, "out of memory");
+  reply_text(resp, "text/plain; version=0.0.4; charset=utf-8", text, len);
+  return API_DONE;
+}
+
+static api_result handle_openapi(api_response *resp) {
+  char *copy = malloc(picket_proto_openapi_len);
+  if (copy == NULL) return fail(resp, PICKET_PROTO_ERR_INTERNAL, "out of memory");
+  memcpy(copy, picket_proto_openapi, picket_proto_openapi_len);
+  reply_text(resp, "application/yaml", copy, picket_proto_openapi_len);
+  return API_DONE;
+}
+
+/* ---- routing -------------------------------------------------------- */
+
+static int method_is(const api_request *req, const char *m) { return strcmp(req->method, m) == 0; }
+
+static api_result wrong_method(api_response *resp, const char *allow) {
+  resp->allow = allow;
+  char msg[80];
+  snprintf(msg, sizeof msg, "method not allowed; use %s", allow);
+  return fail(resp, PICKET_PROTO_ERR_METHOD_NOT_ALLOWED, msg);
+}
+
+#define ALLOW_GET "GET, HEAD"
+#define ALLOW_POST "POST"
+
+api_result api_handle(const api_request *req, api_call *call, api_response *resp) {
+  static const struct {
+    const char *path;
+    metrics_endpoint ep;
+  } fixed[] = {{"/healthz", EP_HEALTHZ},
+               {"/readyz", EP_READYZ},
+               {"/metrics", EP_METRICS},
+               {"/v1/openapi.yaml", EP_OPENAPI}};
+  static const char locks[] = "/v1/locks/";
+  memset(resp, 0, sizeof *resp);
+  resp->endpoint = EP_OTHER;
+  call->endpoint = EP_OTHER;
+  call->started_ms = api_now_ms();
+  const char *path = req->path;
+  int is_get = method_is(req, "GET") || method_is(req, "HEAD");
+
+  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+    if (strcmp(path, fixed[i].path) != 0) continue;
+    resp->endpoint = call->endpoint = fixed[i].ep;
+    if (!is_get) return wrong_method(resp, ALLOW_GET);
+    switch (fixed[i].ep) {
+      case EP_HEALTHZ:
+        reply_json(resp, 200, json_pack("{s:s}", "status", "ok"));
+        return API_DONE;
+      case EP_READYZ: return handle_ready(resp);
+      case EP_METRICS: return handle_metrics(resp);
+      default: return handle_openapi(resp);
+    }
+  }
+
+  if (strncmp(path, locks, sizeof locks - 1) != 0 || path[sizeof locks - 1] == '\0')
+    return fail(resp, PICKET_PROTO_ERR_NOT_FOUND, "no such endpoint; see /v1/openapi.yaml");
+
+  /* /v1/locks/{name} or /v1/locks/{name}/{action}: the action is the last
+   * segment; whatever precedes it must be a valid name, so an encoded or
+   * literal slash in a name is a 400, never a different lock. */
+  const char *rest = path + sizeof locks - 1;
+  const char *slash = strrchr(rest, '/');
+  const char *action = NULL;
+  size_t name_len = strlen(rest);
+  if (slash) {
+    action = slash + 1;
+    name_len = (size_t)(slash - rest);
+    if (strcmp(action, "acquire") == 0) call->endpoint = EP_ACQUIRE;
+    else if (strcmp(action, "renew") == 0) call->endpoint = EP_RENEW;
+    else if (strcmp(action, "release") == 0) call->endpoint = EP_RELEASE;
+    else return fail(resp, PICKET_PROTO_ERR_NOT_FOUND, "no such lock action; use acquire, renew or release");
+  } else {
+    call->endpoint = EP_INSPECT;
+  }
+  resp->endpoint = call->endpoint;
+  if (action && !method_is(req, "POST")) return wrong_method(resp, ALLOW_POST);
+  if (!action && !is_get) return wrong_method(resp, ALLOW_GET);
+  if (!picket_proto_name_valid(rest, name_len))
+    return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
+                "lock names are 1 to 200 bytes of A-Z a-z 0-9 . _ : - (no percent-encoding)");
+  memcpy(call->name, rest, name_len);
+  call->name[name_len] = '\0';
+  if (req->body_too_large) {
+    char msg[80];
+    snprintf(msg, sizeof msg, "request bodies are limited to %d bytes", PICKET_PROTO_BODY_MAX);
+    return fail(resp, PICKET_PROTO_ERR_BODY_TOO_LARGE, msg);
+  }
+  switch (call->endpoint) {
+    case EP_ACQUIRE: return handle_acquire(req, call, resp);
+    case EP_RENEW: return handle_renew(req, call, resp);
+    case EP_RELEASE: return handle_release(req, call, resp);
+    default: return handle_inspect(call, resp);
+  }
+}

@@ -1,0 +1,71 @@
+/* api.h: picketd's request handlers, one per endpoint, independent of the
+ * HTTP library: http.c hands in method, path and body, and sends back the
+ * api_response. This is also the fuzzer's entry point. Only this layer
+ * turns store results into HTTP statuses and JSON error bodies. */
+#ifndef PICKETD_API_H
+#define PICKETD_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "metrics.h"
+#include "picket_proto.h"
+
+typedef struct {
+  const char *method;
+  const char *path;       /* as received, not percent-decoded */
+  const char *body;
+  size_t body_len;
+  int body_too_large;     /* the body passed PICKET_PROTO_BODY_MAX and was cut */
+} api_request;
+
+typedef struct {
+  int status;
+  char *body;             /* malloc'd; the response owns it (api_response_free) */
+  size_t body_len;
+  const char *content_type;
+  const char *allow;      /* Allow header, or NULL */
+  char retry_after[24];   /* Retry-After header, or "" */
+  metrics_endpoint endpoint;
+} api_response;
+
+/* The state of one call that may outlive one handler invocation: an
+ * acquire that waits is parked (wait.c) and retried on each wake. */
+typedef struct {
+  metrics_endpoint endpoint;
+  char name[PICKET_PROTO_NAME_MAX + 1];
+  char lease[PICKET_PROTO_LEASE_LEN + 1];
+  char owner[PICKET_PROTO_OWNER_MAX + 1];
+  int64_t ttl_ms;
+  int64_t wait_ms;
+  int64_t started_ms;     /* monotonic, when the request was complete */
+  int64_t deadline_ms;    /* monotonic, when a wait ends */
+  int64_t retry_at_ms;    /* monotonic, the holder's expiry: retry then */
+  int64_t held_ttl_ms;    /* the last lock_held answer, for the timeout reply */
+  char held_owner[PICKET_PROTO_OWNER_MAX + 1];
+  int granted;            /* a lease was granted by this call (for undo) */
+} api_call;
+
+typedef enum { API_DONE = 0, API_WAIT } api_result;
+
+void api_init(const config *cfg);
+
+/* Handles a complete request. Returns API_DONE with *resp filled, or
+ * API_WAIT when an acquire with wait_ms must wait: call->name,
+ * deadline_ms and retry_at_ms say for what and until when; the caller
+ * parks it and later calls api_retry_acquire or api_wait_expired. */
+api_result api_handle(const api_request *req, api_call *call, api_response *resp);
+/* Tries a parked acquire again: API_DONE (granted, or an error, or the
+ * wait is over) or API_WAIT (still held; retry_at_ms updated). */
+api_result api_retry_acquire(api_call *call, api_response *resp);
+/* The reply to a wait that ran out: 409 lock_held. */
+void api_wait_expired(api_call *call, api_response *resp);
+/* An error reply with the table's status and code and `message` (NULL: the
+ * table's default message). */
+void api_error(api_response *resp, picket_proto_err e, const char *message);
+void api_response_free(api_response *resp);
+
+int64_t api_now_ms(void);
+
+#endif

@@ -1,0 +1,310 @@
+/* config.c: picketd's configuration table and its parser.
+ *
+ * Every setting is one row of `options` (name, type, bounds, default, help),
+ * in the manner of Redis's config.c: the defaults, the PICKET_* environment,
+ * the --flags and --help all come from that row, so a setting cannot exist
+ * in one of them and be missing from another. Precedence: flag > env >
+ * default. Errors are one line for the caller to print before exit 2. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "picket_proto.h"
+
+extern char **environ;
+
+typedef enum { OPT_STRING, OPT_INT, OPT_BOOL, OPT_ENUM } opt_type;
+
+typedef struct {
+  const char *name;
+  opt_type type;
+  size_t offset;
+  size_t size;       /* OPT_STRING: buffer size; OPT_INT: 4 or 8 */
+  long long min, max;
+  const char *def;
+  const char *const *choices; /* OPT_ENUM: names, index = value */
+  const char *help;
+} config_option;
+
+static const char *const level_choices[] = {"debug", "info", "warn", "error", NULL};
+static const char *const format_choices[] = {"text", "json", NULL};
+
+#define STR(field) OPT_STRING, offsetof(config, field), sizeof(((config *)0)->field), 0, 0
+#define INT(field, lo, hi) OPT_INT, offsetof(config, field), sizeof(((config *)0)->field), lo, hi
+#define BOOL(field) OPT_BOOL, offsetof(config, field), sizeof(int), 0, 1
+#define ENUM(field) OPT_ENUM, offsetof(config, field), sizeof(int), 0, 0
+
+static const config_option options[] = {
+    {"listen", STR(listen), "127.0.0.1:7070", NULL,
+     "HOST:PORT to serve HTTP on; port 0 picks a free one (logged, and written to --port-file)"},
+    {"redis", STR(redis_url), "redis://127.0.0.1:6379", NULL,
+     "Redis URL: redis://[user:pass@]host:port[/db] or unix:///path/redis.sock"},
+    {"redis-password-file", STR(redis_password_file), "", NULL,
+     "file whose first line is the Redis password (overrides one in the URL)"},
+    {"redis-timeout-ms", INT(redis_timeout_ms, 10, 60000), "1000", NULL,
+     "connect and command timeout for Redis; past it a request gets 503"},
+    {"key-prefix", STR(key_prefix), PICKET_PROTO_KEY_PREFIX_DEFAULT, NULL,
+     "prefix of every Redis key and of the release channel"},
+    {"threads", INT(threads, 1, 256), "4", NULL, "HTTP worker threads (one Redis connection each)"},
+    {"max-ttl-ms", INT(max_ttl_ms, 1, 86400000LL * 365), "3600000", NULL,
+     "largest ttl_ms a client may ask for"},
+    {"max-wait-ms", INT(max_wait_ms, 0, 86400000LL), "60000", NULL,
+     "largest wait_ms a client may ask for"},
+    {"max-waiters", INT(max_waiters, 0, 1000000), "10000", NULL,
+     "waiting acquires across all locks; past it, 503 too_many_waiters"},
+    {"max-connections", INT(max_connections, 1, 1000000), "4096", NULL,
+     "open HTTP connections; past it new ones are refused"},
+    {"connection-timeout-s", INT(conn_timeout_s, 1, 86400), "60", NULL,
+     "close a connection idle (or stuck mid-request) this long"},
+    {"shutdown-timeout-ms", INT(shutdown_timeout_ms, 0, 600000), "10000", NULL,
+     "on SIGTERM, how long in-flight requests may take to finish"},
+    {"log-level", ENUM(log_level), "info", level_choices, "debug, info, warn or error"},
+    {"log-format", ENUM(log_format), "text", format_choices, "text or json"},
+    {"port-file", STR(port_file), "", NULL, "write the bound HTTP port to this file"},
+    {"allow-eviction", BOOL(allow_eviction), "false", NULL,
+     "start even if Redis maxmemory-policy is allkeys-* (can evict fence counters)"},
+    {"min-replicas", INT(min_replicas, 0, 64), "0", NULL,
+     "after each grant and renewal, WAIT for this many replicas; fewer is 503 not_replicated"},
+    {"replica-timeout-ms", INT(replica_timeout_ms, 1, 60000), "100", NULL,
+     "how long WAIT may take for --min-replicas"},
+};
+#define NOPTIONS (sizeof options / sizeof options[0])
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+static int parse_ll(const char *s, long long *out) {
+  if (s == NULL || *s == '\0' || isspace((unsigned char)*s)) return -1;
+  errno = 0;
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  if (errno || *end != '\0') return -1;
+  *out = v;
+  return 0;
+}
+
+static int set_option(config *cfg, const config_option *o, const char *value, char *err,
+                      size_t errlen) {
+  char *field = (char *)cfg + o->offset;
+  switch (o->type) {
+    case OPT_STRING:
+      if (strlen(value) >= o->size)
+        return fail(err, errlen, "--%s: value too long (max %zu bytes)", o->name, o->size - 1);
+      memcpy(field, value, strlen(value) + 1);
+      return 0;
+    case OPT_INT: {
+      long long v;
+      if (parse_ll(value, &v) < 0 || v < o->min || v > o->max)
+        return fail(err, errlen, "--%s: expected an integer in %lld..%lld, got '%s'", o->name,
+                    o->min, o->max, value);
+      if (o->size == sizeof(int))
+        *(int *)field = (int)v;
+      else
+        *(int64_t *)field = v;
+      return 0;
+    }
+    case OPT_BOOL:
+      if (strcmp(value, "true") == 0 || strcmp(value, "1") == 0 || strcmp(value, "yes") == 0)
+        *(int *)field = 1;
+      else if (strcmp(value, "false") == 0 || strcmp(value, "0") == 0 || strcmp(value, "no") == 0)
+        *(int *)field = 0;
+      else
+        return fail(err, errlen, "--%s: expected true or false, got '%s'", o->name, value);
+      return 0;
+    case OPT_ENUM:
+      for (int i = 0; o->choices[i]; i++)
+        if (strcmp(o->choices[i], value) == 0) {
+          *(int *)field = i;
+          return 0;
+        }
+      return fail(err, errlen, "--%s: unknown value '%s'", o->name, value);
+  }
+  return fail(err, errlen, "--%s: bad option type", o->name);
+}
+
+static const config_option *find_option(const char *name, size_t len) {
+  for (size_t i = 0; i < NOPTIONS; i++)
+    if (strlen(options[i].name) == len && strncmp(options[i].name, name, len) == 0)
+      return &options[i];
+  return NULL;
+}
+
+/* PICKET_MAX_TTL_MS for max-ttl-ms. */
+static void env_name(const char *opt, char *out, size_t cap) {
+  size_t n = (size_t)snprintf(out, cap, "PICKET_");
+  for (; *opt && n + 1 < cap; opt++) out[n++] = *opt == '-' ? '_' : (char)toupper((unsigned char)*opt);
+  out[n] = '\0';
+}
+
+int config_parse_hostport(const char *s, char *host, size_t hostcap, int *port) {
+  const char *colon;
+  size_t hl;
+  if (s[0] == '[') {
+    const char *close = strchr(s, ']');
+    if (close == NULL || close[1] != ':') return -1;
+    hl = (size_t)(close - s - 1);
+    memcpy(host, s + 1, hl < hostcap ? hl : 0);
+    colon = close + 1;
+  } else {
+    colon = strrchr(s, ':');
+    if (colon == NULL) return -1;
+    hl = (size_t)(colon - s);
+    if (hl < hostcap) memcpy(host, s, hl);
+  }
+  if (hl == 0 || hl >= hostcap) return -1;
+  host[hl] = '\0';
+  long long p;
+  if (parse_ll(colon + 1, &p) < 0 || p < 0 || p > 65535) return -1;
+  *port = (int)p;
+  return 0;
+}
+
+int config_parse_redis_url(const char *url, redis_target *t, char *err, size_t errlen) {
+  memset(t, 0, sizeof *t);
+  if (strncmp(url, "unix://", 7) == 0) {
+    const char *path = url + 7;
+    const char *q = strchr(path, '?');
+    size_t pl = q ? (size_t)(q - path) : strlen(path);
+    if (pl == 0 || path[0] != '/' || pl >= sizeof t->path)
+      return fail(err, errlen, "--redis: unix URL needs an absolute socket path: unix:///path");
+    memcpy(t->path, path, pl);
+    t->is_unix = 1;
+    if (q) {
+      long long db;
+      if (strncmp(q, "?db=", 4) != 0 || parse_ll(q + 4, &db) < 0 || db < 0 || db > 1000000)
+        return fail(err, errlen, "--redis: the only unix URL query is ?db=N");
+      t->db = (int)db;
+    }
+    return 0;
+  }
+  if (strncmp(url, "redis://", 8) != 0)
+    return fail(err, errlen, "--redis: expected redis://host:port or unix:///path, got '%s'", url);
+  const char *p = url + 8;
+  const char *at = strrchr(p, '@');
+  if (at) {
+    const char *colon = memchr(p, ':', (size_t)(at - p));
+    size_t ul = colon ? (size_t)(colon - p) : 0;
+    const char *pw = colon ? colon + 1 : p;
+    size_t pwl = (size_t)(at - pw);
+    if (ul >= sizeof t->user || pwl >= sizeof t->password)
+      return fail(err, errlen, "--redis: user or password too long");
+    memcpy(t->user, p, ul);
+    memcpy(t->password, pw, pwl);
+    p = at + 1;
+  }
+  char hostport[300];
+  const char *slash = strchr(p, '/');
+  size_t hpl = slash ? (size_t)(slash - p) : strlen(p);
+  if (hpl >= sizeof hostport) return fail(err, errlen, "--redis: host too long");
+  memcpy(hostport, p, hpl);
+  hostport[hpl] = '\0';
+  if (strchr(hostport, ':') == NULL && hostport[0] != '[') {
+    /* host without a port: the Redis default */
+    if (hpl == 0 || hpl >= sizeof t->host) return fail(err, errlen, "--redis: missing host");
+    memcpy(t->host, hostport, hpl + 1);
+    t->port = 6379;
+  } else if (config_parse_hostport(hostport, t->host, sizeof t->host, &t->port) < 0 ||
+             t->port == 0) {
+    return fail(err, errlen, "--redis: bad host:port '%s'", hostport);
+  }
+  if (slash && slash[1] != '\0') {
+    long long db;
+    if (parse_ll(slash + 1, &db) < 0 || db < 0 || db > 1000000)
+      return fail(err, errlen, "--redis: bad database number '%s'", slash + 1);
+    t->db = (int)db;
+  }
+  return 0;
+}
+
+static int read_password_file(const char *path, char *out, size_t cap, char *err, size_t errlen) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return fail(err, errlen, "--redis-password-file: cannot open %s: %s", path, strerror(errno));
+  char line[512];
+  if (fgets(line, sizeof line, f) == NULL) line[0] = '\0';
+  fclose(f);
+  line[strcspn(line, "\r\n")] = '\0';
+  if (line[0] == '\0') return fail(err, errlen, "--redis-password-file: %s is empty", path);
+  if (strlen(line) >= cap) return fail(err, errlen, "--redis-password-file: password too long");
+  memcpy(out, line, strlen(line) + 1);
+  return 0;
+}
+
+int config_load(config *cfg, int argc, char **argv, char **envp, char *err, size_t errlen) {
+  memset(cfg, 0, sizeof *cfg);
+  for (size_t i = 0; i < NOPTIONS; i++)
+    if (set_option(cfg, &options[i], options[i].def, err, errlen) < 0) return -1;
+
+  if (envp == NULL) envp = environ;
+  for (size_t i = 0; i < NOPTIONS; i++) {
+    char name[64];
+    env_name(options[i].name, name, sizeof name);
+    size_t nl = strlen(name);
+    for (char **e = envp; *e; e++)
+      if (strncmp(*e, name, nl) == 0 && (*e)[nl] == '=') {
+        char sub[512];
+        if (set_option(cfg, &options[i], *e + nl + 1, sub, sizeof sub) < 0)
+          return fail(err, errlen, "%s: %s", name, sub);
+      }
+  }
+
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return CONFIG_HELP;
+    if (strcmp(a, "--version") == 0) return CONFIG_VERSION;
+    if (strncmp(a, "--", 2) != 0)
+      return fail(err, errlen, "unexpected argument '%s' (see --help)", a);
+    const char *name = a + 2, *eq = strchr(name, '=');
+    size_t nl = eq ? (size_t)(eq - name) : strlen(name);
+    const config_option *o = find_option(name, nl);
+    if (o == NULL) return fail(err, errlen, "unknown flag '%.*s' (see --help)", (int)nl + 2, a);
+    const char *value = eq ? eq + 1 : NULL;
+    if (value == NULL && o->type == OPT_BOOL) value = "true";
+    if (value == NULL) {
+      if (i + 1 >= argc) return fail(err, errlen, "--%s needs a value", o->name);
+      value = argv[++i];
+    }
+    if (set_option(cfg, o, value, err, errlen) < 0) return -1;
+  }
+
+  if (config_parse_hostport(cfg->listen, cfg->listen_host, sizeof cfg->listen_host,
+                            &cfg->listen_port) < 0)
+    return fail(err, errlen, "--listen: expected HOST:PORT, got '%s'", cfg->listen);
+  if (config_parse_redis_url(cfg->redis_url, &cfg->redis, err, errlen) < 0) return -1;
+  if (cfg->redis_password_file[0] &&
+      read_password_file(cfg->redis_password_file, cfg->redis.password,
+                         sizeof cfg->redis.password, err, errlen) < 0)
+    return -1;
+  if (!picket_proto_prefix_valid(cfg->key_prefix, strlen(cfg->key_prefix)))
+    return fail(err, errlen, "--key-prefix: up to %d bytes of [A-Za-z0-9._:-]",
+                PICKET_PROTO_KEY_PREFIX_MAX);
+  return CONFIG_RUN;
+}
+
+void config_usage(FILE *out) {
+  fprintf(out,
+          "Usage: picketd [--flag value | --flag=value]...\n"
+          "picketd grants leases on named locks stored in Redis; every grant carries a fence.\n\n"
+          "Flags (each also read from the environment as PICKET_<FLAG>, flags win):\n");
+  for (size_t i = 0; i < NOPTIONS; i++) {
+    const config_option *o = &options[i];
+    char env[64], head[80];
+    env_name(o->name, env, sizeof env);
+    snprintf(head, sizeof head, "--%s%s", o->name, o->type == OPT_BOOL ? "" : " VALUE");
+    fprintf(out, "  %-28s %s\n  %-28s [%s; default: %s]\n", head, o->help, "", env,
+            o->def[0] ? o->def : "none");
+  }
+  fprintf(out, "  %-28s %s\n  %-28s %s\n", "--help", "show this help and exit", "--version",
+          "show the version and exit");
+}

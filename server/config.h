@@ -1,0 +1,64 @@
+/* config.h: picketd's configuration: one struct, filled from one
+ * declarative table (config.c) by flags and PICKET_* environment. */
+#ifndef PICKETD_CONFIG_H
+#define PICKETD_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+
+/* Where Redis is: a unix socket or host:port, with optional credentials. */
+typedef struct {
+  int is_unix;
+  char path[256];      /* unix socket path */
+  char host[256];
+  int port;
+  char user[128];      /* ACL user, "" for none */
+  char password[256];  /* "" for none */
+  int db;
+} redis_target;
+
+typedef struct {
+  char listen[300];          /* HOST:PORT as given */
+  char listen_host[256];
+  int listen_port;
+  char redis_url[600];
+  redis_target redis;
+  char redis_password_file[512];
+  int64_t redis_timeout_ms;
+  char key_prefix[72];
+  int threads;
+  int64_t max_ttl_ms;
+  int64_t max_wait_ms;
+  int max_waiters;
+  int max_connections;
+  int64_t conn_timeout_s;
+  int64_t shutdown_timeout_ms;
+  int log_level;
+  int log_format;
+  char port_file[512];
+  int allow_eviction;
+  int min_replicas;
+  int64_t replica_timeout_ms;
+} config;
+
+/* What config_load found on the command line. */
+enum { CONFIG_RUN = 0, CONFIG_HELP, CONFIG_VERSION };
+
+/* Fills *cfg from the defaults, then the PICKET_* environment (envp, may be
+ * NULL), then argv. Returns CONFIG_RUN/HELP/VERSION, or -1 with a one-line
+ * message in err (the caller prints it and exits 2). Reads the password
+ * file if one is named. */
+int config_load(config *cfg, int argc, char **argv, char **envp, char *err, size_t errlen);
+
+/* Writes the --help text, generated from the table. */
+void config_usage(FILE *out);
+
+/* Parses redis://[user:pass@]host:port[/db] or unix:///path[?db=N].
+ * Returns 0, or -1 with a message in err. */
+int config_parse_redis_url(const char *url, redis_target *t, char *err, size_t errlen);
+
+/* Splits HOST:PORT (IPv6 as [::1]:PORT); port 0..65535. Returns 0 or -1. */
+int config_parse_hostport(const char *s, char *host, size_t hostcap, int *port);
+
+#endif

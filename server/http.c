@@ -1,0 +1,252 @@
+/* http.c: libmicrohttpd wiring: the daemon and its worker thread pool,
+ * request bodies (bounded), suspend/resume for waiting acquires, and
+ * sending api_response values. It knows nothing of locks: api.c decides
+ * every reply, wait.c decides when a waiter runs again.
+ *
+ * Per request libmicrohttpd calls on_request several times: first with no
+ * state (we allocate it), then once per body chunk, then with no data (we
+ * handle it). A waiting acquire is suspended after its first attempt and
+ * re-enters on_request each time wait.c resumes it. */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "api.h"
+#include "log.h"
+#include "metrics.h"
+#include "store.h"
+#include "wait.h"
+
+typedef struct {
+  api_call call;
+  waiter w;
+  int waiting;          /* parked in wait.c at least once */
+  char *body;
+  size_t len, cap;
+  int too_large;
+  int64_t t0_ms;
+} http_req;
+
+static struct MHD_Daemon *daemon_;
+static atomic_long inflight;
+
+long http_inflight(void) { return atomic_load(&inflight); }
+
+void http_resume(void *conn) { MHD_resume_connection(conn); }
+
+/* Keep paths exactly as sent: a lock name must never be decoded into
+ * something else ('%2F' into '/', '%00' into an end of string). */
+static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s) { return strlen(s); }
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  msg[strcspn(msg, "\n")] = '\0';
+  LOG(LOG_DEBUG, "libmicrohttpd: %s", msg);
+}
+
+static int append_body(http_req *r, const char *data, size_t n) {
+  if (r->too_large || r->len + n > PICKET_PROTO_BODY_MAX) {
+    r->too_large = 1; /* keep reading, and drop it: the reply is 413 */
+    return 0;
+  }
+  if (r->len + n > r->cap) {
+    size_t cap = r->cap ? r->cap : 256;
+    while (cap < r->len + n) cap *= 2;
+    if (cap > PICKET_PROTO_BODY_MAX) cap = PICKET_PROTO_BODY_MAX;
+    char *nb = realloc(r->body, cap);
+    if (nb == NULL) return -1;
+    r->body = nb;
+    r->cap = cap;
+  }
+  memcpy(r->body + r->len, data, n);
+  r->len += n;
+  return 0;
+}
+
+static enum MHD_Result send_response(struct MHD_Connection *conn, http_req *r, api_response *resp) {
+  struct MHD_Response *m =
+      MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
+  if (m == NULL) {
+    api_response_free(resp);
+    return MHD_NO;
+  }
+  resp->body = NULL; /* libmicrohttpd owns it now */
+  MHD_add_response_header(m, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
+  if (resp->allow) MHD_add_response_header(m, MHD_HTTP_HEADER_ALLOW, resp->allow);
+  if (resp->retry_after[0]) MHD_add_response_header(m, MHD_HTTP_HEADER_RETRY_AFTER, resp->retry_after);
+  enum MHD_Result ok = MHD_queue_response(conn, (unsigned)resp->status, m);
+  MHD_destroy_response(m);
+  metrics_request(resp->endpoint, resp->status);
+  if (!r->waiting) metrics_observe(H_REQUEST, (double)(api_now_ms() - r->t0_ms) / 1000.0);
+  return ok;
+}
+
+/* 1 when the peer has closed or reset the connection. */
+static int client_gone(int fd) {
+  if (fd < 0) return 0;
+  struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* Parks a waiting acquire and suspends its connection. */
+static enum MHD_Result park(struct MHD_Connection *conn, http_req *r) {
+  if (!r->waiting) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    r->w.conn = conn;
+    r->w.fd = ci ? ci->connect_fd : -1;
+    r->w.call = &r->call;
+    picket_proto_err err;
+    if (wait_park(&r->w, &err) < 0) {
+      api_response resp = {0};
+      api_error(&resp, err, NULL);
+      resp.endpoint = EP_ACQUIRE;
+      metrics_inc(M_ACQUIRE_ERROR);
+      return send_response(conn, r, &resp);
+    }
+    r->waiting = 1;
+  } else {
+    wait_repark(&r->w);
+  }
+  MHD_suspend_connection(conn);
+  wait_suspended(&r->w);
+  return MHD_YES;
+}
+
+/* A resumed waiter: act on why it was woken. */
+static enum MHD_Result resumed(struct MHD_Connection *conn, http_req *r) {
+  api_response resp = {0};
+  resp.endpoint = EP_ACQUIRE;
+  switch (r->w.wake) {
+    case WAKE_RETRY:
+      if (client_gone(r->w.fd)) {
+        /* Never grant to a client that is gone: the lock would sit held
+         * for a whole TTL with nobody to use or release it. */
+        wait_count_disconnect();
+        wait_leave(&r->w, 0);
+        return MHD_NO;
+      }
+      if (api_retry_acquire(&r->call, &resp) == API_WAIT) return park(conn, r);
+      wait_leave(&r->w, r->call.granted);
+      return send_response(conn, r, &resp);
+    case WAKE_TIMEOUT:
+      wait_leave(&r->w, 0);
+      api_wait_expired(&r->call, &resp);
+      return send_response(conn, r, &resp);
+    case WAKE_SHUTDOWN:
+      wait_leave(&r->w, 0);
+      metrics_inc(M_ACQUIRE_ERROR);
+      api_error(&resp, PICKET_PROTO_ERR_SHUTTING_DOWN, "picketd is shutting down; retry elsewhere");
+      return send_response(conn, r, &resp);
+    case WAKE_DISCONNECT:
+    default:
+      wait_leave(&r->w, 0);
+      return MHD_NO;
+  }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **state) {
+  http_req *r = *state;
+  if (r == NULL) {
+    r = calloc(1, sizeof *r);
+    if (r == NULL) return MHD_NO;
+    r->t0_ms = api_now_ms();
+    r->w.fd = -1;
+    *state = r;
+    atomic_fetch_add(&inflight, 1);
+    metrics_gauge_add(G_INFLIGHT, 1);
+    return MHD_YES;
+  }
+  if (*upload_size) {
+    if (append_body(r, upload, *upload_size) < 0) return MHD_NO;
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  if (r->waiting) return resumed(conn, r);
+
+  api_request req = {method, url, r->body, r->len, r->too_large};
+  api_response resp;
+  if (api_handle(&req, &r->call, &resp) == API_WAIT) return park(conn, r);
+  return send_response(conn, r, &resp);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
+                         enum MHD_RequestTerminationCode toe) {
+  http_req *r = *state;
+  if (r == NULL) return;
+  if (r->waiting) wait_leave(&r->w, r->call.granted);
+  if (r->call.granted && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+    /* The grant never reached its client: give the lock back now rather
+     * than leave it held for a whole TTL by nobody. */
+    store_result sr = {0};
+    store_release(r->call.name, r->call.lease, &sr);
+    char lease_log[16];
+    LOG(LOG_INFO, "grant of %s (lease %s) was not delivered; released it", r->call.name,
+        log_lease(r->call.lease, lease_log));
+  }
+  free(r->body);
+  free(r);
+  *state = NULL;
+  atomic_fetch_sub(&inflight, 1);
+  metrics_gauge_add(G_INFLIGHT, -1);
+}
+
+int http_start(const config *cfg, int *port) {
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                           .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
+  struct addrinfo *ai = NULL;
+  char portstr[16];
+  snprintf(portstr, sizeof portstr, "%d", cfg->listen_port);
+  int rc = getaddrinfo(cfg->listen_host, portstr, &hints, &ai);
+  if (rc != 0 || ai == NULL) {
+    LOG(LOG_ERROR, "--listen %s: %s", cfg->listen, gai_strerror(rc));
+    return -1;
+  }
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+                   MHD_USE_ERROR_LOG;
+  if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+  daemon_ = MHD_start_daemon(
+      flags, 0, NULL, NULL, on_request, NULL,
+      MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+      MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+      MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
+      MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+      MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+      MHD_OPTION_END);
+  freeaddrinfo(ai);
+  if (daemon_ == NULL) {
+    LOG(LOG_ERROR, "cannot listen on %s (in use, or not a local address?)", cfg->listen);
+    return -1;
+  }
+  const union MHD_DaemonInfo *di = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
+  *port = di ? di->port : cfg->listen_port;
+  return 0;
+}
+
+void http_quiesce(void) {
+  if (daemon_) {
+    MHD_socket s = MHD_quiesce_daemon(daemon_);
+    if (s != MHD_INVALID_SOCKET) close(s);
+  }
+}
+
+void http_stop(void) {
+  if (daemon_) MHD_stop_daemon(daemon_);
+  daemon_ = NULL;
+}

@@ -1,0 +1,104 @@
+/* main.c: picketd's process: configuration, signals, start and stop.
+ *
+ * Start: read the config (bad flags exit 2), check Redis (an evicting
+ * policy exits 1; an unreachable Redis is fine, requests get 503 until it
+ * answers), start the waiter threads and the HTTP daemon, write the port.
+ * Stop (SIGTERM/SIGINT): answer every waiter 503 shutting_down, stop
+ * accepting, let in-flight requests finish (bounded by
+ * --shutdown-timeout-ms), then close everything and exit 0. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "config.h"
+#include "http.h"
+#include "log.h"
+#include "store.h"
+#include "wait.h"
+
+#ifndef PICKET_VERSION
+#define PICKET_VERSION "0.0.0"
+#endif
+
+static int write_port_file(const char *path, int port) {
+  char tmp[600];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (f == NULL) return -1;
+  fprintf(f, "%d\n", port);
+  if (fclose(f) != 0) return -1;
+  return rename(tmp, path); /* readers never see a half-written file */
+}
+
+int main(int argc, char **argv) {
+  static config cfg;
+  char err[600];
+  int rc = config_load(&cfg, argc, argv, NULL, err, sizeof err);
+  if (rc < 0) {
+    fprintf(stderr, "picketd: %s\n", err);
+    return 2;
+  }
+  if (rc == CONFIG_HELP) {
+    config_usage(stdout);
+    return 0;
+  }
+  if (rc == CONFIG_VERSION) {
+    printf("picketd %s\n", PICKET_VERSION);
+    return 0;
+  }
+  log_setup(cfg.log_level, cfg.log_format);
+
+  /* Every thread inherits this mask; only main receives the signals, in
+   * sigwait below, so no handler ever runs inside a worker. */
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  if (store_init(&cfg, err, sizeof err) < 0) {
+    LOG(LOG_ERROR, "%s", err);
+    fprintf(stderr, "picketd: %s\n", err);
+    return 1;
+  }
+  api_init(&cfg);
+  if (wait_start(&cfg, http_resume) < 0) {
+    LOG(LOG_ERROR, "cannot start the waiter threads: %s", strerror(errno));
+    return 1;
+  }
+  int port = 0;
+  if (http_start(&cfg, &port) < 0) return 1;
+  if (cfg.port_file[0] && write_port_file(cfg.port_file, port) < 0) {
+    LOG(LOG_ERROR, "cannot write --port-file %s: %s", cfg.port_file, strerror(errno));
+    http_stop();
+    return 1;
+  }
+  LOG(LOG_INFO, "picketd %s listening on %s port %d (redis %s, %d threads)", PICKET_VERSION,
+      cfg.listen_host, port, cfg.redis.is_unix ? cfg.redis.path : cfg.redis.host, cfg.threads);
+
+  int sig = 0;
+  while (sigwait(&sigs, &sig) != 0) {
+  }
+  LOG(LOG_INFO, "got %s: stopping (waiters get 503, in-flight requests finish)",
+      sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  wait_shutdown();
+  http_quiesce();
+  struct timespec tick = {0, 5 * 1000000L};
+  for (int64_t waited = 0; http_inflight() > 0 && waited < cfg.shutdown_timeout_ms; waited += 5)
+    nanosleep(&tick, NULL);
+  if (http_inflight() > 0)
+    LOG(LOG_WARN, "%ld requests still running after %lld ms; closing them", http_inflight(),
+        (long long)cfg.shutdown_timeout_ms);
+  http_stop();
+  wait_stop();
+  store_thread_done();
+  LOG(LOG_INFO, "stopped");
+  return 0;
+}

@@ -1,0 +1,60 @@
+/* metrics.h: picketd's counters, gauges and histograms, served at /metrics
+ * in the Prometheus text format. Every update is one relaxed atomic add, so
+ * worker threads never take a lock to count. */
+#ifndef PICKETD_METRICS_H
+#define PICKETD_METRICS_H
+
+#include <stddef.h>
+
+/* HTTP endpoints, for picket_http_requests_total{endpoint}. */
+typedef enum {
+  EP_ACQUIRE, EP_RENEW, EP_RELEASE, EP_INSPECT, EP_HEALTHZ, EP_READYZ, EP_METRICS, EP_OPENAPI,
+  EP_OTHER, EP_COUNT
+} metrics_endpoint;
+
+/* Counters: X(enum, metric name, labels, help of the family). Rows of one
+ * family sit together; the help is printed once per family. */
+#define METRICS_COUNTER_MAP(X)                                                                   \
+  X(ACQUIRE_GRANTED, "picket_acquire_total", "outcome=\"granted\"", "Acquire outcomes.")        \
+  X(ACQUIRE_HELD, "picket_acquire_total", "outcome=\"held\"", "")                                \
+  X(ACQUIRE_ERROR, "picket_acquire_total", "outcome=\"error\"", "")                              \
+  X(RENEW_RENEWED, "picket_renew_total", "outcome=\"renewed\"", "Renew outcomes; lease_lost is a holder that overran its TTL.") \
+  X(RENEW_LOST, "picket_renew_total", "outcome=\"lease_lost\"", "")                              \
+  X(RENEW_ERROR, "picket_renew_total", "outcome=\"error\"", "")                                  \
+  X(RELEASE_RELEASED, "picket_release_total", "outcome=\"released\"", "Release outcomes; lease_lost is a holder that overran its TTL.") \
+  X(RELEASE_LOST, "picket_release_total", "outcome=\"lease_lost\"", "")                          \
+  X(RELEASE_ERROR, "picket_release_total", "outcome=\"error\"", "")                              \
+  X(REDIS_ERR_UNAVAILABLE, "picket_redis_errors_total", "kind=\"unavailable\"", "Redis failures by kind.") \
+  X(REDIS_ERR_REPLY, "picket_redis_errors_total", "kind=\"error_reply\"", "")                    \
+  X(REDIS_ERR_MISCONFIGURED, "picket_redis_errors_total", "kind=\"misconfigured\"", "")          \
+  X(REDIS_ERR_NOT_REPLICATED, "picket_redis_errors_total", "kind=\"not_replicated\"", "")        \
+  X(REDIS_RECONNECTS, "picket_redis_reconnects_total", "", "Redis connections (re)established.") \
+  X(WAKE_RELEASE, "picket_wait_wakeups_total", "cause=\"release\"", "Waiter wake-ups by cause.") \
+  X(WAKE_EXPIRY, "picket_wait_wakeups_total", "cause=\"expiry\"", "")                            \
+  X(WAKE_TIMEOUT, "picket_wait_wakeups_total", "cause=\"timeout\"", "")                          \
+  X(WAKE_DISCONNECT, "picket_wait_wakeups_total", "cause=\"disconnect\"", "")                    \
+  X(WAIT_REJECTED, "picket_wait_rejected_total", "", "Waits refused with too_many_waiters.")
+
+typedef enum {
+#define METRICS_ENUM(e, name, labels, help) M_##e,
+  METRICS_COUNTER_MAP(METRICS_ENUM)
+#undef METRICS_ENUM
+  M_COUNT
+} metrics_counter;
+
+typedef enum { G_REDIS_UP, G_WAITERS, G_INFLIGHT, G_COUNT } metrics_gauge;
+typedef enum { H_REQUEST, H_WAIT, H_COUNT } metrics_histogram;
+
+void metrics_inc(metrics_counter c);
+void metrics_gauge_set(metrics_gauge g, long v);
+void metrics_gauge_add(metrics_gauge g, long delta);
+long metrics_gauge_get(metrics_gauge g);
+void metrics_observe(metrics_histogram h, double seconds);
+/* Counts one served request (status is the HTTP status sent). */
+void metrics_request(metrics_endpoint ep, int status);
+
+/* Renders everything in the Prometheus text format into a malloc'd string
+ * (the caller frees it); *len gets its length. NULL if out of memory. */
+char *metrics_render(size_t *len);
+
+#endif

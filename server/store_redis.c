@@ -1,0 +1,483 @@
+/* store_redis.c: the lock store on Redis (see store.h).
+ *
+ * Each HTTP worker thread owns one hiredis connection (a pthread key holds
+ * it), so requests never wait for each other on the client side. All lock
+ * logic runs inside the Lua scripts of proto/redis, embedded at build time:
+ * they are loaded with SCRIPT LOAD when a connection opens and called with
+ * EVALSHA; NOSCRIPT (Redis restarted or SCRIPT FLUSH) reloads and retries
+ * once. A broken connection is dropped and reopened on the next call, with
+ * a capped backoff between failed attempts so a dead Redis costs each
+ * request one fast 503, not a connect timeout. Every connect re-checks
+ * maxmemory-policy: an evicting policy could delete a fence counter, which
+ * would break the one promise picket makes. */
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "store.h"
+
+enum { SCRIPT_ACQUIRE, SCRIPT_RENEW, SCRIPT_RELEASE, SCRIPT_INSPECT, SCRIPT_COUNT };
+
+static const char *const script_src[SCRIPT_COUNT] = {
+    picket_proto_lua_acquire, picket_proto_lua_renew, picket_proto_lua_release,
+    picket_proto_lua_inspect};
+static const char *const script_name[SCRIPT_COUNT] = {"acquire", "renew", "release", "inspect"};
+
+#define BACKOFF_MIN_MS 20
+#define BACKOFF_MAX_MS 250 /* so a returning Redis is found well within 1 s */
+#define POLICY_RECHECK_MS 1000
+#define KEY_MAX (PICKET_PROTO_KEY_PREFIX_MAX + PICKET_PROTO_NAME_MAX + 16)
+
+typedef struct {
+  redisContext *c;
+  char sha[SCRIPT_COUNT][41];
+  int64_t next_try_ms;  /* no reconnect before this (backoff) */
+  int64_t backoff_ms;
+  int misconfigured;    /* evicting policy seen on this connection */
+  int64_t next_policy_check_ms;
+} conn;
+
+static const config *cfg;
+static pthread_key_t conn_key;
+static char channel[PICKET_PROTO_KEY_PREFIX_MAX + 16];
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void set_err(store_result *r, const char *fmt, const char *detail) {
+  snprintf(r->err, sizeof r->err, fmt, detail ? detail : "");
+}
+
+static void conn_close(conn *k) {
+  if (k->c) redisFree(k->c);
+  k->c = NULL;
+}
+
+static void conn_destroy(void *p) {
+  conn *k = p;
+  conn_close(k);
+  free(k);
+}
+
+static struct timeval ms_tv(int64_t ms) {
+  struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
+  return tv;
+}
+
+/* A command on a fresh connection during setup; NULL (and the reason in r)
+ * when it fails at the transport level or Redis answers with an error. */
+static redisReply *setup_cmd(redisContext *c, store_result *r, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  redisReply *rep = redisvCommand(c, fmt, ap);
+  va_end(ap);
+  if (rep == NULL) {
+    set_err(r, "Redis connection failed: %s", c->errstr);
+    return NULL;
+  }
+  if (rep->type == REDIS_REPLY_ERROR) {
+    set_err(r, "Redis refused setup: %s", rep->str);
+    freeReplyObject(rep);
+    return NULL;
+  }
+  return rep;
+}
+
+/* CONFIG GET name -> value into out; 0, or -1 when CONFIG is unavailable
+ * (renamed or forbidden by ACL: the check is then skipped, with a warning). */
+static int config_get(redisContext *c, const char *name, char *out, size_t cap) {
+  redisReply *rep = redisCommand(c, "CONFIG GET %s", name);
+  int ok = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+           rep->element[1]->type == REDIS_REPLY_STRING;
+  if (ok) snprintf(out, cap, "%s", rep->element[1]->str);
+  if (rep) freeReplyObject(rep);
+  return ok ? 0 : -1;
+}
+
+/* 1 when the policy may evict keys without a TTL, i.e. fence counters. */
+static int policy_evicts_all(const char *policy) { return strncmp(policy, "allkeys-", 8) == 0; }
+
+static void check_policy(conn *k) {
+  char policy[64];
+  k->next_policy_check_ms = now_ms() + POLICY_RECHECK_MS;
+  if (config_get(k->c, "maxmemory-policy", policy, sizeof policy) < 0) return;
+  int bad = policy_evicts_all(policy) && !cfg->allow_eviction;
+  if (bad && !k->misconfigured)
+    LOG(LOG_ERROR, "Redis maxmemory-policy is %s: it can evict fence counters; refusing locks "
+                   "(set noeviction, or start with --allow-eviction)", policy);
+  if (!bad && k->misconfigured) LOG(LOG_INFO, "Redis maxmemory-policy is now %s", policy);
+  k->misconfigured = bad;
+}
+
+static redisContext *redis_open(store_result *r) {
+  struct timeval tv = ms_tv(cfg->redis_timeout_ms);
+  const redis_target *t = &cfg->redis;
+  redisContext *c = t->is_unix ? redisConnectUnixWithTimeout(t->path, tv)
+                               : redisConnectWithTimeout(t->host, t->port, tv);
+  if (c == NULL) {
+    set_err(r, "Redis connection failed: out of memory%s", NULL);
+    return NULL;
+  }
+  if (c->err) {
+    set_err(r, "Redis connection failed: %s", c->errstr);
+    redisFree(c);
+    return NULL;
+  }
+  redisSetTimeout(c, tv);
+  if (!t->is_unix) redisEnableKeepAlive(c);
+  redisReply *rep = NULL;
+  if (t->password[0]) {
+    rep = t->user[0] ? setup_cmd(c, r, "AUTH %s %s", t->user, t->password)
+                     : setup_cmd(c, r, "AUTH %s", t->password);
+    if (rep == NULL) goto fail;
+    freeReplyObject(rep);
+  }
+  if (t->db) {
+    if ((rep = setup_cmd(c, r, "SELECT %d", t->db)) == NULL) goto fail;
+    freeReplyObject(rep);
+  }
+  return c;
+fail:
+  redisFree(c);
+  return NULL;
+}
+
+static int load_script(conn *k, int s, store_result *r) {
+  redisReply *rep = setup_cmd(k->c, r, "SCRIPT LOAD %s", script_src[s]);
+  if (rep == NULL) return -1;
+  int ok = rep->type == REDIS_REPLY_STRING && rep->len == 40;
+  if (ok) memcpy(k->sha[s], rep->str, 41);
+  else set_err(r, "Redis gave an odd reply to SCRIPT LOAD %s", script_name[s]);
+  freeReplyObject(rep);
+  return ok ? 0 : -1;
+}
+
+/* The calling thread's connection, (re)opened as needed; NULL with r->err
+ * set when Redis cannot be reached now. */
+static conn *conn_get(store_result *r) {
+  conn *k = pthread_getspecific(conn_key);
+  if (k == NULL) {
+    k = calloc(1, sizeof *k);
+    if (k == NULL) {
+      set_err(r, "out of memory%s", NULL);
+      return NULL;
+    }
+    k->backoff_ms = BACKOFF_MIN_MS;
+    pthread_setspecific(conn_key, k);
+  }
+  if (k->c) return k;
+  int64_t now = now_ms();
+  if (now < k->next_try_ms) {
+    set_err(r, "Redis is unreachable (retrying)%s", NULL);
+    return NULL;
+  }
+  k->c = redis_open(r);
+  for (int s = 0; k->c && s < SCRIPT_COUNT; s++)
+    if (load_script(k, s, r) < 0) conn_close(k);
+  if (k->c == NULL) {
+    k->next_try_ms = now + k->backoff_ms;
+    k->backoff_ms = k->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : k->backoff_ms * 2;
+    return NULL;
+  }
+  k->backoff_ms = BACKOFF_MIN_MS;
+  k->next_try_ms = 0;
+  k->misconfigured = 0;
+  check_policy(k);
+  metrics_inc(M_REDIS_RECONNECTS);
+  LOG(LOG_DEBUG, "Redis connection opened");
+  return k;
+}
+
+/* Sorts an error reply into unavailable (retry later) or a real error. */
+static store_status error_reply(const char *msg, store_result *r) {
+  static const char *const transient[] = {"LOADING", "BUSY", "READONLY", "MASTERDOWN",
+                                          "TRYAGAIN", "CLUSTERDOWN", NULL};
+  char clean[200];
+  snprintf(clean, sizeof clean, "%s", msg);
+  char *script = strstr(clean, " script:");
+  if (script) *script = '\0'; /* drop Redis's "script: <sha>, on @user_script:N." */
+  for (int i = 0; transient[i]; i++)
+    if (strncmp(msg, transient[i], strlen(transient[i])) == 0) {
+      set_err(r, "Redis cannot serve now: %s", clean);
+      metrics_inc(M_REDIS_ERR_UNAVAILABLE);
+      return STORE_EUNAVAIL;
+    }
+  set_err(r, "Redis error: %s", clean);
+  metrics_inc(M_REDIS_ERR_REPLY);
+  return STORE_EREPLY;
+}
+
+static store_status transport_error(conn *k, store_result *r) {
+  if (k->c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK))
+    snprintf(r->err, sizeof r->err, "Redis timed out after %lld ms",
+             (long long)cfg->redis_timeout_ms);
+  else
+    set_err(r, "Redis connection lost: %s", k->c->errstr);
+  conn_close(k); /* a timed-out connection may still deliver the old reply */
+  metrics_inc(M_REDIS_ERR_UNAVAILABLE);
+  metrics_gauge_set(G_REDIS_UP, 0);
+  return STORE_EUNAVAIL;
+}
+
+/* EVALSHA script with keys and args; *out gets the reply (caller frees)
+ * when the result is STORE_OK. */
+static store_status eval(int s, int nkeys, const char *const *keys, int nargs,
+                         const char *const *args, redisReply **out, store_result *r) {
+  conn *k = conn_get(r);
+  if (k == NULL) {
+    metrics_inc(M_REDIS_ERR_UNAVAILABLE);
+    metrics_gauge_set(G_REDIS_UP, 0);
+    return STORE_EUNAVAIL;
+  }
+  if (k->misconfigured && now_ms() >= k->next_policy_check_ms) check_policy(k);
+  if (k->misconfigured) {
+    set_err(r, "Redis maxmemory-policy evicts keys; fences are unsafe, so no lock calls%s", NULL);
+    metrics_inc(M_REDIS_ERR_MISCONFIGURED);
+    return STORE_EMISCONF;
+  }
+  const char *argv[16];
+  char nk[8];
+  snprintf(nk, sizeof nk, "%d", nkeys);
+  for (int attempt = 0; attempt < 2; attempt++) {
+    int n = 0;
+    argv[n++] = "EVALSHA";
+    argv[n++] = k->sha[s];
+    argv[n++] = nk;
+    for (int i = 0; i < nkeys; i++) argv[n++] = keys[i];
+    for (int i = 0; i < nargs; i++) argv[n++] = args[i];
+    redisReply *rep = redisCommandArgv(k->c, n, argv, NULL);
+    if (rep == NULL) return transport_error(k, r);
+    if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0 && attempt == 0) {
+      freeReplyObject(rep);
+      LOG(LOG_INFO, "Redis lost script %s (restart or SCRIPT FLUSH); reloading", script_name[s]);
+      if (load_script(k, s, r) < 0) {
+        if (k->c->err) return transport_error(k, r);
+        return STORE_EREPLY;
+      }
+      continue;
+    }
+    if (rep->type == REDIS_REPLY_ERROR) {
+      store_status st = error_reply(rep->str, r);
+      freeReplyObject(rep);
+      return st;
+    }
+    metrics_gauge_set(G_REDIS_UP, 1);
+    *out = rep;
+    return STORE_OK;
+  }
+  set_err(r, "Redis keeps losing script %s", script_name[s]);
+  return STORE_EREPLY;
+}
+
+/* Waits for --min-replicas to acknowledge this connection's writes. */
+static store_status wait_replicas(store_result *r) {
+  if (cfg->min_replicas <= 0) return STORE_OK;
+  conn *k = pthread_getspecific(conn_key);
+  if (k == NULL || k->c == NULL) {
+    set_err(r, "Redis connection lost before WAIT%s", NULL);
+    return STORE_EUNAVAIL;
+  }
+  redisReply *rep = redisCommand(k->c, "WAIT %d %lld", cfg->min_replicas,
+                                 (long long)cfg->replica_timeout_ms);
+  if (rep == NULL) return transport_error(k, r);
+  store_status st = STORE_OK;
+  if (rep->type == REDIS_REPLY_ERROR) {
+    st = error_reply(rep->str, r);
+  } else if (rep->type != REDIS_REPLY_INTEGER || rep->integer < cfg->min_replicas) {
+    snprintf(r->err, sizeof r->err, "only %lld of %d replicas acknowledged within %lld ms",
+             rep->type == REDIS_REPLY_INTEGER ? (long long)rep->integer : 0LL, cfg->min_replicas,
+             (long long)cfg->replica_timeout_ms);
+    metrics_inc(M_REDIS_ERR_NOT_REPLICATED);
+    st = STORE_ENOTREPL;
+  }
+  freeReplyObject(rep);
+  return st;
+}
+
+static int is_int(const redisReply *e) { return e->type == REDIS_REPLY_INTEGER; }
+
+static store_status odd_reply(redisReply *rep, const char *script, store_result *r) {
+  freeReplyObject(rep);
+  set_err(r, "unexpected reply from the %s script", script);
+  metrics_inc(M_REDIS_ERR_REPLY);
+  return STORE_EREPLY;
+}
+
+static void copy_owner(const redisReply *e, store_result *r) {
+  r->owner[0] = '\0';
+  if (e->type == REDIS_REPLY_STRING && e->len <= PICKET_PROTO_OWNER_MAX)
+    memcpy(r->owner, e->str, e->len + 1);
+}
+
+static int keys_for(const char *name, char lease_key[KEY_MAX], char fence_key[KEY_MAX]) {
+  if (picket_proto_key_lease(lease_key, KEY_MAX, cfg->key_prefix, name) < 0) return -1;
+  if (fence_key && picket_proto_key_fence(fence_key, KEY_MAX, cfg->key_prefix, name) < 0)
+    return -1;
+  return 0;
+}
+
+static store_status bad_name(store_result *r) {
+  set_err(r, "lock name too long for a key%s", NULL);
+  return STORE_EREPLY;
+}
+
+store_status store_acquire(const char *name, const char *lease, int64_t ttl_ms, const char *owner,
+                           store_result *r) {
+  char lk[KEY_MAX], fk[KEY_MAX], ttl[24];
+  if (keys_for(name, lk, fk) < 0) return bad_name(r);
+  snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
+  const char *keys[] = {lk, fk}, *args[] = {lease, ttl, owner ? owner : ""};
+  redisReply *rep;
+  store_status st = eval(SCRIPT_ACQUIRE, 2, keys, 3, args, &rep, r);
+  if (st != STORE_OK) return st;
+  if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 || !is_int(rep->element[0]) ||
+      !is_int(rep->element[1]))
+    return odd_reply(rep, "acquire", r);
+  if (rep->element[0]->integer == 0) {
+    r->ttl_ms = rep->element[1]->integer;
+    copy_owner(rep->element[2], r);
+    freeReplyObject(rep);
+    return STORE_HELD;
+  }
+  r->fence = rep->element[1]->integer;
+  r->created = is_int(rep->element[2]) && rep->element[2]->integer == 1;
+  freeReplyObject(rep);
+  st = wait_replicas(r);
+  if (st != STORE_OK) {
+    /* The grant may not survive a failover: take it back, so no caller
+     * ever holds a grant that another could get after a promotion. */
+    store_result ignore;
+    store_release(name, lease, &ignore);
+  }
+  return st;
+}
+
+store_status store_renew(const char *name, const char *lease, int64_t ttl_ms, store_result *r) {
+  char lk[KEY_MAX], ttl[24];
+  if (keys_for(name, lk, NULL) < 0) return bad_name(r);
+  snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
+  const char *keys[] = {lk}, *args[] = {lease, ttl};
+  redisReply *rep;
+  store_status st = eval(SCRIPT_RENEW, 1, keys, 2, args, &rep, r);
+  if (st != STORE_OK) return st;
+  if (!is_int(rep)) return odd_reply(rep, "renew", r);
+  r->fence = rep->integer;
+  freeReplyObject(rep);
+  if (r->fence == 0) return STORE_LOST;
+  return wait_replicas(r);
+}
+
+store_status store_release(const char *name, const char *lease, store_result *r) {
+  char lk[KEY_MAX];
+  if (keys_for(name, lk, NULL) < 0) return bad_name(r);
+  const char *keys[] = {lk}, *args[] = {lease, channel, name};
+  redisReply *rep;
+  store_status st = eval(SCRIPT_RELEASE, 1, keys, 3, args, &rep, r);
+  if (st != STORE_OK) return st;
+  if (!is_int(rep)) return odd_reply(rep, "release", r);
+  int released = rep->integer == 1;
+  freeReplyObject(rep);
+  return released ? STORE_OK : STORE_LOST;
+}
+
+store_status store_inspect(const char *name, store_result *r) {
+  char lk[KEY_MAX], fk[KEY_MAX];
+  if (keys_for(name, lk, fk) < 0) return bad_name(r);
+  const char *keys[] = {lk, fk};
+  redisReply *rep;
+  store_status st = eval(SCRIPT_INSPECT, 2, keys, 0, NULL, &rep, r);
+  if (st != STORE_OK) return st;
+  if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 || !is_int(rep->element[0]) ||
+      !is_int(rep->element[1]) || !is_int(rep->element[2]))
+    return odd_reply(rep, "inspect", r);
+  r->fence = rep->element[0]->integer;
+  r->held = rep->element[1]->integer == 1;
+  r->ttl_ms = r->held ? rep->element[2]->integer : 0;
+  copy_owner(rep->element[3], r);
+  freeReplyObject(rep);
+  return STORE_OK;
+}
+
+store_status store_ready(store_result *r) {
+  conn *k = conn_get(r);
+  if (k == NULL) {
+    metrics_gauge_set(G_REDIS_UP, 0);
+    return STORE_EUNAVAIL;
+  }
+  if (k->misconfigured) check_policy(k);
+  if (k->misconfigured) {
+    set_err(r, "Redis maxmemory-policy evicts keys; fences are unsafe%s", NULL);
+    return STORE_EMISCONF;
+  }
+  redisReply *rep = redisCommand(k->c, "INFO replication");
+  if (rep == NULL) return transport_error(k, r);
+  store_status st = STORE_OK;
+  r->replicas = 0;
+  if (rep->type == REDIS_REPLY_ERROR) {
+    st = error_reply(rep->str, r);
+  } else if (rep->type == REDIS_REPLY_STRING) {
+    const char *p = strstr(rep->str, "connected_slaves:");
+    if (p) r->replicas = atoi(p + strlen("connected_slaves:"));
+    metrics_gauge_set(G_REDIS_UP, 1);
+  }
+  freeReplyObject(rep);
+  return st;
+}
+
+void store_thread_done(void) {
+  conn *k = pthread_getspecific(conn_key);
+  if (k) {
+    pthread_setspecific(conn_key, NULL);
+    conn_destroy(k);
+  }
+}
+
+int store_init(const config *c, char *err, size_t errlen) {
+  cfg = c;
+  picket_proto_channel(channel, sizeof channel, cfg->key_prefix);
+  if (pthread_key_create(&conn_key, conn_destroy) != 0) {
+    snprintf(err, errlen, "pthread_key_create failed");
+    return -1;
+  }
+  store_result r = {0};
+  redisContext *rc = redis_open(&r);
+  if (rc == NULL) {
+    LOG(LOG_WARN, "%s; serving 503 until Redis answers", r.err);
+    return 0;
+  }
+  char policy[64], aof[16];
+  if (config_get(rc, "maxmemory-policy", policy, sizeof policy) < 0) {
+    LOG(LOG_WARN, "cannot read Redis CONFIG (renamed or forbidden): maxmemory-policy and "
+                  "appendonly are unchecked");
+  } else {
+    if (policy_evicts_all(policy)) {
+      if (!cfg->allow_eviction) {
+        snprintf(err, errlen,
+                 "Redis maxmemory-policy is %s, which can evict fence counters and break fences; "
+                 "set it to noeviction (or start with --allow-eviction)", policy);
+        redisFree(rc);
+        return -1;
+      }
+      LOG(LOG_WARN, "Redis maxmemory-policy is %s and --allow-eviction is set: an evicted "
+                    "fence counter restarts that lock's fences", policy);
+    } else if (strncmp(policy, "volatile-", 9) == 0) {
+      LOG(LOG_WARN, "Redis maxmemory-policy is %s: a live lease may be evicted (the lock frees "
+                    "early; fences still protect storage). noeviction is safer", policy);
+    }
+    if (config_get(rc, "appendonly", aof, sizeof aof) == 0 && strcmp(aof, "no") == 0)
+      LOG(LOG_WARN, "Redis appendonly is no: a Redis restart loses the fence counters, and "
+                    "fenced storage then rejects every new holder until fences catch up");
+  }
+  redisFree(rc);
+  return 0;
+}
