@@ -1,0 +1,3 @@
+# picketd's integration suites (issue 2 and 5): real redis-server + picketd.
+set(_d ${CMAKE_CURRENT_LIST_DIR})
+picket_check_test(picketd_api SOURCES ${_d}/test_api.c LABELS integration TIMEOUT 120)

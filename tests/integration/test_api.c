@@ -1,0 +1,357 @@
+/* Integration tests of picketd's API v1 against a real redis-server:
+ * grants, holds, renewals, releases, expiry, idempotent retries, what GET
+ * shows, every kind of bad input, and the service endpoints. */
+#include <ctype.h>
+#include <signal.h>
+
+#include "picketd_common.h"
+
+START_TEST(grant_then_held) {
+  harness_resp r;
+  call("POST", "/v1/locks/inv/acquire", "{\"ttl_ms\":5000,\"owner\":\"worker-1\"}", &r);
+  ck_assert_int_eq(r.status, 200);
+  ck_assert_str_eq(r.content_type, "application/json");
+  ck_assert_str_eq(harness_json_str(r.json, "lock"), "inv");
+  const char *lease = harness_json_str(r.json, "lease");
+  ck_assert_msg(lease && strlen(lease) == 32, "lease: %s", r.body);
+  for (int i = 0; i < 32; i++) ck_assert(isxdigit((unsigned char)lease[i]) && !isupper((unsigned char)lease[i]));
+  ck_assert_int_eq(harness_json_int(r.json, "fence"), 1);
+  ck_assert_int_eq(harness_json_int(r.json, "ttl_ms"), 5000);
+  ck_assert_str_eq(harness_json_str(r.json, "owner"), "worker-1");
+  harness_resp_free(&r);
+
+  call("POST", "/v1/locks/inv/acquire", "{\"ttl_ms\":5000}", &r);
+  expect_error(&r, 409, "lock_held");
+  json_t *e = json_object_get(r.json, "error");
+  int64_t retry = harness_json_int(e, "retry_after_ms");
+  ck_assert_msg(retry > 0 && retry <= 5000, "retry_after_ms %lld", (long long)retry);
+  ck_assert_str_eq(harness_json_str(e, "owner"), "worker-1");
+  ck_assert_int_eq(atoi(r.retry_after), (int)((retry + 999) / 1000));
+  harness_resp_free(&r);
+}
+END_TEST
+
+START_TEST(renew_keeps_fence) {
+  char lease[33];
+  int64_t f = acquire_ok("renew-me", "{\"ttl_ms\":1000}", lease);
+  harness_resp r;
+  char body[100];
+  snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":60000}", lease);
+  call("POST", "/v1/locks/renew-me/renew", body, &r);
+  ck_assert_int_eq(r.status, 200);
+  ck_assert_int_eq(harness_json_int(r.json, "fence"), f);
+  ck_assert_int_eq(harness_json_int(r.json, "ttl_ms"), 60000);
+  ck_assert_str_eq(harness_json_str(r.json, "lock"), "renew-me");
+  harness_resp_free(&r);
+  redisReply *pttl = harness_redis_cmd(R, "PTTL picket:{renew-me}:lease");
+  ck_assert_msg(pttl->integer > 50000, "PTTL %lld after renew", pttl->integer);
+  freeReplyObject(pttl);
+  /* renew without ttl_ms uses the default (30 s) */
+  snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lease);
+  call("POST", "/v1/locks/renew-me/renew", body, &r);
+  ck_assert_int_eq(harness_json_int(r.json, "ttl_ms"), 30000);
+  harness_resp_free(&r);
+}
+END_TEST
+
+START_TEST(wrong_lease_is_lost_and_changes_nothing) {
+  char lease[33];
+  int64_t f = acquire_ok("mine", "{\"ttl_ms\":60000,\"owner\":\"a\"}", lease);
+  const char *other = "0123456789abcdef0123456789abcdef";
+  harness_resp r;
+  ck_assert_int_eq(lock_call("mine", "release", other, &r), 409);
+  expect_error(&r, 409, "lease_lost");
+  harness_resp_free(&r);
+  ck_assert_int_eq(lock_call("mine", "renew", other, &r), 409);
+  expect_error(&r, 409, "lease_lost");
+  harness_resp_free(&r);
+  /* the holder's lock is intact */
+  call("GET", "/v1/locks/mine", NULL, &r);
+  ck_assert(json_is_true(json_object_get(r.json, "held")));
+  ck_assert_int_eq(harness_json_int(r.json, "fence"), f);
+  harness_resp_free(&r);
+  ck_assert_int_eq(lock_call("mine", "renew", lease, &r), 200);
+  harness_resp_free(&r);
+  ck_assert_int_eq(lock_call("mine", "release", lease, &r), 200);
+  ck_assert(json_is_true(json_object_get(r.json, "released")));
+  harness_resp_free(&r);
+  /* a second release of the same lease is lost: it no longer holds */
+  ck_assert_int_eq(lock_call("mine", "release", lease, &r), 409);
+  expect_error(&r, 409, "lease_lost");
+  harness_resp_free(&r);
+}
+END_TEST
+
+START_TEST(expiry_lets_next_in_with_higher_fence) {
+  char lease[33];
+  int64_t f1 = acquire_ok("short", "{\"ttl_ms\":150}", lease);
+  harness_sleep_ms(400);
+  harness_resp r;
+  ck_assert_int_eq(lock_call("short", "renew", lease, &r), 409);
+  expect_error(&r, 409, "lease_lost");
+  harness_resp_free(&r);
+  int64_t f2 = acquire_ok("short", "{\"ttl_ms\":5000}", NULL);
+  ck_assert_int_gt(f2, f1);
+  /* the counter survives the lease */
+  redisReply *v = harness_redis_cmd(R, "GET picket:{short}:fence");
+  ck_assert_int_eq(atoll(v->str), f2);
+  freeReplyObject(v);
+}
+END_TEST
+
+START_TEST(idempotent_reacquire_with_client_lease) {
+  const char *L = "aaaaaaaaaaaaaaaabbbbbbbbbbbbbbbb";
+  char body[120], lease[33];
+  snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":2000}", L);
+  int64_t f1 = acquire_ok("idem", body, lease);
+  ck_assert_str_eq(lease, L);
+  /* a retry after a lost reply: same grant, same fence, TTL refreshed */
+  snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":60000}", L);
+  int64_t f2 = acquire_ok("idem", body, NULL);
+  ck_assert_int_eq(f2, f1);
+  redisReply *pttl = harness_redis_cmd(R, "PTTL picket:{idem}:lease");
+  ck_assert_int_gt(pttl->integer, 50000);
+  freeReplyObject(pttl);
+  harness_resp r;
+  call("POST", "/v1/locks/idem/acquire", "{}", &r);
+  expect_error(&r, 409, "lock_held");
+  harness_resp_free(&r);
+  ck_assert_int_eq(lock_call("idem", "release", L, &r), 200);
+  harness_resp_free(&r);
+  /* after release the same id is a new grant with a higher fence */
+  int64_t f3 = acquire_ok("idem", body, NULL);
+  ck_assert_int_gt(f3, f1);
+}
+END_TEST
+
+START_TEST(get_never_shows_lease) {
+  char lease[33];
+  int64_t f = acquire_ok("secret", "{\"ttl_ms\":60000,\"owner\":\"svc\"}", lease);
+  harness_resp r;
+  call("GET", "/v1/locks/secret", NULL, &r);
+  ck_assert_int_eq(r.status, 200);
+  ck_assert_ptr_null(strstr(r.body, lease));
+  ck_assert_ptr_null(json_object_get(r.json, "lease"));
+  ck_assert(json_is_true(json_object_get(r.json, "held")));
+  ck_assert_int_eq(harness_json_int(r.json, "fence"), f);
+  ck_assert_str_eq(harness_json_str(r.json, "owner"), "svc");
+  int64_t ttl = harness_json_int(r.json, "ttl_ms");
+  ck_assert(ttl > 0 && ttl <= 60000);
+  harness_resp_free(&r);
+  /* picketd's log never holds a whole lease id either */
+  ck_assert_int_eq(lock_call("secret", "renew", "ffffffffffffffffffffffffffffffff", &r), 409);
+  harness_resp_free(&r);
+  call("GET", "/v1/locks/never-taken", NULL, &r);
+  ck_assert_int_eq(r.status, 200);
+  ck_assert(json_is_false(json_object_get(r.json, "held")));
+  ck_assert_int_eq(harness_json_int(r.json, "fence"), 0);
+  ck_assert_int_eq(harness_json_int(r.json, "ttl_ms"), 0);
+  ck_assert(json_is_null(json_object_get(r.json, "owner")));
+  harness_resp_free(&r);
+  call("HEAD", "/v1/locks/never-taken", NULL, &r);
+  ck_assert_int_eq(r.status, 200);
+  harness_resp_free(&r);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "grep -c -e %s -e ffffffffffffffffffffffffffffffff %s > /dev/null",
+           lease, harness_picketd_log(P));
+  ck_assert_msg(system(cmd) != 0, "a whole lease id was logged");
+}
+END_TEST
+
+typedef struct {
+  const char *method, *path, *body;
+  long status;
+  const char *code;
+} bad_case;
+
+START_TEST(bad_input_is_rejected_and_changes_nothing) {
+  static char big[9000], long_name[260], long_owner[200];
+  memset(big, ' ', sizeof big - 1);
+  big[0] = '{';
+  big[sizeof big - 2] = '}';
+  snprintf(long_name, sizeof long_name, "/v1/locks/%0201d/acquire", 0);
+  snprintf(long_owner, sizeof long_owner, "{\"owner\":\"%0129d\"}", 0);
+  const bad_case cases[] = {
+      {"POST", "/v1/locks/bad/acquire", "{", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "[]", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "\"x\"", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{\"ttl_ms\":\"5000\"}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{\"ttl_ms\":5000.0}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{\"ttl_ms\":1e3}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{\"ttl_ms\":0}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{\"ttl_ms\":-5}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{\"ttl_ms\":3600001}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{\"ttl_ms\":99999999999999999999}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{\"ttl_ms\":true}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{\"wait_ms\":-1}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{\"wait_ms\":60001}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{\"owner\":5}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{\"owner\":\"a\\u0001b\"}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", long_owner, 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{\"lease\":\"ABCDEF0123456789ABCDEF0123456789\"}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{\"lease\":\"abc\"}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{\"lease\":7}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{\"surprise\":1}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{\"ttl_ms\":1000,\"ttl_ms\":2000}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", "{} trailing", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/acquire", big, 413, "body_too_large"},
+      {"POST", "/v1/locks/bad/renew", "{}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/renew", "{\"lease\":\"0123456789abcdef0123456789abcdeg\"}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/renew", "{\"lease\":\"0123456789abcdef0123456789abcdef\",\"ttl_ms\":0}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/release", "{}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/release", "{\"lease\":null}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/ba{d}/acquire", "{}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad%7Bx%7D/acquire", "{}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/ba%2Fd/acquire", "{}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/ba%00d/acquire", "{}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/b%20ad/acquire", "{}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/b/ad/acquire", "{}", 400, "invalid_argument"},
+      {"POST", "/v1/locks//acquire", "{}", 400, "invalid_argument"},
+      {"POST", long_name, "{}", 400, "invalid_argument"},
+      {"GET", "/v1/locks/ba*d", NULL, 400, "invalid_argument"},
+      {"POST", "/v1/locks/bad/frobnicate", "{}", 404, "not_found"},
+      {"GET", "/v2/locks/bad", NULL, 404, "not_found"},
+      {"GET", "/", NULL, 404, "not_found"},
+      {"GET", "/v1/locks/", NULL, 404, "not_found"},
+      {"GET", "/v1/locks/bad/acquire", NULL, 405, "method_not_allowed"},
+      {"PUT", "/v1/locks/bad/release", "{}", 405, "method_not_allowed"},
+      {"POST", "/v1/locks/bad", "{}", 405, "method_not_allowed"},
+      {"DELETE", "/v1/locks/bad", NULL, 405, "method_not_allowed"},
+      {"POST", "/healthz", "{}", 405, "method_not_allowed"},
+      {"POST", "/metrics", "{}", 405, "method_not_allowed"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    harness_resp r;
+    call(cases[i].method, cases[i].path, cases[i].body, &r);
+    ck_assert_msg(r.status == cases[i].status && harness_error_code(&r) &&
+                      strcmp(harness_error_code(&r), cases[i].code) == 0,
+                  "case %zu: %s %s %.60s -> %ld %s (want %ld %s)", i, cases[i].method,
+                  cases[i].path, cases[i].body ? cases[i].body : "", r.status, r.body,
+                  cases[i].status, cases[i].code);
+    if (r.status == 405) {
+      ck_assert_msg(r.allow[0], "405 without Allow");
+      ck_assert_str_eq(r.allow, strstr(cases[i].path, "acquire") || strstr(cases[i].path, "release")
+                                    ? "POST" : "GET, HEAD");
+    }
+    harness_resp_free(&r);
+  }
+  /* nothing was written: no key at all in Redis */
+  redisReply *n = harness_redis_cmd(R, "DBSIZE");
+  ck_assert_int_eq(n->integer, 0);
+  freeReplyObject(n);
+}
+END_TEST
+
+START_TEST(edge_values_accepted) {
+  char path[300];
+  snprintf(path, sizeof path, "%0200d", 7); /* a 200-byte name */
+  acquire_ok(path, "{\"ttl_ms\":3600000}", NULL);
+  acquire_ok("A-z.0_9:x", "{\"ttl_ms\":1,\"owner\":null}", NULL);
+  acquire_ok("empty-body", "", NULL);
+  acquire_ok("ws-body", " \n ", NULL);
+  acquire_ok("owner-empty", "{\"owner\":\"\"}", NULL);
+  acquire_ok("owner-utf8", "{\"owner\":\"s\xc3\xa9" "bastien \xe6\x9c\xba\"}", NULL);
+  harness_resp r;
+  call("GET", "/v1/locks/owner-empty", NULL, &r);
+  ck_assert(json_is_null(json_object_get(r.json, "owner")));
+  harness_resp_free(&r);
+}
+END_TEST
+
+START_TEST(wrong_type_keys_are_502) {
+  redisReply *x = harness_redis_cmd(R, "SET picket:{wt}:lease oops");
+  freeReplyObject(x);
+  harness_resp r;
+  call("POST", "/v1/locks/wt/acquire", "{}", &r);
+  expect_error(&r, 502, "store_error");
+  ck_assert_msg(strstr(r.body, "WRONGTYPE"), "%s", r.body);
+  harness_resp_free(&r);
+  call("GET", "/v1/locks/wt", NULL, &r);
+  expect_error(&r, 502, "store_error");
+  harness_resp_free(&r);
+  /* a broken fence counter: no grant, and no lease written */
+  x = harness_redis_cmd(R, "HSET picket:{wt2}:fence a b");
+  freeReplyObject(x);
+  call("POST", "/v1/locks/wt2/acquire", "{}", &r);
+  expect_error(&r, 502, "store_error");
+  harness_resp_free(&r);
+  x = harness_redis_cmd(R, "EXISTS picket:{wt2}:lease");
+  ck_assert_int_eq(x->integer, 0);
+  freeReplyObject(x);
+}
+END_TEST
+
+START_TEST(service_endpoints) {
+  harness_resp r;
+  call("GET", "/healthz", NULL, &r);
+  ck_assert_int_eq(r.status, 200);
+  ck_assert_str_eq(harness_json_str(r.json, "status"), "ok");
+  harness_resp_free(&r);
+  call("GET", "/readyz", NULL, &r);
+  ck_assert_int_eq(r.status, 200);
+  ck_assert_str_eq(harness_json_str(r.json, "status"), "ready");
+  ck_assert_int_eq(harness_json_int(r.json, "replicas"), 0);
+  harness_resp_free(&r);
+  call("GET", "/v1/openapi.yaml", NULL, &r);
+  ck_assert_int_eq(r.status, 200);
+  ck_assert_str_eq(r.content_type, "application/yaml");
+  ck_assert_msg(strstr(r.body, "\nopenapi: 3"), "%.80s", r.body);
+  harness_resp_free(&r);
+
+  char lease[33];
+  acquire_ok("metered", "{}", lease);
+  ck_assert_int_eq(lock_call("metered", "renew", "00000000000000000000000000000000", &r), 409);
+  harness_resp_free(&r);
+  call("GET", "/metrics", NULL, &r);
+  ck_assert_int_eq(r.status, 200);
+  ck_assert_msg(strncmp(r.content_type, "text/plain", 10) == 0, "%s", r.content_type);
+  const char *want[] = {"picket_acquire_total{outcome=\"granted\"} ",
+                        "picket_renew_total{outcome=\"lease_lost\"} ",
+                        "picket_http_requests_total{endpoint=\"renew\",status=\"409\"} ",
+                        "picket_redis_up 1\n",
+                        "picket_request_duration_seconds_bucket{le=\"+Inf\"}",
+                        "# TYPE picket_request_duration_seconds histogram\n"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    const char *at = strstr(r.body, want[i]);
+    ck_assert_msg(at, "metrics lack %s", want[i]);
+    if (want[i][strlen(want[i]) - 1] == ' ') /* a counter: it has counted */
+      ck_assert_msg(atol(at + strlen(want[i])) >= 1, "%s is 0", want[i]);
+  }
+  harness_resp_free(&r);
+}
+END_TEST
+
+START_TEST(sigterm_exits_cleanly) {
+  harness_picketd *p2 = harness_picketd_start(harness_redis_url(R), NULL);
+  ck_assert_ptr_nonnull(p2);
+  ck_assert_int_eq(harness_picketd_stop(p2, SIGTERM), 0);
+  harness_picketd_free(p2);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("api");
+  TCase *tc = tcase_create("api");
+  tcase_add_unchecked_fixture(tc, setup_default, stop_both);
+  tcase_add_test(tc, grant_then_held);
+  tcase_add_test(tc, renew_keeps_fence);
+  tcase_add_test(tc, wrong_lease_is_lost_and_changes_nothing);
+  tcase_add_test(tc, expiry_lets_next_in_with_higher_fence);
+  tcase_add_test(tc, idempotent_reacquire_with_client_lease);
+  tcase_add_test(tc, get_never_shows_lease);
+  tcase_add_test(tc, edge_values_accepted);
+  tcase_add_test(tc, wrong_type_keys_are_502);
+  tcase_add_test(tc, service_endpoints);
+  tcase_add_test(tc, sigterm_exits_cleanly);
+  suite_add_tcase(s, tc);
+  /* bad input gets its own Redis, so "nothing was written" means nothing */
+  TCase *bad = tcase_create("bad_input");
+  tcase_add_unchecked_fixture(bad, setup_default, stop_both);
+  tcase_add_test(bad, bad_input_is_rejected_and_changes_nothing);
+  suite_add_tcase(s, bad);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
