@@ -14,3 +14,8 @@ endfunction()
 
 picket_check_test(test_fence SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_fence.c LABELS unit TIMEOUT 60)
 picket_fence_use(test_fence)
+
+# proto/README.md documents the very SQL statements fenced-kv runs.
+picket_check_test(test_fence_sql SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_fence_sql.c
+                  LABELS unit TIMEOUT 30)
+target_include_directories(test_fence_sql PRIVATE ${PROJECT_SOURCE_DIR}/examples/fenced-kv)
