@@ -12,7 +12,9 @@
  * would break the one promise picket makes. */
 #include <errno.h>
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,6 +164,16 @@ static int load_script(conn *k, int s, store_result *r) {
   return ok ? 0 : -1;
 }
 
+/* 1 when the peer has closed the socket: readable with nothing to read
+ * (a connection at rest has no pending bytes from Redis). */
+static int peer_closed(int fd) {
+  struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+  if (poll(&p, 1, 0) <= 0) return 0;
+  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return 1;
+  char b;
+  return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 /* The calling thread's connection, (re)opened as needed; NULL with r->err
  * set when Redis cannot be reached now. */
 static conn *conn_get(store_result *r) {
@@ -174,6 +186,12 @@ static conn *conn_get(store_result *r) {
     }
     k->backoff_ms = BACKOFF_MIN_MS;
     pthread_setspecific(conn_key, k);
+  }
+  if (k->c && peer_closed(k->c->fd)) {
+    /* Redis closed this idle connection (restart, CLIENT KILL, timeout):
+     * reconnect now instead of failing the request that finds out. */
+    LOG(LOG_DEBUG, "Redis closed an idle connection; reconnecting");
+    conn_close(k);
   }
   if (k->c) return k;
   int64_t now = now_ms();

@@ -1,3 +1,4 @@
 # picketd's integration suites (issue 2 and 5): real redis-server + picketd.
 set(_d ${CMAKE_CURRENT_LIST_DIR})
 picket_check_test(picketd_api SOURCES ${_d}/test_api.c LABELS integration TIMEOUT 120)
+picket_check_test(picketd_redis SOURCES ${_d}/test_redis.c LABELS integration TIMEOUT 180)

@@ -7,35 +7,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
 static harness_redis *R;
 static harness_picketd *P;
 
-static void start_both(const harness_redis_opts *ro, const char *const *args) {
+static inline void start_both(const harness_redis_opts *ro, const char *const *args) {
   R = harness_redis_start(ro);
   ck_assert_msg(R != NULL, "redis-server did not start");
   P = harness_picketd_start(harness_redis_url(R), args);
   ck_assert_msg(P != NULL, "picketd did not start");
 }
 
-static void stop_both(void) {
+static inline void stop_both(void) {
   harness_picketd_free(P);
   harness_redis_free(R);
   P = NULL;
   R = NULL;
 }
 
-static void setup_default(void) { start_both(NULL, NULL); }
+static inline void setup_default(void) { start_both(NULL, NULL); }
 
 /* POST/GET against the fixture's picketd; asserts the exchange happened. */
-static void call(const char *method, const char *path, const char *body, harness_resp *r) {
+static inline void call(const char *method, const char *path, const char *body, harness_resp *r) {
   ck_assert_msg(harness_http(harness_picketd_url(P), method, path, body, r) == 0,
                 "%s %s: transport error", method, path);
 }
 
-static void expect_error(harness_resp *r, long status, const char *code) {
+static inline void expect_error(harness_resp *r, long status, const char *code) {
   ck_assert_msg(r->status == status, "expected %ld %s, got %ld: %s", status, code, r->status,
                 r->body);
   ck_assert_ptr_nonnull(harness_error_code(r));
@@ -46,8 +47,8 @@ static void expect_error(harness_resp *r, long status, const char *code) {
 }
 
 /* Acquires `name`; returns the fence and copies the lease id into lease. */
-static int64_t acquire_ok(const char *name, const char *body, char lease[33]) {
-  char path[300];
+static inline int64_t acquire_ok(const char *name, const char *body, char lease[33]) {
+  char path[512];
   harness_resp r;
   snprintf(path, sizeof path, "/v1/locks/%s/acquire", name);
   call("POST", path, body, &r);
@@ -58,8 +59,8 @@ static int64_t acquire_ok(const char *name, const char *body, char lease[33]) {
   return fence;
 }
 
-static long lock_call(const char *name, const char *action, const char *lease, harness_resp *r) {
-  char path[300], body[100];
+static inline long lock_call(const char *name, const char *action, const char *lease, harness_resp *r) {
+  char path[512], body[100];
   snprintf(path, sizeof path, "/v1/locks/%s/%s", name, action);
   snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lease);
   call("POST", path, body, r);

@@ -1,0 +1,280 @@
+/* Integration tests of picketd against Redis as it really behaves: many
+ * concurrent clients on one lock (fences unique and rising), restarts with
+ * and without the scripts cached, Redis down and back, an evicting
+ * maxmemory-policy at startup and on reconnect. */
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "picketd_common.h"
+
+#define CLIENTS 8
+#define PER_CLIENT 130 /* 8 x 130 = 1,040 grants */
+
+typedef struct {
+  int64_t fences[PER_CLIENT];
+  int n, errors;
+  char why[256];
+} client_run;
+
+static void *client_main(void *arg) {
+  client_run *c = arg;
+  for (int i = 0; i < PER_CLIENT; i++) {
+    harness_resp r;
+    if (harness_http(harness_picketd_url(P), "POST", "/v1/locks/hot/acquire",
+                     "{\"ttl_ms\":10000,\"wait_ms\":20000}", &r) < 0 || r.status != 200) {
+      snprintf(c->why, sizeof c->why, "acquire: %ld %s", r.status, r.body);
+      c->errors++;
+      harness_resp_free(&r);
+      continue;
+    }
+    c->fences[c->n++] = harness_json_int(r.json, "fence");
+    char body[100];
+    snprintf(body, sizeof body, "{\"lease\":\"%s\"}", harness_json_str(r.json, "lease"));
+    harness_resp_free(&r);
+    if (harness_http(harness_picketd_url(P), "POST", "/v1/locks/hot/release", body, &r) < 0 ||
+        r.status != 200) {
+      snprintf(c->why, sizeof c->why, "release: %ld %s", r.status, r.body);
+      c->errors++;
+    }
+    harness_resp_free(&r);
+  }
+  return NULL;
+}
+
+static int cmp64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+START_TEST(concurrent_grants_have_unique_rising_fences) {
+  static client_run runs[CLIENTS];
+  pthread_t t[CLIENTS];
+  for (int i = 0; i < CLIENTS; i++) pthread_create(&t[i], NULL, client_main, &runs[i]);
+  for (int i = 0; i < CLIENTS; i++) pthread_join(t[i], NULL);
+  static int64_t all[CLIENTS * PER_CLIENT];
+  int n = 0;
+  for (int i = 0; i < CLIENTS; i++) {
+    ck_assert_msg(runs[i].errors == 0, "client %d: %d errors, last: %s", i, runs[i].errors,
+                  runs[i].why);
+    for (int j = 0; j < runs[i].n; j++) {
+      if (j > 0) /* each client sees its own grants in rising order */
+        ck_assert_int_gt(runs[i].fences[j], runs[i].fences[j - 1]);
+      all[n++] = runs[i].fences[j];
+    }
+  }
+  ck_assert_int_ge(n, 1000);
+  qsort(all, (size_t)n, sizeof all[0], cmp64);
+  /* no fence twice, and none skipped: exactly 1..n, one INCR per grant */
+  for (int i = 0; i < n; i++) ck_assert_int_eq(all[i], i + 1);
+}
+END_TEST
+
+START_TEST(redis_restart_keeps_fences_rising) {
+  int64_t before = 0;
+  for (int i = 0; i < 3; i++) {
+    char lease[33];
+    before = acquire_ok("durable", "{\"ttl_ms\":100000}", lease);
+    harness_resp r;
+    lock_call("durable", "release", lease, &r);
+    harness_resp_free(&r);
+  }
+  ck_assert_int_eq(harness_redis_restart(R), 0);
+  /* first call after the restart: picketd notices the closed connection
+   * and reconnects, no 503 */
+  int64_t after = acquire_ok("durable", "{\"ttl_ms\":1000}", NULL);
+  ck_assert_int_gt(after, before);
+
+  /* the NOSCRIPT path: scripts flushed under a live connection */
+  redisReply *x = harness_redis_cmd(R, "SCRIPT FLUSH");
+  freeReplyObject(x);
+  int64_t again = acquire_ok("durable2", "{}", NULL);
+  ck_assert_int_eq(again, 1);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "grep -q 'reloading' %s", harness_picketd_log(P));
+  ck_assert_msg(system(cmd) == 0, "no NOSCRIPT reload was logged");
+}
+END_TEST
+
+START_TEST(redis_down_is_503_and_recovers) {
+  harness_redis_stop(R, SIGKILL);
+  harness_resp r;
+  for (int i = 0; i < 5; i++) {
+    int64_t t0 = harness_now_ms();
+    call("POST", "/v1/locks/down/acquire", "{}", &r);
+    int64_t took = harness_now_ms() - t0;
+    expect_error(&r, 503, "store_unavailable");
+    ck_assert_msg(took < 3000, "a 503 took %lld ms", (long long)took); /* timeout is 1 s */
+    harness_resp_free(&r);
+  }
+  call("GET", "/readyz", NULL, &r);
+  expect_error(&r, 503, "store_unavailable");
+  harness_resp_free(&r);
+  call("GET", "/healthz", NULL, &r); /* the process itself still serves */
+  ck_assert_int_eq(r.status, 200);
+  harness_resp_free(&r);
+
+  ck_assert_int_eq(harness_redis_restart(R), 0);
+  int64_t t0 = harness_now_ms();
+  long status = 0;
+  while (harness_now_ms() - t0 < 5000) {
+    call("POST", "/v1/locks/down/acquire", "{}", &r);
+    status = r.status;
+    harness_resp_free(&r);
+    if (status == 200) break;
+    harness_sleep_ms(20);
+  }
+  ck_assert_int_eq(status, 200);
+  /* the contract says within 1 s; a noisy CI machine gets 3x margin */
+  ck_assert_msg(harness_now_ms() - t0 < 3000, "recovery took %lld ms",
+                (long long)(harness_now_ms() - t0));
+  call("GET", "/readyz", NULL, &r);
+  ck_assert_int_eq(r.status, 200);
+  harness_resp_free(&r);
+}
+END_TEST
+
+START_TEST(redis_absent_at_startup) {
+  harness_redis_stop(R, SIGKILL);
+  harness_picketd *p2 = harness_picketd_start(harness_redis_url(R), NULL);
+  ck_assert_msg(p2 != NULL, "picketd must start without Redis");
+  harness_resp r;
+  ck_assert_int_eq(harness_http(harness_picketd_url(p2), "GET", "/readyz", NULL, &r), 0);
+  expect_error(&r, 503, "store_unavailable");
+  harness_resp_free(&r);
+  ck_assert_int_eq(harness_redis_restart(R), 0);
+  long status = 0;
+  for (int i = 0; i < 250 && status != 200; i++) {
+    harness_http(harness_picketd_url(p2), "POST", "/v1/locks/late/acquire", "{}", &r);
+    status = r.status;
+    harness_resp_free(&r);
+    if (status != 200) harness_sleep_ms(20);
+  }
+  ck_assert_int_eq(status, 200);
+  harness_picketd_free(p2);
+}
+END_TEST
+
+/* picketd against a Redis with `policy`; returns its exit status when it
+ * exits within 5 s, or -1 when it keeps running (then it is stopped). */
+static int start_with_policy(const char *policy, const char *const *args, char *log, size_t cap) {
+  char conf[100];
+  snprintf(conf, sizeof conf, "maxmemory-policy %s", policy);
+  harness_redis_opts o = {.extra_conf = conf};
+  harness_redis *r = harness_redis_start(&o);
+  ck_assert_ptr_nonnull(r);
+  harness_picketd *p = harness_picketd_start(harness_redis_url(r), args);
+  int st = -1;
+  if (p) {
+    snprintf(log, cap, "%s", harness_picketd_log(p));
+    st = -1;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "cp %s /tmp/picket-policy-log.%d", harness_picketd_log(p), getpid());
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(log, cap, "/tmp/picket-policy-log.%d", getpid());
+    harness_picketd_free(p);
+  } else {
+    st = 1; /* harness prints picketd's log when it exits at start */
+  }
+  harness_redis_free(r);
+  return st;
+}
+
+static int log_has(const char *log, const char *text) {
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "grep -q -- '%s' %s", text, log);
+  return system(cmd) == 0;
+}
+
+START_TEST(evicting_policy_refused_at_startup) {
+  char log[400] = "";
+  ck_assert_int_eq(start_with_policy("allkeys-lru", NULL, log, sizeof log), 1);
+  /* and the message says why, on stderr, with exit code 1 */
+  char redis_conf[] = "maxmemory-policy allkeys-lru";
+  harness_redis_opts o = {.extra_conf = redis_conf};
+  harness_redis *r = harness_redis_start(&o);
+  char cmd[800];
+  snprintf(cmd, sizeof cmd,
+           "%s/picketd --listen 127.0.0.1:0 --redis %s 2>&1 | grep -q 'maxmemory-policy is allkeys-lru'",
+           getenv("PICKET_BIN_DIR"), harness_redis_url(r));
+  ck_assert_int_eq(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s/picketd --listen 127.0.0.1:0 --redis %s 2>/dev/null",
+           getenv("PICKET_BIN_DIR"), harness_redis_url(r));
+  int st = system(cmd);
+  ck_assert_int_eq(WEXITSTATUS(st), 1);
+  harness_redis_free(r);
+
+  const char *allow[] = {"--allow-eviction", NULL};
+  ck_assert_int_eq(start_with_policy("allkeys-lru", allow, log, sizeof log), -1);
+  ck_assert(log_has(log, "allow-eviction is set"));
+  unlink(log);
+  ck_assert_int_eq(start_with_policy("volatile-lru", NULL, log, sizeof log), -1);
+  ck_assert(log_has(log, "a live lease may be evicted"));
+  ck_assert(log_has(log, "appendonly is no"));
+  unlink(log);
+}
+END_TEST
+
+START_TEST(evicting_policy_seen_on_reconnect) {
+  acquire_ok("policy", "{\"ttl_ms\":60000}", NULL);
+  redisReply *x = harness_redis_cmd(R, "CONFIG SET maxmemory-policy allkeys-lru");
+  freeReplyObject(x);
+  x = harness_redis_cmd(R, "CLIENT KILL TYPE normal SKIPME no");
+  freeReplyObject(x);
+  harness_resp r;
+  call("POST", "/v1/locks/policy2/acquire", "{}", &r);
+  expect_error(&r, 503, "store_misconfigured");
+  harness_resp_free(&r);
+  call("GET", "/readyz", NULL, &r);
+  expect_error(&r, 503, "store_misconfigured");
+  harness_resp_free(&r);
+  x = harness_redis_cmd(R, "CONFIG SET maxmemory-policy noeviction");
+  freeReplyObject(x);
+  long status = 0;
+  for (int i = 0; i < 150 && status != 200; i++) {
+    call("POST", "/v1/locks/policy2/acquire", "{}", &r);
+    status = r.status;
+    harness_resp_free(&r);
+    if (status != 200) harness_sleep_ms(20);
+  }
+  ck_assert_int_eq(status, 200);
+}
+END_TEST
+
+static void setup_aof(void) {
+  harness_redis_opts o = {.appendonly = 1};
+  start_both(&o, NULL);
+}
+
+/* One worker, so the SCRIPT FLUSH certainly hits a connection that had
+ * loaded the scripts. */
+static void setup_aof_one_thread(void) {
+  harness_redis_opts o = {.appendonly = 1};
+  const char *args[] = {"--threads", "1", NULL};
+  start_both(&o, args);
+}
+
+int main(void) {
+  Suite *s = suite_create("redis");
+  const struct {
+    const char *name;
+    const TTest *test;
+  } cases[] = {{"concurrency", concurrent_grants_have_unique_rising_fences},
+               {"restart", redis_restart_keeps_fences_rising},
+               {"down", redis_down_is_503_and_recovers},
+               {"absent", redis_absent_at_startup},
+               {"policy_start", evicting_policy_refused_at_startup},
+               {"policy_reconnect", evicting_policy_seen_on_reconnect}};
+  /* each case its own Redis (AOF on) and picketd: they break them */
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    TCase *tc = tcase_create(cases[i].name);
+    tcase_add_unchecked_fixture(tc, i == 1 ? setup_aof_one_thread : setup_aof, stop_both);
+    tcase_add_test(tc, cases[i].test);
+    suite_add_tcase(s, tc);
+  }
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
