@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +37,21 @@ static int write_port_file(const char *path, int port) {
   return rename(tmp, path); /* readers never see a half-written file */
 }
 
+/* Each connection and each waiter holds a socket: make sure the process
+ * may open as many as --max-connections allows (Redis does the same in
+ * adjustOpenFilesLimit), and say so when the hard limit is lower. */
+static void raise_fd_limit(const config *cfg) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  rlim_t want = (rlim_t)cfg->max_connections + 64 + (rlim_t)cfg->threads * 4;
+  if (rl.rlim_cur >= want) return;
+  rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < want)
+    LOG(LOG_WARN, "open-file limit is %llu, below the %llu that --max-connections %d needs",
+        (unsigned long long)rl.rlim_cur, (unsigned long long)want, cfg->max_connections);
+}
+
 int main(int argc, char **argv) {
   static config cfg;
   char err[600];
@@ -53,6 +69,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   log_setup(cfg.log_level, cfg.log_format);
+  raise_fd_limit(&cfg);
 
   /* Every thread inherits this mask; only main receives the signals, in
    * sigwait below, so no handler ever runs inside a worker. */
