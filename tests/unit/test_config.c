@@ -1,0 +1,147 @@
+/* Unit tests of picketd's configuration: the table's defaults, flags,
+ * environment, precedence, bounds, and the Redis URL and HOST:PORT forms. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static config cfg;
+static char err[600];
+
+static int load(char **argv, char **envp) {
+  int argc = 0;
+  while (argv[argc]) argc++;
+  static char *no_env[] = {NULL};
+  return config_load(&cfg, argc, argv, envp ? envp : no_env, err, sizeof err);
+}
+
+START_TEST(defaults) {
+  char *argv[] = {"picketd", NULL};
+  ck_assert_int_eq(load(argv, NULL), CONFIG_RUN);
+  ck_assert_str_eq(cfg.listen_host, "127.0.0.1");
+  ck_assert_int_eq(cfg.listen_port, 7070);
+  ck_assert_str_eq(cfg.redis.host, "127.0.0.1");
+  ck_assert_int_eq(cfg.redis.port, 6379);
+  ck_assert_str_eq(cfg.key_prefix, "picket:");
+  ck_assert_int_eq(cfg.max_ttl_ms, 3600000);
+  ck_assert_int_eq(cfg.max_wait_ms, 60000);
+  ck_assert_int_eq(cfg.max_waiters, 10000);
+  ck_assert_int_eq(cfg.min_replicas, 0);
+  ck_assert_int_eq(cfg.allow_eviction, 0);
+}
+END_TEST
+
+START_TEST(flags_env_and_precedence) {
+  char *env[] = {"PICKET_MAX_TTL_MS=5000", "PICKET_THREADS=3", "PICKET_SERVER=ignored",
+                 "PICKET_LOG_FORMAT=json", NULL};
+  char *argv[] = {"picketd", "--threads", "7", "--listen=0.0.0.0:0", "--allow-eviction",
+                  "--key-prefix", "app:locks:", NULL};
+  ck_assert_int_eq(load(argv, env), CONFIG_RUN);
+  ck_assert_int_eq(cfg.max_ttl_ms, 5000);   /* from env */
+  ck_assert_int_eq(cfg.threads, 7);         /* flag beats env */
+  ck_assert_int_eq(cfg.log_format, 1);
+  ck_assert_int_eq(cfg.listen_port, 0);
+  ck_assert_str_eq(cfg.listen_host, "0.0.0.0");
+  ck_assert_int_eq(cfg.allow_eviction, 1);
+  ck_assert_str_eq(cfg.key_prefix, "app:locks:");
+}
+END_TEST
+
+START_TEST(bad_values_are_one_line_errors) {
+  char *cases[][4] = {
+      {"picketd", "--threads", "0", NULL},       {"picketd", "--threads", "x", NULL},
+      {"picketd", "--threads", "", NULL},        {"picketd", "--threads", " 4", NULL},
+      {"picketd", "--max-ttl-ms", "-1", NULL},   {"picketd", "--nope", NULL, NULL},
+      {"picketd", "--listen", "7070", NULL},     {"picketd", "--listen", "h:99999", NULL},
+      {"picketd", "--redis", "http://x", NULL},  {"picketd", "--redis", "unix://rel", NULL},
+      {"picketd", "--log-level", "loud", NULL},  {"picketd", "--key-prefix", "a{b}", NULL},
+      {"picketd", "--threads", NULL, NULL},      {"picketd", "stray", NULL, NULL},
+      {"picketd", "--allow-eviction=maybe", NULL, NULL},
+      {"picketd", "--redis-password-file", "/nonexistent/file", NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    err[0] = '\0';
+    ck_assert_msg(load(cases[i], NULL) == -1, "case %zu accepted", i);
+    ck_assert_msg(err[0] && strchr(err, '\n') == NULL, "case %zu: '%s'", i, err);
+  }
+  char *env[] = {"PICKET_THREADS=many", NULL};
+  char *argv[] = {"picketd", NULL};
+  ck_assert_int_eq(load(argv, env), -1);
+  ck_assert_msg(strstr(err, "PICKET_THREADS"), "%s", err);
+}
+END_TEST
+
+START_TEST(help_and_version) {
+  char *h[] = {"picketd", "--help", NULL}, *v[] = {"picketd", "--version", NULL};
+  ck_assert_int_eq(load(h, NULL), CONFIG_HELP);
+  ck_assert_int_eq(load(v, NULL), CONFIG_VERSION);
+  char buf[8192] = "";
+  FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+  config_usage(f);
+  fclose(f);
+  const char *flags[] = {"--listen", "--redis ", "--redis-password-file", "--key-prefix", "--threads",
+                         "--max-ttl-ms", "--max-wait-ms", "--log-level", "--log-format",
+                         "--port-file", "PICKET_MAX_WAIT_MS", "--min-replicas"};
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+    ck_assert_msg(strstr(buf, flags[i]), "--help lacks %s", flags[i]);
+}
+END_TEST
+
+START_TEST(redis_urls) {
+  redis_target t;
+  ck_assert_int_eq(config_parse_redis_url("redis://u:p@ss@db.local:6380/3", &t, err, sizeof err), 0);
+  ck_assert_str_eq(t.user, "u");
+  ck_assert_str_eq(t.password, "p@ss");
+  ck_assert_str_eq(t.host, "db.local");
+  ck_assert_int_eq(t.port, 6380);
+  ck_assert_int_eq(t.db, 3);
+  ck_assert_int_eq(config_parse_redis_url("redis://:secret@10.0.0.1:6379", &t, err, sizeof err), 0);
+  ck_assert_str_eq(t.user, "");
+  ck_assert_str_eq(t.password, "secret");
+  ck_assert_int_eq(config_parse_redis_url("redis://cache", &t, err, sizeof err), 0);
+  ck_assert_int_eq(t.port, 6379);
+  ck_assert_int_eq(config_parse_redis_url("redis://[::1]:7000", &t, err, sizeof err), 0);
+  ck_assert_str_eq(t.host, "::1");
+  ck_assert_int_eq(t.port, 7000);
+  ck_assert_int_eq(config_parse_redis_url("unix:///run/redis.sock?db=2", &t, err, sizeof err), 0);
+  ck_assert(t.is_unix);
+  ck_assert_str_eq(t.path, "/run/redis.sock");
+  ck_assert_int_eq(t.db, 2);
+  const char *bad[] = {"redis://h:0", "redis://h:x", "redis://h:1/x", "redis://", "tcp://h:1",
+                       "unix://", "unix:///s?db=x", "redis://h:70000"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    ck_assert_msg(config_parse_redis_url(bad[i], &t, err, sizeof err) == -1, "%s accepted", bad[i]);
+}
+END_TEST
+
+START_TEST(password_file_wins) {
+  char path[] = "/tmp/picket-pw-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert(write(fd, "from-file\nsecond line\n", 22) == 22);
+  close(fd);
+  char *argv[] = {"picketd", "--redis", "redis://:from-url@h:1", "--redis-password-file", path, NULL};
+  ck_assert_int_eq(load(argv, NULL), CONFIG_RUN);
+  ck_assert_str_eq(cfg.redis.password, "from-file");
+  unlink(path);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("config");
+  TCase *tc = tcase_create("config");
+  tcase_add_test(tc, defaults);
+  tcase_add_test(tc, flags_env_and_precedence);
+  tcase_add_test(tc, bad_values_are_one_line_errors);
+  tcase_add_test(tc, help_and_version);
+  tcase_add_test(tc, redis_urls);
+  tcase_add_test(tc, password_file_wins);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

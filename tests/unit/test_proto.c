@@ -1,0 +1,97 @@
+/* Unit tests of picket_proto: the validation rules every component shares. */
+#include <check.h>
+#include <string.h>
+
+#include "picket_proto.h"
+
+#define V(f, s) f(s, strlen(s))
+
+START_TEST(names) {
+  char n200[201], n201[202];
+  memset(n200, 'a', 200), n200[200] = '\0';
+  memset(n201, 'a', 201), n201[201] = '\0';
+  ck_assert(V(picket_proto_name_valid, "inventory-sync"));
+  ck_assert(V(picket_proto_name_valid, "A.b_c:d-9"));
+  ck_assert(V(picket_proto_name_valid, n200));
+  const char *bad[] = {"", "a b", "a{b", "a}b", "a/b", "a%2Fb", "é", "a\tb", "a*"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    ck_assert_msg(!V(picket_proto_name_valid, bad[i]), "'%s' accepted", bad[i]);
+  ck_assert(!V(picket_proto_name_valid, n201));
+  ck_assert(!picket_proto_name_valid("a\0b", 3));
+}
+END_TEST
+
+START_TEST(leases) {
+  char l[PICKET_PROTO_LEASE_LEN + 1], m[PICKET_PROTO_LEASE_LEN + 1];
+  ck_assert_int_eq(picket_proto_lease_new(l), 0);
+  ck_assert_int_eq(picket_proto_lease_new(m), 0);
+  ck_assert(V(picket_proto_lease_valid, l));
+  ck_assert_str_ne(l, m);
+  ck_assert(!V(picket_proto_lease_valid, "0123456789ABCDEF0123456789abcdef"));
+  ck_assert(!V(picket_proto_lease_valid, "0123456789abcdef0123456789abcde"));
+  ck_assert(!V(picket_proto_lease_valid, "0123456789abcdef0123456789abcdeff"));
+  ck_assert(!V(picket_proto_lease_valid, "0123456789abcdef0123456789abcdeg"));
+}
+END_TEST
+
+START_TEST(owners) {
+  ck_assert(V(picket_proto_owner_valid, ""));
+  ck_assert(V(picket_proto_owner_valid, "worker-1 on host a"));
+  ck_assert(V(picket_proto_owner_valid, "s\xc3\xa9" "bastien \xe6\x9c\xba \xf0\x9f\x94\x92"));
+  const char *bad[] = {"a\nb", "a\x7f", "\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                       "\xc2\x80" /* C1 control */};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    ck_assert_msg(!V(picket_proto_owner_valid, bad[i]), "case %zu accepted", i);
+  char o129[130];
+  memset(o129, 'o', 129), o129[129] = '\0';
+  ck_assert(!V(picket_proto_owner_valid, o129));
+  o129[128] = '\0';
+  ck_assert(V(picket_proto_owner_valid, o129));
+}
+END_TEST
+
+START_TEST(fences) {
+  int64_t f;
+  ck_assert(picket_proto_fence_parse("42", 2, &f) && f == 42);
+  ck_assert(picket_proto_fence_parse("9223372036854775807", 19, &f) && f == INT64_MAX);
+  const char *bad[] = {"", "0", "-1", "+1", " 1", "1 ", "01", "9223372036854775808",
+                       "99999999999999999999", "1e3", "0x10"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    ck_assert_msg(!picket_proto_fence_parse(bad[i], strlen(bad[i]), &f), "'%s' accepted", bad[i]);
+}
+END_TEST
+
+START_TEST(keys_and_errors) {
+  char k[300];
+  ck_assert_int_gt(picket_proto_key_lease(k, sizeof k, "picket:", "inv"), 0);
+  ck_assert_str_eq(k, "picket:{inv}:lease");
+  ck_assert_int_gt(picket_proto_key_fence(k, sizeof k, "p:", "inv"), 0);
+  ck_assert_str_eq(k, "p:{inv}:fence");
+  ck_assert_int_gt(picket_proto_channel(k, sizeof k, "picket:"), 0);
+  ck_assert_str_eq(k, "picket:release");
+  ck_assert_int_eq(picket_proto_key_lease(k, 5, "picket:", "inv"), -1);
+  ck_assert_str_eq(picket_proto_err_code(PICKET_PROTO_ERR_LOCK_HELD), "lock_held");
+  ck_assert_int_eq(picket_proto_err_status(PICKET_PROTO_ERR_LOCK_HELD), 409);
+  ck_assert_int_eq(picket_proto_err_status(PICKET_PROTO_ERR_BODY_TOO_LARGE), 413);
+  ck_assert_int_eq(picket_proto_err_from_code("store_unavailable"), PICKET_PROTO_ERR_STORE_UNAVAILABLE);
+  ck_assert_int_eq(picket_proto_err_from_code("nope"), -1);
+  for (int e = 0; e < PICKET_PROTO_ERR_COUNT; e++)
+    ck_assert_int_eq(picket_proto_err_from_code(picket_proto_err_code(e)), e);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("proto");
+  TCase *tc = tcase_create("proto");
+  tcase_add_test(tc, names);
+  tcase_add_test(tc, leases);
+  tcase_add_test(tc, owners);
+  tcase_add_test(tc, fences);
+  tcase_add_test(tc, keys_and_errors);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
