@@ -9,6 +9,8 @@
 #                                broken copies that must fail each rule)
 #   contract_validator_selftest  validate_responses.py on hand-made logs:
 #                                passes a good one, fails each defect
+#   contract_examples_probe      every request example of the spec, sent to
+#                                a real picketd, is accepted
 #   contract_responses           every reply the suite received, from
 #                                $PICKET_CONTRACT_LOG, against the spec; the
 #                                cleanup of the "contract" fixture, so ctest
@@ -31,6 +33,13 @@ add_test(NAME contract_validator_selftest
          COMMAND ${PICKET_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/selftest.py ${PICKET_OPENAPI})
 set_tests_properties(contract_openapi_lint contract_openapi_rules contract_validator_selftest
                      PROPERTIES LABELS contract TIMEOUT 60)
+
+# A picketd test like the others: it requires the "contract" fixture, so
+# the replies it receives are checked by contract_responses too.
+picket_shell_test(contract_examples_probe ${CMAKE_CURRENT_LIST_DIR}/examples_probe.sh
+                  LABELS contract TIMEOUT 60)
+set_property(TEST contract_examples_probe APPEND PROPERTY ENVIRONMENT
+             "PICKET_PYTHON3=${PICKET_PYTHON3}")
 
 # Exit 77 (skipped) only while picketd is not built; a missing or empty log
 # otherwise fails, so a harness that stopped logging cannot pass unseen.
