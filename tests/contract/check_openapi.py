@@ -43,18 +43,10 @@ class Rules:
         self.spec = spec
         self.codes = oa.error_code_map(header)
         self.defines = oa.header_defines(header)
-        self.passed = 0
-        self.failed = 0
+        self.tally = oa.Tally()
 
     def rule(self, name, problems):
-        if problems:
-            self.failed += 1
-            print("FAIL %s" % name)
-            for p in problems:
-                print("     %s" % p)
-        else:
-            self.passed += 1
-            print("ok   %s" % name)
+        self.tally.check(name, not problems, "\n".join(problems))
 
     # ---- helpers --------------------------------------------------------
 
@@ -257,8 +249,7 @@ def run_rules(rules):
             check()
         except (KeyError, TypeError, AttributeError, oa.SpecError) as e:
             rules.rule(check.__name__, ["the spec lacks what this rule needs: %r" % (e,)])
-    print("%d passed, %d failed" % (rules.passed, rules.failed))
-    return 1 if rules.failed else 0
+    return rules.tally.summary()
 
 
 def _schemas(s):
@@ -299,8 +290,7 @@ MUTATIONS = [
 ]
 
 
-def selftest(spec, header):
-    passed = failed = 0
+def selftest(spec, header, tally):
     for name, mutate, phrase in MUTATIONS:
         bad = copy.deepcopy(spec)
         rules = Rules(bad, header)
@@ -309,13 +299,8 @@ def selftest(spec, header):
         with contextlib.redirect_stdout(out):
             rc = run_rules(rules)
         hit = [line for line in out.getvalue().splitlines() if line.startswith("FAIL")]
-        if rc == 1 and any(phrase in line for line in hit):
-            passed += 1
-            print("ok   rejects: %s" % name)
-        else:
-            failed += 1
-            print("FAIL rejects: %s (wanted a failure of \"%s\")\n%s" % (name, phrase, out.getvalue()))
-    return passed, failed
+        tally.check("rejects: %s" % name, rc == 1 and any(phrase in line for line in hit),
+                    "wanted a failure of \"%s\":\n%s" % (phrase, out.getvalue()))
 
 
 def main():
@@ -337,13 +322,10 @@ def main():
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         rc = run_rules(rules)
-    print("%s the spec passes every rule" % ("ok  " if rc == 0 else "FAIL"))
-    if rc:
-        print(out.getvalue())
-    passed, failed = selftest(spec, args[1])
-    passed, failed = passed + (rc == 0), failed + (rc != 0)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    tally = oa.Tally()
+    tally.check("the spec passes every rule", rc == 0, out.getvalue())
+    selftest(spec, args[1], tally)
+    return tally.summary()
 
 
 if __name__ == "__main__":

@@ -59,17 +59,9 @@ def main():
     spec = oa.load_spec(spec_path)
     param = spec["components"]["parameters"]["LockName"]
     names = [ex["value"] for ex in param["examples"].values()]
-    passed = failed = 0
+    tally = oa.Tally()
+    expect = tally.check
     serial = 0
-
-    def expect(what, ok, detail):
-        nonlocal passed, failed
-        if ok:
-            passed += 1
-            print("ok   %s" % what)
-        else:
-            failed += 1
-            print("FAIL %s: %s" % (what, detail))
 
     def fresh(name):
         nonlocal serial
@@ -107,8 +99,7 @@ def main():
         st, _ = http(base, "GET", path)
         expect("GET %s" % path, st == 200, st)
 
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed or not passed else 0
+    return tally.summary()
 
 
 if __name__ == "__main__":

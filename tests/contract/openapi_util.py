@@ -148,6 +148,30 @@ def error_code_map(header_path):
     return {code: int(status) for code, status in rows}
 
 
+class Tally:
+    """Counts and prints the checks of a test script: "ok   what" or
+    "FAIL what" with its detail, then "N passed, M failed" at the end."""
+
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def check(self, what, ok, detail=""):
+        if ok:
+            self.passed += 1
+            print("ok   %s" % what)
+        else:
+            self.failed += 1
+            print("FAIL %s" % what)
+            if detail:
+                print("     " + str(detail).rstrip().replace("\n", "\n     "))
+        return ok
+
+    def summary(self):
+        """Prints the totals; returns the exit status (1 if any failed)."""
+        print("%d passed, %d failed" % (self.passed, self.failed))
+        return 1 if self.failed else 0
+
+
 def header_defines(header_path):
     """{macro: integer value} for the integer #defines of picket_proto.h."""
     with open(header_path, encoding="utf-8") as f:

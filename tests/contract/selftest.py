@@ -14,6 +14,9 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import openapi_util as oa  # noqa: E402
+
 VALIDATOR = os.path.join(HERE, "validate_responses.py")
 LEASE = "3b9f0c6d2a1e48f7b5c4d3e2f1a09876"
 JSON = "application/json"
@@ -137,18 +140,8 @@ def main():
     spec = sys.argv[1]
     with open(spec, encoding="utf-8") as f:
         spec_text = f.read()
-    failures = 0
-    passed = 0
-
-    def expect(name, ok, output):
-        nonlocal failures, passed
-        if ok:
-            passed += 1
-            print("ok   %s" % name)
-        else:
-            failures += 1
-            print("FAIL %s\n%s" % (name, output))
-
+    tally = oa.Tally()
+    expect = tally.check
     with tempfile.TemporaryDirectory(prefix="picket-contract-") as tmp:
         log = os.path.join(tmp, "contract.jsonl")
         good = good_log(spec_text)
@@ -175,8 +168,7 @@ def main():
         rc, out = run(spec, None, log, ["--require", os.path.join(tmp, "picketd")])
         expect("skips (77) while picketd is not built", rc == 77, out)
 
-    print("%d passed, %d failed" % (passed, failures))
-    return 1 if failures else 0
+    return tally.summary()
 
 
 if __name__ == "__main__":
