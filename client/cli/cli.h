@@ -1,0 +1,41 @@
+/* cli.h: what the files of the `picket` command share: parsed arguments,
+ * exit codes, and the run command (run.c). main.c parses and runs the
+ * other commands. */
+#ifndef PICKET_CLI_H
+#define PICKET_CLI_H
+
+#include <stdint.h>
+
+#include "picket/picket.h"
+
+/* Exit codes; `picket --help` and docs/client.md list them. */
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1      /* server unreachable, store error, bad reply */
+#define CLI_EXIT_USAGE 2     /* bad flag, value or name (also the server's 400) */
+#define CLI_EXIT_HELD 75     /* lock held (and --wait ran out): nothing was run */
+#define CLI_EXIT_LOST 76     /* the lease was lost (run: the child was stopped) */
+#define CLI_EXIT_RUN_FAIL 125 /* run: picket itself failed before or around the child */
+#define CLI_EXIT_NOEXEC 126  /* run: the command could not be executed */
+#define CLI_EXIT_NOTFOUND 127 /* run: the command was not found */
+
+typedef struct {
+  const char *command; /* "acquire", "renew", ... */
+  const char *server;
+  const char *name;
+  int64_t ttl_ms;   /* 0: not given */
+  int64_t wait_ms;
+  int64_t grace_ms;
+  const char *owner;
+  const char *lease;
+  int shell;
+  char **argv; /* run: the child's argv, NULL-terminated */
+} cli_args;
+
+/* Prints "picket: <what>: <error>[: <server message>]" to stderr and returns
+ * the exit code for err. */
+int cli_report(picket_client *c, const char *what, int err);
+
+/* `picket run`; returns the exit code. */
+int cli_run(picket_client *c, const cli_args *a);
+
+#endif

@@ -1,0 +1,341 @@
+/* main.c: the `picket` command: flag parsing, help, and the one-shot
+ * commands (acquire, renew, release, status) on libpicket. `run` lives in
+ * run.c. Output is one JSON object per command on stdout (or shell
+ * assignments with acquire --shell); errors are one line on stderr, with an
+ * exit code from cli.h that scripts can act on. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "picket_proto.h"
+
+static const char usage_text[] =
+    "usage: picket [--server URL] COMMAND NAME [FLAGS]\n"
+    "\n"
+    "A client of picketd, the lock service whose every grant carries a fencing token.\n"
+    "\n"
+    "commands:\n"
+    "  acquire NAME [--ttl 30s] [--wait 0s] [--owner X] [--lease ID] [--shell]\n"
+    "      take the lock; print the grant as JSON {lock, lease, fence, ttl_ms, owner},\n"
+    "      or with --shell as PICKET_LOCK=, PICKET_FENCE=, PICKET_LEASE= lines\n"
+    "  renew NAME --lease ID [--ttl 30s]\n"
+    "      extend a lease; print {lock, fence, ttl_ms}\n"
+    "  release NAME --lease ID\n"
+    "      give the lock back; print {lock, released}\n"
+    "  status NAME\n"
+    "      print {lock, held, fence, ttl_ms, owner} (never the lease id)\n"
+    "  run NAME [--ttl 30s] [--wait 0s] [--grace 5s] [--owner X] -- CMD [ARGS...]\n"
+    "      take the lock, run CMD in its own process group with PICKET_LOCK,\n"
+    "      PICKET_FENCE, PICKET_LEASE and PICKET_DEADLINE_MS set, renew every ttl/3\n"
+    "      while it runs, forward SIGINT, SIGTERM, SIGHUP and SIGQUIT to it, release\n"
+    "      when it exits and exit with its status (128+N if killed by signal N).\n"
+    "      If the lease is lost: SIGTERM the child's group, SIGKILL it after --grace,\n"
+    "      exit 76.\n"
+    "\n"
+    "flags:\n"
+    "  --server URL   picketd to talk to (default $PICKET_SERVER, else " PICKET_DEFAULT_SERVER ")\n"
+    "  --ttl D        lease time to live (default 30s)\n"
+    "  --wait D       how long the server may wait for the lock (default 0s: fail at once;\n"
+    "                 at most the server's --max-wait-ms, 60s by default)\n"
+    "  --grace D      run: time between SIGTERM and SIGKILL after a lost lease (default 5s)\n"
+    "  --owner X      a label others see in status and lock_held (up to 128 bytes)\n"
+    "  --lease ID     the lease id (32 lowercase hex); acquire: choose it (default random)\n"
+    "  --shell        acquire: print shell assignments instead of JSON\n"
+    "  -h, --help     this text;  --version  the version\n"
+    "  Durations are an integer with a unit: 250ms, 30s, 5m, 1h (a bare number is an error).\n"
+    "  Flags take their value as the next argument or after '=' (--ttl=30s).\n"
+    "\n"
+    "exit codes:\n"
+    "  0    success (run: the command's own status, 128+N if killed by signal N)\n"
+    "  1    failure: server unreachable or unavailable, store error, unexpected reply\n"
+    "  2    usage: bad command, flag, duration, name or lease id (or the server said 400)\n"
+    "  75   the lock is held by another lease (after --wait); run: CMD was not started\n"
+    "  76   the lease was lost (renew/release: no longer held; run: CMD was stopped)\n"
+    "  125  run: picket failed around the command (e.g. could not fork)\n"
+    "  126  run: CMD could not be executed;  127  run: CMD not found\n";
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "picket: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, " (see picket --help)\n");
+  return CLI_EXIT_USAGE;
+}
+
+int cli_report(picket_client *c, const char *what, int err) {
+  const char *msg = c ? picket_client_error_message(c) : "";
+  fprintf(stderr, "picket: %s: %s", what, picket_strerror(err));
+  if (err == PICKET_EHELD && c != NULL) {
+    const char *holder = picket_client_holder(c);
+    if (holder) fprintf(stderr, " (owner %s)", holder);
+    if (picket_client_retry_after_ms(c) >= 0)
+      fprintf(stderr, "; it expires in %lld ms unless renewed",
+              (long long)picket_client_retry_after_ms(c));
+  } else if (msg[0] != '\0' && strcmp(msg, picket_strerror(err)) != 0) {
+    fprintf(stderr, ": %s", msg);
+  }
+  fputc('\n', stderr);
+  switch (err) {
+  case PICKET_EHELD:
+    return CLI_EXIT_HELD;
+  case PICKET_ELOST:
+  case PICKET_EEXPIRED:
+    return CLI_EXIT_LOST;
+  case PICKET_EINVAL:
+    return CLI_EXIT_USAGE;
+  default:
+    return CLI_EXIT_FAIL;
+  }
+}
+
+/* Parses "250ms", "30s", "5m", "1h" into milliseconds. Returns 0 or -1. */
+static int parse_duration(const char *s, int64_t *out) {
+  const int64_t limit = INT64_C(1) << 40; /* ~35 years: no overflow below */
+  int64_t v = 0;
+  const char *p = s;
+  if (*p < '0' || *p > '9') return -1;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    v = v * 10 + (*p - '0');
+    if (v > limit) return -1;
+  }
+  int64_t unit;
+  if (strcmp(p, "ms") == 0)
+    unit = 1;
+  else if (strcmp(p, "s") == 0)
+    unit = 1000;
+  else if (strcmp(p, "m") == 0)
+    unit = 60000;
+  else if (strcmp(p, "h") == 0)
+    unit = 3600000;
+  else
+    return -1;
+  *out = v * unit;
+  return 0;
+}
+
+/* Which flags each command takes. */
+enum { F_TTL = 1, F_WAIT = 2, F_GRACE = 4, F_OWNER = 8, F_LEASE = 16, F_SHELL = 32 };
+static const struct {
+  const char *name;
+  int flags;
+} commands[] = {
+    {"acquire", F_TTL | F_WAIT | F_OWNER | F_LEASE | F_SHELL},
+    {"renew", F_TTL | F_LEASE},
+    {"release", F_LEASE},
+    {"status", 0},
+    {"run", F_TTL | F_WAIT | F_GRACE | F_OWNER},
+};
+
+static int flag_bit(const char *name) {
+  static const struct {
+    const char *name;
+    int bit;
+  } flags[] = {{"ttl", F_TTL},     {"wait", F_WAIT},   {"grace", F_GRACE},
+               {"owner", F_OWNER}, {"lease", F_LEASE}, {"shell", F_SHELL}};
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+    if (strcmp(flags[i].name, name) == 0) return flags[i].bit;
+  return 0;
+}
+
+/* Parses argv into *a. Returns -1 when all is well, else an exit code
+ * (help or version: 0; errors: 2, after printing one line). */
+static int parse(int argc, char **argv, cli_args *a) {
+  int allowed = 0;
+  char flag[32];
+  a->grace_ms = 5000;
+  a->server = getenv("PICKET_SERVER");
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0 || strcmp(arg, "help") == 0) {
+      fputs(usage_text, stdout);
+      return CLI_EXIT_OK;
+    }
+    if (strcmp(arg, "--version") == 0) {
+      printf("picket %s\n", PICKET_VERSION);
+      return CLI_EXIT_OK;
+    }
+    if (strcmp(arg, "--") == 0 || (a->name != NULL && strcmp(a->command, "run") == 0 &&
+                                   strncmp(arg, "--", 2) != 0)) {
+      if (a->command == NULL || strcmp(a->command, "run") != 0)
+        return usage_error("unexpected '%s': only run takes a command", arg);
+      if (a->name == NULL) return usage_error("run needs a lock NAME before %s", "the command");
+      int start = strcmp(arg, "--") == 0 ? i + 1 : i;
+      if (start >= argc) return usage_error("run needs a command after %s", "--");
+      a->argv = argv + start;
+      break;
+    }
+    if (strncmp(arg, "--", 2) == 0) {
+      const char *eq = strchr(arg, '=');
+      size_t n = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+      if (n >= sizeof flag) return usage_error("unknown flag %s", arg);
+      memcpy(flag, arg + 2, n);
+      flag[n] = '\0';
+      int bit = flag_bit(flag);
+      if (strcmp(flag, "server") != 0) {
+        if (bit == 0) return usage_error("unknown flag %s", arg);
+        if (a->command == NULL) return usage_error("%s must come after the command", arg);
+        if (!(allowed & bit)) {
+          fprintf(stderr, "picket: %s does not take --%s (see picket --help)\n", a->command, flag);
+          return CLI_EXIT_USAGE;
+        }
+      }
+      if (bit == F_SHELL) {
+        if (eq) return usage_error("--shell takes no value: %s", arg);
+        a->shell = 1;
+        continue;
+      }
+      const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+      if (val == NULL) return usage_error("--%s needs a value", flag);
+      if (strcmp(flag, "server") == 0) {
+        a->server = val;
+      } else if (bit == F_OWNER) {
+        if (!picket_proto_owner_valid(val, strlen(val)))
+          return usage_error("--owner: at most 128 bytes of UTF-8 without control characters: %s",
+                             val);
+        a->owner = val;
+      } else if (bit == F_LEASE) {
+        if (!picket_proto_lease_valid(val, strlen(val)))
+          return usage_error("--lease: a lease id is 32 lowercase hex digits, not '%s'", val);
+        a->lease = val;
+      } else {
+        int64_t ms;
+        if (parse_duration(val, &ms) != 0) {
+          fprintf(stderr,
+                  "picket: --%s: '%s' is not a duration: use an integer with a unit, e.g. 250ms, "
+                  "30s, 5m, 1h\n",
+                  flag, val);
+          return CLI_EXIT_USAGE;
+        }
+        if (bit == F_TTL && ms == 0) return usage_error("--ttl must be more than %s", "0");
+        if (bit == F_TTL) a->ttl_ms = ms;
+        if (bit == F_WAIT) a->wait_ms = ms;
+        if (bit == F_GRACE) a->grace_ms = ms;
+      }
+      continue;
+    }
+    if (arg[0] == '-' && arg[1] != '\0') return usage_error("unknown flag %s", arg);
+    if (a->command == NULL) {
+      for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
+        if (strcmp(commands[k].name, arg) == 0) {
+          a->command = commands[k].name;
+          allowed = commands[k].flags;
+        }
+      if (a->command == NULL) return usage_error("unknown command '%s'", arg);
+    } else if (a->name == NULL) {
+      if (!picket_proto_name_valid(arg, strlen(arg)))
+        return usage_error("invalid lock name '%s': use 1-200 bytes of [A-Za-z0-9._:-]", arg);
+      a->name = arg;
+    } else {
+      return usage_error("unexpected argument '%s'", arg);
+    }
+  }
+  if (a->command == NULL) return usage_error("%s", "no command given");
+  if (a->name == NULL) {
+    fprintf(stderr, "picket: %s needs a lock NAME (see picket --help)\n", a->command);
+    return CLI_EXIT_USAGE;
+  }
+  if ((strcmp(a->command, "renew") == 0 || strcmp(a->command, "release") == 0) && a->lease == NULL) {
+    fprintf(stderr, "picket: %s needs --lease ID (see picket --help)\n", a->command);
+    return CLI_EXIT_USAGE;
+  }
+  if (strcmp(a->command, "run") == 0 && a->argv == NULL)
+    return usage_error("run needs a command: picket run NAME [FLAGS] -- CMD [ARGS...]%s", "");
+  return -1;
+}
+
+/* Prints obj (stolen) as one line of JSON. */
+static int print_json(json_t *obj) {
+  char *s = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+  json_decref(obj);
+  if (s == NULL) {
+    fprintf(stderr, "picket: out of memory\n");
+    return CLI_EXIT_FAIL;
+  }
+  puts(s);
+  free(s);
+  return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+static json_t *string_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+
+static int cmd_acquire(picket_client *c, const cli_args *a) {
+  picket_acquire_opts o = {.ttl_ms = a->ttl_ms, .wait_ms = a->wait_ms, .owner = a->owner,
+                           .lease_id = a->lease};
+  picket_lease *l = NULL;
+  char what[300];
+  snprintf(what, sizeof what, "acquire %s", a->name);
+  int err = picket_acquire(c, a->name, &o, &l);
+  if (err != 0) return cli_report(c, what, err);
+  int rc;
+  if (a->shell) {
+    printf("%s=%s\n%s=%lld\n%s=%s\n", PICKET_PROTO_ENV_LOCK, picket_lease_lock(l),
+           PICKET_PROTO_ENV_FENCE, (long long)picket_lease_fence(l), PICKET_PROTO_ENV_LEASE,
+           picket_lease_id(l));
+    rc = fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+  } else {
+    rc = print_json(json_pack("{ss ss sI sI so}", "lock", picket_lease_lock(l), "lease",
+                              picket_lease_id(l), "fence", (json_int_t)picket_lease_fence(l),
+                              "ttl_ms", (json_int_t)picket_lease_ttl_ms(l), "owner",
+                              string_or_null(picket_lease_owner(l))));
+  }
+  picket_lease_free(l);
+  return rc;
+}
+
+static int cmd_renew_release(picket_client *c, const cli_args *a, int renew) {
+  picket_lease *l = NULL;
+  char what[300];
+  snprintf(what, sizeof what, "%s %s", a->command, a->name);
+  int err = picket_lease_new(a->name, a->lease, &l);
+  if (err == 0) err = renew ? picket_renew(c, l, a->ttl_ms) : picket_release(c, l);
+  int rc;
+  if (err != 0)
+    rc = cli_report(c, what, err);
+  else if (renew)
+    rc = print_json(json_pack("{ss sI sI}", "lock", a->name, "fence",
+                              (json_int_t)picket_lease_fence(l), "ttl_ms",
+                              (json_int_t)picket_lease_ttl_ms(l)));
+  else
+    rc = print_json(json_pack("{ss sb}", "lock", a->name, "released", 1));
+  picket_lease_free(l);
+  return rc;
+}
+
+static int cmd_status(picket_client *c, const cli_args *a) {
+  picket_lock_info info;
+  char what[300];
+  snprintf(what, sizeof what, "status %s", a->name);
+  int err = picket_inspect(c, a->name, &info);
+  if (err != 0) return cli_report(c, what, err);
+  return print_json(json_pack("{ss sb sI sI so}", "lock", a->name, "held", info.held, "fence",
+                              (json_int_t)info.fence, "ttl_ms", (json_int_t)info.ttl_ms, "owner",
+                              string_or_null(info.has_owner ? info.owner : NULL)));
+}
+
+int main(int argc, char **argv) {
+  cli_args a = {0};
+  int rc = parse(argc, argv, &a);
+  if (rc >= 0) return rc;
+
+  picket_client *c = NULL;
+  int err = picket_client_new(a.server, NULL, &c);
+  if (err == PICKET_EINVAL)
+    return usage_error("--server: '%s' is not an http:// or https:// URL",
+                       a.server ? a.server : "");
+  if (err != 0) return cli_report(NULL, "starting", err);
+
+  if (strcmp(a.command, "acquire") == 0)
+    rc = cmd_acquire(c, &a);
+  else if (strcmp(a.command, "renew") == 0)
+    rc = cmd_renew_release(c, &a, 1);
+  else if (strcmp(a.command, "release") == 0)
+    rc = cmd_renew_release(c, &a, 0);
+  else if (strcmp(a.command, "status") == 0)
+    rc = cmd_status(c, &a);
+  else
+    rc = cli_run(c, &a);
+  picket_client_free(c);
+  return rc;
+}

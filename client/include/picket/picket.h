@@ -1,0 +1,234 @@
+/* picket.h: the public C API of libpicket, the client of picketd.
+ *
+ * libpicket acquires, renews, releases and inspects leases on named locks
+ * over picketd's HTTP API, and keeps a lease alive from a background thread
+ * (picket_keeper). Every grant carries a fencing token: pass it to the
+ * storage you write to (see picket/fence.h) so that a holder that lost its
+ * lease without knowing it cannot overwrite a newer holder's work.
+ *
+ * A lease also knows its *local deadline*: the monotonic time at which the
+ * acquire (or the last successful renew) request was sent, plus the TTL,
+ * less a drift margin. The server's expiry can only be later, so a holder
+ * that stops touching fenced storage at its local deadline never overlaps
+ * the next holder as far as its own clock can tell.
+ *
+ * Conventions:
+ *  - Calls return 0 or a negative PICKET_E* code; picket_strerror() names
+ *    it, and the handle keeps the detail of the last call (HTTP status, the
+ *    server's error code and message).
+ *  - Every object the library allocates comes with a _free (or _stop) that
+ *    accepts NULL; strings returned by accessors belong to the object.
+ *  - Thread safety: a picket_client is used by one thread at a time (one
+ *    handle per thread). A picket_lease may be read from any thread while a
+ *    keeper renews it (its deadline and TTL are updated atomically), but it
+ *    must not be freed while a keeper uses it. A keeper owns a private
+ *    client handle, so it never shares one with the caller.
+ *  - Times are milliseconds; "monotonic" times are CLOCK_MONOTONIC, the
+ *    clock picket_now_ms() reads.
+ *  - libpicket never logs and never installs signal handlers.
+ */
+#ifndef PICKET_PICKET_H
+#define PICKET_PICKET_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The library is built with hidden visibility; only PICKET_EXTERN symbols
+ * are exported (fence.h uses it too). */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define PICKET_EXTERN __attribute__((visibility("default")))
+#else
+#define PICKET_EXTERN
+#endif
+
+#define PICKET_VERSION "0.1.0"
+#define PICKET_NAME_MAX 200  /* lock names: 1..200 bytes of [A-Za-z0-9._:-] */
+#define PICKET_OWNER_MAX 128 /* owner: 0..128 bytes of UTF-8 */
+#define PICKET_LEASE_ID_LEN 32 /* lease ids: 32 lowercase hex digits */
+#define PICKET_DEFAULT_SERVER "http://127.0.0.1:7070"
+
+/* Error codes: X(NAME, value, message). One table, so a code cannot be half
+ * added; PICKET_E<NAME> is the enum constant. */
+#define PICKET_ERRNO_MAP(X)                                                                \
+  X(EINVAL, -1, "invalid argument")                                                       \
+  X(ENOMEM, -2, "out of memory")                                                          \
+  X(EHELD, -3, "the lock is held by another lease")                                       \
+  X(ELOST, -4, "the lease is no longer held (expired, released or never yours)")          \
+  X(EEXPIRED, -5, "the lease's local deadline has passed")                                \
+  X(EUNAVAIL, -6, "the lock service is unavailable (503)")                                \
+  X(ESTORE, -7, "the lock store answered with an error (502)")                            \
+  X(ETIMEDOUT, -8, "the request timed out")                                               \
+  X(ETRANSPORT, -9, "could not reach the server")                                         \
+  X(EPROTO, -10, "unexpected reply from the server")                                      \
+  X(EAUTH, -11, "the server refused the credentials (401/403)")                           \
+  X(ESERVER, -12, "the server refused the request")                                       \
+  X(ECANCELED, -13, "the request was canceled")                                           \
+  X(ESYS, -14, "a system call failed")
+
+typedef enum {
+#define PICKET_ERRNO_ENUM(name, value, msg) PICKET_##name = value,
+  PICKET_ERRNO_MAP(PICKET_ERRNO_ENUM)
+#undef PICKET_ERRNO_ENUM
+} picket_errno;
+
+/* A static message for a PICKET_E* code ("unknown error" otherwise). */
+PICKET_EXTERN const char *picket_strerror(int err);
+/* The code's name without the PICKET_ prefix ("EHELD"), or "UNKNOWN". */
+PICKET_EXTERN const char *picket_err_name(int err);
+
+/* The monotonic clock (CLOCK_MONOTONIC) in milliseconds. */
+PICKET_EXTERN int64_t picket_now_ms(void);
+
+/* ---- client ----------------------------------------------------------- */
+
+typedef struct picket_client picket_client;
+
+/* Client options. Fill them with picket_options_init() and change what you
+ * need; picket_client_new copies them (and the token string). */
+typedef struct picket_options {
+  int64_t connect_timeout_ms; /* TCP connect bound; default 2000 */
+  int64_t request_timeout_ms; /* whole-request bound; default 10000 (a waiting
+                                 acquire gets its wait_ms on top) */
+  const char *bearer_token;   /* sent as "Authorization: Bearer ..."; NULL: none */
+  int retries;                /* extra attempts for safe-to-repeat calls on 503
+                                 and transport errors; default 3, 0: none */
+  int64_t retry_base_ms;      /* first backoff; doubles per attempt; default 50 */
+  int64_t retry_max_ms;       /* backoff cap; default 1000 (with jitter: each
+                                 sleep is a random point in [cap/2, cap]) */
+  int drift_permille;         /* drift margin, per mille of the TTL; default 10 */
+  int64_t drift_min_ms;       /* drift margin, fixed part; default 2 */
+} picket_options;
+
+/* Sets the defaults above. */
+PICKET_EXTERN void picket_options_init(picket_options *opts);
+
+/* Creates a client of the picketd at base_url ("http://host:port", no
+ * path; NULL means PICKET_DEFAULT_SERVER). opts NULL means the defaults.
+ * Returns 0 and sets *out (free it with picket_client_free), or
+ * PICKET_EINVAL / PICKET_ENOMEM. One keep-alive connection per handle. */
+PICKET_EXTERN int picket_client_new(const char *base_url, const picket_options *opts,
+                                    picket_client **out);
+PICKET_EXTERN void picket_client_free(picket_client *c);
+
+/* The detail of the last call on this handle. Strings belong to the handle
+ * and change with the next call. */
+PICKET_EXTERN long picket_client_status(const picket_client *c); /* HTTP status, 0 if none */
+PICKET_EXTERN const char *picket_client_error_code(const picket_client *c); /* "lock_held", "" */
+PICKET_EXTERN const char *picket_client_error_message(const picket_client *c); /* "" if none */
+/* After PICKET_EHELD: how long until the holder's lease expires, and its
+ * owner (NULL when it has none). -1 / NULL after any other result. */
+PICKET_EXTERN int64_t picket_client_retry_after_ms(const picket_client *c);
+PICKET_EXTERN const char *picket_client_holder(const picket_client *c);
+
+/* ---- leases ----------------------------------------------------------- */
+
+typedef struct picket_lease picket_lease;
+
+/* A lease known only by lock name and id, e.g. one handed over from another
+ * process, for picket_renew and picket_release. It has no local deadline
+ * (picket_lease_valid() is 0) until a renew succeeds. Returns 0 and sets
+ * *out, or PICKET_EINVAL / PICKET_ENOMEM. Free with picket_lease_free. */
+PICKET_EXTERN int picket_lease_new(const char *lock, const char *lease_id, picket_lease **out);
+PICKET_EXTERN void picket_lease_free(picket_lease *l);
+
+PICKET_EXTERN const char *picket_lease_lock(const picket_lease *l);
+PICKET_EXTERN const char *picket_lease_id(const picket_lease *l); /* a secret: do not log */
+PICKET_EXTERN int64_t picket_lease_fence(const picket_lease *l);  /* 0 if unknown */
+PICKET_EXTERN int64_t picket_lease_ttl_ms(const picket_lease *l); /* of the last grant/renew */
+PICKET_EXTERN const char *picket_lease_owner(const picket_lease *l); /* NULL: none */
+/* Local deadline, monotonic ms (0 if unknown). */
+PICKET_EXTERN int64_t picket_lease_deadline_ms(const picket_lease *l);
+/* 1 while picket_now_ms() is before the local deadline, else 0. Asks no
+ * server: the answer comes from the local clock alone. */
+PICKET_EXTERN int picket_lease_valid(const picket_lease *l);
+/* Milliseconds left before the local deadline (0 once past or unknown). */
+PICKET_EXTERN int64_t picket_lease_remaining_ms(const picket_lease *l);
+
+/* ---- calls ------------------------------------------------------------ */
+
+typedef struct picket_acquire_opts {
+  int64_t ttl_ms;       /* 0: the server's default (30000) */
+  int64_t wait_ms;      /* > 0: the server holds the request until the lock
+                           frees or the wait ends; 0: fail at once */
+  const char *owner;    /* shown to others by inspect and lock_held; NULL: none */
+  const char *lease_id; /* 32 hex chosen by the caller; NULL: a fresh one */
+  int server_lease_id;  /* 1: send no lease id and let the server choose one;
+                           the call is then not retried */
+} picket_acquire_opts;
+
+/* Acquires lock `name`. opts NULL means all defaults. A lease id is chosen
+ * on the client by default, so a retry after a lost reply returns the same
+ * grant (same fence); retries then happen on 503 and transport errors.
+ * Returns 0 and sets *out (free with picket_lease_free), PICKET_EHELD when
+ * another lease holds it (see picket_client_retry_after_ms), or another
+ * PICKET_E* code. */
+PICKET_EXTERN int picket_acquire(picket_client *c, const char *name,
+                                 const picket_acquire_opts *opts, picket_lease **out);
+
+/* Extends the lease by ttl_ms (0: the server's default, 30000) and moves its
+ * local deadline. PICKET_ELOST when the server no longer has it. Retries
+ * never run past the lease's local deadline. */
+PICKET_EXTERN int picket_renew(picket_client *c, picket_lease *lease, int64_t ttl_ms);
+
+/* Releases the lease; its local deadline is cleared (the lease stays
+ * allocated: free it with picket_lease_free). PICKET_ELOST when the server
+ * no longer had it. A retry that finds the lease gone after an attempt
+ * that may have reached the server counts as success. */
+PICKET_EXTERN int picket_release(picket_client *c, picket_lease *lease);
+
+/* What anyone may know about a lock (never its lease id). */
+typedef struct picket_lock_info {
+  int held;                         /* 1 when a lease is live */
+  int64_t fence;                    /* the last fence issued; 0 if never */
+  int64_t ttl_ms;                   /* remaining TTL of the live lease, else 0 */
+  int has_owner;                    /* 1 when owner is set */
+  char owner[PICKET_OWNER_MAX + 1]; /* the holder's owner, "" if none */
+} picket_lock_info;
+
+/* Fills *info about lock `name`. Returns 0 or a PICKET_E* code. */
+PICKET_EXTERN int picket_inspect(picket_client *c, const char *name, picket_lock_info *info);
+
+/* ---- keeper: background renewal ---------------------------------------- */
+
+typedef struct picket_keeper picket_keeper;
+
+/* Called once, from the keeper's thread, when the lease is lost: err is
+ * PICKET_ELOST (the server says it is gone) or PICKET_EEXPIRED (no renewal
+ * succeeded before the local deadline). Keep it short and thread-safe. */
+typedef void (*picket_lost_cb)(picket_lease *lease, int err, void *arg);
+
+typedef struct picket_keeper_options {
+  int renew_divisor;  /* renew every ttl/renew_divisor; default 3 */
+  int64_t ttl_ms;     /* the TTL each renew asks for; 0: the lease's TTL */
+  picket_lost_cb on_lost; /* NULL: none (poll picket_keeper_lost) */
+  void *arg;              /* passed to on_lost */
+} picket_keeper_options;
+
+PICKET_EXTERN void picket_keeper_options_init(picket_keeper_options *opts);
+
+/* Starts a thread that renews `lease` every ttl/renew_divisor. A failed
+ * renewal (503, timeout, unreachable) is retried with backoff until the
+ * local deadline; the lease is declared lost at once when the server says
+ * so, or when the deadline passes. The keeper uses its own connection,
+ * configured like `c` (c itself is not used after this call returns). The
+ * lease must outlive the keeper. Returns 0 and sets *out, or a PICKET_E*
+ * code (PICKET_EINVAL for a lease without a local deadline). */
+PICKET_EXTERN int picket_keeper_start(picket_client *c, picket_lease *lease,
+                                      const picket_keeper_options *opts, picket_keeper **out);
+/* 0 while the lease is kept; once lost, the PICKET_E* code that lost it.
+ * Safe from any thread. */
+PICKET_EXTERN int picket_keeper_lost(const picket_keeper *k);
+/* Renewals that succeeded so far. Safe from any thread. */
+PICKET_EXTERN int64_t picket_keeper_renewals(const picket_keeper *k);
+/* Stops the thread (interrupting a renewal in flight), joins it and frees
+ * the keeper. Returns what picket_keeper_lost() would. NULL is fine (0). */
+PICKET_EXTERN int picket_keeper_stop(picket_keeper *k);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,661 @@
+/* picket.c: the client half of libpicket: one libcurl easy handle per
+ * client (so the connection is kept alive between calls), the four lock
+ * calls of picketd's HTTP API, leases and their local deadlines, error
+ * mapping, and retries.
+ *
+ * Why retries are safe where they happen: acquire sends a lease id chosen
+ * here, and the server answers a repeated acquire with the same id with the
+ * same grant; renew and release name the lease, so repeating them cannot
+ * touch anyone else's. Retries happen only on 503 and transport errors
+ * (the request may not have been applied), with capped exponential backoff
+ * and jitter, and never past the lease's local deadline.
+ *
+ * Why the deadline is computed from the time a request was *sent*: the
+ * server starts the TTL when it runs the script, which is after the send,
+ * so send time + TTL is never later than the server's expiry; the drift
+ * margin covers clock-rate differences between here and Redis. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+#include "picket_proto.h"
+
+_Static_assert(PICKET_NAME_MAX == PICKET_PROTO_NAME_MAX, "name limit out of step");
+_Static_assert(PICKET_OWNER_MAX == PICKET_PROTO_OWNER_MAX, "owner limit out of step");
+_Static_assert(PICKET_LEASE_ID_LEN == PICKET_PROTO_LEASE_LEN, "lease id length out of step");
+
+#define REPLY_MAX (64 * 1024) /* picketd's replies are small; more is not picketd */
+#define URL_MAX 1024
+
+struct picket_client {
+  CURL *curl;
+  struct curl_slist *headers;
+  char *base_url;
+  char *token;
+  picket_options opts;
+  char curl_err[CURL_ERROR_SIZE];
+  char *body; /* reply body being read */
+  size_t body_len, body_cap;
+  uint64_t rng; /* xorshift state for jitter */
+  const atomic_int *abort_flag;
+  /* The last call's detail. */
+  long status;
+  char code[64];
+  char message[512];
+  int64_t retry_after_ms;
+  int has_holder;
+  char holder[PICKET_OWNER_MAX + 1];
+};
+
+/* ---- errors and clock --------------------------------------------------- */
+
+const char *picket_strerror(int err) {
+  switch (err) {
+#define PICKET_ERRNO_MSG(name, value, msg) \
+  case PICKET_##name:                      \
+    return msg;
+    PICKET_ERRNO_MAP(PICKET_ERRNO_MSG)
+#undef PICKET_ERRNO_MSG
+  case 0:
+    return "success";
+  }
+  return "unknown error";
+}
+
+const char *picket_err_name(int err) {
+  switch (err) {
+#define PICKET_ERRNO_NAME(name, value, msg) \
+  case PICKET_##name:                       \
+    return #name;
+    PICKET_ERRNO_MAP(PICKET_ERRNO_NAME)
+#undef PICKET_ERRNO_NAME
+  }
+  return "UNKNOWN";
+}
+
+int64_t picket_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int64_t ms) {
+  if (ms <= 0) return;
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+  }
+}
+
+/* Records a failure detected here (no server involved) on the handle. */
+static int fail(picket_client *c, int err, const char *message) {
+  if (c != NULL) {
+    c->status = 0;
+    c->code[0] = '\0';
+    snprintf(c->message, sizeof c->message, "%s", message);
+  }
+  return err;
+}
+
+static void clear_detail(picket_client *c) {
+  c->status = 0;
+  c->code[0] = '\0';
+  c->message[0] = '\0';
+  c->retry_after_ms = -1;
+  c->has_holder = 0;
+  c->holder[0] = '\0';
+}
+
+/* ---- client ------------------------------------------------------------- */
+
+void picket_options_init(picket_options *o) {
+  memset(o, 0, sizeof *o);
+  o->connect_timeout_ms = 2000;
+  o->request_timeout_ms = 10000;
+  o->retries = 3;
+  o->retry_base_ms = 50;
+  o->retry_max_ms = 1000;
+  o->drift_permille = 10;
+  o->drift_min_ms = 2;
+}
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static size_t on_body(char *ptr, size_t size, size_t n, void *ud) {
+  picket_client *c = ud;
+  size_t len = size * n;
+  if (c->body_len + len + 1 > REPLY_MAX) return 0; /* makes curl fail: not picketd */
+  if (c->body_len + len + 1 > c->body_cap) {
+    size_t cap = c->body_cap ? c->body_cap : 1024;
+    while (cap < c->body_len + len + 1) cap *= 2;
+    char *b = realloc(c->body, cap);
+    if (b == NULL) return 0;
+    c->body = b;
+    c->body_cap = cap;
+  }
+  memcpy(c->body + c->body_len, ptr, len);
+  c->body_len += len;
+  c->body[c->body_len] = '\0';
+  return len;
+}
+
+/* Lets a keeper's stop interrupt a request in flight; libcurl calls this
+ * about once a second or more often. */
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
+  picket_client *c = ud;
+  return c->abort_flag != NULL && atomic_load(c->abort_flag) != 0;
+}
+
+static int options_valid(const picket_options *o) {
+  return o->connect_timeout_ms > 0 && o->request_timeout_ms > 0 && o->retries >= 0 &&
+         o->retry_base_ms >= 0 && o->retry_max_ms >= o->retry_base_ms &&
+         o->drift_permille >= 0 && o->drift_permille < 1000 && o->drift_min_ms >= 0;
+}
+
+static int url_valid(const char *u) {
+  size_t n = strlen(u);
+  if (n == 0 || n > URL_MAX / 2) return 0;
+  if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) return 0;
+  for (const char *p = u; *p; p++)
+    if ((unsigned char)*p <= ' ' || *p == '?' || *p == '#') return 0;
+  return 1;
+}
+
+int picket_client_new(const char *base_url, const picket_options *opts, picket_client **out) {
+  picket_options defaults;
+  *out = NULL;
+  if (base_url == NULL) base_url = PICKET_DEFAULT_SERVER;
+  if (opts == NULL) {
+    picket_options_init(&defaults);
+    opts = &defaults;
+  }
+  if (!url_valid(base_url) || !options_valid(opts)) return PICKET_EINVAL;
+  if (opts->bearer_token != NULL && strpbrk(opts->bearer_token, "\r\n") != NULL)
+    return PICKET_EINVAL;
+  pthread_once(&curl_once, curl_init);
+  if (curl_init_rc != CURLE_OK) return PICKET_ENOMEM;
+
+  picket_client *c = calloc(1, sizeof *c);
+  if (c == NULL) return PICKET_ENOMEM;
+  c->opts = *opts;
+  c->base_url = strdup(base_url);
+  c->curl = curl_easy_init();
+  if (c->base_url == NULL || c->curl == NULL) goto nomem;
+  /* "http://h:p/" and "http://h:p" name the same server. */
+  size_t n = strlen(c->base_url);
+  while (n > 0 && c->base_url[n - 1] == '/') c->base_url[--n] = '\0';
+  c->opts.bearer_token = NULL;
+  if (opts->bearer_token != NULL) {
+    char *auth = malloc(strlen(opts->bearer_token) + 32);
+    c->token = strdup(opts->bearer_token);
+    if (auth == NULL || c->token == NULL) {
+      free(auth);
+      goto nomem;
+    }
+    c->opts.bearer_token = c->token;
+    sprintf(auth, "Authorization: Bearer %s", opts->bearer_token);
+    struct curl_slist *h = curl_slist_append(c->headers, auth);
+    free(auth);
+    if (h == NULL) goto nomem;
+    c->headers = h;
+  }
+  /* No "Expect: 100-continue" round trip; bodies are tiny. */
+  const char *fixed[] = {"Content-Type: application/json", "Accept: application/json",
+                         "Expect:", "User-Agent: libpicket/" PICKET_VERSION};
+  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+    struct curl_slist *h = curl_slist_append(c->headers, fixed[i]);
+    if (h == NULL) goto nomem;
+    c->headers = h;
+  }
+  /* Jitter needs no cryptographic quality, only different clients
+   * spreading out; the lease-id generator gives a random seed. */
+  char seed[PICKET_PROTO_LEASE_LEN + 1];
+  if (picket_proto_lease_new(seed) == 0) c->rng = strtoull(seed + 16, NULL, 16);
+  c->rng ^= (uint64_t)(uintptr_t)c ^ (uint64_t)picket_now_ms();
+  if (c->rng == 0) c->rng = 0x9e3779b97f4a7c15ULL;
+
+  curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->headers);
+  curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, c);
+  curl_easy_setopt(c->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, c);
+  curl_easy_setopt(c->curl, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->curl_err);
+  curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM */
+  curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)c->opts.connect_timeout_ms);
+  curl_easy_setopt(c->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c->curl, CURLOPT_FOLLOWLOCATION, 0L);
+  clear_detail(c);
+  *out = c;
+  return 0;
+nomem:
+  picket_client_free(c);
+  return PICKET_ENOMEM;
+}
+
+void picket_client_free(picket_client *c) {
+  if (c == NULL) return;
+  if (c->curl) curl_easy_cleanup(c->curl);
+  curl_slist_free_all(c->headers);
+  free(c->base_url);
+  free(c->token);
+  free(c->body);
+  free(c);
+}
+
+picket_client *picket__client_clone(const picket_client *c) {
+  picket_client *copy = NULL;
+  if (picket_client_new(c->base_url, &c->opts, &copy) != 0) return NULL;
+  return copy;
+}
+
+void picket__client_set_abort(picket_client *c, const atomic_int *flag) { c->abort_flag = flag; }
+void picket__client_set_retries(picket_client *c, int retries) { c->opts.retries = retries; }
+
+int64_t picket__client_backoff_ms(picket_client *c, int attempt) {
+  int64_t cap = c->opts.retry_base_ms;
+  for (int i = 0; i < attempt && cap < c->opts.retry_max_ms; i++) cap *= 2;
+  if (cap > c->opts.retry_max_ms) cap = c->opts.retry_max_ms;
+  if (cap <= 1) return cap;
+  c->rng ^= c->rng << 13;
+  c->rng ^= c->rng >> 7;
+  c->rng ^= c->rng << 17;
+  return cap / 2 + (int64_t)(c->rng % (uint64_t)(cap - cap / 2 + 1));
+}
+
+long picket_client_status(const picket_client *c) { return c->status; }
+const char *picket_client_error_code(const picket_client *c) { return c->code; }
+const char *picket_client_error_message(const picket_client *c) { return c->message; }
+int64_t picket_client_retry_after_ms(const picket_client *c) { return c->retry_after_ms; }
+const char *picket_client_holder(const picket_client *c) {
+  return c->has_holder ? c->holder : NULL;
+}
+
+/* ---- one HTTP exchange ---------------------------------------------------- */
+
+static int from_curl(picket_client *c, CURLcode rc) {
+  snprintf(c->message, sizeof c->message, "%s", c->curl_err[0] ? c->curl_err : curl_easy_strerror(rc));
+  switch (rc) {
+  case CURLE_OPERATION_TIMEDOUT:
+    return PICKET_ETIMEDOUT;
+  case CURLE_ABORTED_BY_CALLBACK:
+    return PICKET_ECANCELED;
+  case CURLE_OUT_OF_MEMORY:
+    return PICKET_ENOMEM;
+  case CURLE_WRITE_ERROR:
+    snprintf(c->message, sizeof c->message, "reply larger than %d bytes", REPLY_MAX);
+    return PICKET_EPROTO;
+  default:
+    return PICKET_ETRANSPORT;
+  }
+}
+
+/* Maps a non-2xx reply (status, parsed body or NULL) to a PICKET_E* code,
+ * keeping the server's code and message on the handle. */
+static int from_reply(picket_client *c, long status, json_t *j) {
+  json_t *e = json_object_get(j, "error");
+  const char *code = json_string_value(json_object_get(e, "code"));
+  const char *msg = json_string_value(json_object_get(e, "message"));
+  if (code != NULL) snprintf(c->code, sizeof c->code, "%s", code);
+  if (msg != NULL)
+    snprintf(c->message, sizeof c->message, "%s", msg);
+  else
+    snprintf(c->message, sizeof c->message, "HTTP status %ld", status);
+
+  switch (code ? picket_proto_err_from_code(code) : -1) {
+  case PICKET_PROTO_ERR_LOCK_HELD: {
+    json_t *ra = json_object_get(e, "retry_after_ms");
+    c->retry_after_ms = json_is_integer(ra) ? json_integer_value(ra) : -1;
+    const char *owner = json_string_value(json_object_get(e, "owner"));
+    if (owner != NULL) {
+      c->has_holder = 1;
+      snprintf(c->holder, sizeof c->holder, "%s", owner);
+    }
+    return PICKET_EHELD;
+  }
+  case PICKET_PROTO_ERR_LEASE_LOST:
+    return PICKET_ELOST;
+  case PICKET_PROTO_ERR_INVALID_ARGUMENT:
+  case PICKET_PROTO_ERR_BODY_TOO_LARGE:
+    return PICKET_EINVAL;
+  case PICKET_PROTO_ERR_STORE_ERROR:
+    return PICKET_ESTORE;
+  case PICKET_PROTO_ERR_STORE_UNAVAILABLE:
+  case PICKET_PROTO_ERR_STORE_MISCONFIGURED:
+  case PICKET_PROTO_ERR_NOT_REPLICATED:
+  case PICKET_PROTO_ERR_TOO_MANY_WAITERS:
+  case PICKET_PROTO_ERR_SHUTTING_DOWN:
+    return PICKET_EUNAVAIL;
+  }
+  /* Not one of picketd's codes (a proxy, or a newer server): go by status. */
+  if (status == 401 || status == 403) return PICKET_EAUTH;
+  if (status == 503) return PICKET_EUNAVAIL;
+  if (status == 400) return PICKET_EINVAL;
+  return status >= 400 ? PICKET_ESERVER : PICKET_EPROTO;
+}
+
+/* Sends one request (body NULL: GET) with the given total timeout. On 2xx
+ * returns 0 and sets *reply to the parsed object (the caller decrefs it). */
+static int exchange(picket_client *c, const char *url, const char *body, int64_t timeout_ms,
+                    json_t **reply) {
+  *reply = NULL;
+  clear_detail(c);
+  c->curl_err[0] = '\0';
+  c->body_len = 0;
+  if (timeout_ms < 1) timeout_ms = 1;
+  curl_easy_setopt(c->curl, CURLOPT_URL, url);
+  if (body != NULL) {
+    curl_easy_setopt(c->curl, CURLOPT_POST, 1L);
+    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+  } else {
+    curl_easy_setopt(c->curl, CURLOPT_HTTPGET, 1L);
+  }
+  curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+  CURLcode rc = curl_easy_perform(c->curl);
+  if (rc != CURLE_OK) return from_curl(c, rc);
+  curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->status);
+  json_t *j = c->body_len ? json_loadb(c->body, c->body_len, 0, NULL) : NULL;
+  if (c->status >= 200 && c->status < 300) {
+    if (!json_is_object(j)) {
+      json_decref(j);
+      snprintf(c->message, sizeof c->message, "HTTP %ld with a body that is not a JSON object",
+               c->status);
+      return PICKET_EPROTO;
+    }
+    *reply = j;
+    return 0;
+  }
+  int err = from_reply(c, c->status, j);
+  json_decref(j);
+  return err;
+}
+
+static int retryable(int err) {
+  return err == PICKET_EUNAVAIL || err == PICKET_ETIMEDOUT || err == PICKET_ETRANSPORT;
+}
+
+/* One call of the API. */
+typedef struct {
+  char url[URL_MAX];
+  char *body;        /* owned JSON text, NULL for GET */
+  int64_t extra_ms;  /* added to the request timeout (a waiting acquire) */
+  int may_retry;     /* safe to repeat */
+  int64_t until_ms;  /* > 0: no attempt runs past this monotonic time */
+  const picket_lease *lease; /* retries stop at its local deadline */
+} call_t;
+
+/* Runs a call with retries. Sets *sent_ms to when the successful attempt
+ * was sent, and *repeated to 1 if an earlier attempt may have been applied
+ * by the server. */
+static int perform(picket_client *c, const call_t *call, json_t **reply, int64_t *sent_ms,
+                   int *repeated) {
+  *repeated = 0;
+  for (int attempt = 0;; attempt++) {
+    int64_t timeout = c->opts.request_timeout_ms + call->extra_ms;
+    int64_t now = picket_now_ms();
+    if (call->until_ms > 0) {
+      if (now >= call->until_ms) return fail(c, PICKET_ETIMEDOUT, "no time left before the deadline");
+      if (call->until_ms - now < timeout) timeout = call->until_ms - now;
+    }
+    *sent_ms = now;
+    int err = exchange(c, call->url, call->body, timeout, reply);
+    if (err == 0 || !call->may_retry || !retryable(err) || attempt >= c->opts.retries) return err;
+    int64_t pause = picket__client_backoff_ms(c, attempt);
+    int64_t deadline = call->lease ? atomic_load(&call->lease->deadline_ms) : 0;
+    now = picket_now_ms();
+    if (deadline > 0 && now + pause >= deadline) return err;
+    if (call->until_ms > 0 && now + pause >= call->until_ms) return err;
+    if (c->abort_flag != NULL && atomic_load(c->abort_flag)) return err;
+    *repeated = 1;
+    sleep_ms(pause);
+  }
+}
+
+/* Serializes obj (stolen) into a call's body. */
+static int set_body(picket_client *c, call_t *call, json_t *obj) {
+  if (obj == NULL) return fail(c, PICKET_ENOMEM, "out of memory");
+  call->body = json_dumps(obj, JSON_COMPACT);
+  json_decref(obj);
+  return call->body ? 0 : fail(c, PICKET_ENOMEM, "out of memory");
+}
+
+static int set_url(picket_client *c, call_t *call, const char *name, const char *verb) {
+  if (name == NULL || !picket_proto_name_valid(name, strlen(name)))
+    return fail(c, PICKET_EINVAL, "lock names are 1-200 bytes of [A-Za-z0-9._:-]");
+  snprintf(call->url, sizeof call->url, "%s/v1/locks/%s%s%s", c->base_url, name, verb ? "/" : "",
+           verb ? verb : "");
+  return 0;
+}
+
+/* Reads an integer member >= min, or -1 when missing, mistyped or smaller. */
+static int64_t get_int(const json_t *j, const char *key, int64_t min) {
+  json_t *v = json_object_get(j, key);
+  if (!json_is_integer(v) || json_integer_value(v) < min) return -1;
+  return json_integer_value(v);
+}
+
+static int proto_error(picket_client *c, const char *what) {
+  snprintf(c->message, sizeof c->message, "unexpected reply: %s", what);
+  return PICKET_EPROTO;
+}
+
+static int64_t drift_ms(const picket_client *c, int64_t ttl) {
+  return ttl * c->opts.drift_permille / 1000 + c->opts.drift_min_ms;
+}
+
+/* ---- leases ----------------------------------------------------------------- */
+
+int picket_lease_new(const char *lock, const char *lease_id, picket_lease **out) {
+  *out = NULL;
+  if (lock == NULL || lease_id == NULL || !picket_proto_name_valid(lock, strlen(lock)) ||
+      !picket_proto_lease_valid(lease_id, strlen(lease_id)))
+    return PICKET_EINVAL;
+  picket_lease *l = calloc(1, sizeof *l);
+  if (l == NULL) return PICKET_ENOMEM;
+  strcpy(l->lock, lock);
+  strcpy(l->id, lease_id);
+  *out = l;
+  return 0;
+}
+
+void picket_lease_free(picket_lease *l) { free(l); }
+const char *picket_lease_lock(const picket_lease *l) { return l->lock; }
+const char *picket_lease_id(const picket_lease *l) { return l->id; }
+int64_t picket_lease_fence(const picket_lease *l) { return l->fence; }
+int64_t picket_lease_ttl_ms(const picket_lease *l) { return atomic_load(&l->ttl_ms); }
+const char *picket_lease_owner(const picket_lease *l) { return l->has_owner ? l->owner : NULL; }
+int64_t picket_lease_deadline_ms(const picket_lease *l) { return atomic_load(&l->deadline_ms); }
+
+int picket_lease_valid(const picket_lease *l) {
+  int64_t d = atomic_load(&l->deadline_ms);
+  return d > 0 && picket_now_ms() < d;
+}
+
+int64_t picket_lease_remaining_ms(const picket_lease *l) {
+  int64_t d = atomic_load(&l->deadline_ms);
+  int64_t left = d - picket_now_ms();
+  return d > 0 && left > 0 ? left : 0;
+}
+
+/* ---- calls ------------------------------------------------------------------ */
+
+int picket_acquire(picket_client *c, const char *name, const picket_acquire_opts *opts,
+                   picket_lease **out) {
+  picket_acquire_opts none = {0};
+  call_t call = {0};
+  json_t *reply = NULL;
+  char id[PICKET_PROTO_LEASE_LEN + 1] = "";
+  int err;
+
+  *out = NULL;
+  clear_detail(c);
+  if (opts == NULL) opts = &none;
+  if ((err = set_url(c, &call, name, "acquire")) != 0) return err;
+  if (opts->ttl_ms < 0 || opts->wait_ms < 0)
+    return fail(c, PICKET_EINVAL, "ttl_ms and wait_ms must not be negative");
+  if (opts->owner != NULL && !picket_proto_owner_valid(opts->owner, strlen(opts->owner)))
+    return fail(c, PICKET_EINVAL, "owner must be at most 128 bytes of UTF-8 without control characters");
+  if (!opts->server_lease_id) {
+    if (opts->lease_id != NULL) {
+      if (!picket_proto_lease_valid(opts->lease_id, strlen(opts->lease_id)))
+        return fail(c, PICKET_EINVAL, "a lease id is 32 lowercase hex digits");
+      strcpy(id, opts->lease_id);
+    } else if (picket_proto_lease_new(id) != 0) {
+      return fail(c, PICKET_ESYS, "getrandom failed");
+    }
+  }
+  json_t *body = json_object();
+  if (body == NULL) return fail(c, PICKET_ENOMEM, "out of memory");
+  if (opts->ttl_ms > 0) json_object_set_new(body, "ttl_ms", json_integer(opts->ttl_ms));
+  if (opts->wait_ms > 0) json_object_set_new(body, "wait_ms", json_integer(opts->wait_ms));
+  if (opts->owner != NULL && opts->owner[0] != '\0')
+    json_object_set_new(body, "owner", json_string(opts->owner));
+  if (id[0] != '\0') json_object_set_new(body, "lease", json_string(id));
+  if ((err = set_body(c, &call, body)) != 0) return err;
+  call.extra_ms = opts->wait_ms;
+  call.may_retry = id[0] != '\0';
+
+  int64_t sent = 0;
+  int repeated;
+  err = perform(c, &call, &reply, &sent, &repeated);
+  free(call.body);
+  if (err != 0) return err;
+
+  const char *lock = json_string_value(json_object_get(reply, "lock"));
+  const char *lease = json_string_value(json_object_get(reply, "lease"));
+  json_t *owner = json_object_get(reply, "owner");
+  int64_t fence = get_int(reply, "fence", 1);
+  int64_t ttl = get_int(reply, "ttl_ms", 1);
+  if (lock == NULL || strcmp(lock, name) != 0 || lease == NULL ||
+      !picket_proto_lease_valid(lease, strlen(lease)) || (id[0] && strcmp(lease, id) != 0) ||
+      fence < 1 || ttl < 1 || (owner != NULL && !json_is_null(owner) && !json_is_string(owner))) {
+    json_decref(reply);
+    return proto_error(c, "acquire reply lacks lock, lease, fence or ttl_ms");
+  }
+  picket_lease *l = NULL;
+  if ((err = picket_lease_new(name, lease, &l)) != 0) {
+    json_decref(reply);
+    return fail(c, err, "out of memory");
+  }
+  l->fence = fence;
+  if (json_is_string(owner) && json_string_length(owner) > 0) {
+    l->has_owner = 1;
+    snprintf(l->owner, sizeof l->owner, "%s", json_string_value(owner));
+  }
+  atomic_store(&l->ttl_ms, ttl);
+  atomic_store(&l->sent_ms, sent);
+  atomic_store(&l->deadline_ms, sent + ttl - drift_ms(c, ttl));
+  json_decref(reply);
+  *out = l;
+  return 0;
+}
+
+int picket__renew(picket_client *c, picket_lease *l, int64_t ttl_ms, int64_t until_ms) {
+  call_t call = {0};
+  json_t *reply = NULL;
+  int err;
+
+  clear_detail(c);
+  if (ttl_ms < 0) return fail(c, PICKET_EINVAL, "ttl_ms must not be negative");
+  if ((err = set_url(c, &call, l->lock, "renew")) != 0) return err;
+  json_t *body = json_pack("{ss}", "lease", l->id);
+  if (body != NULL && ttl_ms > 0) json_object_set_new(body, "ttl_ms", json_integer(ttl_ms));
+  if ((err = set_body(c, &call, body)) != 0) return err;
+  call.may_retry = 1;
+  call.lease = l;
+  call.until_ms = until_ms;
+
+  int64_t sent = 0;
+  int repeated;
+  err = perform(c, &call, &reply, &sent, &repeated);
+  free(call.body);
+  if (err != 0) return err;
+  int64_t ttl = get_int(reply, "ttl_ms", 1);
+  int64_t fence = get_int(reply, "fence", 1);
+  const char *lock = json_string_value(json_object_get(reply, "lock"));
+  int same = lock != NULL && strcmp(lock, l->lock) == 0;
+  json_decref(reply);
+  if (ttl < 1 || fence < 1 || !same || (l->fence != 0 && fence != l->fence))
+    return proto_error(c, "renew reply lacks lock, fence or ttl_ms, or names another fence");
+  l->fence = fence;
+  atomic_store(&l->ttl_ms, ttl);
+  atomic_store(&l->sent_ms, sent);
+  /* Never move a deadline backwards: a slower reply to an older renew
+   * must not shorten what a newer one granted (both are true). */
+  int64_t d = sent + ttl - drift_ms(c, ttl), old = atomic_load(&l->deadline_ms);
+  while (d > old && !atomic_compare_exchange_weak(&l->deadline_ms, &old, d)) {
+  }
+  return 0;
+}
+
+int picket_renew(picket_client *c, picket_lease *l, int64_t ttl_ms) {
+  return picket__renew(c, l, ttl_ms, 0);
+}
+
+int picket_release(picket_client *c, picket_lease *l) {
+  call_t call = {0};
+  json_t *reply = NULL;
+  int err;
+
+  clear_detail(c);
+  if ((err = set_url(c, &call, l->lock, "release")) != 0) return err;
+  if ((err = set_body(c, &call, json_pack("{ss}", "lease", l->id))) != 0) return err;
+  call.may_retry = 1;
+  call.lease = l;
+  int64_t sent = 0;
+  int repeated;
+  err = perform(c, &call, &reply, &sent, &repeated);
+  free(call.body);
+  /* Whatever happens the caller must stop using the lease now. */
+  atomic_store(&l->deadline_ms, 0);
+  if (err == PICKET_ELOST && repeated) {
+    /* An earlier attempt may have released it: the goal is reached. */
+    clear_detail(c);
+    return 0;
+  }
+  if (err != 0) return err;
+  int released = json_is_true(json_object_get(reply, "released"));
+  json_decref(reply);
+  if (!released) return proto_error(c, "release reply lacks \"released\": true");
+  return 0;
+}
+
+int picket_inspect(picket_client *c, const char *name, picket_lock_info *info) {
+  call_t call = {0};
+  json_t *reply = NULL;
+  int err;
+
+  memset(info, 0, sizeof *info);
+  clear_detail(c);
+  if ((err = set_url(c, &call, name, NULL)) != 0) return err;
+  call.may_retry = 1;
+  int64_t sent = 0;
+  int repeated;
+  if ((err = perform(c, &call, &reply, &sent, &repeated)) != 0) return err;
+  json_t *held = json_object_get(reply, "held");
+  json_t *owner = json_object_get(reply, "owner");
+  int64_t fence = get_int(reply, "fence", 0);
+  int64_t ttl = get_int(reply, "ttl_ms", 0);
+  if (!json_is_boolean(held) || fence < 0 || ttl < 0 ||
+      (owner != NULL && !json_is_null(owner) && !json_is_string(owner))) {
+    json_decref(reply);
+    return proto_error(c, "inspect reply lacks held, fence or ttl_ms");
+  }
+  info->held = json_is_true(held);
+  info->fence = fence;
+  info->ttl_ms = ttl;
+  if (json_is_string(owner) && json_string_length(owner) > 0) {
+    info->has_owner = 1;
+    snprintf(info->owner, sizeof info->owner, "%s", json_string_value(owner));
+  }
+  json_decref(reply);
+  return 0;
+}

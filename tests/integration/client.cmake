@@ -1,0 +1,31 @@
+# Integration tests of libpicket and the `picket` command (client/), against
+# a real redis-server and a real picketd from tests/harness.
+#
+#   client_lib      library calls: every success and failure path, local
+#                   deadlines against Redis's PTTL, retries, timeouts, 503
+#   client_keeper   the renewal thread: pauses of picketd shorter and longer
+#                   than the TTL, a lease deleted in Redis, failed renewals
+#   client_cli      picket acquire/renew/release/status and bad flags
+#   client_run      picket run: environment, exit status, signals, lost lease
+#   client_install  cmake --install, then client/examples/hello.c built with
+#                   pkg-config against the installed library and run
+if(NOT TARGET picket_static OR NOT TARGET picketd)
+  return()
+endif()
+
+picket_check_test(client_lib SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_client.c
+                  LIBS picket_static LABELS integration client TIMEOUT 120)
+set_property(TEST client_lib APPEND PROPERTY ENVIRONMENT CK_RUN_SUITE=lib)
+add_dependencies(client_lib picketd)
+
+add_test(NAME client_keeper COMMAND client_lib)
+set_tests_properties(client_keeper PROPERTIES TIMEOUT 120 LABELS "integration;client"
+                     FIXTURES_REQUIRED contract
+                     ENVIRONMENT "${PICKET_TEST_ENV};CK_RUN_SUITE=keeper")
+
+picket_shell_test(client_cli ${CMAKE_CURRENT_LIST_DIR}/test_cli.sh
+                  LABELS integration client TIMEOUT 120)
+picket_shell_test(client_run ${CMAKE_CURRENT_LIST_DIR}/test_cli_run.sh
+                  LABELS integration client TIMEOUT 120)
+picket_shell_test(client_install ${CMAKE_CURRENT_LIST_DIR}/test_client_install.sh
+                  ARGS ${CMAKE_BINARY_DIR} LABELS integration client TIMEOUT 180)

@@ -1,0 +1,136 @@
+# test_cli.sh: the `picket` command's one-shot commands (acquire, renew,
+# release, status) against a real picketd and redis-server, their output,
+# exit codes and PICKET_SERVER; and that bad flags give one line on stderr,
+# exit 2, and change nothing.
+. "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
+P="$PICKET_BIN_DIR/picket"
+h_start_redis
+h_start_picketd
+export PICKET_SERVER="$PICKETD_URL"
+
+# expect CODE CMD...: runs CMD, stdout to $H_DIR/out, stderr to $H_DIR/err.
+expect() {
+  local want=$1; shift
+  "$@" > "$H_DIR/out" 2> "$H_DIR/err"
+  local got=$?
+  [ "$got" = "$want" ] || h_fail "'$*' exited $got, want $want; stderr: $(cat "$H_DIR/err")"
+}
+json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$H_DIR/out" "$1"; }
+
+# --help lists every command, flag and exit code.
+expect 0 "$P" --help
+for w in acquire renew release status run --server --ttl --wait --grace --owner --lease --shell \
+         PICKET_SERVER 250ms " 75 " " 76 " " 125 " " 126 " " 127 "; do
+  grep -q -- "$w" "$H_DIR/out" || h_fail "--help does not mention '$w'"
+done
+expect 0 "$P" --version
+grep -q '^picket [0-9]' "$H_DIR/out" || h_fail "--version: $(cat "$H_DIR/out")"
+
+# acquire prints the grant as JSON.
+expect 0 "$P" acquire cli-a --ttl 5s --owner alice
+[ "$(json 'd["lock"]')" = cli-a ] || h_fail "acquire lock: $(cat "$H_DIR/out")"
+[ "$(json 'd["owner"]')" = alice ] || h_fail "acquire owner: $(cat "$H_DIR/out")"
+[ "$(json 'd["ttl_ms"]')" = 5000 ] || h_fail "acquire ttl_ms: $(cat "$H_DIR/out")"
+[ "$(json 'd["fence"]')" = 1 ] || h_fail "acquire fence: $(cat "$H_DIR/out")"
+LEASE=$(json 'd["lease"]')
+[[ "$LEASE" =~ ^[0-9a-f]{32}$ ]] || h_fail "acquire lease: $LEASE"
+pttl=$(h_redis pttl 'picket:{cli-a}:lease')
+[ "$pttl" -gt 3000 ] && [ "$pttl" -le 5000 ] || h_fail "PTTL after acquire --ttl 5s: $pttl"
+
+# Held: exit 75, one line naming the owner, nothing changed.
+expect 75 "$P" acquire cli-a --ttl 5s
+[ "$(wc -l < "$H_DIR/err")" = 1 ] || h_fail "lock held: not one line: $(cat "$H_DIR/err")"
+grep -q alice "$H_DIR/err" || h_fail "lock held: owner not shown: $(cat "$H_DIR/err")"
+[ "$(h_redis get 'picket:{cli-a}:fence')" = 1 ] || h_fail "a refused acquire moved the fence"
+
+# status: held, owner, fence; never the lease id.
+expect 0 "$P" status cli-a
+[ "$(json 'd["held"]')" = True ] || h_fail "status held: $(cat "$H_DIR/out")"
+[ "$(json 'd["fence"]')" = 1 ] || h_fail "status fence: $(cat "$H_DIR/out")"
+[ "$(json 'd["owner"]')" = alice ] || h_fail "status owner: $(cat "$H_DIR/out")"
+grep -q "$LEASE" "$H_DIR/out" && h_fail "status shows the lease id"
+
+# renew: new TTL; with the server's default when --ttl is absent.
+expect 0 "$P" renew cli-a --lease "$LEASE" --ttl=20s
+[ "$(json 'd["ttl_ms"]')" = 20000 ] || h_fail "renew ttl_ms: $(cat "$H_DIR/out")"
+[ "$(json 'd["fence"]')" = 1 ] || h_fail "renew fence: $(cat "$H_DIR/out")"
+[ "$(h_redis pttl 'picket:{cli-a}:lease')" -gt 15000 ] || h_fail "renew did not extend the TTL"
+expect 0 "$P" renew cli-a --lease "$LEASE"
+[ "$(json 'd["ttl_ms"]')" = 30000 ] || h_fail "renew default ttl_ms: $(cat "$H_DIR/out")"
+
+# Someone else's lease id: lost (76), nothing changed.
+OTHER=0123456789abcdef0123456789abcdef
+expect 76 "$P" renew cli-a --lease "$OTHER" --ttl 1s
+expect 76 "$P" release cli-a --lease "$OTHER"
+[ "$(h_redis pttl 'picket:{cli-a}:lease')" -gt 15000 ] || h_fail "a foreign renew/release changed the lease"
+
+# release, then the lock is free and the next grant has fence 2.
+expect 0 "$P" release cli-a --lease "$LEASE"
+[ "$(json 'd["released"]')" = True ] || h_fail "release: $(cat "$H_DIR/out")"
+expect 76 "$P" release cli-a --lease "$LEASE"
+expect 0 "$P" status cli-a
+[ "$(json 'd["held"]')" = False ] || h_fail "status after release: $(cat "$H_DIR/out")"
+
+# --shell prints assignments a shell can eval; a chosen --lease is used.
+expect 0 "$P" acquire cli-a --shell --lease "$OTHER" --ttl 250ms
+eval "$(cat "$H_DIR/out")"
+[ "$PICKET_LOCK" = cli-a ] && [ "$PICKET_FENCE" = 2 ] && [ "$PICKET_LEASE" = "$OTHER" ] ||
+  h_fail "--shell: $(cat "$H_DIR/out")"
+sleep 0.4
+expect 76 "$P" renew cli-a --lease "$OTHER" # expired
+
+# --server beats PICKET_SERVER; nothing listening: exit 1.
+expect 0 env PICKET_SERVER=http://127.0.0.1:1 "$P" --server "$PICKETD_URL" status cli-a
+expect 1 env PICKET_SERVER=http://127.0.0.1:1 "$P" status cli-a
+expect 0 env -u PICKET_SERVER "$P" status cli-a --server="$PICKETD_URL"
+
+# --wait: a lock freed during the wait is granted; one still held when the
+# wait ends gives 75. (Needs picketd's blocking acquire.)
+expect 0 "$P" acquire cli-w --ttl 700ms
+t0=$(h_now_ms)
+expect 0 "$P" acquire cli-w --ttl 5s --wait 10s
+t=$(( $(h_now_ms) - t0 ))
+[ "$t" -ge 300 ] || h_fail "acquire --wait returned after $t ms, before the holder's TTL"
+t0=$(h_now_ms)
+expect 75 "$P" acquire cli-w --wait 500ms
+t=$(( $(h_now_ms) - t0 ))
+[ "$t" -ge 400 ] || h_fail "acquire --wait 500ms gave up after $t ms"
+
+# Bad flags and values: exit 2, one line on stderr, no request made.
+before=$(h_redis dbsize)
+bad() {
+  expect 2 "$P" "$@"
+  [ "$(wc -l < "$H_DIR/err")" = 1 ] || h_fail "'$*': stderr is not one line: $(cat "$H_DIR/err")"
+  [ -s "$H_DIR/out" ] && h_fail "'$*' printed to stdout: $(cat "$H_DIR/out")"
+  return 0
+}
+bad
+bad frobnicate x
+bad acquire
+bad acquire cli-b --ttl 30
+bad acquire cli-b --ttl 30x
+bad acquire cli-b --ttl -5s
+bad acquire cli-b --ttl 0s
+bad acquire cli-b --ttl
+bad acquire cli-b --wait soon
+bad acquire cli-b --grace 1s
+bad acquire cli-b --frob
+bad acquire cli-b -x
+bad acquire 'bad name'
+bad acquire 'a{b}'
+bad acquire cli-b extra
+bad acquire cli-b --lease XYZ
+bad acquire cli-b --shell=yes
+bad acquire cli-b --owner "$(head -c 200 /dev/zero | tr '\0' o)"
+bad renew cli-b
+bad release cli-b
+bad release cli-b --lease "$OTHER" --ttl 1s
+bad status cli-b --owner x
+bad status cli-b -- ls
+bad run cli-b
+bad run cli-b --
+bad run cli-b --grace 5 -- true
+bad --server ftp://example status cli-b
+bad acquire cli-b --ttl 2h # the server's --max-ttl-ms (1h): its 400 becomes 2
+[ "$(h_redis dbsize)" = "$before" ] || h_fail "a refused command changed Redis"
+echo "test_cli: ok"

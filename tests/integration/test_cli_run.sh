@@ -1,0 +1,130 @@
+# test_cli_run.sh: `picket run` against a real picketd and redis-server:
+# the child's environment, its exit status coming back, renewal while it
+# runs, release at exit, forwarded signals, a lease lost mid-run (deleted in
+# Redis, or the `picket run` process paused past its TTL) stopping the child
+# within --grace with exit 76, and a held lock with a short --wait giving 75
+# without starting the child.
+. "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
+P="$PICKET_BIN_DIR/picket"
+h_start_redis
+h_start_picketd
+export PICKET_SERVER="$PICKETD_URL"
+D=$H_DIR
+
+# wait_for FILE [seconds]: until FILE exists.
+wait_for() {
+  local n=$(( ${2:-10} * 50 ))
+  for _ in $(seq 1 "$n"); do [ -e "$1" ] && return 0; sleep 0.02; done
+  h_fail "timed out waiting for $1"
+}
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# 1. The child sees the lock, fence, lease and deadline; the lock is held
+#    while it runs and released after.
+t0=$(date +%s%3N)
+"$P" run run-env --ttl 5s -- sh -c \
+  'echo "$PICKET_LOCK $PICKET_FENCE $PICKET_LEASE $PICKET_DEADLINE_MS" > "$1"; "$2" status run-env > "$3"' \
+  sh "$D/env" "$P" "$D/status" 2> "$D/run.err" || h_fail "run exited $?: $(cat "$D/run.err")"
+read -r lock fence lease deadline < "$D/env"
+[ "$lock" = run-env ] || h_fail "PICKET_LOCK=$lock"
+[ "$fence" = 1 ] || h_fail "PICKET_FENCE=$fence"
+[[ "$lease" =~ ^[0-9a-f]{32}$ ]] || h_fail "PICKET_LEASE=$lease"
+[ "$deadline" -gt $(( t0 + 4000 )) ] && [ "$deadline" -le $(( $(date +%s%3N) + 5000 )) ] ||
+  h_fail "PICKET_DEADLINE_MS=$deadline, started at $t0 with --ttl 5s"
+grep -q '"held":true' "$D/status" || h_fail "lock not held while the child ran: $(cat "$D/status")"
+[ "$(h_redis exists 'picket:{run-env}:lease')" = 0 ] || h_fail "lock not released after run"
+
+# 2. Exit status comes back, 128+N for a signal, 127/126 for exec failures.
+rc=0; "$P" run run-rc -- sh -c 'exit 7' || rc=$?
+[ "$rc" = 7 ] || h_fail "child exit 7 came back as $rc"
+rc=0; "$P" run run-rc -- sh -c 'kill -KILL $$' || rc=$?
+[ "$rc" = 137 ] || h_fail "child killed by SIGKILL came back as $rc"
+rc=0; "$P" run run-rc -- /nonexistent/cmd 2> "$D/err" || rc=$?
+[ "$rc" = 127 ] || h_fail "missing command gave $rc"
+grep -q 'cannot run' "$D/err" || h_fail "missing command: $(cat "$D/err")"
+rc=0; "$P" run run-rc -- "$D/env" 2> /dev/null || rc=$?
+[ "$rc" = 126 ] || h_fail "non-executable command gave $rc"
+[ "$(h_redis exists 'picket:{run-rc}:lease')" = 0 ] || h_fail "run-rc left held"
+# The command may also follow NAME without "--".
+rc=0; "$P" run run-rc --ttl 2s sh -c 'exit 3' || rc=$?
+[ "$rc" = 3 ] || h_fail "run without -- gave $rc"
+
+# 3. The lease is renewed while a child outlives several TTLs.
+"$P" run run-long --ttl 600ms -- sh -c 'sleep 1.8; "$1" status run-long > "$2"' sh "$P" "$D/long" ||
+  h_fail "long run exited $?"
+grep -q '"held":true' "$D/long" || h_fail "lease not renewed during the run: $(cat "$D/long")"
+grep -q '"fence":1,' "$D/long" || h_fail "renewal changed the fence: $(cat "$D/long")"
+
+# 4. SIGTERM and SIGHUP are forwarded to the child; its status comes back.
+for sig in TERM HUP; do
+  rm -f "$D/ready" "$D/got"
+  "$P" run run-sig -- sh -c 'trap "echo $1 > \"$3\"; exit 3" '"$sig"'; touch "$2"; while :; do sleep 0.05; done' \
+    sh "$sig" "$D/ready" "$D/got" &
+  pid=$!
+  wait_for "$D/ready"
+  kill -"$sig" "$pid"
+  rc=0; wait "$pid" || rc=$?
+  [ "$rc" = 3 ] || h_fail "after SIG$sig picket run exited $rc, want the child's 3"
+  [ "$(cat "$D/got" 2>/dev/null)" = "$sig" ] || h_fail "SIG$sig was not forwarded"
+  [ "$(h_redis exists 'picket:{run-sig}:lease')" = 0 ] || h_fail "not released after SIG$sig"
+done
+
+# 5. Lease deleted in Redis mid-run: the child ignores SIGTERM, so it is
+#    SIGKILLed after --grace; picket run exits 76.
+rm -f "$D/ready"
+"$P" run run-del --ttl 1500ms --grace 1s -- sh -c 'trap "" TERM; echo $$ > "$1"; while :; do sleep 0.05; done' \
+  sh "$D/ready" 2> "$D/del.err" &
+pid=$!
+wait_for "$D/ready"
+child=$(cat "$D/ready")
+h_redis del 'picket:{run-del}:lease' > /dev/null
+t0=$(h_now_ms)
+rc=0; wait "$pid" || rc=$?
+t=$(( $(h_now_ms) - t0 ))
+[ "$rc" = 76 ] || h_fail "lost lease (DEL): exit $rc, want 76; $(cat "$D/del.err")"
+[ "$t" -ge 900 ] || h_fail "child ignoring SIGTERM was killed after $t ms, before --grace 1s"
+[ "$t" -lt 4000 ] || h_fail "lost lease noticed and acted on after $t ms"
+gone "$child" || h_fail "child $child survived the lost lease"
+grep -q 'lease' "$D/del.err" || h_fail "no message about the lost lease: $(cat "$D/del.err")"
+
+# 6. The `picket run` process paused past its TTL: meanwhile another client
+#    takes the lock (fence 2); when it resumes it stops its child at once
+#    (SIGTERM, which the child obeys) and exits 76.
+rm -f "$D/ready" "$D/term"
+"$P" run run-stop --ttl 1s --grace 5s -- sh -c 'trap "touch \"$2\"; exit 0" TERM; echo $$ > "$1"; while :; do sleep 0.05; done' \
+  sh "$D/ready" "$D/term" 2> "$D/stop.err" &
+pid=$!
+wait_for "$D/ready"
+child=$(cat "$D/ready")
+kill -STOP "$pid"
+sleep 1.5
+"$P" acquire run-stop --ttl 10s > "$D/other" || h_fail "lock not free while the holder was paused"
+grep -q '"fence":2' "$D/other" || h_fail "new holder's grant: $(cat "$D/other")"
+t0=$(h_now_ms)
+kill -CONT "$pid"
+rc=0; wait "$pid" || rc=$?
+t=$(( $(h_now_ms) - t0 ))
+[ "$rc" = 76 ] || h_fail "paused holder: exit $rc, want 76; $(cat "$D/stop.err")"
+[ "$t" -lt 3000 ] || h_fail "paused holder took $t ms to stop its child"
+[ -e "$D/term" ] || h_fail "the child did not get SIGTERM"
+gone "$child" || h_fail "child $child survived"
+# The new holder's lease is untouched (no release by the old holder).
+[ "$(h_redis pttl 'picket:{run-stop}:lease')" -gt 5000 ] || h_fail "the zombie released the new lease"
+
+# 7. Held lock, short --wait: exit 75 after the wait, child never started.
+"$P" acquire run-held --ttl 20s > /dev/null
+t0=$(h_now_ms)
+rc=0; "$P" run run-held --wait 300ms -- touch "$D/never" 2> "$D/held.err" || rc=$?
+t=$(( $(h_now_ms) - t0 ))
+[ "$rc" = 75 ] || h_fail "held lock: exit $rc, want 75: $(cat "$D/held.err")"
+[ -e "$D/never" ] && h_fail "the child ran although the lock was held"
+[ "$t" -ge 250 ] || h_fail "--wait 300ms gave up after $t ms"
+rc=0; "$P" run run-held -- touch "$D/never" 2> /dev/null || rc=$?
+[ "$rc" = 75 ] && [ ! -e "$D/never" ] || h_fail "held lock without --wait: exit $rc"
+
+# 8. Bad flags: exit 2, one line, nothing run.
+rc=0; "$P" run run-bad --ttl 5 -- touch "$D/never" 2> "$D/err" || rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l < "$D/err")" = 1 ] && [ ! -e "$D/never" ] || h_fail "bad --ttl: exit $rc"
+rc=0; "$P" run run-bad --lease 0123456789abcdef0123456789abcdef -- true 2> "$D/err" || rc=$?
+[ "$rc" = 2 ] || h_fail "run --lease: exit $rc"
+echo "test_cli_run: ok"

@@ -1,0 +1,751 @@
+/* test_client.c: libpicket against a real redis-server and a real picketd
+ * (tests/harness). Two suites, run as two ctest entries through
+ * CK_RUN_SUITE: "lib" (every call's success and failure paths, local
+ * deadlines against Redis's PTTL, retries, timeouts) and "keeper" (the
+ * background renewal thread: survives a short pause of picketd, reports the
+ * loss of a lease at its local deadline or at once when the server says so).
+ *
+ * Each test uses its own lock names, so tests do not see each other's
+ * leases; tests that pause or stop a server undo it in the teardown. */
+#include <check.h>
+#include <dirent.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "picket/picket.h"
+
+static harness_redis *redis;
+static harness_picketd *picketd;
+
+static void servers_start(void) {
+  redis = harness_redis_start(&(harness_redis_opts){.appendonly = 1});
+  ck_assert_ptr_nonnull(redis);
+  picketd = harness_picketd_start(harness_redis_url(redis), NULL);
+  ck_assert_ptr_nonnull(picketd);
+}
+
+static void servers_stop(void) {
+  harness_picketd_free(picketd);
+  harness_redis_free(redis);
+}
+
+/* Undoes what a failed test may have left: a paused process. */
+static void resume_all(void) {
+  kill(harness_picketd_pid(picketd), SIGCONT);
+  kill(harness_redis_pid(redis), SIGCONT);
+}
+
+static picket_client *client_with(const picket_options *o) {
+  picket_client *c = NULL;
+  ck_assert_int_eq(picket_client_new(harness_picketd_url(picketd), o, &c), 0);
+  return c;
+}
+
+static picket_client *client(void) { return client_with(NULL); }
+
+/* PTTL of the lock's lease key in Redis (-2: no key). */
+static int64_t redis_pttl(const char *name) {
+  redisReply *r = harness_redis_cmd(redis, "PTTL picket:{%s}:lease", name);
+  ck_assert_ptr_nonnull(r);
+  ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
+  int64_t v = r->integer;
+  freeReplyObject(r);
+  return v;
+}
+
+static int64_t drift(int64_t ttl) { return ttl / 100 + 2; }
+
+/* 1 when every thread of pid is stopped (state T in each /proc/PID/task/TID/stat). */
+static int all_stopped(pid_t pid) {
+  char path[300], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  ck_assert_ptr_nonnull(d);
+  int stopped = 1;
+  struct dirent *e;
+  while (stopped && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "/proc/%d/task/%s/stat", (int)pid, e->d_name);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) continue; /* the thread just ended */
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *state = strrchr(buf, ')'); /* "tid (comm) S ..." */
+    stopped = state != NULL && state[1] == ' ' && state[2] == 'T';
+  }
+  closedir(d);
+  return stopped;
+}
+
+/* Sends SIGSTOP or SIGCONT and, for SIGSTOP, waits until the process is
+ * really stopped: kill() only queues the signal, and a running picketd
+ * thread could still answer one more request. */
+static void pause_process(pid_t pid, int sig) {
+  ck_assert_int_eq(kill(pid, sig), 0);
+  if (sig != SIGSTOP) return;
+  for (int i = 0; i < 1000 && !all_stopped(pid); i++) harness_sleep_ms(2);
+  ck_assert_msg(all_stopped(pid), "process %d did not stop", (int)pid);
+}
+
+/* ---- suite "lib" ---------------------------------------------------------- */
+
+START_TEST(acquire_release) {
+  picket_client *c = client();
+  picket_lease *l = NULL;
+  ck_assert_int_eq(picket_acquire(c, "lib-basic", NULL, &l), 0);
+  ck_assert_int_eq(picket_client_status(c), 200);
+  ck_assert_str_eq(picket_lease_lock(l), "lib-basic");
+  ck_assert_int_eq(strlen(picket_lease_id(l)), PICKET_LEASE_ID_LEN);
+  ck_assert_int_ge(picket_lease_fence(l), 1);
+  ck_assert_int_eq(picket_lease_ttl_ms(l), 30000);
+  ck_assert_ptr_null(picket_lease_owner(l));
+  ck_assert(picket_lease_valid(l));
+  ck_assert_int_gt(picket_lease_remaining_ms(l), 29000);
+
+  picket_lock_info info;
+  ck_assert_int_eq(picket_inspect(c, "lib-basic", &info), 0);
+  ck_assert(info.held);
+  ck_assert_int_eq(info.fence, picket_lease_fence(l));
+  ck_assert_int_gt(info.ttl_ms, 29000);
+  ck_assert(!info.has_owner);
+
+  ck_assert_int_eq(picket_release(c, l), 0);
+  ck_assert(!picket_lease_valid(l)); /* released: no longer ours */
+  ck_assert_int_eq(picket_inspect(c, "lib-basic", &info), 0);
+  ck_assert(!info.held);
+  ck_assert_int_eq(info.fence, picket_lease_fence(l)); /* the counter stays */
+  ck_assert_int_eq(redis_pttl("lib-basic"), -2);
+  picket_lease_free(l);
+  picket_client_free(c);
+}
+END_TEST
+
+START_TEST(held_and_fences) {
+  picket_client *c = client();
+  picket_lease *a = NULL, *b = NULL;
+  picket_acquire_opts o = {.ttl_ms = 5000, .owner = "worker-1"};
+  ck_assert_int_eq(picket_acquire(c, "lib-held", &o, &a), 0);
+  ck_assert_str_eq(picket_lease_owner(a), "worker-1");
+  ck_assert_int_eq(picket_lease_ttl_ms(a), 5000);
+
+  /* Another lease: lock_held, with retry_after_ms and the holder's owner;
+   * nothing changes on the server. */
+  picket_acquire_opts o2 = {.ttl_ms = 5000, .owner = "worker-2"};
+  ck_assert_int_eq(picket_acquire(c, "lib-held", &o2, &b), PICKET_EHELD);
+  ck_assert_ptr_null(b);
+  ck_assert_int_eq(picket_client_status(c), 409);
+  ck_assert_str_eq(picket_client_error_code(c), "lock_held");
+  ck_assert_int_gt(picket_client_retry_after_ms(c), 0);
+  ck_assert_int_le(picket_client_retry_after_ms(c), 5000);
+  ck_assert_str_eq(picket_client_holder(c), "worker-1");
+  picket_lock_info info;
+  ck_assert_int_eq(picket_inspect(c, "lib-held", &info), 0);
+  ck_assert_int_eq(info.fence, picket_lease_fence(a));
+  ck_assert_str_eq(info.owner, "worker-1");
+  /* A successful call clears the last error's detail. */
+  ck_assert_int_eq(picket_client_retry_after_ms(c), -1);
+  ck_assert_ptr_null(picket_client_holder(c));
+  ck_assert_str_eq(picket_client_error_code(c), "");
+
+  /* Each new grant gets a higher fence. */
+  ck_assert_int_eq(picket_release(c, a), 0);
+  ck_assert_int_eq(picket_acquire(c, "lib-held", &o2, &b), 0);
+  ck_assert_int_eq(picket_lease_fence(b), picket_lease_fence(a) + 1);
+  ck_assert_int_eq(picket_release(c, b), 0);
+  picket_lease_free(a);
+  picket_lease_free(b);
+  picket_client_free(c);
+}
+END_TEST
+
+/* A client-chosen lease id makes acquire idempotent: the same id gets the
+ * same grant back (what a retry after a lost reply relies on). */
+START_TEST(client_lease_id) {
+  picket_client *c = client();
+  const char *id = "0123456789abcdef0123456789abcdef";
+  picket_acquire_opts o = {.ttl_ms = 5000, .lease_id = id};
+  picket_lease *a = NULL, *b = NULL;
+  ck_assert_int_eq(picket_acquire(c, "lib-id", &o, &a), 0);
+  ck_assert_str_eq(picket_lease_id(a), id);
+  ck_assert_int_eq(picket_acquire(c, "lib-id", &o, &b), 0);
+  ck_assert_int_eq(picket_lease_fence(b), picket_lease_fence(a));
+  ck_assert_int_eq(picket_release(c, b), 0);
+  picket_lease_free(a);
+  picket_lease_free(b);
+
+  /* The server may choose the id instead. */
+  picket_acquire_opts s = {.ttl_ms = 5000, .server_lease_id = 1};
+  ck_assert_int_eq(picket_acquire(c, "lib-id", &s, &a), 0);
+  ck_assert_int_eq(strlen(picket_lease_id(a)), 32);
+  ck_assert_int_eq(picket_release(c, a), 0);
+  picket_lease_free(a);
+  picket_client_free(c);
+}
+END_TEST
+
+/* The local deadline is never later than the server's expiry: the expiry
+ * is at least (time before asking PTTL) + PTTL. And it is exactly the send
+ * time + ttl - (ttl/100 + 2), with the send time inside the call. */
+START_TEST(deadline_before_server_expiry) {
+  picket_client *c = client();
+  for (int i = 0; i < 5; i++) {
+    picket_lease *l = NULL;
+    picket_acquire_opts o = {.ttl_ms = 10000};
+    int64_t before = picket_now_ms();
+    ck_assert_int_eq(picket_acquire(c, "lib-deadline", &o, &l), 0);
+    int64_t after = picket_now_ms();
+    int64_t d = picket_lease_deadline_ms(l);
+    ck_assert_int_ge(d, before + 10000 - drift(10000));
+    ck_assert_int_le(d, after + 10000 - drift(10000));
+    int64_t t = picket_now_ms();
+    int64_t pttl = redis_pttl("lib-deadline");
+    ck_assert_int_gt(pttl, 0);
+    ck_assert_int_le(d, t + pttl);
+
+    /* The same after a renew with another TTL. */
+    harness_sleep_ms(20);
+    before = picket_now_ms();
+    ck_assert_int_eq(picket_renew(c, l, 20000), 0);
+    after = picket_now_ms();
+    d = picket_lease_deadline_ms(l);
+    ck_assert_int_eq(picket_lease_ttl_ms(l), 20000);
+    ck_assert_int_ge(d, before + 20000 - drift(20000));
+    ck_assert_int_le(d, after + 20000 - drift(20000));
+    t = picket_now_ms();
+    pttl = redis_pttl("lib-deadline");
+    ck_assert_int_le(d, t + pttl);
+    ck_assert_int_eq(picket_release(c, l), 0);
+    picket_lease_free(l);
+  }
+  /* The margin is configurable; with none, the deadline still holds. */
+  picket_options opts;
+  picket_options_init(&opts);
+  opts.drift_permille = 0;
+  opts.drift_min_ms = 0;
+  picket_client *c0 = client_with(&opts);
+  picket_lease *l = NULL;
+  picket_acquire_opts o = {.ttl_ms = 10000};
+  int64_t before = picket_now_ms();
+  ck_assert_int_eq(picket_acquire(c0, "lib-deadline", &o, &l), 0);
+  ck_assert_int_ge(picket_lease_deadline_ms(l), before + 10000);
+  int64_t t = picket_now_ms();
+  ck_assert_int_le(picket_lease_deadline_ms(l), t + redis_pttl("lib-deadline") + 1);
+  ck_assert_int_eq(picket_release(c0, l), 0);
+  picket_lease_free(l);
+  picket_client_free(c0);
+  picket_client_free(c);
+}
+END_TEST
+
+START_TEST(renew_and_lost) {
+  picket_client *c = client();
+  picket_lease *l = NULL;
+  picket_acquire_opts o = {.ttl_ms = 3000};
+  ck_assert_int_eq(picket_acquire(c, "lib-renew", &o, &l), 0);
+  int64_t fence = picket_lease_fence(l);
+  int64_t d0 = picket_lease_deadline_ms(l);
+  harness_sleep_ms(50);
+  ck_assert_int_eq(picket_renew(c, l, 0), 0); /* 0: the server's default */
+  ck_assert_int_eq(picket_lease_ttl_ms(l), 30000);
+  ck_assert_int_gt(picket_lease_deadline_ms(l), d0);
+  ck_assert_int_eq(picket_lease_fence(l), fence);
+  ck_assert_int_gt(redis_pttl("lib-renew"), 29000);
+
+  /* A lease known by id only (handed over from elsewhere) renews too,
+   * and gets a deadline from it. */
+  picket_lease *h = NULL;
+  ck_assert_int_eq(picket_lease_new("lib-renew", picket_lease_id(l), &h), 0);
+  ck_assert(!picket_lease_valid(h));
+  ck_assert_int_eq(picket_lease_fence(h), 0);
+  ck_assert_int_eq(picket_renew(c, h, 4000), 0);
+  ck_assert(picket_lease_valid(h));
+  ck_assert_int_eq(picket_lease_fence(h), fence);
+
+  /* Released: renew and release say the lease is lost. */
+  ck_assert_int_eq(picket_release(c, h), 0);
+  ck_assert_int_eq(picket_renew(c, l, 3000), PICKET_ELOST);
+  ck_assert_int_eq(picket_client_status(c), 409);
+  ck_assert_str_eq(picket_client_error_code(c), "lease_lost");
+  ck_assert_str_ne(picket_client_error_message(c), "");
+  ck_assert_int_eq(picket_release(c, l), PICKET_ELOST);
+  ck_assert(!picket_lease_valid(l));
+
+  /* A lease that never existed. */
+  picket_lease *n = NULL;
+  ck_assert_int_eq(picket_lease_new("lib-renew", "ffffffffffffffffffffffffffffffff", &n), 0);
+  ck_assert_int_eq(picket_renew(c, n, 1000), PICKET_ELOST);
+  ck_assert_int_eq(picket_release(c, n), PICKET_ELOST);
+  ck_assert_int_eq(redis_pttl("lib-renew"), -2);
+  picket_lease_free(n);
+  picket_lease_free(h);
+  picket_lease_free(l);
+  picket_client_free(c);
+}
+END_TEST
+
+/* Expiry on the server: the lease is lost after its TTL. */
+START_TEST(expiry) {
+  picket_client *c = client();
+  picket_lease *l = NULL;
+  picket_acquire_opts o = {.ttl_ms = 200};
+  ck_assert_int_eq(picket_acquire(c, "lib-expiry", &o, &l), 0);
+  ck_assert_int_le(picket_lease_deadline_ms(l), picket_now_ms() + 200);
+  harness_sleep_ms(400);
+  ck_assert(!picket_lease_valid(l));
+  ck_assert_int_eq(picket_lease_remaining_ms(l), 0);
+  ck_assert_int_eq(picket_renew(c, l, 1000), PICKET_ELOST);
+  picket_lease *m = NULL;
+  ck_assert_int_eq(picket_acquire(c, "lib-expiry", &o, &m), 0);
+  ck_assert_int_eq(picket_lease_fence(m), picket_lease_fence(l) + 1);
+  picket_lease_free(m);
+  picket_lease_free(l);
+  picket_client_free(c);
+}
+END_TEST
+
+/* Bad input is refused before any request (status 0) or by the server
+ * (400), and changes nothing. */
+START_TEST(invalid_arguments) {
+  picket_client *c = client();
+  picket_lease *l = NULL;
+  picket_lock_info info;
+  const char *bad_names[] = {"", "a b", "a{b}", "x/../y", "caf\xc3\xa9"};
+  for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+    ck_assert_int_eq(picket_acquire(c, bad_names[i], NULL, &l), PICKET_EINVAL);
+    ck_assert_int_eq(picket_client_status(c), 0);
+    ck_assert_str_ne(picket_client_error_message(c), "");
+    ck_assert_int_eq(picket_inspect(c, bad_names[i], &info), PICKET_EINVAL);
+  }
+  char longname[PICKET_NAME_MAX + 2];
+  memset(longname, 'n', sizeof longname - 1);
+  longname[sizeof longname - 1] = '\0';
+  ck_assert_int_eq(picket_acquire(c, longname, NULL, &l), PICKET_EINVAL);
+  longname[PICKET_NAME_MAX] = '\0';
+  ck_assert_int_eq(picket_inspect(c, longname, &info), 0); /* 200 bytes is fine */
+
+  char owner[PICKET_OWNER_MAX + 2];
+  memset(owner, 'o', sizeof owner - 1);
+  owner[sizeof owner - 1] = '\0';
+  picket_acquire_opts o = {.owner = owner};
+  ck_assert_int_eq(picket_acquire(c, "lib-inval", &o, &l), PICKET_EINVAL);
+  picket_acquire_opts o2 = {.lease_id = "ABCDEF0123456789ABCDEF0123456789"};
+  ck_assert_int_eq(picket_acquire(c, "lib-inval", &o2, &l), PICKET_EINVAL);
+  picket_acquire_opts o3 = {.ttl_ms = -1};
+  ck_assert_int_eq(picket_acquire(c, "lib-inval", &o3, &l), PICKET_EINVAL);
+  ck_assert_int_eq(picket_client_status(c), 0);
+
+  /* Past the server's --max-ttl-ms: its 400 invalid_argument. */
+  picket_acquire_opts o4 = {.ttl_ms = 3600001};
+  ck_assert_int_eq(picket_acquire(c, "lib-inval", &o4, &l), PICKET_EINVAL);
+  ck_assert_int_eq(picket_client_status(c), 400);
+  ck_assert_str_eq(picket_client_error_code(c), "invalid_argument");
+  ck_assert_ptr_null(l);
+  ck_assert_int_eq(picket_inspect(c, "lib-inval", &info), 0);
+  ck_assert(!info.held);
+  ck_assert_int_eq(info.fence, 0);
+
+  ck_assert_int_eq(picket_lease_new("ok", "short", &l), PICKET_EINVAL);
+  ck_assert_int_eq(picket_lease_new("not ok", "0123456789abcdef0123456789abcdef", &l),
+                   PICKET_EINVAL);
+  ck_assert_ptr_null(l);
+
+  picket_client *x = NULL;
+  ck_assert_int_eq(picket_client_new("ftp://127.0.0.1", NULL, &x), PICKET_EINVAL);
+  ck_assert_int_eq(picket_client_new("http://a b", NULL, &x), PICKET_EINVAL);
+  picket_options bad;
+  picket_options_init(&bad);
+  bad.request_timeout_ms = 0;
+  ck_assert_int_eq(picket_client_new(NULL, &bad, &x), PICKET_EINVAL);
+  picket_options_init(&bad);
+  bad.bearer_token = "a\r\nX-Evil: 1";
+  ck_assert_int_eq(picket_client_new(NULL, &bad, &x), PICKET_EINVAL);
+  ck_assert_ptr_null(x);
+  picket_client_free(NULL);
+  picket_lease_free(NULL);
+  picket_client_free(c);
+}
+END_TEST
+
+START_TEST(inspect_unknown_and_token) {
+  picket_options o;
+  picket_options_init(&o);
+  o.bearer_token = "s3cret"; /* sent, and ignored until picketd checks it */
+  char url[128];
+  snprintf(url, sizeof url, "%s/", harness_picketd_url(picketd)); /* trailing slash */
+  picket_client *c = NULL;
+  ck_assert_int_eq(picket_client_new(url, &o, &c), 0);
+  picket_lock_info info;
+  memset(&info, 0x55, sizeof info);
+  ck_assert_int_eq(picket_inspect(c, "lib-never-used", &info), 0);
+  ck_assert(!info.held);
+  ck_assert_int_eq(info.fence, 0);
+  ck_assert_int_eq(info.ttl_ms, 0);
+  ck_assert(!info.has_owner);
+  ck_assert_str_eq(info.owner, "");
+  picket_client_free(c);
+}
+END_TEST
+
+START_TEST(errors_table) {
+  const int codes[] = {
+#define X(name, value, msg) PICKET_##name,
+      PICKET_ERRNO_MAP(X)
+#undef X
+  };
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+    ck_assert_int_lt(codes[i], 0);
+    ck_assert_str_ne(picket_strerror(codes[i]), "unknown error");
+    ck_assert_str_ne(picket_err_name(codes[i]), "UNKNOWN");
+    for (size_t j = 0; j < i; j++) ck_assert_int_ne(codes[i], codes[j]);
+  }
+  ck_assert_str_eq(picket_err_name(PICKET_EHELD), "EHELD");
+  ck_assert_str_eq(picket_strerror(0), "success");
+  ck_assert_str_eq(picket_strerror(-1000), "unknown error");
+  ck_assert_str_eq(picket_strerror(5), "unknown error");
+}
+END_TEST
+
+/* Nothing listens: a transport error, retried with backoff when allowed. */
+START_TEST(transport_retries) {
+  picket_options o;
+  picket_options_init(&o);
+  o.retries = 0;
+  picket_client *c = NULL;
+  ck_assert_int_eq(picket_client_new("http://127.0.0.1:1", &o, &c), 0);
+  picket_lock_info info;
+  int64_t t0 = picket_now_ms();
+  ck_assert_int_eq(picket_inspect(c, "x", &info), PICKET_ETRANSPORT);
+  int64_t once = picket_now_ms() - t0;
+  ck_assert_int_eq(picket_client_status(c), 0);
+  ck_assert_str_ne(picket_client_error_message(c), "");
+  picket_client_free(c);
+
+  /* 3 retries sleep at least 25 + 50 + 100 ms (jitter keeps each sleep in
+   * the upper half of its cap). */
+  o.retries = 3;
+  ck_assert_int_eq(picket_client_new("http://127.0.0.1:1", &o, &c), 0);
+  t0 = picket_now_ms();
+  ck_assert_int_eq(picket_inspect(c, "x", &info), PICKET_ETRANSPORT);
+  ck_assert_int_ge(picket_now_ms() - t0, once + 175);
+  /* The server chose no id: acquire is not safe to repeat, so no retry. */
+  picket_acquire_opts s = {.server_lease_id = 1};
+  picket_lease *l = NULL;
+  t0 = picket_now_ms();
+  ck_assert_int_eq(picket_acquire(c, "x", &s, &l), PICKET_ETRANSPORT);
+  ck_assert_int_lt(picket_now_ms() - t0, once + 150);
+  picket_client_free(c);
+}
+END_TEST
+
+/* A hung server: the request timeout bounds every call. */
+START_TEST(request_timeout) {
+  picket_options o;
+  picket_options_init(&o);
+  o.request_timeout_ms = 300;
+  o.retries = 0;
+  picket_client *c = client_with(&o);
+  picket_lock_info info;
+  ck_assert_int_eq(picket_inspect(c, "lib-timeout", &info), 0); /* connected */
+  pause_process(harness_picketd_pid(picketd), SIGSTOP);
+  int64_t t0 = picket_now_ms();
+  int err = picket_inspect(c, "lib-timeout", &info);
+  int64_t took = picket_now_ms() - t0;
+  kill(harness_picketd_pid(picketd), SIGCONT);
+  ck_assert_int_eq(err, PICKET_ETIMEDOUT);
+  ck_assert_int_ge(took, 250);
+  ck_assert_int_lt(took, 5000);
+  /* And the handle works again once the server does. */
+  ck_assert_int_eq(picket_inspect(c, "lib-timeout", &info), 0);
+  picket_client_free(c);
+}
+END_TEST
+
+/* Redis down: picketd answers 503 store_unavailable; retried, then given up. */
+START_TEST(store_unavailable) {
+  picket_client *c = client();
+  picket_lease *l = NULL;
+  harness_redis_stop(redis, SIGKILL);
+  int err = picket_acquire(c, "lib-503", NULL, &l);
+  long status = picket_client_status(c);
+  char code[64];
+  snprintf(code, sizeof code, "%s", picket_client_error_code(c));
+  ck_assert_int_eq(harness_redis_restart(redis), 0);
+  ck_assert_int_eq(err, PICKET_EUNAVAIL);
+  ck_assert_int_eq(status, 503);
+  ck_assert_str_eq(code, "store_unavailable");
+  ck_assert_ptr_null(l);
+  /* picketd reconnects; the same handle succeeds again. */
+  int64_t until = picket_now_ms() + 10000;
+  while ((err = picket_acquire(c, "lib-503", NULL, &l)) == PICKET_EUNAVAIL &&
+         picket_now_ms() < until)
+    harness_sleep_ms(100);
+  ck_assert_int_eq(err, 0);
+  ck_assert_int_eq(picket_release(c, l), 0);
+  picket_lease_free(l);
+  picket_client_free(c);
+}
+END_TEST
+
+/* wait_ms: the server holds the acquire until the holder's lease ends. */
+START_TEST(blocking_acquire) {
+  picket_client *c = client();
+  picket_lease *a = NULL, *b = NULL;
+  picket_acquire_opts o = {.ttl_ms = 600};
+  ck_assert_int_eq(picket_acquire(c, "lib-wait", &o, &a), 0);
+  picket_acquire_opts w = {.ttl_ms = 5000, .wait_ms = 10000};
+  int64_t t0 = picket_now_ms();
+  ck_assert_int_eq(picket_acquire(c, "lib-wait", &w, &b), 0);
+  int64_t took = picket_now_ms() - t0;
+  ck_assert_int_ge(took, 300);
+  ck_assert_int_lt(took, 8000);
+  ck_assert_int_eq(picket_lease_fence(b), picket_lease_fence(a) + 1);
+  /* A wait that runs out: lock_held, after about the wait. */
+  picket_lease *x = NULL;
+  picket_acquire_opts s = {.ttl_ms = 1000, .wait_ms = 300};
+  t0 = picket_now_ms();
+  ck_assert_int_eq(picket_acquire(c, "lib-wait", &s, &x), PICKET_EHELD);
+  took = picket_now_ms() - t0;
+  ck_assert_int_ge(took, 250);
+  ck_assert_int_lt(took, 4000);
+  ck_assert_int_eq(picket_release(c, b), 0);
+  picket_lease_free(a);
+  picket_lease_free(b);
+  picket_client_free(c);
+}
+END_TEST
+
+/* ---- suite "keeper" ------------------------------------------------------- */
+
+typedef struct {
+  atomic_int calls;
+  atomic_int err;
+  _Atomic int64_t at_ms;
+} lost_report;
+
+static void on_lost(picket_lease *l, int err, void *arg) {
+  lost_report *r = arg;
+  atomic_store(&r->err, err);
+  atomic_store(&r->at_ms, picket_now_ms());
+  atomic_fetch_add(&r->calls, 1);
+}
+
+/* A lease under a keeper, with what the loss callback saw. */
+typedef struct {
+  picket_client *c;
+  picket_lease *l;
+  picket_keeper *k;
+  lost_report r;
+} kept;
+
+static void kept_start(kept *t, const char *name, int64_t ttl_ms, int renew_divisor) {
+  memset(t, 0, sizeof *t);
+  t->c = client();
+  picket_acquire_opts o = {.ttl_ms = ttl_ms};
+  ck_assert_int_eq(picket_acquire(t->c, name, &o, &t->l), 0);
+  picket_keeper_options ko;
+  picket_keeper_options_init(&ko);
+  ko.on_lost = on_lost;
+  ko.arg = &t->r;
+  if (renew_divisor) ko.renew_divisor = renew_divisor;
+  ck_assert_int_eq(picket_keeper_start(t->c, t->l, &ko, &t->k), 0);
+}
+
+/* Stops the keeper (expecting `lost` from it); a kept lease must still be
+ * valid and releasable with the caller's handle, which the keeper never
+ * used. */
+static void kept_finish(kept *t, int lost) {
+  ck_assert_int_eq(picket_keeper_stop(t->k), lost);
+  ck_assert_int_eq(atomic_load(&t->r.calls), lost ? 1 : 0);
+  if (lost == 0) {
+    ck_assert(picket_lease_valid(t->l));
+    ck_assert_int_eq(picket_release(t->c, t->l), 0);
+  } else {
+    ck_assert(!picket_lease_valid(t->l) || lost == PICKET_ELOST);
+  }
+  picket_lease_free(t->l);
+  picket_client_free(t->c);
+}
+
+static void pause_picketd(int sig) { pause_process(harness_picketd_pid(picketd), sig); }
+
+START_TEST(keeper_renews) {
+  kept t;
+  kept_start(&t, "keep-renews", 900, 0);
+  harness_sleep_ms(2500); /* almost 3 TTLs */
+  ck_assert(picket_lease_valid(t.l));
+  ck_assert_int_eq(picket_keeper_lost(t.k), 0);
+  ck_assert_int_ge(picket_keeper_renewals(t.k), 3);
+  ck_assert_int_gt(redis_pttl("keep-renews"), 0);
+  ck_assert_int_le(picket_lease_deadline_ms(t.l), picket_now_ms() + redis_pttl("keep-renews"));
+  int64_t t0 = picket_now_ms();
+  kept_finish(&t, 0);
+  ck_assert_int_lt(picket_now_ms() - t0, 1000);
+}
+END_TEST
+
+/* picketd paused for less than the TTL: the renewal waits and succeeds. */
+START_TEST(keeper_survives_short_pause) {
+  kept t;
+  kept_start(&t, "keep-pause", 3000, 0);
+  pause_picketd(SIGSTOP);
+  harness_sleep_ms(1800); /* the renewal at ~1 s hangs for ~0.8 s */
+  pause_picketd(SIGCONT);
+  harness_sleep_ms(2700); /* past the first grant's expiry */
+  ck_assert_int_eq(picket_keeper_lost(t.k), 0);
+  ck_assert_int_ge(picket_keeper_renewals(t.k), 2);
+  ck_assert_int_gt(redis_pttl("keep-pause"), 0);
+  kept_finish(&t, 0);
+}
+END_TEST
+
+/* picketd paused for longer than the TTL: the loss is reported at the local
+ * deadline (not before, not much after), as PICKET_EEXPIRED. */
+START_TEST(keeper_reports_loss_at_deadline) {
+  kept t;
+  kept_start(&t, "keep-long-pause", 2000, 0);
+  int64_t deadline = picket_lease_deadline_ms(t.l);
+  pause_picketd(SIGSTOP);
+  while (atomic_load(&t.r.calls) == 0 && picket_now_ms() < deadline + 5000) harness_sleep_ms(10);
+  pause_picketd(SIGCONT);
+  ck_assert_int_eq(atomic_load(&t.r.calls), 1);
+  ck_assert_int_eq(atomic_load(&t.r.err), PICKET_EEXPIRED);
+  ck_assert_int_ge(atomic_load(&t.r.at_ms), deadline);
+  ck_assert_int_le(atomic_load(&t.r.at_ms), deadline + 750);
+  ck_assert_int_eq(picket_keeper_lost(t.k), PICKET_EEXPIRED);
+  kept_finish(&t, PICKET_EEXPIRED);
+}
+END_TEST
+
+/* The lease deleted in Redis: the next renewal learns it, and the keeper
+ * reports PICKET_ELOST at once rather than at the deadline. */
+START_TEST(keeper_reports_server_loss) {
+  kept t;
+  kept_start(&t, "keep-del", 9000, 0);
+  redisReply *rep = harness_redis_cmd(redis, "DEL picket:{keep-del}:lease");
+  ck_assert_ptr_nonnull(rep);
+  ck_assert_int_eq(rep->integer, 1);
+  freeReplyObject(rep);
+  int64_t t0 = picket_now_ms();
+  while (atomic_load(&t.r.calls) == 0 && picket_now_ms() < t0 + 8000) harness_sleep_ms(10);
+  ck_assert_int_eq(atomic_load(&t.r.err), PICKET_ELOST);
+  ck_assert_int_lt(atomic_load(&t.r.at_ms), picket_lease_deadline_ms(t.l)); /* before the deadline */
+  ck_assert_int_le(atomic_load(&t.r.at_ms) - t0, 3000 + 1000);              /* at the renewal */
+  kept_finish(&t, PICKET_ELOST);
+}
+END_TEST
+
+/* Redis paused: renewals fail (503 or time out) for a while; the keeper
+ * keeps trying and holds on once Redis is back within the TTL. */
+START_TEST(keeper_retries_failed_renewals) {
+  kept t;
+  kept_start(&t, "keep-retry", 6000, 0);
+  harness_sleep_ms(1500);
+  pause_process(harness_redis_pid(redis), SIGSTOP);
+  harness_sleep_ms(2000); /* the renewal due at 2 s fails or waits */
+  kill(harness_redis_pid(redis), SIGCONT);
+  int64_t renewals = picket_keeper_renewals(t.k);
+  harness_sleep_ms(3500); /* past the first grant's expiry */
+  ck_assert_int_eq(picket_keeper_lost(t.k), 0);
+  ck_assert_int_gt(picket_keeper_renewals(t.k), renewals);
+  kept_finish(&t, 0);
+}
+END_TEST
+
+/* Stopping while a renewal hangs on a paused server is prompt. */
+START_TEST(keeper_stop_interrupts) {
+  kept t;
+  kept_start(&t, "keep-stop", 30000, 100); /* a renewal every 300 ms */
+  pause_picketd(SIGSTOP);
+  harness_sleep_ms(800); /* a renewal is in flight, hung */
+  int64_t t0 = picket_now_ms();
+  int lost = picket_keeper_stop(t.k);
+  int64_t took = picket_now_ms() - t0;
+  pause_picketd(SIGCONT);
+  ck_assert_int_eq(lost, 0);
+  ck_assert_int_lt(took, 2500);
+  ck_assert_int_eq(picket_release(t.c, t.l), 0);
+  picket_lease_free(t.l);
+  picket_client_free(t.c);
+}
+END_TEST
+
+START_TEST(keeper_invalid) {
+  picket_client *c = client();
+  picket_lease *l = NULL;
+  picket_keeper *k = NULL;
+  ck_assert_int_eq(picket_lease_new("keep-inval", "0123456789abcdef0123456789abcdef", &l), 0);
+  ck_assert_int_eq(picket_keeper_start(c, l, NULL, &k), PICKET_EINVAL); /* no deadline */
+  picket_lease_free(l);
+  picket_acquire_opts o = {.ttl_ms = 5000};
+  ck_assert_int_eq(picket_acquire(c, "keep-inval", &o, &l), 0);
+  picket_keeper_options ko;
+  picket_keeper_options_init(&ko);
+  ko.renew_divisor = 1;
+  ck_assert_int_eq(picket_keeper_start(c, l, &ko, &k), PICKET_EINVAL);
+  ck_assert_ptr_null(k);
+  ck_assert_int_eq(picket_keeper_stop(NULL), 0);
+  ck_assert_int_eq(picket_release(c, l), 0);
+  picket_lease_free(l);
+  picket_client_free(c);
+}
+END_TEST
+
+static Suite *lib_suite(void) {
+  Suite *s = suite_create("lib");
+  TCase *t = tcase_create("calls");
+  tcase_add_unchecked_fixture(t, servers_start, servers_stop);
+  tcase_add_checked_fixture(t, NULL, resume_all);
+  tcase_set_timeout(t, 60);
+  tcase_add_test(t, acquire_release);
+  tcase_add_test(t, held_and_fences);
+  tcase_add_test(t, client_lease_id);
+  tcase_add_test(t, deadline_before_server_expiry);
+  tcase_add_test(t, renew_and_lost);
+  tcase_add_test(t, expiry);
+  tcase_add_test(t, invalid_arguments);
+  tcase_add_test(t, inspect_unknown_and_token);
+  tcase_add_test(t, errors_table);
+  tcase_add_test(t, transport_retries);
+  tcase_add_test(t, request_timeout);
+  tcase_add_test(t, blocking_acquire);
+  suite_add_tcase(s, t);
+  /* Restarts Redis: the servers must belong to the test's own process
+   * (the harness ties them to their parent), hence a checked fixture. */
+  TCase *r = tcase_create("restart");
+  tcase_add_checked_fixture(r, servers_start, servers_stop);
+  tcase_set_timeout(r, 60);
+  tcase_add_test(r, store_unavailable);
+  suite_add_tcase(s, r);
+  return s;
+}
+
+static Suite *keeper_suite(void) {
+  Suite *s = suite_create("keeper");
+  TCase *t = tcase_create("keeper");
+  tcase_add_unchecked_fixture(t, servers_start, servers_stop);
+  tcase_add_checked_fixture(t, NULL, resume_all);
+  tcase_set_timeout(t, 60);
+  tcase_add_test(t, keeper_renews);
+  tcase_add_test(t, keeper_survives_short_pause);
+  tcase_add_test(t, keeper_reports_loss_at_deadline);
+  tcase_add_test(t, keeper_reports_server_loss);
+  tcase_add_test(t, keeper_retries_failed_renewals);
+  tcase_add_test(t, keeper_stop_interrupts);
+  tcase_add_test(t, keeper_invalid);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(lib_suite());
+  srunner_add_suite(sr, keeper_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? 0 : 1;
+}
