@@ -1,6 +1,6 @@
 # test_client_install.sh BUILD_DIR: installs the build into a temp prefix
 # with `cmake --install`, then builds the README's C example
-# (client/examples/hello.c, this very file) twice against the *installed*
+# (client/examples/hello.c, the same text as in docs/client.md) twice against the *installed*
 # libpicket: with `pkg-config --cflags --libs picket` (shared library) and
 # with find_package(picket) in CMake (static library), and runs both against
 # a live picketd. Also checks that the shared library exports only picket_*.
@@ -30,6 +30,15 @@ nm -D --defined-only "$LIBDIR/libpicket.so" | awk '{print $3}' > "$H_DIR/syms"
 [ -s "$H_DIR/syms" ] || h_fail "no exported symbols"
 bad=$(grep -v '^picket_' "$H_DIR/syms"; grep -e '^picket__' -e '^picket_proto_' "$H_DIR/syms")
 [ -z "$bad" ] || h_fail "unexpected exported symbols: $bad"
+
+# The README's example (docs/client.md) is this very file.
+python3 - "$PICKET_SOURCE_DIR/docs/client.md" "$PICKET_SOURCE_DIR/client/examples/hello.c" <<'PY' ||
+import sys
+doc, src = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+start = doc.index("```c\n") + 5
+sys.exit(0 if doc[start:doc.index("```\n", start)] == src else 1)
+PY
+  h_fail "the C example in docs/client.md differs from client/examples/hello.c"
 
 # 1. pkg-config, shared library.
 export PKG_CONFIG_PATH="$(dirname "$pc")"
