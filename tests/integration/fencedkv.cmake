@@ -8,3 +8,10 @@ add_dependencies(test_fencedkv fenced-kv)
 # throwaway PostgreSQL server (package postgresql).
 picket_shell_test(test_fencedkv_pgsql ${CMAKE_CURRENT_LIST_DIR}/test_fencedkv_pgsql.sh
                   LABELS integration TIMEOUT 60)
+
+# The inventory incident (examples/inventory-sync), both modes, fixed seed.
+# It needs the `picket` command (client/), so it exists only with it.
+if(TARGET picket_cli)
+  picket_shell_test(test_inventory ${CMAKE_CURRENT_LIST_DIR}/test_inventory.sh
+                    LABELS integration TIMEOUT 120)
+endif()
