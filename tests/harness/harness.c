@@ -47,6 +47,12 @@ int64_t harness_now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t harness_time_scale(void) {
+  const char *s = getenv("PICKET_TIME_SCALE");
+  long v = s ? strtol(s, NULL, 10) : 1;
+  return v >= 1 ? v : 1;
+}
+
 void harness_sleep_ms(int64_t ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
   while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
@@ -248,8 +254,16 @@ harness_picketd *harness_picketd_start(const char *redis_url, const char *const 
   snprintf(portfile, sizeof portfile, "%s/port", p->dir);
   snprintf(p->log, sizeof p->log, "%s/picketd.log", p->dir);
   snprintf(bin, sizeof bin, "%s/picketd", HARNESS_BIN_DIR);
-  char *argv[64];
+  char *argv[80];
   int n = 0;
+  /* PICKET_PICKETD_WRAPPER runs picketd under a tool, e.g. valgrind
+   * (space-separated words; the valgrind stage of scripts/test sets it). */
+  static char wrapper[512];
+  const char *w = getenv("PICKET_PICKETD_WRAPPER");
+  if (w && *w) {
+    snprintf(wrapper, sizeof wrapper, "%s", w);
+    for (char *tok = strtok(wrapper, " "); tok && n < 16; tok = strtok(NULL, " ")) argv[n++] = tok;
+  }
   argv[n++] = bin;
   argv[n++] = "--listen";
   argv[n++] = "127.0.0.1:0";
@@ -257,10 +271,10 @@ harness_picketd *harness_picketd_start(const char *redis_url, const char *const 
   argv[n++] = portfile;
   argv[n++] = "--redis";
   argv[n++] = (char *)redis_url;
-  for (int i = 0; args && args[i] && n < 63; i++) argv[n++] = (char *)args[i];
+  for (int i = 0; args && args[i] && n < 79; i++) argv[n++] = (char *)args[i];
   argv[n] = NULL;
   p->pid = spawn(argv, p->log);
-  int64_t until = harness_now_ms() + 15000;
+  int64_t until = harness_now_ms() + (w && *w ? 60000 : 15000);
   while (p->pid > 0 && harness_now_ms() < until) {
     FILE *f = fopen(portfile, "r");
     if (f) {
@@ -297,9 +311,25 @@ int harness_picketd_stop(harness_picketd *p, int sig) {
   return st;
 }
 
+/* Stops with SIGTERM, so picketd shuts down as in production (and a
+ * leak checker sees a clean exit); SIGKILL after 20 s. */
+static void stop_gently(harness_picketd *p) {
+  kill(p->pid, SIGCONT);
+  kill(p->pid, SIGTERM);
+  for (int i = 0; i < 2000; i++) {
+    int st;
+    if (waitpid(p->pid, &st, WNOHANG) != 0) {
+      p->pid = 0;
+      return;
+    }
+    harness_sleep_ms(10);
+  }
+  harness_picketd_stop(p, SIGKILL);
+}
+
 void harness_picketd_free(harness_picketd *p) {
   if (p == NULL) return;
-  if (p->pid > 0) harness_picketd_stop(p, SIGKILL);
+  if (p->pid > 0) stop_gently(p);
   if (getenv("HARNESS_KEEP") == NULL) rm_rf(p->dir);
   free(p);
 }

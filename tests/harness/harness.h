@@ -52,7 +52,9 @@ harness_picketd *harness_picketd_start(const char *redis_url, const char *const 
 /* Sends `sig` and waits for exit; returns the exit status as the shell
  * reports it (code, or 128+signal), or -1. */
 int harness_picketd_stop(harness_picketd *p, int sig);
-void harness_picketd_free(harness_picketd *p); /* kills if running; NULL ok */
+/* Stops it if running (SIGTERM, then SIGKILL after 20 s), removes its dir;
+ * NULL ok. $PICKET_PICKETD_WRAPPER (e.g. "valgrind -q") prefixes the command. */
+void harness_picketd_free(harness_picketd *p);
 int harness_picketd_port(const harness_picketd *p);
 pid_t harness_picketd_pid(const harness_picketd *p);
 const char *harness_picketd_url(const harness_picketd *p); /* http://127.0.0.1:PORT */
@@ -86,6 +88,11 @@ void harness_resp_free(harness_resp *resp);
 int64_t harness_json_int(const json_t *j, const char *key);
 const char *harness_json_str(const json_t *j, const char *key);
 const char *harness_error_code(const harness_resp *resp);
+
+/* How much slower than normal this run may be: $PICKET_TIME_SCALE (default
+ * 1; the valgrind stage sets 10, ASan 3). Timing bounds in tests are
+ * multiplied by it, so they stay meaningful without flaking. */
+int64_t harness_time_scale(void);
 
 /* Monotonic clock in milliseconds, and a sleep. */
 int64_t harness_now_ms(void);

@@ -104,7 +104,7 @@ START_TEST(redis_down_is_503_and_recovers) {
     call("POST", "/v1/locks/down/acquire", "{}", &r);
     int64_t took = harness_now_ms() - t0;
     expect_error(&r, 503, "store_unavailable");
-    ck_assert_msg(took < 3000, "a 503 took %lld ms", (long long)took); /* timeout is 1 s */
+    ck_assert_msg(took < 3000 * harness_time_scale(), "a 503 took %lld ms", (long long)took); /* timeout is 1 s */
     harness_resp_free(&r);
   }
   call("GET", "/readyz", NULL, &r);
@@ -117,7 +117,7 @@ START_TEST(redis_down_is_503_and_recovers) {
   ck_assert_int_eq(harness_redis_restart(R), 0);
   int64_t t0 = harness_now_ms();
   long status = 0;
-  while (harness_now_ms() - t0 < 5000) {
+  while (harness_now_ms() - t0 < 5000 * harness_time_scale()) {
     call("POST", "/v1/locks/down/acquire", "{}", &r);
     status = r.status;
     harness_resp_free(&r);
@@ -126,7 +126,7 @@ START_TEST(redis_down_is_503_and_recovers) {
   }
   ck_assert_int_eq(status, 200);
   /* the contract says within 1 s; a noisy CI machine gets 3x margin */
-  ck_assert_msg(harness_now_ms() - t0 < 3000, "recovery took %lld ms",
+  ck_assert_msg(harness_now_ms() - t0 < 3000 * harness_time_scale(), "recovery took %lld ms",
                 (long long)(harness_now_ms() - t0));
   call("GET", "/readyz", NULL, &r);
   ck_assert_int_eq(r.status, 200);
@@ -144,7 +144,7 @@ START_TEST(redis_absent_at_startup) {
   harness_resp_free(&r);
   ck_assert_int_eq(harness_redis_restart(R), 0);
   long status = 0;
-  for (int i = 0; i < 250 && status != 200; i++) {
+  for (int i = 0; i < 250 * harness_time_scale() && status != 200; i++) {
     harness_http(harness_picketd_url(p2), "POST", "/v1/locks/late/acquire", "{}", &r);
     status = r.status;
     harness_resp_free(&r);
@@ -231,7 +231,7 @@ START_TEST(evicting_policy_seen_on_reconnect) {
   x = harness_redis_cmd(R, "CONFIG SET maxmemory-policy noeviction");
   freeReplyObject(x);
   long status = 0;
-  for (int i = 0; i < 150 && status != 200; i++) {
+  for (int i = 0; i < 150 * harness_time_scale() && status != 200; i++) {
     call("POST", "/v1/locks/policy2/acquire", "{}", &r);
     status = r.status;
     harness_resp_free(&r);

@@ -28,7 +28,7 @@ static double metric(const char *sample) {
 
 /* Waits until picketd reports `n` waiters (up to 10 s). */
 static void await_waiters(int n) {
-  int64_t until = harness_now_ms() + 10000;
+  int64_t until = harness_now_ms() + 10000 * harness_time_scale();
   double w = -1;
   while (harness_now_ms() < until && (w = metric("picket_waiters")) != n) harness_sleep_ms(5);
   ck_assert_msg(w == n, "picket_waiters is %g, want %d", w, n);
@@ -90,7 +90,7 @@ START_TEST(release_wakes_waiter_at_once) {
   qsort(lat, REPEATS, sizeof lat[0], cmp_i64);
   printf("release -> grant: median %lld ms, max %lld ms\n", (long long)lat[REPEATS / 2],
          (long long)lat[REPEATS - 1]);
-  ck_assert_msg(lat[REPEATS / 2] < 50, "median release->grant %lld ms", (long long)lat[REPEATS / 2]);
+  ck_assert_msg(lat[REPEATS / 2] < 50 * harness_time_scale(), "median release->grant %lld ms", (long long)lat[REPEATS / 2]);
 }
 END_TEST
 
@@ -111,7 +111,7 @@ START_TEST(expiry_wakes_waiter) {
   qsort(lat, REPEATS, sizeof lat[0], cmp_i64);
   printf("expiry -> grant: median %lld ms, max %lld ms\n", (long long)lat[REPEATS / 2],
          (long long)lat[REPEATS - 1]);
-  ck_assert_msg(lat[REPEATS / 2] < 100, "median expiry->grant %lld ms", (long long)lat[REPEATS / 2]);
+  ck_assert_msg(lat[REPEATS / 2] < 100 * harness_time_scale(), "median expiry->grant %lld ms", (long long)lat[REPEATS / 2]);
 }
 END_TEST
 
@@ -153,7 +153,7 @@ START_TEST(wait_deadline_is_lock_held) {
   ck_assert_str_eq(harness_json_str(e, "owner"), "h");
   ck_assert(r.retry_after[0]);
   harness_resp_free(&r);
-  ck_assert_msg(took >= 290 && took < 3000, "a 300 ms wait took %lld ms", (long long)took);
+  ck_assert_msg(took >= 290 && took < 3000 * harness_time_scale(), "a 300 ms wait took %lld ms", (long long)took);
   ck_assert_int_eq((int)metric("picket_waiters"), 0);
 }
 END_TEST
@@ -201,7 +201,7 @@ START_TEST(pubsub_killed_waiters_still_served) {
   harness_resp_free(&r);
   waiter_join(&w);
   ck_assert_int_eq(w.resp.status, 200);
-  ck_assert_msg(w.done_ms - t0 < 2000, "served %lld ms after release", (long long)(w.done_ms - t0));
+  ck_assert_msg(w.done_ms - t0 < 2000 * harness_time_scale(), "served %lld ms after release", (long long)(w.done_ms - t0));
   harness_resp_free(&w.resp);
   /* and with the channel gone for good, expiry still serves the waiter */
   acquire_ok("ps2", "{\"ttl_ms\":500}", NULL);
@@ -229,7 +229,7 @@ START_TEST(waiter_limit_is_503) {
   harness_resp r;
   call("POST", "/v1/locks/lim/acquire", "{\"wait_ms\":1500}", &r);
   expect_error(&r, 503, "too_many_waiters");
-  ck_assert_msg(harness_now_ms() - t0 < 1000, "the refusal waited");
+  ck_assert_msg(harness_now_ms() - t0 < 1000 * harness_time_scale(), "the refusal waited");
   harness_resp_free(&r);
   /* a non-waiting acquire is not a waiter: still its plain 409 */
   call("POST", "/v1/locks/lim/acquire", "{}", &r);
@@ -276,7 +276,7 @@ START_TEST(sigterm_answers_waiters_and_finishes_inflight) {
   harness_sleep_ms(100);
   int64_t t0 = harness_now_ms();
   ck_assert_int_eq(harness_picketd_stop(P, SIGTERM), 0);
-  ck_assert_msg(harness_now_ms() - t0 < 5000, "stop took %lld ms", (long long)(harness_now_ms() - t0));
+  ck_assert_msg(harness_now_ms() - t0 < 5000 * harness_time_scale(), "stop took %lld ms", (long long)(harness_now_ms() - t0));
   for (int i = 0; i < 3; i++) {
     waiter_join(&w[i]);
     expect_error(&w[i].resp, 503, "shutting_down");

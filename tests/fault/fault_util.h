@@ -1,0 +1,104 @@
+/* fault_util.h: small helpers shared by the fault suites (tests/fault):
+ * one lock call against a given picketd that returns what the fault tests
+ * look at (status, error code, fence, lease, time taken), a random
+ * client-chosen lease id, and a child-process liveness check. Header-only
+ * (static inline) so each suite stays one .c file. */
+#ifndef PICKET_FAULT_UTIL_H
+#define PICKET_FAULT_UTIL_H
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* The outcome of one lock call, copied out of the reply so the caller
+ * frees nothing. status 0 means a transport error (no HTTP reply). */
+typedef struct {
+  long status;
+  char code[40];   /* error code, "" on success */
+  int64_t fence;   /* -1 when the reply has none */
+  char lease[33];  /* acquire only */
+  int64_t t0, t1;  /* monotonic ms: request sent, reply received */
+} fault_call;
+
+/* POST /v1/locks/NAME/ACTION with `body` (or GET when action is NULL)
+ * against base; fills *out and returns out->status. */
+static inline long fault_lock(const char *base, const char *name, const char *action,
+                              const char *body, fault_call *out) {
+  char path[300];
+  harness_resp r;
+  memset(out, 0, sizeof *out);
+  out->fence = -1;
+  if (action)
+    snprintf(path, sizeof path, "/v1/locks/%s/%s", name, action);
+  else
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+  out->t0 = harness_now_ms();
+  int rc = harness_http(base, action ? "POST" : "GET", path, body, &r);
+  out->t1 = harness_now_ms();
+  out->status = rc == 0 ? r.status : 0;
+  if (rc == 0) {
+    out->fence = harness_json_int(r.json, "fence");
+    const char *code = harness_error_code(&r);
+    const char *lease = harness_json_str(r.json, "lease");
+    if (code) snprintf(out->code, sizeof out->code, "%s", code);
+    if (lease) snprintf(out->lease, sizeof out->lease, "%s", lease);
+  }
+  harness_resp_free(&r);
+  return out->status;
+}
+
+/* acquire with ttl_ms and, when lease is not NULL, a client-chosen lease id
+ * (so a retry after a lost reply is idempotent). */
+static inline long fault_acquire(const char *base, const char *name, int64_t ttl_ms,
+                                 const char *lease, fault_call *out) {
+  char body[120];
+  if (lease)
+    snprintf(body, sizeof body, "{\"ttl_ms\":%lld,\"lease\":\"%s\"}", (long long)ttl_ms, lease);
+  else
+    snprintf(body, sizeof body, "{\"ttl_ms\":%lld}", (long long)ttl_ms);
+  return fault_lock(base, name, "acquire", body, out);
+}
+
+/* renew or release (action) of `lease`. */
+static inline long fault_lease_call(const char *base, const char *name, const char *action,
+                                    const char *lease, fault_call *out) {
+  char body[80];
+  snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lease);
+  return fault_lock(base, name, action, body, out);
+}
+
+/* 32 lowercase hex from /dev/urandom into out[33]. */
+static inline void fault_lease_id(char out[33]) {
+  unsigned char b[16] = {0};
+  int fd = open("/dev/urandom", O_RDONLY);
+  ck_assert_msg(fd >= 0 && read(fd, b, sizeof b) == (ssize_t)sizeof b, "urandom");
+  close(fd);
+  for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+/* 1 while our child `pid` runs (not exited, not reaped). */
+static inline int fault_child_alive(pid_t pid) {
+  int st;
+  return pid > 0 && waitpid(pid, &st, WNOHANG) == 0;
+}
+
+/* 1 when file `log` contains `text` (fixed string). */
+static inline int fault_log_has(const char *log, const char *text) {
+  FILE *f = fopen(log, "r");
+  if (f == NULL) return 0;
+  char line[2048];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f)) found = strstr(line, text) != NULL;
+  fclose(f);
+  return found;
+}
+
+#endif

@@ -1,0 +1,260 @@
+/* test_redis_faults.c: picketd while its one Redis fails (issue 6).
+ *
+ * sigkill_under_load: six client threads hammer three locks (acquire then
+ *   release) while Redis is SIGKILLed, kept down past every lease's TTL and
+ *   restarted from its AOF (appendfsync always). While Redis is down every
+ *   call must be a 503 store_unavailable, never a grant and never a broken
+ *   connection; after it returns every lock must be granted again within
+ *   1 s (asserted with a 3x margin for small CI machines), and every fence
+ *   granted after the crash must lie above every fence granted before it.
+ * slow_redis: Redis blocked by DEBUG SLEEP longer than --redis-timeout-ms.
+ *   The request gets 503 close to the timeout instead of hanging, picketd
+ *   reconnects by itself once Redis wakes, and the acquire that timed out
+ *   turns out to have been granted anyway (Redis ran the queued script after
+ *   the sleep): a 503 is "unknown", and a retry with the same client-chosen
+ *   lease id is what recovers that grant. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+
+#include "fault_util.h"
+
+#define LOCKS 3
+#define CLIENTS 6
+#define RECS 16384
+#define TTL_MS 800     /* shorter than the outage, so no lease outlives it */
+#define DOWN_MS 1500
+
+typedef struct {
+  int lock;
+  int release;  /* 0: acquire, 1: release */
+  fault_call c;
+} rec;
+
+typedef struct {
+  const char *base;
+  int lock;
+  rec *recs;
+  int n;
+} client;
+
+static atomic_int stop_load;
+
+static void add(client *cl, int release, const fault_call *c) {
+  if (cl->n < RECS) cl->recs[cl->n++] = (rec){cl->lock, release, *c};
+}
+
+static void *client_main(void *arg) {
+  client *cl = arg;
+  char name[16];
+  snprintf(name, sizeof name, "k%d", cl->lock);
+  while (!atomic_load(&stop_load) && cl->n < RECS - 2) {
+    fault_call a, r;
+    fault_acquire(cl->base, name, TTL_MS, NULL, &a);
+    add(cl, 0, &a);
+    if (a.status == 200) {
+      fault_lease_call(cl->base, name, "release", a.lease, &r);
+      add(cl, 1, &r);
+    } else {
+      harness_sleep_ms(a.status == 409 ? 2 : 5); /* do not spin on a dead store */
+    }
+  }
+  return NULL;
+}
+
+START_TEST(sigkill_under_load) {
+  harness_redis_opts ro = {.appendonly = 1};
+  harness_redis *R = harness_redis_start(&ro);
+  ck_assert_ptr_nonnull(R);
+  harness_picketd *P = harness_picketd_start(harness_redis_url(R), NULL);
+  ck_assert_ptr_nonnull(P);
+
+  static client cl[CLIENTS];
+  pthread_t t[CLIENTS];
+  fault_call warm; /* the first HTTP call initialises libcurl, in one thread */
+  ck_assert_int_eq(fault_lock(harness_picketd_url(P), "k0", NULL, NULL, &warm), 200);
+  atomic_store(&stop_load, 0);
+  for (int i = 0; i < CLIENTS; i++) {
+    cl[i] = (client){harness_picketd_url(P), i % LOCKS, calloc(RECS, sizeof(rec)), 0};
+    ck_assert_ptr_nonnull(cl[i].recs);
+    pthread_create(&t[i], NULL, client_main, &cl[i]);
+  }
+  harness_sleep_ms(1000);
+  int64_t kill0 = harness_now_ms();
+  harness_redis_stop(R, SIGKILL); /* returns once the process is reaped */
+  int64_t kill1 = harness_now_ms();
+  harness_sleep_ms(DOWN_MS);
+  int64_t up0 = harness_now_ms();
+  ck_assert_int_eq(harness_redis_restart(R), 0); /* returns once it answers PING */
+  int64_t up1 = harness_now_ms();
+  harness_sleep_ms(2000);
+  atomic_store(&stop_load, 1);
+  for (int i = 0; i < CLIENTS; i++) pthread_join(t[i], NULL);
+  ck_assert_msg(fault_child_alive(harness_picketd_pid(P)), "picketd died");
+
+  int64_t max_before[LOCKS] = {0}, first_after[LOCKS], min_after[LOCKS];
+  int grants_before[LOCKS] = {0}, grants_after[LOCKS] = {0};
+  int down_calls = 0, down_grants = 0, down_other = 0, transport = 0;
+  char other[200] = "";
+  for (int l = 0; l < LOCKS; l++) first_after[l] = min_after[l] = INT64_MAX;
+  for (int i = 0; i < CLIENTS; i++)
+    for (int j = 0; j < cl[i].n; j++) {
+      const rec *x = &cl[i].recs[j];
+      const fault_call *c = &x->c;
+      if (c->status == 0) transport++;
+      if (c->t0 >= kill1 && c->t1 <= up0) { /* wholly inside the outage */
+        down_calls++;
+        if (c->status == 200) down_grants++;
+        if (c->status != 503 || strcmp(c->code, "store_unavailable") != 0) {
+          down_other++;
+          snprintf(other, sizeof other, "%s: %ld %s", x->release ? "release" : "acquire",
+                   c->status, c->code);
+        }
+      }
+      if (x->release || c->status != 200) continue;
+      ck_assert_int_gt(c->fence, 0);
+      if (c->t0 < up0) { /* granted by the Redis that crashed */
+        if (c->fence > max_before[x->lock]) max_before[x->lock] = c->fence;
+        grants_before[x->lock]++;
+      } else {
+        if (c->fence < min_after[x->lock]) min_after[x->lock] = c->fence;
+        if (c->t1 < first_after[x->lock]) first_after[x->lock] = c->t1;
+        grants_after[x->lock]++;
+      }
+    }
+  int64_t recovery = 0;
+  for (int l = 0; l < LOCKS; l++) {
+    printf("lock k%d: %d grants before the crash (max fence %lld), %d after (min fence %lld), "
+           "first grant %lld ms after Redis answered\n",
+           l, grants_before[l], (long long)max_before[l], grants_after[l],
+           (long long)min_after[l], (long long)(first_after[l] - up1));
+    ck_assert_msg(grants_before[l] > 0 && grants_after[l] > 0, "lock k%d saw no grants", l);
+    ck_assert_msg(min_after[l] > max_before[l],
+                  "lock k%d: fence %lld after the crash, %lld granted before", l,
+                  (long long)min_after[l], (long long)max_before[l]);
+    if (first_after[l] - up1 > recovery) recovery = first_after[l] - up1;
+  }
+  printf("kill took %lld ms; outage: %d calls, %d grants, %d not store_unavailable; "
+         "restart took %lld ms; every lock granted again %lld ms after Redis answered\n",
+         (long long)(kill1 - kill0), down_calls, down_grants, down_other,
+         (long long)(up1 - up0), (long long)recovery);
+  ck_assert_msg(transport == 0, "%d calls got no HTTP reply", transport);
+  ck_assert_msg(down_calls >= 20, "only %d calls during the outage", down_calls);
+  ck_assert_msg(down_grants == 0, "%d grants while Redis was down", down_grants);
+  ck_assert_msg(down_other == 0, "%d calls during the outage were not 503 store_unavailable, "
+                "e.g. %s", down_other, other);
+  ck_assert_msg(recovery < 3000, "serving again took %lld ms", (long long)recovery);
+
+  /* every grant of one lock, across the crash, has its own fence: the AOF
+   * kept each acknowledged INCR */
+  for (int l = 0; l < LOCKS; l++) {
+    int n = 0;
+    int64_t *f = calloc((size_t)CLIENTS * RECS, sizeof *f);
+    for (int i = 0; i < CLIENTS; i++)
+      for (int j = 0; j < cl[i].n; j++)
+        if (cl[i].recs[j].lock == l && !cl[i].recs[j].release && cl[i].recs[j].c.status == 200)
+          f[n++] = cl[i].recs[j].c.fence;
+    for (int a = 0; a < n; a++)
+      for (int b = a + 1; b < n; b++)
+        ck_assert_msg(f[a] != f[b], "lock k%d: fence %lld granted twice", l, (long long)f[a]);
+    free(f);
+  }
+  for (int i = 0; i < CLIENTS; i++) free(cl[i].recs);
+  harness_picketd_free(P);
+  harness_redis_free(R);
+}
+END_TEST
+
+#define REDIS_TIMEOUT_MS 300
+
+static void *sleeper(void *arg) {
+  harness_redis *R = arg;
+  redisReply *x = harness_redis_cmd(R, "DEBUG SLEEP 1.5");
+  ck_assert_msg(x && x->type == REDIS_REPLY_STATUS, "DEBUG SLEEP failed");
+  freeReplyObject(x);
+  return NULL;
+}
+
+START_TEST(slow_redis) {
+  harness_redis *R = harness_redis_start(NULL);
+  ck_assert_ptr_nonnull(R);
+  /* one worker thread, so "recovered" means the very connection that timed
+   * out was replaced, not that another worker served */
+  const char *args[] = {"--redis-timeout-ms", "300", "--threads", "1", NULL};
+  harness_picketd *P = harness_picketd_start(harness_redis_url(R), args);
+  ck_assert_ptr_nonnull(P);
+  const char *url = harness_picketd_url(P);
+  fault_call c;
+  ck_assert_int_eq(fault_acquire(url, "slow-a", 60000, NULL, &c), 200);
+
+  pthread_t t;
+  pthread_create(&t, NULL, sleeper, R);
+  harness_sleep_ms(150); /* DEBUG SLEEP has begun */
+  char lease[33];
+  fault_lease_id(lease);
+  fault_acquire(url, "slow-b", 60000, lease, &c);
+  int64_t took = c.t1 - c.t0;
+  printf("acquire during DEBUG SLEEP 1.5: %ld %s after %lld ms (timeout %d ms)\n", c.status,
+         c.code, (long long)took, REDIS_TIMEOUT_MS);
+  ck_assert_int_eq(c.status, 503);
+  ck_assert_str_eq(c.code, "store_unavailable");
+  ck_assert_msg(took >= REDIS_TIMEOUT_MS - 50, "503 after %lld ms: Redis was not slow?",
+                (long long)took);
+  ck_assert_msg(took < REDIS_TIMEOUT_MS + 1000, "503 after %lld ms", (long long)took);
+  /* still asleep: the reconnect attempt must time out too, not hang */
+  fault_lock(url, "slow-a", NULL, NULL, &c);
+  printf("inspect during the sleep: %ld %s after %lld ms\n", c.status, c.code,
+         (long long)(c.t1 - c.t0));
+  ck_assert_int_eq(c.status, 503);
+  ck_assert_msg(c.t1 - c.t0 < REDIS_TIMEOUT_MS + 1000, "503 after %lld ms",
+                (long long)(c.t1 - c.t0));
+  pthread_join(t, NULL);
+  int64_t woke = harness_now_ms();
+
+  long st = 0;
+  while (st != 200 && harness_now_ms() - woke < 5000) {
+    st = fault_acquire(url, "slow-c", 60000, NULL, &c);
+    if (st != 200) harness_sleep_ms(10);
+  }
+  int64_t back = harness_now_ms() - woke;
+  printf("served again %lld ms after DEBUG SLEEP returned\n", (long long)back);
+  ck_assert_int_eq(st, 200);
+  ck_assert_msg(back < 2000, "recovery took %lld ms", (long long)back);
+  ck_assert_msg(fault_child_alive(harness_picketd_pid(P)), "picketd died");
+
+  /* The acquire that got 503 reached Redis before the timeout; Redis ran it
+   * when it woke, so the lock is held by a lease nobody was told about. The
+   * same lease id recovers that grant (same fence) instead of waiting out
+   * its TTL. */
+  fault_lock(url, "slow-b", NULL, NULL, &c);
+  ck_assert_int_eq(c.status, 200);
+  int64_t fence = c.fence;
+  harness_resp r;
+  ck_assert_int_eq(harness_http(url, "GET", "/v1/locks/slow-b", NULL, &r), 0);
+  int held = json_is_true(json_object_get(r.json, "held"));
+  harness_resp_free(&r);
+  printf("after the timeout, slow-b held=%d fence=%lld\n", held, (long long)fence);
+  ck_assert_msg(held && fence == 1, "the timed-out acquire was not applied late");
+  ck_assert_int_eq(fault_acquire(url, "slow-b", 60000, NULL, &c), 409);
+  ck_assert_int_eq(fault_acquire(url, "slow-b", 60000, lease, &c), 200);
+  ck_assert_int_eq(c.fence, 1);
+  ck_assert_int_eq(fault_lease_call(url, "slow-b", "release", lease, &c), 200);
+  harness_picketd_free(P);
+  harness_redis_free(R);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("fault_redis");
+  TCase *tc = tcase_create("sigkill_under_load");
+  tcase_add_test(tc, sigkill_under_load);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("slow_redis");
+  tcase_add_test(tc, slow_redis);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
