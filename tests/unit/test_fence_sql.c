@@ -2,7 +2,10 @@
  * other languages is the SQL fenced-kv runs. Every statement of
  * examples/fenced-kv/sql.h must appear in the README, whitespace aside; so
  * an edit to either one that is not made to the other fails here. (fenced-kv
- * itself exercises the statements: test_fencedkv.) */
+ * itself exercises the statements: test_fencedkv; the PostgreSQL blocks run
+ * in test_fencedkv_pgsql.) The user-facing section "Checking fences in your
+ * storage" (docs/fencing.md, and README.md once merged there) repeats the
+ * core statements: they must be the same ones. */
 #include <check.h>
 #include <ctype.h>
 #include <stdio.h>
@@ -28,29 +31,38 @@ static char *squeeze(char *s) {
   return s;
 }
 
-static char *readme;
-
-static void load_readme(void) {
+/* The text of a file of the source tree (malloc'd), or NULL if missing. */
+static char *source_file(const char *rel) {
   const char *src = getenv("PICKET_SOURCE_DIR");
   char path[1024];
-  snprintf(path, sizeof path, "%s/proto/README.md", src ? src : ".");
+  snprintf(path, sizeof path, "%s/%s", src ? src : ".", rel);
   FILE *f = fopen(path, "r");
-  ck_assert_msg(f != NULL, "cannot open %s", path);
+  if (f == NULL) return NULL;
   fseek(f, 0, SEEK_END);
   long n = ftell(f);
   fseek(f, 0, SEEK_SET);
-  readme = calloc(1, (size_t)n + 1);
-  ck_assert_uint_eq(fread(readme, 1, (size_t)n, f), (size_t)n);
+  char *text = calloc(1, (size_t)n + 1);
+  ck_assert_uint_eq(fread(text, 1, (size_t)n, f), (size_t)n);
   fclose(f);
+  return text;
+}
+
+static char *readme;
+
+static void load_readme(void) {
+  readme = source_file("proto/README.md");
+  ck_assert_msg(readme != NULL, "cannot open proto/README.md");
   squeeze(readme);
 }
 
-static int documented(const char *sql) {
+static int contains(const char *squeezed, const char *sql) {
   char *s = strdup(sql);
-  int found = strstr(readme, squeeze(s)) != NULL;
+  int found = strstr(squeezed, squeeze(s)) != NULL;
   free(s);
   return found;
 }
+
+static int documented(const char *sql) { return contains(readme, sql); }
 
 START_TEST(test_statements_documented) {
   load_readme();
@@ -65,10 +77,52 @@ START_TEST(test_statements_documented) {
 }
 END_TEST
 
+/* The PostgreSQL admit statement as proto/README.md has it: the lines after
+ * the "-- pg:admit" comment line, up to the end of its code block. */
+static char *pg_admit(void) {
+  char *text = source_file("proto/README.md");
+  ck_assert_ptr_nonnull(text);
+  char *start = strstr(text, "-- pg:admit");
+  ck_assert_ptr_nonnull(start);
+  start = strchr(start, '\n') + 1;
+  char *end = strstr(start, "```");
+  ck_assert_ptr_nonnull(end);
+  char *stmt = strndup(start, (size_t)(end - start));
+  free(text);
+  return stmt;
+}
+
+START_TEST(test_user_section_matches) {
+  const char *files[] = {"docs/fencing.md", "README.md"};
+  const char *core[] = {FKV_SQL_BEGIN, FKV_SQL_HIGHEST, FKV_SQL_SET_HIGHEST, FKV_SQL_PUT,
+                        FKV_SQL_COMMIT};
+  char *admit = pg_admit();
+  int checked = 0;
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char *text = source_file(files[i]);
+    if (text == NULL || strstr(text, "# Checking fences in your storage") == NULL) {
+      free(text);
+      continue;
+    }
+    squeeze(text);
+    for (size_t k = 0; k < sizeof core / sizeof core[0]; k++)
+      ck_assert_msg(contains(text, core[k]), "%s lacks fenced-kv's statement:\n%s", files[i],
+                    core[k]);
+    ck_assert_msg(contains(text, admit), "%s lacks proto/README.md's pg:admit:\n%s", files[i],
+                  admit);
+    checked++;
+    free(text);
+  }
+  free(admit);
+  ck_assert_msg(checked > 0, "no file has the section \"Checking fences in your storage\"");
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("fence_sql");
   TCase *tc = tcase_create("readme");
   tcase_add_test(tc, test_statements_documented);
+  tcase_add_test(tc, test_user_section_matches);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
