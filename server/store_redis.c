@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <sys/socket.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,8 @@ static const char *const script_name[SCRIPT_COUNT] = {"acquire", "renew", "relea
 typedef struct {
   redisContext *c;
   char sha[SCRIPT_COUNT][41];
-  int64_t next_try_ms;  /* no reconnect before this (backoff) */
+  int64_t next_try_ms;  /* no reconnect before this (backoff)... */
+  unsigned long seen_epoch; /* ...unless another thread connected since */
   int64_t backoff_ms;
   int misconfigured;    /* evicting policy seen on this connection */
   int64_t next_policy_check_ms;
@@ -48,6 +50,9 @@ typedef struct {
 
 static const config *cfg;
 static pthread_key_t conn_key;
+/* Bumped by every successful connect: when Redis comes back, the first
+ * thread to reach it lets all the others skip their backoff. */
+static atomic_ulong connect_epoch;
 static char channel[PICKET_PROTO_KEY_PREFIX_MAX + 16];
 
 static int64_t now_ms(void) {
@@ -195,7 +200,7 @@ static conn *conn_get(store_result *r) {
   }
   if (k->c) return k;
   int64_t now = now_ms();
-  if (now < k->next_try_ms) {
+  if (now < k->next_try_ms && k->seen_epoch == atomic_load(&connect_epoch)) {
     set_err(r, "Redis is unreachable (retrying)%s", NULL);
     return NULL;
   }
@@ -203,12 +208,14 @@ static conn *conn_get(store_result *r) {
   for (int s = 0; k->c && s < SCRIPT_COUNT; s++)
     if (load_script(k, s, r) < 0) conn_close(k);
   if (k->c == NULL) {
+    k->seen_epoch = atomic_load(&connect_epoch);
     k->next_try_ms = now + k->backoff_ms;
     k->backoff_ms = k->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : k->backoff_ms * 2;
     return NULL;
   }
   k->backoff_ms = BACKOFF_MIN_MS;
   k->next_try_ms = 0;
+  atomic_fetch_add(&connect_epoch, 1);
   k->misconfigured = 0;
   check_policy(k);
   metrics_inc(M_REDIS_RECONNECTS);

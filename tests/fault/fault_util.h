@@ -101,4 +101,20 @@ static inline int fault_log_has(const char *log, const char *text) {
   return found;
 }
 
+/* Runs the suite made of one case per test (so each gets its own fork and
+ * timeout) and returns main's exit status. */
+static inline int fault_run(const char *suite, const TTest *const *tests, int n) {
+  Suite *s = suite_create(suite);
+  for (int i = 0; i < n; i++) {
+    TCase *tc = tcase_create(tests[i]->name);
+    tcase_add_test(tc, tests[i]);
+    suite_add_tcase(s, tc);
+  }
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
+
 #endif

@@ -245,16 +245,6 @@ START_TEST(slow_redis) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("fault_redis");
-  TCase *tc = tcase_create("sigkill_under_load");
-  tcase_add_test(tc, sigkill_under_load);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("slow_redis");
-  tcase_add_test(tc, slow_redis);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  const TTest *tests[] = {sigkill_under_load, slow_redis};
+  return fault_run("fault_redis", tests, 2);
 }

@@ -318,7 +318,17 @@ static void stop_gently(harness_picketd *p) {
   kill(p->pid, SIGTERM);
   for (int i = 0; i < 2000; i++) {
     int st;
-    if (waitpid(p->pid, &st, WNOHANG) != 0) {
+    pid_t got = waitpid(p->pid, &st, WNOHANG);
+    if (got == p->pid && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+      /* picketd must exit 0 on SIGTERM; anything else (a crash, or a
+       * sanitizer's leak report, exit 23) fails the whole test run. */
+      fprintf(stderr, "harness: picketd exited with status %d on SIGTERM; its log:\n", st);
+      char cmd[400];
+      snprintf(cmd, sizeof cmd, "tail -n 60 %s >&2", p->log);
+      if (system(cmd) != 0) { /* the abort below says enough */ }
+      abort();
+    }
+    if (got != 0) {
       p->pid = 0;
       return;
     }

@@ -1,0 +1,364 @@
+/* test_failover.c: a Redis failover under picketd (issue 6), with and
+ * without --min-replicas.
+ *
+ * A primary and a replica; the replica follows the primary through a small
+ * TCP proxy in this test, which is the network between them. Grants are
+ * made and replicated; then the network is partitioned (the proxy stops
+ * forwarding, so the primary still counts the replica as connected but its
+ * writes never arrive); more grants are made on the primary; the primary is
+ * SIGKILLed, the replica promoted with REPLICAOF NO ONE and a new picketd
+ * started against it.
+ *
+ * Why a proxy: SIGSTOP or DEBUG SLEEP on the replica does not lose
+ * anything. The primary's writes wait in the replica's socket buffer and
+ * are applied as soon as it resumes, even after the primary is dead (tried:
+ * a write made while the replica was stopped was there after REPLICAOF NO
+ * ONE). Dropping the bytes in a proxy makes the loss certain.
+ *
+ * Without --min-replicas the test shows the loss: the grants made during
+ * the partition vanish, and the promoted replica hands out the same fence
+ * again to someone else while the first holder still believes it holds
+ * the lock. With --min-replicas 1 those grants are refused with 503
+ * not_replicated (and undone), and no fence is ever handed out twice. */
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+
+#include "fault_util.h"
+
+/* ---- the network between primary and replica ---------------------------- */
+
+#define PROXY_CONNS 4
+
+typedef struct {
+  int lfd, port, upstream;
+  int fd[PROXY_CONNS][2]; /* [0] the replica's side, [1] the primary's */
+  atomic_int partitioned, stop;
+  pthread_t thread;
+} proxy;
+
+static int connect_port(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
+/* Copies what is readable on `from` to `to`; -1 when either side closed. */
+static int pump(proxy *p, int from, int to) {
+  char buf[16384];
+  ssize_t n = read(from, buf, sizeof buf);
+  if (n <= 0) return -1;
+  if (atomic_load(&p->partitioned)) return 0; /* read after the cut: dropped */
+  for (ssize_t off = 0; off < n;) {
+    ssize_t w = write(to, buf + off, (size_t)(n - off));
+    if (w <= 0) return -1;
+    off += w;
+  }
+  return 0;
+}
+
+static void *proxy_main(void *arg) {
+  proxy *p = arg;
+  while (!atomic_load(&p->stop)) {
+    if (atomic_load(&p->partitioned)) { /* the cable is cut: nothing moves */
+      harness_sleep_ms(10);
+      continue;
+    }
+    struct pollfd pf[1 + 2 * PROXY_CONNS];
+    int n = 0;
+    pf[n++] = (struct pollfd){.fd = p->lfd, .events = POLLIN};
+    for (int i = 0; i < PROXY_CONNS; i++)
+      for (int s = 0; s < 2; s++) pf[n++] = (struct pollfd){.fd = p->fd[i][s], .events = POLLIN};
+    if (poll(pf, (nfds_t)n, 10) <= 0) continue;
+    if (pf[0].revents & POLLIN) {
+      int c = accept(p->lfd, NULL, NULL);
+      int u = c >= 0 ? connect_port(p->upstream) : -1;
+      int slot = -1;
+      for (int i = 0; i < PROXY_CONNS && slot < 0; i++)
+        if (p->fd[i][0] < 0) slot = i;
+      if (c >= 0 && u >= 0 && slot >= 0) {
+        p->fd[slot][0] = c;
+        p->fd[slot][1] = u;
+      } else {
+        if (c >= 0) close(c);
+        if (u >= 0) close(u);
+      }
+    }
+    for (int i = 0; i < PROXY_CONNS; i++)
+      for (int s = 0; s < 2; s++) {
+        short ev = pf[1 + 2 * i + s].revents;
+        if (p->fd[i][s] < 0 || !(ev & (POLLIN | POLLHUP | POLLERR))) continue;
+        if (pump(p, p->fd[i][s], p->fd[i][!s]) < 0) {
+          close(p->fd[i][0]);
+          close(p->fd[i][1]);
+          p->fd[i][0] = p->fd[i][1] = -1;
+        }
+      }
+  }
+  return NULL;
+}
+
+static proxy *proxy_start(int upstream) {
+  proxy *p = calloc(1, sizeof *p);
+  ck_assert_ptr_nonnull(p);
+  for (int i = 0; i < PROXY_CONNS; i++) p->fd[i][0] = p->fd[i][1] = -1;
+  p->upstream = upstream;
+  p->lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  ck_assert_int_eq(bind(p->lfd, (struct sockaddr *)&a, sizeof a), 0);
+  ck_assert_int_eq(listen(p->lfd, 8), 0);
+  ck_assert_int_eq(getsockname(p->lfd, (struct sockaddr *)&a, &len), 0);
+  p->port = ntohs(a.sin_port);
+  pthread_create(&p->thread, NULL, proxy_main, p);
+  return p;
+}
+
+/* Stops forwarding at once: whatever either side sends from now on is
+ * never delivered, and neither side is told. */
+static void proxy_partition(proxy *p) { atomic_store(&p->partitioned, 1); }
+
+static void proxy_free(proxy *p) {
+  if (p == NULL) return;
+  atomic_store(&p->stop, 1);
+  pthread_join(p->thread, NULL);
+  close(p->lfd);
+  for (int i = 0; i < PROXY_CONNS; i++)
+    for (int s = 0; s < 2; s++)
+      if (p->fd[i][s] >= 0) close(p->fd[i][s]);
+  free(p);
+}
+
+/* ---- a primary and its replica ----------------------------------------- */
+
+static harness_redis *primary, *replica;
+static proxy *net;
+
+/* INFO replication field as an integer, -1 when absent. */
+static long long info_field(harness_redis *r, const char *field) {
+  redisReply *x = harness_redis_cmd(r, "INFO replication");
+  long long v = -1;
+  if (x && x->type == REDIS_REPLY_STRING) {
+    char key[64];
+    snprintf(key, sizeof key, "\n%s:", field);
+    const char *at = strstr(x->str, key);
+    if (at) v = atoll(at + strlen(key));
+  }
+  if (x) freeReplyObject(x);
+  return v;
+}
+
+static int link_up(harness_redis *r) {
+  redisReply *x = harness_redis_cmd(r, "INFO replication");
+  int up = x && x->type == REDIS_REPLY_STRING && strstr(x->str, "master_link_status:up");
+  if (x) freeReplyObject(x);
+  return up;
+}
+
+/* Waits until the replica has applied everything the primary has written. */
+static void wait_replicated(void) {
+  long long want = info_field(primary, "master_repl_offset");
+  int64_t until = harness_now_ms() + 10000;
+  while (info_field(replica, "slave_repl_offset") < want && harness_now_ms() < until)
+    harness_sleep_ms(10);
+  ck_assert_msg(info_field(replica, "slave_repl_offset") >= want, "replica did not catch up");
+}
+
+static void start_pair(void) {
+  harness_redis_opts po = {.tcp = 1, .extra_conf = "repl-diskless-sync-delay 0"};
+  primary = harness_redis_start(&po);
+  ck_assert_ptr_nonnull(primary);
+  net = proxy_start(harness_redis_port(primary));
+  char conf[100];
+  snprintf(conf, sizeof conf, "replicaof 127.0.0.1 %d", net->port);
+  harness_redis_opts ro = {.extra_conf = conf};
+  replica = harness_redis_start(&ro);
+  ck_assert_ptr_nonnull(replica);
+  int64_t t0 = harness_now_ms();
+  while (!link_up(replica) && harness_now_ms() - t0 < 15000) harness_sleep_ms(20);
+  ck_assert_msg(link_up(replica), "the replica did not sync");
+  printf("replica in sync after %lld ms\n", (long long)(harness_now_ms() - t0));
+}
+
+/* The primary dies, the network goes, the replica is promoted. */
+static void fail_over(void) {
+  harness_redis_stop(primary, SIGKILL);
+  proxy_free(net);
+  net = NULL;
+  redisReply *x = harness_redis_cmd(replica, "REPLICAOF NO ONE");
+  ck_assert_msg(x && x->type == REDIS_REPLY_STATUS, "REPLICAOF NO ONE failed");
+  freeReplyObject(x);
+  ck_assert_int_eq(info_field(replica, "connected_slaves"), 0);
+}
+
+static void stop_pair(void) {
+  proxy_free(net);
+  harness_redis_free(replica);
+  harness_redis_free(primary);
+  net = NULL;
+  replica = primary = NULL;
+}
+
+/* ---- bookkeeping of every fence handed out ----------------------------- */
+
+#define GRANTS 64
+
+static struct {
+  char lock[16];
+  int64_t fence;
+  char lease[33];
+  const char *where;
+} granted[GRANTS];
+static int ngranted;
+
+/* acquire on `base`; a 200 goes into the book. Returns the status. */
+static long grant(const char *base, const char *where, const char *lock, fault_call *c) {
+  long st = fault_acquire(base, lock, 60000, NULL, c);
+  if (st == 200) {
+    ck_assert_int_lt(ngranted, GRANTS);
+    snprintf(granted[ngranted].lock, sizeof granted[0].lock, "%s", lock);
+    granted[ngranted].fence = c->fence;
+    snprintf(granted[ngranted].lease, 33, "%s", c->lease);
+    granted[ngranted++].where = where;
+  }
+  return st;
+}
+
+/* How many (lock, fence) pairs were handed out to two different leases;
+ * each one is printed. */
+static int fences_handed_out_twice(void) {
+  int dup = 0;
+  for (int a = 0; a < ngranted; a++)
+    for (int b = a + 1; b < ngranted; b++)
+      if (strcmp(granted[a].lock, granted[b].lock) == 0 && granted[a].fence == granted[b].fence &&
+          strcmp(granted[a].lease, granted[b].lease) != 0) {
+        printf("lock %s: fence %lld handed out twice: lease %.8s... (%s), lease %.8s... (%s)\n",
+               granted[a].lock, (long long)granted[a].fence, granted[a].lease, granted[a].where,
+               granted[b].lease, granted[b].where);
+        dup++;
+      }
+  return dup;
+}
+
+static long long readyz_replicas(const char *base) {
+  harness_resp r;
+  ck_assert_int_eq(harness_http(base, "GET", "/readyz", NULL, &r), 0);
+  ck_assert_int_eq(r.status, 200);
+  long long n = harness_json_int(r.json, "replicas");
+  harness_resp_free(&r);
+  return n;
+}
+
+/* Phase 1, common to both tests: lock "fo" granted and released twice
+ * (fences 1, 2), all replicated. */
+static void replicated_grants(const char *a) {
+  fault_call c;
+  for (int i = 1; i <= 2; i++) {
+    ck_assert_int_eq(grant(a, "primary, replicated", "fo", &c), 200);
+    ck_assert_int_eq(c.fence, i);
+    ck_assert_int_eq(fault_lease_call(a, "fo", "release", c.lease, &c), 200);
+  }
+}
+
+START_TEST(failover_without_min_replicas_loses_grants) {
+  ngranted = 0;
+  start_pair();
+  harness_picketd *A = harness_picketd_start(harness_redis_url(primary), NULL);
+  ck_assert_ptr_nonnull(A);
+  const char *a = harness_picketd_url(A);
+  ck_assert_int_eq(readyz_replicas(a), 1);
+  replicated_grants(a);
+  wait_replicated();
+
+  proxy_partition(net);
+  fault_call h2, x;
+  ck_assert_int_eq(grant(a, "primary, partitioned", "fo", &h2), 200);
+  ck_assert_int_eq(h2.fence, 3);
+  ck_assert_int_eq(grant(a, "primary, partitioned", "fo2", &x), 200);
+  ck_assert_int_eq(x.fence, 1);
+  ck_assert_int_eq(readyz_replicas(a), 1); /* the primary cannot tell */
+
+  fail_over();
+  harness_picketd *B = harness_picketd_start(harness_redis_url(replica), NULL);
+  ck_assert_ptr_nonnull(B);
+  const char *b = harness_picketd_url(B);
+  fault_call c;
+  /* fo's holder still believes it holds fence 3, yet fo is free again */
+  ck_assert_int_eq(grant(b, "promoted replica", "fo", &c), 200);
+  ck_assert_int_eq(grant(b, "promoted replica", "fo2", &c), 200);
+  int dup = fences_handed_out_twice();
+  ck_assert_msg(dup == 2, "expected fo's fence 3 and fo2's fence 1 handed out twice, saw %d", dup);
+  /* and the first holders find out only when they next talk to picketd */
+  ck_assert_int_eq(fault_lease_call(b, "fo", "renew", h2.lease, &c), 409);
+  ck_assert_str_eq(c.code, "lease_lost");
+  harness_picketd_free(B);
+  harness_picketd_free(A);
+  stop_pair();
+}
+END_TEST
+
+START_TEST(failover_with_min_replicas_never_repeats_a_fence) {
+  ngranted = 0;
+  start_pair();
+  const char *args[] = {"--min-replicas", "1", "--replica-timeout-ms", "200", NULL};
+  harness_picketd *A = harness_picketd_start(harness_redis_url(primary), args);
+  ck_assert_ptr_nonnull(A);
+  const char *a = harness_picketd_url(A);
+  ck_assert_int_eq(readyz_replicas(a), 1);
+  replicated_grants(a);
+  fault_call kept, c;
+  ck_assert_int_eq(grant(a, "primary, replicated", "fo3", &kept), 200);
+
+  proxy_partition(net);
+  /* every grant and renewal now fails WAIT: 503, and the grant is undone */
+  for (int i = 0; i < 3; i++) {
+    ck_assert_int_eq(grant(a, "primary, partitioned", "fo", &c), 503);
+    ck_assert_str_eq(c.code, "not_replicated");
+    ck_assert_msg(c.t1 - c.t0 >= 150, "not_replicated after %lld ms, before WAIT's 200 ms",
+                  (long long)(c.t1 - c.t0));
+    ck_assert_msg(c.t1 - c.t0 < 3000, "not_replicated after %lld ms", (long long)(c.t1 - c.t0));
+  }
+  printf("partitioned: acquire is 503 not_replicated after %lld ms\n", (long long)(c.t1 - c.t0));
+  ck_assert_int_eq(grant(a, "primary, partitioned", "fo2", &c), 503);
+  ck_assert_str_eq(c.code, "not_replicated");
+  ck_assert_int_eq(fault_lease_call(a, "fo3", "renew", kept.lease, &c), 503);
+  ck_assert_str_eq(c.code, "not_replicated");
+  harness_resp r;
+  ck_assert_int_eq(harness_http(a, "GET", "/v1/locks/fo", NULL, &r), 0);
+  ck_assert_msg(json_is_false(json_object_get(r.json, "held")), "a refused grant stayed: %s",
+                r.body);
+  harness_resp_free(&r);
+
+  fail_over();
+  harness_picketd *B = harness_picketd_start(harness_redis_url(replica), NULL);
+  ck_assert_ptr_nonnull(B);
+  const char *b = harness_picketd_url(B);
+  ck_assert_int_eq(grant(b, "promoted replica", "fo", &c), 200);
+  ck_assert_int_eq(c.fence, 3); /* the refused grants' INCRs died with the primary */
+  ck_assert_int_eq(grant(b, "promoted replica", "fo2", &c), 200);
+  ck_assert_int_eq(c.fence, 1);
+  /* the acknowledged grant survived the failover, and its holder renews */
+  ck_assert_int_eq(grant(b, "promoted replica", "fo3", &c), 409);
+  ck_assert_int_eq(fault_lease_call(b, "fo3", "renew", kept.lease, &c), 200);
+  ck_assert_int_eq(c.fence, kept.fence);
+  ck_assert_int_eq(fences_handed_out_twice(), 0);
+  printf("with --min-replicas 1: %d fences handed out across the failover, none twice\n",
+         ngranted);
+  harness_picketd_free(B);
+  harness_picketd_free(A);
+  stop_pair();
+}
+END_TEST
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN); /* the proxy writes to sockets that may close */
+  const TTest *tests[] = {failover_without_min_replicas_loses_grants,
+                          failover_with_min_replicas_never_repeats_a_fence};
+  return fault_run("fault_failover", tests, 2);
+}
