@@ -1,13 +1,14 @@
 /* test_fencedkv.c: fenced-kv end to end, as a real process on a loopback
  * port with its SQLite file in a temp dir: every status of the contract in
  * DESIGN.md ("Validator and fenced-kv"), that a refused request changes
- * nothing, its flags, the --no-fence plain store, and that the highest
- * fences survive a clean stop and a crash. */
+ * nothing (also when the database fails), its flags, the --no-fence plain
+ * store, and that the highest fences survive a clean stop and a crash. */
 #include <check.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,18 +142,20 @@ static long put(fkv *f, const char *key, const char *lock, const char *fence, co
 }
 
 /* A PUT with a body of `len` raw bytes (may hold NULs), outside the
- * harness (which sends C strings). Returns the status. */
-static long put_raw(fkv *f, const char *key, const char *body, size_t len) {
+ * harness (which sends C strings); `chunked` sends it without a length.
+ * Returns the status. */
+static long put_raw(fkv *f, const char *key, const char *body, size_t len, int chunked) {
   char url[512];
   snprintf(url, sizeof url, "%s/kv/%s", f->url, key);
   CURL *c = curl_easy_init();
   struct curl_slist *hl = curl_slist_append(NULL, "Picket-Lock: inv");
   hl = curl_slist_append(hl, "Picket-Fence: 1000");
   hl = curl_slist_append(hl, "Expect:");
+  if (chunked) hl = curl_slist_append(hl, "Transfer-Encoding: chunked");
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
   curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)len);
+  if (!chunked) curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)len);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
   FILE *null = fopen("/dev/null", "w");
   curl_easy_setopt(c, CURLOPT_WRITEDATA, null);
@@ -338,7 +341,7 @@ START_TEST(test_bad_requests) {
   ck_assert_int_eq(req(f, "PUT", "/kv/", "inv", "11", NULL, "1"), 400);
   ck_assert_int_eq(req(f, "GET", "/kv/a%2Fb", NULL, NULL, NULL, NULL), 400);
   /* A NUL byte is not text. */
-  ck_assert_int_eq(put_raw(f, "stock", "1\0002", 3), 400);
+  ck_assert_int_eq(put_raw(f, "stock", "1\0002", 3, 0), 400);
   /* Claims: fence required and well formed, names valid, the header (when
    * given) must name the path's lock. */
   ck_assert_int_eq(req(f, "POST", "/fence/inv/claim", NULL, NULL, NULL, NULL), 400);
@@ -398,6 +401,11 @@ START_TEST(test_body_limit) {
   ck_assert_int_eq(put(f, "big", "inv", "1", v), 200);
   ck_assert_int_eq(req(f, "GET", "/kv/big", NULL, NULL, NULL, NULL), 200);
   ck_assert_uint_eq(strlen(harness_json_str(R.json, "value")), max);
+  /* Without a Content-Length (chunked), the limit holds as the body comes. */
+  v[max] = 'a';
+  ck_assert_int_eq(put_raw(f, "big", v, max + 1, 1), 413);
+  ck_assert_int_eq(put_raw(f, "chunked", "7", 1, 1), 200);
+  expect_kv(f, "big", v + 1, 1, 1); /* unchanged: max bytes of 'a' */
   free(v);
   fkv_free(f);
 }
@@ -425,6 +433,29 @@ START_TEST(test_restart) {
   expect_highest(f, "inventory-sync", 9);
   ck_assert_int_eq(put(f, "stock", "inventory-sync", "8", "98"), 409);
   ck_assert_int_eq(stale_highest(), 9);
+  fkv_free(f);
+}
+END_TEST
+
+/* A write the database cannot take (another process holds its write lock
+ * past fenced-kv's 5 s busy timeout) is a 500 internal_error and changes
+ * nothing; writes resume once the lock is free. */
+START_TEST(test_database_busy) {
+  fkv *f = fkv_new(NULL);
+  ck_assert_int_eq(put(f, "stock", "inv", "3", "100"), 200);
+  sqlite3 *other;
+  ck_assert_int_eq(sqlite3_open(f->db, &other), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_exec(other, "BEGIN IMMEDIATE;", NULL, NULL, NULL), SQLITE_OK);
+  int64_t t0 = harness_now_ms();
+  ck_assert_int_eq(put(f, "stock", "inv", "4", "99"), 500);
+  expect_error("internal_error");
+  ck_assert_int_ge(harness_now_ms() - t0, 4000); /* it waited for the lock first */
+  expect_kv(f, "stock", "100", 1, 3);
+  expect_highest(f, "inv", 3);
+  ck_assert_int_eq(sqlite3_exec(other, "ROLLBACK;", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(other);
+  ck_assert_int_eq(put(f, "stock", "inv", "4", "99"), 200);
+  expect_kv(f, "stock", "99", 2, 4);
   fkv_free(f);
 }
 END_TEST
@@ -543,6 +574,7 @@ int main(void) {
   tcase_add_test(tc, test_not_found_and_methods);
   tcase_add_test(tc, test_body_limit);
   tcase_add_test(tc, test_restart);
+  tcase_add_test(tc, test_database_busy);
   tcase_add_test(tc, test_no_fence_mode);
   tcase_add_test(tc, test_flags);
   tcase_add_test(tc, test_listen_fixed_port);
