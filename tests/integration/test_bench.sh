@@ -1,0 +1,80 @@
+# test_bench.sh: picket-bench against a real picketd and redis-server at low
+# load: every workload reports ops and zero errors, the floor runs
+# picketd's scripts on the same key layout, the idle workload reads
+# picketd's memory, and bad arguments exit 2 without running anything.
+. "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
+B="$PICKET_BIN_DIR/picket-bench"
+h_start_redis
+h_start_picketd --log-level warn
+
+# field FILE LINE KEY: KEY of the LINE-th JSON line of FILE.
+field() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[int(sys.argv[2])])[sys.argv[3]])' "$@"; }
+
+run() { # run NAME ARGS...: picket-bench --format json into $H_DIR/NAME.json
+  local name=$1; shift
+  "$B" --server "$PICKETD_URL" --pid "$PICKETD_PID" --format json --conns 4 --warmup 0.2 "$@" \
+    > "$H_DIR/$name.json" 2> "$H_DIR/$name.err" ||
+    h_fail "picket-bench $* exited $?: $(cat "$H_DIR/$name.err")"
+}
+# expect_clean NAME LINE TARGET: that line is TARGET with ops > 0 and no errors.
+expect_clean() {
+  local f="$H_DIR/$1.json"
+  [ "$(field "$f" "$2" target)" = "$3" ] || h_fail "$1: line $2 is not $3: $(cat "$f")"
+  [ "$(field "$f" "$2" ops)" -gt 0 ] || h_fail "$1: $3 made no ops: $(cat "$f")"
+  [ "$(field "$f" "$2" errors)" = 0 ] || h_fail "$1: $3 reported errors: $(cat "$f")"
+}
+
+# cycle: picketd then the floor, both clean, and a ratio line.
+run cycle --redis "$REDIS_URL" --duration 2 --names 100
+expect_clean cycle 0 picketd
+expect_clean cycle 1 floor
+[ "$(field "$H_DIR/cycle.json" 0 grants)" -gt 0 ] || h_fail "cycle: no grants"
+python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).read().splitlines()[2])["ratio"]; sys.exit(0 if r > 0 else 1)' \
+  "$H_DIR/cycle.json" || h_fail "cycle: no ratio line: $(cat "$H_DIR/cycle.json")"
+# --pid gave picketd's CPU time and memory.
+[ -n "$(field "$H_DIR/cycle.json" 0 picketd_cpu_s)" ] || h_fail "cycle: no picketd CPU"
+[ "$(field "$H_DIR/cycle.json" 0 hwm_kib)" -gt 0 ] || h_fail "cycle: no picketd VmHWM"
+# Both targets really used the proto key layout: fence counters of bench
+# locks exist under picketd's prefix, granted by picketd (p) and the floor (f).
+h_redis --scan --pattern 'picket:{bench-*-p-*}:fence' | grep -q . || h_fail "no fence keys from the picketd run"
+h_redis --scan --pattern 'picket:{bench-*-f-*}:fence' | grep -q . || h_fail "no fence keys from the floor run"
+# Everything was released at the end of the runs.
+[ -z "$(h_redis --scan --pattern 'picket:{bench-*}:lease')" ] || h_fail "leases left held after the run"
+
+# The other workloads, shorter.
+run contended --redis "$REDIS_URL" --workload contended --duration 1
+expect_clean contended 0 picketd
+expect_clean contended 1 floor
+run renew --redis "$REDIS_URL" --workload renew --duration 1 --names 10
+expect_clean renew 0 picketd
+expect_clean renew 1 floor
+run wait --workload wait --duration 1 --names 2 --wait-ms 5000
+expect_clean wait 0 picketd
+[ "$(field "$H_DIR/wait.json" 0 held)" = 0 ] || h_fail "wait: a blocking acquire got lock_held"
+run idle --workload idle --conns 20 --duration 0.5
+[ "$(field "$H_DIR/idle.json" 0 answered)" = 20 ] || h_fail "idle: not every connection answered"
+[ "$(field "$H_DIR/idle.json" 0 rss_kib)" -gt 0 ] || h_fail "idle: no RSS"
+
+# Text output carries the same report for people.
+"$B" --server "$PICKETD_URL" --redis "$REDIS_URL" --conns 2 --duration 0.5 --warmup 0 > "$H_DIR/text" ||
+  h_fail "text run failed"
+grep -q '^picketd .* ops/s .*p99.9' "$H_DIR/text" || h_fail "text: no picketd line: $(cat "$H_DIR/text")"
+grep -q '^floor ' "$H_DIR/text" || h_fail "text: no floor line"
+grep -q '^ratio picketd/floor' "$H_DIR/text" || h_fail "text: no ratio"
+
+# Bad arguments: exit 2, one message, no run.
+for args in "--conns 0" "--workload nope --server $PICKETD_URL" "--server http://10.1.2.3:80" \
+            "--server $PICKETD_URL --duration x" "--redis redis://example.com:6379" \
+            "--server $PICKETD_URL --workload renew --conns 8 --names 2" \
+            "--redis $REDIS_URL --workload wait" ""; do
+  # shellcheck disable=SC2086
+  "$B" $args > "$H_DIR/bad.out" 2> "$H_DIR/bad.err"
+  rc=$?
+  [ "$rc" = 2 ] || h_fail "picket-bench $args exited $rc, want 2"
+  [ "$(wc -l < "$H_DIR/bad.err")" = 1 ] || h_fail "picket-bench $args: want one line on stderr: $(cat "$H_DIR/bad.err")"
+  [ ! -s "$H_DIR/bad.out" ] || h_fail "picket-bench $args printed a report"
+done
+# A target that is down: exit 1, not a hang.
+"$B" --server http://127.0.0.1:1 --duration 0.5 > /dev/null 2>&1
+[ $? = 1 ] || h_fail "an unreachable server should exit 1"
+echo "bench_smoke: ok"
