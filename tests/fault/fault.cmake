@@ -6,3 +6,4 @@ picket_check_test(fault_redis SOURCES ${_d}/test_redis_faults.c LABELS fault TIM
 picket_shell_test(fault_no_persistence ${_d}/test_no_persistence.sh LABELS fault TIMEOUT 60 SERIAL)
 picket_shell_test(fault_paused_holder ${_d}/test_paused_holder.sh LABELS fault TIMEOUT 60 SERIAL)
 picket_check_test(fault_failover SOURCES ${_d}/test_failover.c LABELS fault TIMEOUT 60 SERIAL)
+picket_check_test(fault_two_picketd SOURCES ${_d}/test_two_picketd.c LABELS fault TIMEOUT 60 SERIAL)

@@ -42,30 +42,35 @@ expect() { # expect FILE VALUE
   [ "$(cat "$H_DIR/$1")" = "$2" ] || h_fail "$1 is '$(cat "$H_DIR/$1")', want '$2'; $(cat "$H_DIR/$1.body" 2>/dev/null)"
 }
 code() { jfield 'd["error"]["code"]' < "$H_DIR/$1.body"; }
+# start_holder N TTL_MS: holder N in the background (pid in HOLDER), once it
+# has its grant, with fence N, and its first write admitted.
+start_holder() {
+  holder "$1" "$2" &
+  HOLDER=$!
+  H_PIDS="$H_PIDS $HOLDER"
+  wait_file "$H_DIR/h$1.ready" 10
+  expect "h$1.fence" "$1"
+  expect "h$1.put1" 200
+}
 
-holder 1 $TTL &
-H1=$!
-H_PIDS="$H_PIDS $H1"
-wait_file "$H_DIR/h1.ready" 10
-expect h1.fence 1
-expect h1.put1 200
+start_holder 1 $TTL
+H1=$HOLDER
 
 # Freeze it; /proc says so. It is past its TTL long before it thaws.
+# (It stops when next scheduled: on a busy machine that takes a moment.)
 kill -STOP "$H1"
-sleep 0.1
-state=$(awk '{print $3}' "/proc/$H1/stat")
+for _ in $(seq 1 250); do
+  state=$(awk '{print $3}' "/proc/$H1/stat")
+  [ "$state" = T ] && break
+  sleep 0.02
+done
 [ "$state" = T ] || h_fail "holder 1 is not stopped (state $state)"
 touch "$H_DIR/h1.go" # it will see this only when resumed
 stopped_at=$(h_now_ms)
 sleep $((TTL * 2 / 1000))
 
 # The lock has expired in Redis: holder 2 gets it with a higher fence.
-holder 2 30000 & # all the time it needs: it is not the one paused
-H2=$!
-H_PIDS="$H_PIDS $H2"
-wait_file "$H_DIR/h2.ready" 10
-expect h2.fence 2
-expect h2.put1 200
+start_holder 2 30000 # all the time it needs: it is not the one paused
 
 # Holder 1 thaws, still believing it holds fence 1.
 kill -CONT "$H1"
