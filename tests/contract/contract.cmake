@@ -31,8 +31,9 @@ add_test(NAME contract_openapi_rules
                  ${PICKET_OPENAPI} ${PICKET_PROTO_H})
 add_test(NAME contract_validator_selftest
          COMMAND ${PICKET_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/selftest.py ${PICKET_OPENAPI})
+# About 1 to 3 s each on an idle machine; the timeouts leave room for a busy one.
 set_tests_properties(contract_openapi_lint contract_openapi_rules contract_validator_selftest
-                     PROPERTIES LABELS contract TIMEOUT 60)
+                     PROPERTIES LABELS contract TIMEOUT 120)
 
 # A picketd test like the others: it requires the "contract" fixture, so
 # the replies it receives are checked by contract_responses too.

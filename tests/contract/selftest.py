@@ -7,6 +7,8 @@ defect (each must fail and name the defect), then an empty and a missing log.
 Usage: selftest.py SPEC   (proto/openapi.yaml)
 """
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -16,6 +18,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import openapi_util as oa  # noqa: E402
+import validate_responses  # noqa: E402
 
 VALIDATOR = os.path.join(HERE, "validate_responses.py")
 LEASE = "3b9f0c6d2a1e48f7b5c4d3e2f1a09876"
@@ -125,15 +128,22 @@ BAD = [
 ]
 
 
-def run(spec, log_lines, log_path, extra_args=()):
+def run(spec, log_lines, log_path, extra_args=(), subprocess_=False):
+    """Runs the validator on a log: (exit status, output). In this process
+    (fast), or as its own process to prove the command line works too."""
     if log_lines is not None:
         with open(log_path, "w", encoding="utf-8") as f:
             for line in log_lines:
                 f.write((line if isinstance(line, str) else json.dumps(line)) + "\n")
-    p = subprocess.run([sys.executable, VALIDATOR, "--spec", spec, "--log", log_path]
-                       + list(extra_args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       universal_newlines=True, timeout=60)
-    return p.returncode, p.stdout
+    argv = ["--spec", spec, "--log", log_path] + list(extra_args)
+    if subprocess_:
+        p = subprocess.run([sys.executable, VALIDATOR] + argv, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=60)
+        return p.returncode, p.stdout
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = validate_responses.main(argv)
+    return rc, out.getvalue()
 
 
 def main():
@@ -145,7 +155,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="picket-contract-") as tmp:
         log = os.path.join(tmp, "contract.jsonl")
         good = good_log(spec_text)
-        rc, out = run(spec, good, log)
+        rc, out = run(spec, good, log, subprocess_=True)
         expect("a conforming log passes", rc == 0 and "%d exchanges checked" % (len(good) - 1) in out
                and "1 exchanges with other servers" in out, out)
 
@@ -156,7 +166,7 @@ def main():
             expect("fails on: %s" % name, rc == 1 and phrase in out
                    and lines == {" line %d" % (len(good) + 1)}, out)
 
-        rc, out = run(spec, [], log)
+        rc, out = run(spec, [], log, subprocess_=True)
         expect("fails on an empty log", rc == 1 and "no picketd exchange" in out, out)
         rc, out = run(spec, [good[-1]], log)
         expect("fails on a log of fenced-kv exchanges only", rc == 1, out)

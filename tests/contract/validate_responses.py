@@ -266,7 +266,7 @@ def read_log(path):
     return exchanges
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--spec", required=True, help="proto/openapi.yaml")
     ap.add_argument("--log", required=True, help="the contract log (JSON lines)")
@@ -274,7 +274,7 @@ def main():
                     help="exit 77 (skipped) when this file does not exist")
     ap.add_argument("--max-report", type=int, default=40,
                     help="print at most this many violations")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     if args.require and not os.path.exists(args.require):
         print("SKIP: %s is not built, so no reply to check" % args.require)
