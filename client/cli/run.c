@@ -58,10 +58,13 @@ static int set_env(const picket_lease *l) {
          setenv(PICKET_PROTO_ENV_DEADLINE_MS, deadline, 1);
 }
 
-/* Forks and execs the child in its own process group. Only async-signal
- * safe calls happen in the child: the keeper thread already runs. The exec
- * error comes back through a close-on-exec pipe. Returns the pid or -1. */
-static pid_t spawn(char **argv, const sigset_t *mask, int *exec_errno) {
+/* Forks and execs the child in its own process group; with `tty`, that
+ * group becomes the terminal's foreground group, so an interactive command
+ * can read the terminal and gets ^C directly (SIGTTOU is blocked, so this
+ * works from the background group). Only async-signal-safe calls happen in
+ * the child: the keeper thread already runs. The exec error comes back
+ * through a close-on-exec pipe. Returns the pid or -1. */
+static pid_t spawn(char **argv, const sigset_t *mask, int tty, int *exec_errno) {
   int ep[2];
   *exec_errno = 0;
   if (pipe2(ep, O_CLOEXEC) < 0) return -1;
@@ -73,6 +76,7 @@ static pid_t spawn(char **argv, const sigset_t *mask, int *exec_errno) {
   }
   if (pid == 0) {
     setpgid(0, 0);
+    if (tty) tcsetpgrp(STDIN_FILENO, getpid());
     signal(SIGPIPE, SIG_DFL);
     sigprocmask(SIG_SETMASK, mask, NULL);
     execvp(argv[0], argv);
@@ -112,11 +116,14 @@ int cli_run(picket_client *c, const cli_args *a) {
   int rc = CLI_EXIT_RUN_FAIL;
   int sfd = -1, lp[2] = {-1, -1};
   picket_keeper *k = NULL;
-  sigset_t set, old;
+  sigset_t set, block, old;
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);
   for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) sigaddset(&set, forwarded[i]);
-  pthread_sigmask(SIG_BLOCK, &set, &old);
+  block = set;
+  sigaddset(&block, SIGTTOU); /* for tcsetpgrp from a background group */
+  pthread_sigmask(SIG_BLOCK, &block, &old);
+  int tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
   signal(SIGPIPE, SIG_IGN);
 
   if (set_env(l) != 0 || (sfd = signalfd(-1, &set, SFD_CLOEXEC)) < 0 ||
@@ -133,7 +140,7 @@ int cli_run(picket_client *c, const cli_args *a) {
     goto release;
   }
   int exec_errno;
-  pid_t pid = spawn(a->argv, &old, &exec_errno);
+  pid_t pid = spawn(a->argv, &old, tty, &exec_errno);
   if (pid < 0) {
     fprintf(stderr, "picket: %s: fork: %s\n", what, strerror(errno));
     goto release;
@@ -177,6 +184,7 @@ int cli_run(picket_client *c, const cli_args *a) {
     pid_t w = waitpid(pid, &status, WNOHANG);
     if (w == pid) {
       rc = status_code(status);
+      if (tty) tcsetpgrp(STDIN_FILENO, getpgrp()); /* take the terminal back */
       break;
     }
     if (w < 0 && errno != EINTR) break;

@@ -28,4 +28,5 @@ picket_shell_test(client_cli ${CMAKE_CURRENT_LIST_DIR}/test_cli.sh
 picket_shell_test(client_run ${CMAKE_CURRENT_LIST_DIR}/test_cli_run.sh
                   LABELS integration client TIMEOUT 120)
 picket_shell_test(client_install ${CMAKE_CURRENT_LIST_DIR}/test_client_install.sh
-                  ARGS ${CMAKE_BINARY_DIR} LABELS integration client TIMEOUT 180)
+                  ARGS ${CMAKE_BINARY_DIR} "${PICKET_SANITIZE}" LABELS integration client
+                  TIMEOUT 180)

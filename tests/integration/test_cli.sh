@@ -28,14 +28,14 @@ grep -q '^picket [0-9]' "$H_DIR/out" || h_fail "--version: $(cat "$H_DIR/out")"
 
 # acquire prints the grant as JSON.
 expect 0 "$P" acquire cli-a --ttl 5s --owner alice
+pttl=$(h_redis pttl 'picket:{cli-a}:lease')
+[ "$pttl" -gt 0 ] && [ "$pttl" -le 5000 ] || h_fail "PTTL after acquire --ttl 5s: $pttl"
 [ "$(json 'd["lock"]')" = cli-a ] || h_fail "acquire lock: $(cat "$H_DIR/out")"
 [ "$(json 'd["owner"]')" = alice ] || h_fail "acquire owner: $(cat "$H_DIR/out")"
 [ "$(json 'd["ttl_ms"]')" = 5000 ] || h_fail "acquire ttl_ms: $(cat "$H_DIR/out")"
 [ "$(json 'd["fence"]')" = 1 ] || h_fail "acquire fence: $(cat "$H_DIR/out")"
 LEASE=$(json 'd["lease"]')
 [[ "$LEASE" =~ ^[0-9a-f]{32}$ ]] || h_fail "acquire lease: $LEASE"
-pttl=$(h_redis pttl 'picket:{cli-a}:lease')
-[ "$pttl" -gt 3000 ] && [ "$pttl" -le 5000 ] || h_fail "PTTL after acquire --ttl 5s: $pttl"
 
 # Held: exit 75, one line naming the owner, nothing changed.
 expect 75 "$P" acquire cli-a --ttl 5s
@@ -52,9 +52,9 @@ grep -q "$LEASE" "$H_DIR/out" && h_fail "status shows the lease id"
 
 # renew: new TTL; with the server's default when --ttl is absent.
 expect 0 "$P" renew cli-a --lease "$LEASE" --ttl=20s
+[ "$(h_redis pttl 'picket:{cli-a}:lease')" -gt 5000 ] || h_fail "renew did not extend the TTL"
 [ "$(json 'd["ttl_ms"]')" = 20000 ] || h_fail "renew ttl_ms: $(cat "$H_DIR/out")"
 [ "$(json 'd["fence"]')" = 1 ] || h_fail "renew fence: $(cat "$H_DIR/out")"
-[ "$(h_redis pttl 'picket:{cli-a}:lease')" -gt 15000 ] || h_fail "renew did not extend the TTL"
 expect 0 "$P" renew cli-a --lease "$LEASE"
 [ "$(json 'd["ttl_ms"]')" = 30000 ] || h_fail "renew default ttl_ms: $(cat "$H_DIR/out")"
 
@@ -62,7 +62,7 @@ expect 0 "$P" renew cli-a --lease "$LEASE"
 OTHER=0123456789abcdef0123456789abcdef
 expect 76 "$P" renew cli-a --lease "$OTHER" --ttl 1s
 expect 76 "$P" release cli-a --lease "$OTHER"
-[ "$(h_redis pttl 'picket:{cli-a}:lease')" -gt 15000 ] || h_fail "a foreign renew/release changed the lease"
+[ "$(h_redis pttl 'picket:{cli-a}:lease')" -gt 2000 ] || h_fail "a foreign renew/release changed the lease"
 
 # release, then the lock is free and the next grant has fence 2.
 expect 0 "$P" release cli-a --lease "$LEASE"
@@ -86,11 +86,11 @@ expect 0 env -u PICKET_SERVER "$P" status cli-a --server="$PICKETD_URL"
 
 # --wait: a lock freed during the wait is granted; one still held when the
 # wait ends gives 75. (Needs picketd's blocking acquire.)
-expect 0 "$P" acquire cli-w --ttl 700ms
 t0=$(h_now_ms)
-expect 0 "$P" acquire cli-w --ttl 5s --wait 10s
+expect 0 "$P" acquire cli-w --ttl 700ms
+expect 0 "$P" acquire cli-w --ttl 30s --wait 10s
 t=$(( $(h_now_ms) - t0 ))
-[ "$t" -ge 300 ] || h_fail "acquire --wait returned after $t ms, before the holder's TTL"
+[ "$t" -ge 650 ] || h_fail "acquire --wait returned $t ms after the holder's 700 ms grant"
 t0=$(h_now_ms)
 expect 75 "$P" acquire cli-w --wait 500ms
 t=$(( $(h_now_ms) - t0 ))

@@ -2,14 +2,15 @@
 # the child's environment, its exit status coming back, renewal while it
 # runs, release at exit, forwarded signals, a lease lost mid-run (deleted in
 # Redis, or the `picket run` process paused past its TTL) stopping the child
-# within --grace with exit 76, and a held lock with a short --wait giving 75
-# without starting the child.
+# within --grace with exit 76, a held lock with a short --wait giving 75
+# without starting the child, and the terminal handed to the child.
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 P="$PICKET_BIN_DIR/picket"
 h_start_redis
 h_start_picketd
 export PICKET_SERVER="$PICKETD_URL"
 D=$H_DIR
+SCALE=${PICKET_TIME_SCALE:-1} # upper time bounds stretch in sanitizer runs
 
 # wait_for FILE [seconds]: until FILE exists.
 wait_for() {
@@ -50,7 +51,7 @@ rc=0; "$P" run run-rc --ttl 2s sh -c 'exit 3' || rc=$?
 [ "$rc" = 3 ] || h_fail "run without -- gave $rc"
 
 # 3. The lease is renewed while a child outlives several TTLs.
-"$P" run run-long --ttl 600ms -- sh -c 'sleep 1.8; "$1" status run-long > "$2"' sh "$P" "$D/long" ||
+"$P" run run-long --ttl 1500ms -- sh -c 'sleep 3.2; "$1" status run-long > "$2"' sh "$P" "$D/long" ||
   h_fail "long run exited $?"
 grep -q '"held":true' "$D/long" || h_fail "lease not renewed during the run: $(cat "$D/long")"
 grep -q '"fence":1,' "$D/long" || h_fail "renewal changed the fence: $(cat "$D/long")"
@@ -77,13 +78,13 @@ rm -f "$D/ready"
 pid=$!
 wait_for "$D/ready"
 child=$(cat "$D/ready")
-h_redis del 'picket:{run-del}:lease' > /dev/null
 t0=$(h_now_ms)
+h_redis del 'picket:{run-del}:lease' > /dev/null
 rc=0; wait "$pid" || rc=$?
 t=$(( $(h_now_ms) - t0 ))
 [ "$rc" = 76 ] || h_fail "lost lease (DEL): exit $rc, want 76; $(cat "$D/del.err")"
-[ "$t" -ge 900 ] || h_fail "child ignoring SIGTERM was killed after $t ms, before --grace 1s"
-[ "$t" -lt 4000 ] || h_fail "lost lease noticed and acted on after $t ms"
+[ "$t" -ge 950 ] || h_fail "child ignoring SIGTERM was killed after $t ms, before --grace 1s"
+[ "$t" -lt $(( 4000 * SCALE )) ] || h_fail "lost lease noticed and acted on after $t ms"
 gone "$child" || h_fail "child $child survived the lost lease"
 grep -q 'lease' "$D/del.err" || h_fail "no message about the lost lease: $(cat "$D/del.err")"
 
@@ -98,18 +99,18 @@ wait_for "$D/ready"
 child=$(cat "$D/ready")
 kill -STOP "$pid"
 sleep 1.5
-"$P" acquire run-stop --ttl 10s > "$D/other" || h_fail "lock not free while the holder was paused"
+"$P" acquire run-stop --ttl 60s > "$D/other" || h_fail "lock not free while the holder was paused"
 grep -q '"fence":2' "$D/other" || h_fail "new holder's grant: $(cat "$D/other")"
 t0=$(h_now_ms)
 kill -CONT "$pid"
 rc=0; wait "$pid" || rc=$?
 t=$(( $(h_now_ms) - t0 ))
 [ "$rc" = 76 ] || h_fail "paused holder: exit $rc, want 76; $(cat "$D/stop.err")"
-[ "$t" -lt 3000 ] || h_fail "paused holder took $t ms to stop its child"
+[ "$t" -lt $(( 3000 * SCALE )) ] || h_fail "paused holder took $t ms to stop its child"
 [ -e "$D/term" ] || h_fail "the child did not get SIGTERM"
 gone "$child" || h_fail "child $child survived"
 # The new holder's lease is untouched (no release by the old holder).
-[ "$(h_redis pttl 'picket:{run-stop}:lease')" -gt 5000 ] || h_fail "the zombie released the new lease"
+[ "$(h_redis exists 'picket:{run-stop}:lease')" = 1 ] || h_fail "the zombie released the new lease"
 
 # 7. Held lock, short --wait: exit 75 after the wait, child never started.
 "$P" acquire run-held --ttl 20s > /dev/null
@@ -122,7 +123,14 @@ t=$(( $(h_now_ms) - t0 ))
 rc=0; "$P" run run-held -- touch "$D/never" 2> /dev/null || rc=$?
 [ "$rc" = 75 ] && [ ! -e "$D/never" ] || h_fail "held lock without --wait: exit $rc"
 
-# 8. Bad flags: exit 2, one line, nothing run.
+# 8. On a terminal, the child's group gets the terminal: an interactive
+#    command can read it (else it would stop on SIGTTIN and hang).
+printf 'hello\n' | timeout 20 script -qec \
+  "$P run run-tty -- sh -c 'read line; echo \"got \$line\"'" /dev/null > "$D/tty" 2>&1 ||
+  h_fail "interactive child on a terminal: exit $?: $(cat "$D/tty")"
+grep -q 'got hello' "$D/tty" || h_fail "interactive child did not read the terminal: $(cat "$D/tty")"
+
+# 9. Bad flags: exit 2, one line, nothing run.
 rc=0; "$P" run run-bad --ttl 5 -- touch "$D/never" 2> "$D/err" || rc=$?
 [ "$rc" = 2 ] && [ "$(wc -l < "$D/err")" = 1 ] && [ ! -e "$D/never" ] || h_fail "bad --ttl: exit $rc"
 rc=0; "$P" run run-bad --lease 0123456789abcdef0123456789abcdef -- true 2> "$D/err" || rc=$?

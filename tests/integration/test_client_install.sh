@@ -1,12 +1,15 @@
-# test_client_install.sh BUILD_DIR: installs the build into a temp prefix
+# test_client_install.sh BUILD_DIR [SANITIZERS]: installs the build into a temp prefix
 # with `cmake --install`, then builds the README's C example
 # (client/examples/hello.c, the same text as in docs/client.md) twice against the *installed*
 # libpicket: with `pkg-config --cflags --libs picket` (shared library) and
 # with find_package(picket) in CMake (static library), and runs both against
 # a live picketd. Also checks that the shared library exports only picket_*.
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
-BUILD=${1:?usage: test_client_install.sh BUILD_DIR}
+BUILD=${1:?usage: test_client_install.sh BUILD_DIR [SANITIZERS]}
 CC=${CC:-cc}
+# A sanitizer build installs an instrumented library: its users need the
+# same runtime.
+SANFLAGS=${2:+-fsanitize=$2}
 h_start_redis
 h_start_picketd
 PREFIX="$H_DIR/prefix"
@@ -44,7 +47,7 @@ PY
 export PKG_CONFIG_PATH="$(dirname "$pc")"
 flags=$(pkg-config --cflags --libs picket) || h_fail "pkg-config --cflags --libs picket failed"
 case "$flags" in *"$PREFIX"*) ;; *) h_fail "pkg-config flags do not point into the prefix: $flags" ;; esac
-$CC -std=c11 -Wall -Wextra -Werror "$PICKET_SOURCE_DIR/client/examples/hello.c" $flags \
+$CC -std=c11 -Wall -Wextra -Werror $SANFLAGS "$PICKET_SOURCE_DIR/client/examples/hello.c" $flags \
   -o "$H_DIR/hello" 2> "$H_DIR/cc.log" || h_fail "hello.c did not compile: $(cat "$H_DIR/cc.log")"
 LD_LIBRARY_PATH="$LIBDIR" ldd "$H_DIR/hello" | grep -q "$LIBDIR/libpicket.so" ||
   h_fail "hello is not linked to the installed libpicket.so"
@@ -64,7 +67,8 @@ find_package(picket 0.1 REQUIRED)
 add_executable(hello $PICKET_SOURCE_DIR/client/examples/hello.c)
 target_link_libraries(hello PRIVATE picket::picket_static)
 CMAKE
-cmake -S "$H_DIR/cm" -B "$H_DIR/cm/build" -DCMAKE_PREFIX_PATH="$PREFIX" > "$H_DIR/cm.log" 2>&1 &&
+cmake -S "$H_DIR/cm" -B "$H_DIR/cm/build" -DCMAKE_PREFIX_PATH="$PREFIX" \
+  -DCMAKE_C_FLAGS="$SANFLAGS" -DCMAKE_EXE_LINKER_FLAGS="$SANFLAGS" > "$H_DIR/cm.log" 2>&1 &&
   cmake --build "$H_DIR/cm/build" >> "$H_DIR/cm.log" 2>&1 ||
   h_fail "find_package(picket) build failed: $(tail -20 "$H_DIR/cm.log")"
 ldd "$H_DIR/cm/build/hello" | grep -q libpicket && h_fail "static hello links libpicket.so"
