@@ -245,6 +245,45 @@ START_TEST(evicting_policy_seen_on_reconnect) {
 }
 END_TEST
 
+START_TEST(redis_password_from_file_or_url) {
+  /* the harness PINGs without a password, so set it after the start */
+  harness_redis *r = harness_redis_start(NULL);
+  ck_assert_ptr_nonnull(r);
+  redisReply *x = harness_redis_cmd(r, "CONFIG SET requirepass s3cret-pw");
+  freeReplyObject(x);
+  char pwfile[] = "/tmp/picket-pw-XXXXXX";
+  int fd = mkstemp(pwfile);
+  ck_assert(write(fd, "s3cret-pw\n", 10) == 10);
+  close(fd);
+  const char *with_file[] = {"--redis-password-file", pwfile, "--log-format", "json", NULL};
+  harness_picketd *p = harness_picketd_start(harness_redis_url(r), with_file);
+  ck_assert_ptr_nonnull(p);
+  harness_resp resp;
+  ck_assert_int_eq(harness_http(harness_picketd_url(p), "POST", "/v1/locks/pw/acquire", "{}", &resp), 0);
+  ck_assert_msg(resp.status == 200, "%ld %s", resp.status, resp.body);
+  harness_resp_free(&resp);
+  /* --log-format json: every line of the log is a JSON object */
+  char cmd[600];
+  snprintf(cmd, sizeof cmd,
+           "python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' %s",
+           harness_picketd_log(p));
+  ck_assert_msg(system(cmd) == 0, "picketd's JSON log is not JSON lines");
+  harness_picketd_free(p);
+  unlink(pwfile);
+  /* a wrong password: picketd runs, and says 503 with the reason */
+  p = harness_picketd_start(harness_redis_url(r), NULL); /* no password at all */
+  ck_assert_ptr_nonnull(p);
+  ck_assert_int_eq(harness_http(harness_picketd_url(p), "POST", "/v1/locks/pw/acquire", "{}", &resp), 0);
+  expect_error(&resp, 503, "store_unavailable");
+  ck_assert_msg(strstr(resp.body, "NOAUTH") || strstr(resp.body, "auth"), "%s", resp.body);
+  harness_resp_free(&resp);
+  harness_picketd_free(p);
+  x = harness_redis_cmd(r, "AUTH s3cret-pw");
+  freeReplyObject(x);
+  harness_redis_free(r);
+}
+END_TEST
+
 static void setup_aof(void) {
   harness_redis_opts o = {.appendonly = 1};
   start_both(&o, NULL);
@@ -268,7 +307,8 @@ int main(void) {
                {"down", redis_down_is_503_and_recovers},
                {"absent", redis_absent_at_startup},
                {"policy_start", evicting_policy_refused_at_startup},
-               {"policy_reconnect", evicting_policy_seen_on_reconnect}};
+               {"policy_reconnect", evicting_policy_seen_on_reconnect},
+               {"password", redis_password_from_file_or_url}};
   /* each case its own Redis (AOF on) and picketd: they break them */
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     TCase *tc = tcase_create(cases[i].name);
