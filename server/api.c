@@ -181,7 +181,9 @@ static api_result acquire_attempt(api_call *call, api_response *resp) {
   store_status st = store_acquire(call->name, call->lease, call->ttl_ms, call->owner, &r);
   if (st == STORE_OK) {
     metrics_inc(M_ACQUIRE_GRANTED);
-    call->granted = 1;
+    /* Only a new grant may be undone if its reply is lost: a same-lease
+     * retry refreshes a grant the client already holds and knows about. */
+    call->granted = r.created;
     char lease_log[16];
     LOG(LOG_DEBUG, "granted %s fence %lld lease %s ttl %lld ms", call->name, (long long)r.fence,
         log_lease(call->lease, lease_log), (long long)call->ttl_ms);

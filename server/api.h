@@ -44,7 +44,8 @@ typedef struct {
   int64_t retry_at_ms;    /* monotonic, the holder's expiry: retry then */
   int64_t held_ttl_ms;    /* the last lock_held answer, for the timeout reply */
   char held_owner[PICKET_PROTO_OWNER_MAX + 1];
-  int granted;            /* a lease was granted by this call (for undo) */
+  int granted;            /* this call created a new grant (undone if the
+                             reply cannot be delivered) */
 } api_call;
 
 typedef enum { API_DONE = 0, API_WAIT } api_result;
