@@ -12,6 +12,7 @@
 
 struct store {
   sqlite3 *db;
+  char err[256]; /* the last failure, kept across the ROLLBACK that follows it */
   sqlite3_stmt *begin, *commit, *rollback;
   sqlite3_stmt *highest, *set_highest, *version, *put, *get;
 };
@@ -54,7 +55,14 @@ void store_close(store *s) {
   free(s);
 }
 
-const char *store_errmsg(store *s) { return sqlite3_errmsg(s->db); }
+const char *store_errmsg(store *s) { return s->err; }
+
+/* Remembers SQLite's message for the call that just failed and returns
+ * STORE_ERROR. */
+static store_result failed(store *s) {
+  snprintf(s->err, sizeof s->err, "%s", sqlite3_errmsg(s->db));
+  return STORE_ERROR;
+}
 
 /* Steps a statement that returns no row (or whose rows do not matter) and
  * resets it. Returns 0 or -1. */
@@ -93,10 +101,10 @@ static int write_highest(store *s, const char *lock, int64_t fence) {
  * A failed COMMIT is rolled back and becomes STORE_ERROR. */
 static store_result finish(store *s, store_result result) {
   if (result == STORE_OK && exec_stmt(s->commit) == 0) return STORE_OK;
-  /* Keep the error of the failed statement for store_errmsg: ROLLBACK of
-   * an already ended transaction would overwrite it with its own. */
+  if (result == STORE_OK || result == STORE_ERROR) result = failed(s);
+  /* A failed COMMIT may already have ended the transaction. */
   if (!sqlite3_get_autocommit(s->db)) exec_stmt(s->rollback);
-  return result == STORE_OK ? STORE_ERROR : result;
+  return result;
 }
 
 store_result store_put(store *s, const char *key, const char *value, size_t len,
@@ -104,7 +112,7 @@ store_result store_put(store *s, const char *key, const char *value, size_t len,
                        int64_t *highest) {
   *version = 0;
   *highest = 0;
-  if (exec_stmt(s->begin) != 0) return STORE_ERROR;
+  if (exec_stmt(s->begin) != 0) return failed(s);
   if (fence > 0) {
     int64_t h = read_highest(s, lock);
     if (h < 0) return finish(s, STORE_ERROR);
@@ -136,13 +144,14 @@ store_result store_get(store *s, const char *key, char **value, size_t *len, int
   *value = NULL;
   sqlite3_bind_text(s->get, 1, key, -1, SQLITE_STATIC);
   int rc = sqlite3_step(s->get);
-  store_result r = rc == SQLITE_ROW ? STORE_OK : rc == SQLITE_DONE ? STORE_NOT_FOUND : STORE_ERROR;
+  store_result r = rc == SQLITE_ROW ? STORE_OK : rc == SQLITE_DONE ? STORE_NOT_FOUND : failed(s);
   if (r == STORE_OK) {
     const unsigned char *v = sqlite3_column_text(s->get, 0);
     *len = (size_t)sqlite3_column_bytes(s->get, 0);
     *version = sqlite3_column_int64(s->get, 1);
     *fence = sqlite3_column_int64(s->get, 2);
     if ((*value = malloc(*len + 1)) == NULL) {
+      snprintf(s->err, sizeof s->err, "out of memory");
       r = STORE_ERROR;
     } else {
       if (*len) memcpy(*value, v, *len);
@@ -156,7 +165,7 @@ store_result store_get(store *s, const char *key, char **value, size_t *len, int
 
 store_result store_claim(store *s, const char *lock, int64_t fence, int64_t *highest) {
   *highest = 0;
-  if (exec_stmt(s->begin) != 0) return STORE_ERROR;
+  if (exec_stmt(s->begin) != 0) return failed(s);
   int64_t h = read_highest(s, lock);
   if (h < 0) return finish(s, STORE_ERROR);
   if (fence < h) {
@@ -172,5 +181,5 @@ store_result store_highest(store *s, const char *lock, int64_t *highest) {
   *highest = read_highest(s, lock);
   if (*highest >= 0) return STORE_OK;
   *highest = 0;
-  return STORE_ERROR;
+  return failed(s);
 }

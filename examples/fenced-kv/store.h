@@ -26,7 +26,7 @@ typedef enum {
  * a message into err (errlen bytes) on failure. Free with store_close. */
 store *store_open(const char *path, char *err, size_t errlen);
 void store_close(store *s); /* NULL is fine */
-const char *store_errmsg(store *s); /* the last SQLite error; owned by s */
+const char *store_errmsg(store *s); /* why the last STORE_ERROR; owned by s */
 
 /* Writes `value` (len bytes) at `key`. With fence > 0 the write is fenced by
  * `lock`: refused as STALE when fence < the lock's highest, else the highest

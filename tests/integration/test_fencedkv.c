@@ -450,6 +450,13 @@ START_TEST(test_database_busy) {
   ck_assert_int_eq(put(f, "stock", "inv", "4", "99"), 500);
   expect_error("internal_error");
   ck_assert_int_ge(harness_now_ms() - t0, 4000); /* it waited for the lock first */
+  char log[4096] = "";
+  FILE *lf = fopen(f->log, "r");
+  ck_assert_ptr_nonnull(lf);
+  size_t n = fread(log, 1, sizeof log - 1, lf);
+  log[n] = '\0';
+  fclose(lf);
+  ck_assert_msg(strstr(log, "database is locked") != NULL, "log: %s", log);
   expect_kv(f, "stock", "100", 1, 3);
   expect_highest(f, "inv", 3);
   ck_assert_int_eq(sqlite3_exec(other, "ROLLBACK;", NULL, NULL, NULL), SQLITE_OK);
