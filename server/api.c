@@ -237,6 +237,22 @@ static api_result handle_acquire(const api_request *req, api_call *call, api_res
   return acquire_attempt(call, resp);
 }
 
+/* A renew or release that did not succeed: lease_lost is the signal of a
+ * holder that overran its TTL, worth a log line and its own counter. */
+static api_result renew_or_release_failed(api_call *call, const char *what, metrics_counter lost,
+                                          metrics_counter error, store_status st,
+                                          const store_result *r, api_response *resp) {
+  if (st == STORE_LOST) {
+    metrics_inc(lost);
+    char lease_log[16];
+    LOG(LOG_INFO, "%s of %s by lease %s: lease lost (expired, released or never held)", what,
+        call->name, log_lease(call->lease, lease_log));
+    return fail(resp, PICKET_PROTO_ERR_LEASE_LOST, NULL);
+  }
+  metrics_inc(error);
+  return store_failure(resp, st, r);
+}
+
 static api_result handle_renew(const api_request *req, api_call *call, api_response *resp) {
   static const char *const allowed[] = {"lease", "ttl_ms", NULL};
   json_t *b = parse_body(req, allowed, resp);
@@ -255,15 +271,7 @@ static api_result handle_renew(const api_request *req, api_call *call, api_respo
                                     (json_int_t)r.fence, "ttl_ms", (json_int_t)call->ttl_ms));
     return API_DONE;
   }
-  if (st == STORE_LOST) {
-    metrics_inc(M_RENEW_LOST);
-    char lease_log[16];
-    LOG(LOG_INFO, "renew of %s by lease %s: lease lost (expired, released or never held)",
-        call->name, log_lease(call->lease, lease_log));
-    return fail(resp, PICKET_PROTO_ERR_LEASE_LOST, NULL);
-  }
-  metrics_inc(M_RENEW_ERROR);
-  return store_failure(resp, st, &r);
+  return renew_or_release_failed(call, "renew", M_RENEW_LOST, M_RENEW_ERROR, st, &r, resp);
 }
 
 static api_result handle_release(const api_request *req, api_call *call, api_response *resp) {
@@ -280,15 +288,7 @@ static api_result handle_release(const api_request *req, api_call *call, api_res
     reply_json(resp, 200, json_pack("{s:s, s:b}", "lock", call->name, "released", 1));
     return API_DONE;
   }
-  if (st == STORE_LOST) {
-    metrics_inc(M_RELEASE_LOST);
-    char lease_log[16];
-    LOG(LOG_INFO, "release of %s by lease %s: lease lost (expired, released or never held)",
-        call->name, log_lease(call->lease, lease_log));
-    return fail(resp, PICKET_PROTO_ERR_LEASE_LOST, NULL);
-  }
-  metrics_inc(M_RELEASE_ERROR);
-  return store_failure(resp, st, &r);
+  return renew_or_release_failed(call, "release", M_RELEASE_LOST, M_RELEASE_ERROR, st, &r, resp);
 }
 
 static api_result handle_inspect(api_call *call, api_response *resp) {

@@ -3,6 +3,7 @@
  * exec, files in a temp dir, libcurl easy handles. */
 #include "harness.h"
 
+#include <check.h>
 #include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
@@ -45,6 +46,14 @@ int64_t harness_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int harness_run_suite(void *suite) {
+  SRunner *sr = srunner_create(suite);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
 }
 
 int64_t harness_time_scale(void) {

@@ -89,6 +89,10 @@ int64_t harness_json_int(const json_t *j, const char *key);
 const char *harness_json_str(const json_t *j, const char *key);
 const char *harness_error_code(const harness_resp *resp);
 
+/* Runs a Check suite (CK_NORMAL output) and returns the process exit code:
+ * 0 when every test passed. `suite` is a Suite *; it is freed. */
+int harness_run_suite(void *suite);
+
 /* How much slower than normal this run may be: $PICKET_TIME_SCALE (default
  * 1; the valgrind stage sets 10, ASan 3). Timing bounds in tests are
  * multiplied by it, so they stay meaningful without flaking. */

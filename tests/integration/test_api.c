@@ -349,9 +349,5 @@ int main(void) {
   tcase_add_unchecked_fixture(bad, setup_default, stop_both);
   tcase_add_test(bad, bad_input_is_rejected_and_changes_nothing);
   suite_add_tcase(s, bad);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return harness_run_suite(s);
 }

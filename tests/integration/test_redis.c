@@ -316,9 +316,5 @@ int main(void) {
     tcase_add_test(tc, cases[i].test);
     suite_add_tcase(s, tc);
   }
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return harness_run_suite(s);
 }

@@ -421,9 +421,5 @@ int main(void) {
   tcase_add_unchecked_fixture(many, setup_many, stop_both);
   tcase_add_test(many, thousands_of_waiters_cost_no_threads);
   suite_add_tcase(s, many);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return harness_run_suite(s);
 }

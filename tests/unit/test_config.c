@@ -1,6 +1,8 @@
 /* Unit tests of picketd's configuration: the table's defaults, flags,
  * environment, precedence, bounds, and the Redis URL and HOST:PORT forms. */
 #include <check.h>
+
+#include "harness.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,9 +141,5 @@ int main(void) {
   tcase_add_test(tc, redis_urls);
   tcase_add_test(tc, password_file_wins);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return harness_run_suite(s);
 }

@@ -1,5 +1,7 @@
 /* Unit tests of picket_proto: the validation rules every component shares. */
 #include <check.h>
+
+#include "harness.h"
 #include <string.h>
 
 #include "picket_proto.h"
@@ -89,9 +91,5 @@ int main(void) {
   tcase_add_test(tc, fences);
   tcase_add_test(tc, keys_and_errors);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return harness_run_suite(s);
 }
