@@ -83,7 +83,19 @@ START_TEST(sigkill_under_load) {
   int64_t kill0 = harness_now_ms();
   harness_redis_stop(R, SIGKILL); /* returns once the process is reaped */
   int64_t kill1 = harness_now_ms();
-  harness_sleep_ms(DOWN_MS);
+  harness_sleep_ms(DOWN_MS / 2);
+  /* the process serves (healthz) but says it cannot lock (readyz) */
+  harness_resp hr;
+  ck_assert_int_eq(harness_http(harness_picketd_url(P), "GET", "/healthz", NULL, &hr), 0);
+  long healthz = hr.status;
+  harness_resp_free(&hr);
+  ck_assert_int_eq(harness_http(harness_picketd_url(P), "GET", "/readyz", NULL, &hr), 0);
+  long readyz = hr.status;
+  char readyz_code[40];
+  const char *code = harness_error_code(&hr);
+  snprintf(readyz_code, sizeof readyz_code, "%s", code ? code : "");
+  harness_resp_free(&hr);
+  harness_sleep_ms(DOWN_MS - DOWN_MS / 2);
   int64_t up0 = harness_now_ms();
   ck_assert_int_eq(harness_redis_restart(R), 0); /* returns once it answers PING */
   int64_t up1 = harness_now_ms();
@@ -91,6 +103,9 @@ START_TEST(sigkill_under_load) {
   atomic_store(&stop_load, 1);
   for (int i = 0; i < CLIENTS; i++) pthread_join(t[i], NULL);
   ck_assert_msg(fault_child_alive(harness_picketd_pid(P)), "picketd died");
+  ck_assert_int_eq(healthz, 200);
+  ck_assert_int_eq(readyz, 503);
+  ck_assert_str_eq(readyz_code, "store_unavailable");
 
   int64_t max_before[LOCKS] = {0}, first_after[LOCKS], min_after[LOCKS];
   int grants_before[LOCKS] = {0}, grants_after[LOCKS] = {0};
