@@ -564,6 +564,7 @@ int picket__renew(picket_client *c, picket_lease *l, int64_t ttl_ms, int64_t unt
   int err;
 
   clear_detail(c);
+  if (l == NULL) return fail(c, PICKET_EINVAL, "no lease");
   if (ttl_ms < 0) return fail(c, PICKET_EINVAL, "ttl_ms must not be negative");
   if ((err = set_url(c, &call, l->lock, "renew")) != 0) return err;
   json_t *body = json_pack("{ss}", "lease", l->id);
@@ -606,6 +607,7 @@ int picket_release(picket_client *c, picket_lease *l) {
   int err;
 
   clear_detail(c);
+  if (l == NULL) return fail(c, PICKET_EINVAL, "no lease");
   if ((err = set_url(c, &call, l->lock, "release")) != 0) return err;
   if ((err = set_body(c, &call, json_pack("{ss}", "lease", l->id))) != 0) return err;
   call.may_retry = 1;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "picket/picket.h"
@@ -355,6 +356,8 @@ START_TEST(invalid_arguments) {
   ck_assert_int_eq(picket_lease_new("not ok", "0123456789abcdef0123456789abcdef", &l),
                    PICKET_EINVAL);
   ck_assert_ptr_null(l);
+  ck_assert_int_eq(picket_renew(c, NULL, 0), PICKET_EINVAL);
+  ck_assert_int_eq(picket_release(c, NULL), PICKET_EINVAL);
 
   picket_client *x = NULL;
   ck_assert_int_eq(picket_client_new("ftp://127.0.0.1", NULL, &x), PICKET_EINVAL);
@@ -409,6 +412,63 @@ START_TEST(errors_table) {
   ck_assert_str_eq(picket_strerror(0), "success");
   ck_assert_str_eq(picket_strerror(-1000), "unknown error");
   ck_assert_str_eq(picket_strerror(5), "unknown error");
+}
+END_TEST
+
+/* The inode of this process's one established TCP connection to loopback
+ * `port` (from /proc/self/fd and /proc/net/tcp); 0 when there is none, -1
+ * when there are several. */
+static long conn_inode(int port) {
+  long found = 0;
+  char line[512];
+  FILE *f = fopen("/proc/net/tcp", "r");
+  ck_assert_ptr_nonnull(f);
+  while (fgets(line, sizeof line, f) != NULL) {
+    unsigned rport, st;
+    unsigned long inode;
+    if (sscanf(line, " %*d: %*x:%*x %*x:%x %x %*x:%*x %*x:%*x %*x %*d %*d %lu", &rport, &st,
+               &inode) != 3 ||
+        (int)rport != port || st != 1 /* ESTABLISHED */)
+      continue;
+    char want[64], link[64], path[300];
+    snprintf(want, sizeof want, "socket:[%lu]", inode);
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+      snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+      ssize_t n = readlink(path, link, sizeof link - 1);
+      if (n <= 0) continue;
+      link[n] = '\0';
+      if (strcmp(link, want) == 0) found = found ? -1 : (long)inode;
+    }
+    closedir(d);
+  }
+  fclose(f);
+  return found;
+}
+
+/* One keep-alive connection per handle: many calls, one TCP connection. */
+START_TEST(one_connection_per_handle) {
+  picket_client *c = client();
+  picket_lock_info info;
+  ck_assert_int_eq(conn_inode(harness_picketd_port(picketd)), 0);
+  ck_assert_int_eq(picket_inspect(c, "lib-conn", &info), 0);
+  long first = conn_inode(harness_picketd_port(picketd));
+  ck_assert_int_gt(first, 0);
+  for (int i = 0; i < 10; i++) {
+    picket_lease *l = NULL;
+    ck_assert_int_eq(picket_acquire(c, "lib-conn", NULL, &l), 0);
+    ck_assert_int_eq(picket_renew(c, l, 5000), 0);
+    picket_lease *other = NULL;
+    ck_assert_int_eq(picket_acquire(c, "lib-conn", NULL, &other), PICKET_EHELD);
+    ck_assert_int_eq(picket_inspect(c, "lib-conn", &info), 0);
+    ck_assert_int_eq(picket_release(c, l), 0);
+    picket_lease_free(l);
+  }
+  ck_assert_int_eq(conn_inode(harness_picketd_port(picketd)), first);
+  picket_client_free(c);
+  ck_assert_int_eq(conn_inode(harness_picketd_port(picketd)), 0);
 }
 END_TEST
 
@@ -714,6 +774,7 @@ static Suite *lib_suite(void) {
   tcase_add_test(t, invalid_arguments);
   tcase_add_test(t, inspect_unknown_and_token);
   tcase_add_test(t, errors_table);
+  tcase_add_test(t, one_connection_per_handle);
   tcase_add_test(t, transport_retries);
   tcase_add_test(t, request_timeout);
   tcase_add_test(t, blocking_acquire);
