@@ -35,8 +35,9 @@ struct picket_fence_register {
 
 #define FENCE_INITIAL_BUCKETS 64
 
-/* FNV-1a: short names, no adversary can make this register grow past its
- * cap, so a simple hash is enough. */
+/* FNV-1a: simple and fast on short names. It is not collision resistant:
+ * a client that chooses resource names could pile them into one chain, but
+ * never more of them than the register's cap, so the cost stays bounded. */
 static uint64_t fence_hash(const char *s, size_t len) {
   uint64_t h = 1469598103934665603ULL;
   for (size_t i = 0; i < len; i++) {
