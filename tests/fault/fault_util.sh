@@ -1,15 +1,22 @@
 # fault_util.sh: shell helpers shared by the fault suite's shell tests, on
 # top of tests/harness/harness.sh (source that first).
 #
-#   jfield EXPR < json          # prints eval(EXPR) with d = the JSON document
+#   jget KEY < json             # prints member KEY of a compact JSON reply
 #   f_start_fencedkv            # starts fenced-kv; sets KV (its base URL)
 #   f_restart_redis             # SIGTERM Redis and start it again, same conf
 
-jfield() {
-  python3 -c 'import json,sys
-d = json.load(sys.stdin)
-v = eval(sys.argv[1])
-print("null" if v is None else v)' "$1"
+# jget KEY < json: the first member KEY's value, at any depth, from the
+# compact one-line JSON that picketd and fenced-kv reply with: a string
+# without its quotes, a number, true/false/null; "null" when absent. Plain
+# bash, because starting python3 costs up to a second on a loaded machine.
+jget() {
+  local s
+  s=$(cat)
+  if [[ $s =~ \"$1\":\"([^\"]*)\" ]] || [[ $s =~ \"$1\":([^,}\"]*) ]]; then
+    echo "${BASH_REMATCH[1]}"
+  else
+    echo null
+  fi
 }
 
 f_start_fencedkv() {

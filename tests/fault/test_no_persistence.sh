@@ -12,10 +12,10 @@ acquire_release() {
   local out lease
   out=$(curl -sS -X POST "$PICKETD_URL/v1/locks/$1/acquire" -d '{"ttl_ms":10000}') ||
     h_fail "acquire $1: no reply"
-  lease=$(jfield 'd["lease"]' <<< "$out")
+  lease=$(jget lease <<< "$out")
   [[ "$lease" =~ ^[0-9a-f]{32}$ ]] || h_fail "acquire $1: $out"
   curl -sS -o /dev/null -X POST "$PICKETD_URL/v1/locks/$1/release" -d "{\"lease\":\"$lease\"}"
-  jfield 'd["fence"]' <<< "$out"
+  jget fence <<< "$out"
 }
 
 # fence_after_restart AOF: fences of lock "orders" 1..5, a Redis restart,
@@ -46,7 +46,7 @@ put() { # put FENCE VALUE: prints the HTTP status
 }
 [ "$(put 5 before)" = 200 ] || h_fail "fenced-kv refused fence 5: $(cat "$H_DIR/put.out")"
 [ "$(put "$after" after)" = 409 ] || h_fail "fenced-kv admitted fence $after after 5"
-[ "$(jfield 'd["error"]["code"]' < "$H_DIR/put.out")" = stale_fence ] || h_fail "$(cat "$H_DIR/put.out")"
+[ "$(jget code < "$H_DIR/put.out")" = stale_fence ] || h_fail "$(cat "$H_DIR/put.out")"
 echo "fenced-kv after the restart: $(cat "$H_DIR/put.out")"
 
 # Control: with AOF (appendfsync always) the same restart keeps the counter.

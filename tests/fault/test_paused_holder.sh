@@ -17,8 +17,8 @@ TTL=1000
 holder() {
   local n=$1 ttl=$2 out lease fence
   out=$(curl -sS -X POST "$PICKETD_URL/v1/locks/stock/acquire" -d "{\"ttl_ms\":$ttl}")
-  lease=$(jfield 'd["lease"]' <<< "$out")
-  fence=$(jfield 'd["fence"]' <<< "$out")
+  lease=$(jget lease <<< "$out")
+  fence=$(jget fence <<< "$out")
   echo "$fence" > "$H_DIR/h$n.fence"
   step() { # step NAME curl-args...: status into hN.NAME, body into hN.NAME.body
     curl -sS -o "$H_DIR/h$n.$1.body" -w '%{http_code}' "${@:2}" > "$H_DIR/h$n.$1"
@@ -41,7 +41,7 @@ wait_file() { # wait_file PATH SECONDS
 expect() { # expect FILE VALUE
   [ "$(cat "$H_DIR/$1")" = "$2" ] || h_fail "$1 is '$(cat "$H_DIR/$1")', want '$2'; $(cat "$H_DIR/$1.body" 2>/dev/null)"
 }
-code() { jfield 'd["error"]["code"]' < "$H_DIR/$1.body"; }
+code() { jget code < "$H_DIR/$1.body"; }
 # start_holder N TTL_MS: holder N in the background (pid in HOLDER), once it
 # has its grant, with fence N, and its first write admitted.
 start_holder() {
@@ -78,7 +78,7 @@ echo "holder 1 was stopped for $(( $(h_now_ms) - stopped_at )) ms (TTL $TTL ms)"
 wait_file "$H_DIR/h1.done" 10
 expect h1.put2 409
 [ "$(code h1.put2)" = stale_fence ] || h_fail "zombie write: $(cat "$H_DIR/h1.put2.body")"
-[ "$(jfield 'd["error"]["highest"]' < "$H_DIR/h1.put2.body")" = 2 ] ||
+[ "$(jget highest < "$H_DIR/h1.put2.body")" = 2 ] ||
   h_fail "zombie write: highest is not 2: $(cat "$H_DIR/h1.put2.body")"
 expect h1.renew 409
 [ "$(code h1.renew)" = lease_lost ] || h_fail "zombie renew: $(cat "$H_DIR/h1.renew.body")"
@@ -89,18 +89,18 @@ echo "zombie: renew $(cat "$H_DIR/h1.renew.body")"
 
 # The store holds holder 2's write and the zombie changed nothing.
 curl -sS "$KV/kv/stock" > "$H_DIR/get.body"
-[ "$(jfield 'd["value"]' < "$H_DIR/get.body")" = holder2-1 ] || h_fail "store: $(cat "$H_DIR/get.body")"
-[ "$(jfield 'd["version"]' < "$H_DIR/get.body")" = 2 ] || h_fail "store: $(cat "$H_DIR/get.body")"
+[ "$(jget value < "$H_DIR/get.body")" = holder2-1 ] || h_fail "store: $(cat "$H_DIR/get.body")"
+[ "$(jget version < "$H_DIR/get.body")" = 2 ] || h_fail "store: $(cat "$H_DIR/get.body")"
 # Holder 2 still holds the lock (the zombie's release did not free it) and
 # finishes normally: its second write, renew and release succeed.
 curl -sS "$PICKETD_URL/v1/locks/stock" > "$H_DIR/inspect.body"
-[ "$(jfield 'd["held"]' < "$H_DIR/inspect.body")" = True ] || h_fail "lock: $(cat "$H_DIR/inspect.body")"
-[ "$(jfield 'd["fence"]' < "$H_DIR/inspect.body")" = 2 ] || h_fail "lock: $(cat "$H_DIR/inspect.body")"
+[ "$(jget held < "$H_DIR/inspect.body")" = true ] || h_fail "lock: $(cat "$H_DIR/inspect.body")"
+[ "$(jget fence < "$H_DIR/inspect.body")" = 2 ] || h_fail "lock: $(cat "$H_DIR/inspect.body")"
 touch "$H_DIR/h2.go"
 wait_file "$H_DIR/h2.done" 10
 expect h2.put2 200
 expect h2.renew 200
 expect h2.release 200
 curl -sS "$KV/kv/stock" > "$H_DIR/get.body"
-[ "$(jfield 'd["value"]' < "$H_DIR/get.body")" = holder2-2 ] || h_fail "store: $(cat "$H_DIR/get.body")"
+[ "$(jget value < "$H_DIR/get.body")" = holder2-2 ] || h_fail "store: $(cat "$H_DIR/get.body")"
 echo PASS
