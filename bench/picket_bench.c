@@ -34,6 +34,7 @@
  * unix-socket targets are accepted. Exit codes: 0 ran (errors are in the
  * report), 1 could not run (connect, script load), 2 bad arguments. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -304,6 +305,30 @@ static void proc_mem_kib(pid_t pid, long *rss, long *hwm) {
   const char *p;
   if ((p = strstr(buf, "\nVmRSS:"))) *rss = strtol(p + 7, NULL, 10);
   if ((p = strstr(buf, "\nVmHWM:"))) *hwm = strtol(p + 7, NULL, 10);
+}
+
+/* Context switches (voluntary and not) of all of a process's threads: a
+ * thread that blocks on Redis or on a socket costs two per request, and on
+ * a small machine they are much of what a request costs. -1 if unreadable. */
+static long proc_ctxt_switches(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  if (d == NULL) return -1;
+  long total = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char sp[sizeof path + 300], line[128];
+    snprintf(sp, sizeof sp, "%s/%.255s/status", path, e->d_name);
+    FILE *f = fopen(sp, "r");
+    if (f == NULL) continue; /* the thread just exited */
+    while (fgets(line, sizeof line, f))
+      if (strstr(line, "ctxt_switches:")) total += strtol(strchr(line, ':') + 1, NULL, 10);
+    fclose(f);
+  }
+  closedir(d);
+  return total;
 }
 
 static double self_cpu_s(void) {
@@ -820,6 +845,7 @@ typedef struct {
   double secs;
   stats st;
   double cpu_s, redis_cpu_s, bench_cpu_s; /* over the measured window; -1 unknown */
+  long ctxt;                              /* picketd's context switches in it; -1 unknown */
   long rss0_kib;                          /* picketd's before the connections opened */
   long hwm_kib, rss_kib;                  /* picketd's, at the end */
   char err[200];
@@ -857,6 +883,7 @@ static int run_target(target tg, result *res) {
   memset(res, 0, sizeof *res);
   res->tg = tg;
   res->cpu_s = res->redis_cpu_s = -1;
+  res->ctxt = -1;
   char run_id[32];
   snprintf(run_id, sizeof run_id, "%d-%lld-%c", (int)getpid(), (long long)(now_ns() / 1000000) % 100000000,
            tg == TG_PICKETD ? 'p' : 'f');
@@ -915,6 +942,7 @@ static int run_target(target tg, result *res) {
       sleep_ns((int64_t)(opt.warmup_s * 1e9));
     }
     double cpu0 = opt.pid ? proc_cpu_s(opt.pid) : -1;
+    long ctxt0 = opt.pid ? proc_ctxt_switches(opt.pid) : -1;
     double rcpu0 = opt.redis_pid ? proc_cpu_s(opt.redis_pid) : -1;
     double self0 = self_cpu_s();
     int64_t t0 = now_ns();
@@ -925,6 +953,8 @@ static int run_target(target tg, result *res) {
     atomic_store(&phase, PH_DRAIN);
     res->secs = (double)(now_ns() - t0) / 1e9;
     double cpu1 = opt.pid ? proc_cpu_s(opt.pid) : -1;
+    long ctxt1 = opt.pid ? proc_ctxt_switches(opt.pid) : -1;
+    res->ctxt = ctxt0 >= 0 && ctxt1 >= 0 ? ctxt1 - ctxt0 : -1;
     double rcpu1 = opt.redis_pid ? proc_cpu_s(opt.redis_pid) : -1;
     res->bench_cpu_s = self_cpu_s() - self0;
     if (cpu0 >= 0 && cpu1 >= 0) res->cpu_s = cpu1 - cpu0;
@@ -988,8 +1018,9 @@ static void print_text(const result *r) {
            q_ms(&r->st.handoff, .5), q_ms(&r->st.handoff, .99),
            (double)r->st.handoff.max_ns / 1e6, (unsigned long long)r->st.handoff.count);
   if (r->tg == TG_PICKETD && r->cpu_s >= 0 && r->st.ops)
-    printf("         picketd CPU %.2f s (%.0f %% of a core, %.1f us/op)\n", r->cpu_s,
-           100 * r->cpu_s / r->secs, 1e6 * r->cpu_s / (double)r->st.ops);
+    printf("         picketd CPU %.2f s (%.0f %% of a core, %.1f us/op), %.2f context switches/op\n",
+           r->cpu_s, 100 * r->cpu_s / r->secs, 1e6 * r->cpu_s / (double)r->st.ops,
+           (double)r->ctxt / (double)r->st.ops);
   if (r->redis_cpu_s >= 0 && r->st.ops)
     printf("         redis-server CPU %.2f s (%.0f %% of a core, %.1f us/op)\n", r->redis_cpu_s,
            100 * r->redis_cpu_s / r->secs, 1e6 * r->redis_cpu_s / (double)r->st.ops);
@@ -1017,6 +1048,7 @@ static void print_json(const result *r) {
     printf(",\"handoff_p50_ms\":%.4f,\"handoff_p99_ms\":%.4f", q_ms(&r->st.handoff, .5),
            q_ms(&r->st.handoff, .99));
   if (r->tg == TG_PICKETD && r->cpu_s >= 0) printf(",\"picketd_cpu_s\":%.3f", r->cpu_s);
+  if (r->tg == TG_PICKETD && r->ctxt >= 0) printf(",\"picketd_ctxt_switches\":%ld", r->ctxt);
   if (r->redis_cpu_s >= 0) printf(",\"redis_cpu_s\":%.3f", r->redis_cpu_s);
   printf(",\"bench_cpu_s\":%.3f", r->bench_cpu_s);
   if (r->rss_kib > 0)
