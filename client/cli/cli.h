@@ -20,7 +20,8 @@
 
 typedef struct {
   const char *command; /* "acquire", "renew", ... */
-  const char *server;
+  const char *server;  /* NULL: the default */
+  int server_from_env; /* server came from $PICKET_SERVER (for messages) */
   const char *name;
   int64_t ttl_ms;   /* 0: not given */
   int64_t wait_ms;

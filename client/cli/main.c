@@ -146,6 +146,8 @@ static int parse(int argc, char **argv, cli_args *a) {
   char flag[32];
   a->grace_ms = 5000;
   a->server = getenv("PICKET_SERVER");
+  if (a->server != NULL && a->server[0] == '\0') a->server = NULL; /* set but empty: unset */
+  a->server_from_env = a->server != NULL;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0 || strcmp(arg, "help") == 0) {
@@ -190,6 +192,7 @@ static int parse(int argc, char **argv, cli_args *a) {
       if (val == NULL) return usage_error("--%s needs a value", flag);
       if (strcmp(flag, "server") == 0) {
         a->server = val;
+        a->server_from_env = 0;
       } else if (bit == F_OWNER) {
         if (!picket_proto_owner_valid(val, strlen(val)))
           return usage_error("--owner: at most 128 bytes of UTF-8 without control characters: %s",
@@ -321,9 +324,11 @@ int main(int argc, char **argv) {
 
   picket_client *c = NULL;
   int err = picket_client_new(a.server, NULL, &c);
-  if (err == PICKET_EINVAL)
-    return usage_error("--server: '%s' is not an http:// or https:// URL",
-                       a.server ? a.server : "");
+  if (err == PICKET_EINVAL) {
+    fprintf(stderr, "picket: %s: '%s' is not an http:// or https:// URL (see picket --help)\n",
+            a.server_from_env ? "PICKET_SERVER" : "--server", a.server);
+    return CLI_EXIT_USAGE;
+  }
   if (err != 0) return cli_report(NULL, "starting", err);
 
   if (strcmp(a.command, "acquire") == 0)

@@ -131,6 +131,9 @@ bad run cli-b
 bad run cli-b --
 bad run cli-b --grace 5 -- true
 bad --server ftp://example status cli-b
+PICKET_SERVER=nonsense bad status cli-b
+grep -q PICKET_SERVER "$H_DIR/err" || h_fail "a bad PICKET_SERVER is not named: $(cat "$H_DIR/err")"
+expect 0 env PICKET_SERVER= "$P" --server "$PICKETD_URL" status cli-b
 bad acquire cli-b --ttl 2h # the server's --max-ttl-ms (1h): its 400 becomes 2
 [ "$(h_redis dbsize)" = "$before" ] || h_fail "a refused command changed Redis"
 echo "test_cli: ok"
