@@ -84,6 +84,17 @@ expect 0 env PICKET_SERVER=http://127.0.0.1:1 "$P" --server "$PICKETD_URL" statu
 expect 1 env PICKET_SERVER=http://127.0.0.1:1 "$P" status cli-a
 expect 0 env -u PICKET_SERVER "$P" status cli-a --server="$PICKETD_URL"
 
+# A server that is not picketd (200 with a body that is not JSON): exit 1.
+mkdir -p "$H_DIR/www/v1/locks"
+echo 'not json' > "$H_DIR/www/v1/locks/cli-p"
+python3 -u -m http.server --bind 127.0.0.1 --directory "$H_DIR/www" 0 > "$H_DIR/www.log" 2>&1 &
+H_PIDS="$H_PIDS $!"
+for _ in $(seq 1 250); do grep -q 'port [0-9]' "$H_DIR/www.log" && break; sleep 0.02; done
+www=$(sed -n 's/.* port \([0-9]*\).*/\1/p' "$H_DIR/www.log" | head -1)
+[ -n "$www" ] || h_fail "python http.server did not start: $(cat "$H_DIR/www.log")"
+expect 1 "$P" --server "http://127.0.0.1:$www" status cli-p
+grep -q 'unexpected reply' "$H_DIR/err" || h_fail "not-picketd reply: $(cat "$H_DIR/err")"
+
 # --wait: a lock freed during the wait is granted; one still held when the
 # wait ends gives 75. (Needs picketd's blocking acquire.)
 t0=$(h_now_ms)

@@ -472,6 +472,30 @@ START_TEST(one_connection_per_handle) {
 }
 END_TEST
 
+/* Redis answers with an error (the lease key has the wrong type): 502
+ * store_error, not retried; a URL that is not picketd's API: 404. */
+START_TEST(store_error_and_not_found) {
+  picket_client *c = client();
+  redisReply *rep = harness_redis_cmd(redis, "SET picket:{lib-wrongtype}:lease x");
+  ck_assert_ptr_nonnull(rep);
+  freeReplyObject(rep);
+  picket_lease *l = NULL;
+  ck_assert_int_eq(picket_acquire(c, "lib-wrongtype", NULL, &l), PICKET_ESTORE);
+  ck_assert_int_eq(picket_client_status(c), 502);
+  ck_assert_str_eq(picket_client_error_code(c), "store_error");
+  ck_assert_ptr_null(l);
+  picket_client_free(c);
+
+  char url[128];
+  snprintf(url, sizeof url, "%s/nothing-here", harness_picketd_url(picketd));
+  ck_assert_int_eq(picket_client_new(url, NULL, &c), 0);
+  picket_lock_info info;
+  ck_assert_int_eq(picket_inspect(c, "x", &info), PICKET_ESERVER);
+  ck_assert_int_eq(picket_client_status(c), 404);
+  picket_client_free(c);
+}
+END_TEST
+
 /* Nothing listens: a transport error, retried with backoff when allowed. */
 START_TEST(transport_retries) {
   picket_options o;
@@ -775,6 +799,7 @@ static Suite *lib_suite(void) {
   tcase_add_test(t, inspect_unknown_and_token);
   tcase_add_test(t, errors_table);
   tcase_add_test(t, one_connection_per_handle);
+  tcase_add_test(t, store_error_and_not_found);
   tcase_add_test(t, transport_retries);
   tcase_add_test(t, request_timeout);
   tcase_add_test(t, blocking_acquire);
