@@ -77,4 +77,16 @@ done
 # A target that is down: exit 1, not a hang.
 "$B" --server http://127.0.0.1:1 --duration 0.5 > /dev/null 2>&1
 [ $? = 1 ] || h_fail "an unreachable server should exit 1"
+# bench/run checks its arguments before it starts anything (the matrix
+# itself is too heavy for a test: it is run by hand, see docs/performance.md).
+R="$PICKET_SOURCE_DIR/bench/run"
+bash "$R" --help | grep -q -- '--floor-unix' || h_fail "bench/run --help does not list its flags"
+for args in "--duration x" "--threads -1" "--nope"; do
+  # shellcheck disable=SC2086
+  bash "$R" $args > /dev/null 2>&1
+  rc=$?
+  [ "$rc" = 2 ] || h_fail "bench/run $args exited $rc, want 2"
+done
+bash "$R" --bin "$H_DIR/nothing-here" > /dev/null 2> "$H_DIR/run.err"
+[ $? = 1 ] && grep -q 'build first' "$H_DIR/run.err" || h_fail "bench/run without binaries: $(cat "$H_DIR/run.err")"
 echo "bench_smoke: ok"
