@@ -101,6 +101,28 @@ static inline int fault_log_has(const char *log, const char *text) {
   return found;
 }
 
+/* A field of INFO replication as an integer, -1 when absent. */
+static inline long long fault_info_int(harness_redis *r, const char *field) {
+  redisReply *x = harness_redis_cmd(r, "INFO replication");
+  long long v = -1;
+  if (x && x->type == REDIS_REPLY_STRING) {
+    char key[64];
+    snprintf(key, sizeof key, "\n%s:", field);
+    const char *at = strstr(x->str, key);
+    if (at) v = atoll(at + strlen(key));
+  }
+  if (x) freeReplyObject(x);
+  return v;
+}
+
+/* 1 when the replica r has its link to the primary up. */
+static inline int fault_link_up(harness_redis *r) {
+  redisReply *x = harness_redis_cmd(r, "INFO replication");
+  int up = x && x->type == REDIS_REPLY_STRING && strstr(x->str, "master_link_status:up");
+  if (x) freeReplyObject(x);
+  return up;
+}
+
 /* Runs the suite made of one case per test (so each gets its own fork and
  * timeout) and returns main's exit status. */
 static inline int fault_run(const char *suite, const TTest *const *tests, int n) {

@@ -140,34 +140,13 @@ static void proxy_free(proxy *p) {
 static harness_redis *primary, *replica;
 static proxy *net;
 
-/* INFO replication field as an integer, -1 when absent. */
-static long long info_field(harness_redis *r, const char *field) {
-  redisReply *x = harness_redis_cmd(r, "INFO replication");
-  long long v = -1;
-  if (x && x->type == REDIS_REPLY_STRING) {
-    char key[64];
-    snprintf(key, sizeof key, "\n%s:", field);
-    const char *at = strstr(x->str, key);
-    if (at) v = atoll(at + strlen(key));
-  }
-  if (x) freeReplyObject(x);
-  return v;
-}
-
-static int link_up(harness_redis *r) {
-  redisReply *x = harness_redis_cmd(r, "INFO replication");
-  int up = x && x->type == REDIS_REPLY_STRING && strstr(x->str, "master_link_status:up");
-  if (x) freeReplyObject(x);
-  return up;
-}
-
 /* Waits until the replica has applied everything the primary has written. */
 static void wait_replicated(void) {
-  long long want = info_field(primary, "master_repl_offset");
+  long long want = fault_info_int(primary, "master_repl_offset");
   int64_t until = harness_now_ms() + 10000;
-  while (info_field(replica, "slave_repl_offset") < want && harness_now_ms() < until)
+  while (fault_info_int(replica, "slave_repl_offset") < want && harness_now_ms() < until)
     harness_sleep_ms(10);
-  ck_assert_msg(info_field(replica, "slave_repl_offset") >= want, "replica did not catch up");
+  ck_assert_msg(fault_info_int(replica, "slave_repl_offset") >= want, "replica did not catch up");
 }
 
 static void start_pair(void) {
@@ -181,8 +160,8 @@ static void start_pair(void) {
   replica = harness_redis_start(&ro);
   ck_assert_ptr_nonnull(replica);
   int64_t t0 = harness_now_ms();
-  while (!link_up(replica) && harness_now_ms() - t0 < 15000) harness_sleep_ms(20);
-  ck_assert_msg(link_up(replica), "the replica did not sync");
+  while (!fault_link_up(replica) && harness_now_ms() - t0 < 15000) harness_sleep_ms(20);
+  ck_assert_msg(fault_link_up(replica), "the replica did not sync");
   printf("replica in sync after %lld ms\n", (long long)(harness_now_ms() - t0));
 }
 
@@ -194,7 +173,7 @@ static void fail_over(void) {
   redisReply *x = harness_redis_cmd(replica, "REPLICAOF NO ONE");
   ck_assert_msg(x && x->type == REDIS_REPLY_STATUS, "REPLICAOF NO ONE failed");
   freeReplyObject(x);
-  ck_assert_int_eq(info_field(replica, "connected_slaves"), 0);
+  ck_assert_int_eq(fault_info_int(replica, "connected_slaves"), 0);
 }
 
 static void stop_pair(void) {
