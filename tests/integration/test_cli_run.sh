@@ -18,7 +18,17 @@ wait_for() {
   for _ in $(seq 1 "$n"); do [ -e "$1" ] && return 0; sleep 0.02; done
   h_fail "timed out waiting for $1"
 }
-gone() { ! kill -0 "$1" 2>/dev/null; }
+# gone PID: the process has ended within a second (a zombie waiting for a
+# reaper counts as ended: kill -0 would still find it).
+gone() {
+  local st
+  for _ in $(seq 1 50); do
+    st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)
+    [ -z "$st" ] || [ "$st" = Z ] && return 0
+    sleep 0.02
+  done
+  return 1
+}
 
 # 1. The child sees the lock, fence, lease and deadline; the lock is held
 #    while it runs and released after.
@@ -56,10 +66,15 @@ rc=0; "$P" run run-rc --ttl 2s sh -c 'exit 3' || rc=$?
 grep -q '"held":true' "$D/long" || h_fail "lease not renewed during the run: $(cat "$D/long")"
 grep -q '"fence":1,' "$D/long" || h_fail "renewal changed the fence: $(cat "$D/long")"
 
-# 4. SIGTERM and SIGHUP are forwarded to the child; its status comes back.
-for sig in TERM HUP; do
+# 4. SIGTERM, SIGHUP and SIGINT are forwarded to the child; its status
+#    comes back. (A background job of a script ignores SIGINT, and so would
+#    picket: dflint starts it with SIGINT at its default.)
+dflint() { exec python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])' "$@"; }
+for sig in TERM HUP INT; do
   rm -f "$D/ready" "$D/got"
-  "$P" run run-sig -- sh -c 'trap "echo $1 > \"$3\"; exit 3" '"$sig"'; touch "$2"; while :; do sleep 0.05; done' \
+  dflint "$P" run run-sig -- sh -c 'trap "echo $1 > \"$3\"; exit 3" '"$sig"'; touch "$2"; while :; do sleep 0.05; done' \
     sh "$sig" "$D/ready" "$D/got" &
   pid=$!
   wait_for "$D/ready"
@@ -71,13 +86,15 @@ for sig in TERM HUP; do
 done
 
 # 5. Lease deleted in Redis mid-run: the child ignores SIGTERM, so it is
-#    SIGKILLed after --grace; picket run exits 76.
+#    SIGKILLed after --grace, with the whole process group (a grandchild
+#    too); picket run exits 76.
 rm -f "$D/ready"
-"$P" run run-del --ttl 1500ms --grace 1s -- sh -c 'trap "" TERM; echo $$ > "$1"; while :; do sleep 0.05; done' \
+"$P" run run-del --ttl 1500ms --grace 1s -- sh -c \
+  'trap "" TERM; sleep 60 & echo "$$ $!" > "$1.tmp"; mv "$1.tmp" "$1"; while :; do sleep 0.05; done' \
   sh "$D/ready" 2> "$D/del.err" &
 pid=$!
 wait_for "$D/ready"
-child=$(cat "$D/ready")
+read -r child grandchild < "$D/ready"
 t0=$(h_now_ms)
 h_redis del 'picket:{run-del}:lease' > /dev/null
 rc=0; wait "$pid" || rc=$?
@@ -86,13 +103,14 @@ t=$(( $(h_now_ms) - t0 ))
 [ "$t" -ge 950 ] || h_fail "child ignoring SIGTERM was killed after $t ms, before --grace 1s"
 [ "$t" -lt $(( 4000 * SCALE )) ] || h_fail "lost lease noticed and acted on after $t ms"
 gone "$child" || h_fail "child $child survived the lost lease"
+gone "$grandchild" || h_fail "grandchild $grandchild survived the lost lease"
 grep -q 'lease' "$D/del.err" || h_fail "no message about the lost lease: $(cat "$D/del.err")"
 
 # 6. The `picket run` process paused past its TTL: meanwhile another client
 #    takes the lock (fence 2); when it resumes it stops its child at once
 #    (SIGTERM, which the child obeys) and exits 76.
 rm -f "$D/ready" "$D/term"
-"$P" run run-stop --ttl 1s --grace 5s -- sh -c 'trap "touch \"$2\"; exit 0" TERM; echo $$ > "$1"; while :; do sleep 0.05; done' \
+"$P" run run-stop --ttl 1s --grace 5s -- sh -c 'trap "touch \"$2\"; exit 0" TERM; echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; while :; do sleep 0.05; done' \
   sh "$D/ready" "$D/term" 2> "$D/stop.err" &
 pid=$!
 wait_for "$D/ready"

@@ -11,6 +11,7 @@
  * valgrind runs); lower bounds are what the code promises and stay. */
 #include <check.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -579,6 +580,47 @@ START_TEST(store_unavailable) {
 }
 END_TEST
 
+/* Retries carry a call through a short outage: Redis is down when the
+ * acquire starts (picketd answers 503) and back ~0.7 s later. The acquire
+ * runs on its own thread with its own handle; Redis is restarted by this
+ * thread, which owns it (the harness ties a server to the thread that
+ * started it). */
+typedef struct {
+  int err;
+  int64_t fence;
+} acquire_result;
+
+static void *acquire_with_retries(void *arg) {
+  acquire_result *r = arg;
+  picket_options o;
+  picket_options_init(&o);
+  o.retries = 10;
+  o.retry_base_ms = 100;
+  o.retry_max_ms = 1000; /* sleeps add up to 5 s and more */
+  picket_client *c = NULL;
+  picket_lease *l = NULL;
+  r->err = picket_client_new(harness_picketd_url(picketd), &o, &c);
+  if (r->err == 0) r->err = picket_acquire(c, "lib-outage", NULL, &l);
+  r->fence = l ? picket_lease_fence(l) : 0;
+  picket_lease_free(l);
+  picket_client_free(c);
+  return NULL;
+}
+
+START_TEST(retries_ride_out_an_outage) {
+  acquire_result r = {1, 0};
+  pthread_t th;
+  harness_redis_stop(redis, SIGKILL);
+  ck_assert_int_eq(pthread_create(&th, NULL, acquire_with_retries, &r), 0);
+  harness_sleep_ms(700);
+  int restarted = harness_redis_restart(redis);
+  pthread_join(th, NULL);
+  ck_assert_int_eq(restarted, 0);
+  ck_assert_int_eq(r.err, 0);
+  ck_assert_int_ge(r.fence, 1);
+}
+END_TEST
+
 /* wait_ms: the server holds the acquire until the holder's lease ends. */
 START_TEST(blocking_acquire) {
   picket_client *c = client();
@@ -810,6 +852,7 @@ static Suite *lib_suite(void) {
   tcase_add_checked_fixture(r, servers_start, servers_stop);
   tcase_set_timeout(r, 60);
   tcase_add_test(r, store_unavailable);
+  tcase_add_test(r, retries_ride_out_an_outage);
   suite_add_tcase(s, r);
   return s;
 }
