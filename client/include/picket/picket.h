@@ -214,8 +214,10 @@ PICKET_EXTERN void picket_keeper_options_init(picket_keeper_options *opts);
  * local deadline; the lease is declared lost at once when the server says
  * so, or when the deadline passes. The keeper uses its own connection,
  * configured like `c` (c itself is not used after this call returns). The
- * lease must outlive the keeper. Returns 0 and sets *out, or a PICKET_E*
- * code (PICKET_EINVAL for a lease without a local deadline). */
+ * lease must outlive the keeper; stop the keeper before releasing the
+ * lease, or it will report the release as a loss. Returns 0 and sets
+ * *out, or a PICKET_E* code (PICKET_EINVAL for a lease without a local
+ * deadline). */
 PICKET_EXTERN int picket_keeper_start(picket_client *c, picket_lease *lease,
                                       const picket_keeper_options *opts, picket_keeper **out);
 /* 0 while the lease is kept; once lost, the PICKET_E* code that lost it.
