@@ -132,11 +132,7 @@ static inline int fault_run(const char *suite, const TTest *const *tests, int n)
     tcase_add_test(tc, tests[i]);
     suite_add_tcase(s, tc);
   }
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return harness_run_suite(s);
 }
 
 #endif
