@@ -25,6 +25,7 @@ typedef struct {
   char code[40];   /* error code, "" on success */
   int64_t fence;   /* -1 when the reply has none */
   char lease[33];  /* acquire only */
+  int held;        /* GET only: 1 or 0; -1 when the reply has none */
   int64_t t0, t1;  /* monotonic ms: request sent, reply received */
 } fault_call;
 
@@ -36,6 +37,7 @@ static inline long fault_lock(const char *base, const char *name, const char *ac
   harness_resp r;
   memset(out, 0, sizeof *out);
   out->fence = -1;
+  out->held = -1;
   if (action)
     snprintf(path, sizeof path, "/v1/locks/%s/%s", name, action);
   else
@@ -46,6 +48,8 @@ static inline long fault_lock(const char *base, const char *name, const char *ac
   out->status = rc == 0 ? r.status : 0;
   if (rc == 0) {
     out->fence = harness_json_int(r.json, "fence");
+    json_t *held = json_object_get(r.json, "held");
+    if (json_is_boolean(held)) out->held = json_is_true(held);
     const char *code = harness_error_code(&r);
     const char *lease = harness_json_str(r.json, "lease");
     if (code) snprintf(out->code, sizeof out->code, "%s", code);
