@@ -2,6 +2,7 @@
 # load: every workload reports ops and zero errors, the floor runs
 # picketd's scripts on the same key layout, the idle workload reads
 # picketd's memory, and bad arguments exit 2 without running anything.
+# Each run is bounded by --ops as well as --duration, to keep the load low.
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 B="$PICKET_BIN_DIR/picket-bench"
 h_start_redis
@@ -25,7 +26,7 @@ expect_clean() {
 }
 
 # cycle: picketd then the floor, both clean, and a ratio line.
-run cycle --redis "$REDIS_URL" --duration 2 --names 100
+run cycle --redis "$REDIS_URL" --duration 3 --ops 3000 --names 100
 expect_clean cycle 0 picketd
 expect_clean cycle 1 floor
 [ "$(field "$H_DIR/cycle.json" 0 grants)" -gt 0 ] || h_fail "cycle: no grants"
@@ -42,13 +43,13 @@ h_redis --scan --pattern 'picket:{bench-*-f-*}:fence' | grep -q . || h_fail "no 
 [ -z "$(h_redis --scan --pattern 'picket:{bench-*}:lease')" ] || h_fail "leases left held after the run"
 
 # The other workloads, shorter.
-run contended --redis "$REDIS_URL" --workload contended --duration 1
+run contended --redis "$REDIS_URL" --workload contended --duration 1 --ops 1000
 expect_clean contended 0 picketd
 expect_clean contended 1 floor
-run renew --redis "$REDIS_URL" --workload renew --duration 1 --names 10
+run renew --redis "$REDIS_URL" --workload renew --duration 1 --ops 1000 --names 10
 expect_clean renew 0 picketd
 expect_clean renew 1 floor
-run wait --workload wait --duration 1 --names 2 --wait-ms 5000
+run wait --workload wait --duration 1 --ops 500 --names 2 --wait-ms 5000
 expect_clean wait 0 picketd
 [ "$(field "$H_DIR/wait.json" 0 held)" = 0 ] || h_fail "wait: a blocking acquire got lock_held"
 run idle --workload idle --conns 20 --duration 0.5
