@@ -554,6 +554,22 @@ int picket_acquire(picket_client *c, const char *name, const picket_acquire_opts
   atomic_store(&l->sent_ms, sent);
   atomic_store(&l->deadline_ms, sent + ttl - drift_ms(c, ttl));
   json_decref(reply);
+  /* A waited grant was made at some moment between sending and the reply
+   * that this clock cannot see: sent + ttl is still a safe deadline, but
+   * the wait may have spent most or all of it. Renew at once then: the
+   * renewal is sent after the grant, so its deadline is safe and full. */
+  if (opts->wait_ms > 0 && picket_now_ms() - sent > ttl / 10) {
+    err = picket__renew(c, l, ttl, 0);
+    if (err != 0 && !picket_lease_valid(l)) {
+      /* Without a deadline the lease is unusable: give the lock back. */
+      char msg[256];
+      snprintf(msg, sizeof msg, "the waited grant could not be renewed: %s",
+               picket_client_error_message(c));
+      picket_release(c, l);
+      picket_lease_free(l);
+      return fail(c, err, msg);
+    }
+  }
   *out = l;
   return 0;
 }

@@ -141,6 +141,16 @@ t=$(( $(h_now_ms) - t0 ))
 rc=0; "$P" run run-held -- touch "$D/never" 2> /dev/null || rc=$?
 [ "$rc" = 75 ] && [ ! -e "$D/never" ] || h_fail "held lock without --wait: exit $rc"
 
+# 7b. A wait longer than the TTL: the waited grant's deadline is renewed at
+#     once (else it would be spent by the wait, and the child stopped at
+#     once with 76 while the lock stays held).
+"$P" acquire run-waitlong --ttl 1500ms > /dev/null
+rc=0; "$P" run run-waitlong --ttl 1s --wait 10s -- sh -c 'sleep 0.3; echo ran > "$0"' "$D/waitlong" \
+  2> "$D/waitlong.err" || rc=$?
+[ "$rc" = 0 ] || h_fail "run --wait past the TTL: exit $rc: $(cat "$D/waitlong.err")"
+[ "$(cat "$D/waitlong" 2>/dev/null)" = ran ] || h_fail "run --wait past the TTL: the child did not run"
+[ "$(h_redis exists 'picket:{run-waitlong}:lease')" = 0 ] || h_fail "run --wait past the TTL: not released"
+
 # 8. On a terminal, the child's group gets the terminal: an interactive
 #    command can read it (else it would stop on SIGTTIN and hang).
 printf 'hello\n' | timeout 20 script -qec \
