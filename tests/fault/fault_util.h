@@ -119,17 +119,32 @@ static inline long long fault_info_int(harness_redis *r, const char *field) {
   return v;
 }
 
-/* 1 when the replica r has its link to the primary up. */
-static inline int fault_link_up(harness_redis *r) {
-  redisReply *x = harness_redis_cmd(r, "INFO replication");
-  int up = x && x->type == REDIS_REPLY_STRING && strstr(x->str, "master_link_status:up");
-  if (x) freeReplyObject(x);
-  return up;
+/* Waits (up to 15 s) until `n` replicas acknowledge a write to `primary`:
+ * a replica that says its link is up, or that the primary lists as online,
+ * may still not be streaming (Redis 7 starts at the replica's first
+ * REPLCONF ACK, sent once a second). Returns the ms it took; asserts. */
+static inline int64_t fault_wait_replicating(harness_redis *primary, int n) {
+  int64_t t0 = harness_now_ms();
+  redisContext *c = harness_redis_connect(primary);
+  ck_assert_ptr_nonnull(c);
+  long long acked = 0;
+  while (acked < n && harness_now_ms() - t0 < 15000) {
+    redisReply *x = redisCommand(c, "INCR fault:probe");
+    if (x) freeReplyObject(x);
+    x = redisCommand(c, "WAIT %d 100", n);
+    acked = x && x->type == REDIS_REPLY_INTEGER ? x->integer : 0;
+    if (x) freeReplyObject(x);
+    if (acked < n) harness_sleep_ms(20);
+  }
+  redisFree(c);
+  ck_assert_msg(acked >= n, "only %lld of %d replicas acknowledge writes", acked, n);
+  return harness_now_ms() - t0;
 }
 
 /* Runs the suite made of one case per test (so each gets its own fork and
  * timeout) and returns main's exit status. */
 static inline int fault_run(const char *suite, const TTest *const *tests, int n) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* the figures show even when a test fails */
   Suite *s = suite_create(suite);
   for (int i = 0; i < n; i++) {
     TCase *tc = tcase_create(tests[i]->name);

@@ -20,125 +20,15 @@
  * again to someone else while the first holder still believes it holds
  * the lock. With --min-replicas 1 those grants are refused with 503
  * not_replicated (and undone), and no fence is ever handed out twice. */
-#include <netinet/in.h>
-#include <poll.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
-#include <sys/socket.h>
 
+#include "fault_proxy.h"
 #include "fault_util.h"
-
-/* ---- the network between primary and replica ---------------------------- */
-
-#define PROXY_CONNS 4
-
-typedef struct {
-  int lfd, port, upstream;
-  int fd[PROXY_CONNS][2]; /* [0] the replica's side, [1] the primary's */
-  atomic_int partitioned, stop;
-  pthread_t thread;
-} proxy;
-
-static int connect_port(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
-  if (fd >= 0) close(fd);
-  return -1;
-}
-
-/* Copies what is readable on `from` to `to`; -1 when either side closed. */
-static int pump(proxy *p, int from, int to) {
-  char buf[16384];
-  ssize_t n = read(from, buf, sizeof buf);
-  if (n <= 0) return -1;
-  if (atomic_load(&p->partitioned)) return 0; /* read after the cut: dropped */
-  for (ssize_t off = 0; off < n;) {
-    ssize_t w = write(to, buf + off, (size_t)(n - off));
-    if (w <= 0) return -1;
-    off += w;
-  }
-  return 0;
-}
-
-static void *proxy_main(void *arg) {
-  proxy *p = arg;
-  while (!atomic_load(&p->stop)) {
-    if (atomic_load(&p->partitioned)) { /* the cable is cut: nothing moves */
-      harness_sleep_ms(10);
-      continue;
-    }
-    struct pollfd pf[1 + 2 * PROXY_CONNS];
-    int n = 0;
-    pf[n++] = (struct pollfd){.fd = p->lfd, .events = POLLIN};
-    for (int i = 0; i < PROXY_CONNS; i++)
-      for (int s = 0; s < 2; s++) pf[n++] = (struct pollfd){.fd = p->fd[i][s], .events = POLLIN};
-    if (poll(pf, (nfds_t)n, 10) <= 0) continue;
-    if (pf[0].revents & POLLIN) {
-      int c = accept(p->lfd, NULL, NULL);
-      int u = c >= 0 ? connect_port(p->upstream) : -1;
-      int slot = -1;
-      for (int i = 0; i < PROXY_CONNS && slot < 0; i++)
-        if (p->fd[i][0] < 0) slot = i;
-      if (c >= 0 && u >= 0 && slot >= 0) {
-        p->fd[slot][0] = c;
-        p->fd[slot][1] = u;
-      } else {
-        if (c >= 0) close(c);
-        if (u >= 0) close(u);
-      }
-    }
-    for (int i = 0; i < PROXY_CONNS; i++)
-      for (int s = 0; s < 2; s++) {
-        short ev = pf[1 + 2 * i + s].revents;
-        if (p->fd[i][s] < 0 || !(ev & (POLLIN | POLLHUP | POLLERR))) continue;
-        if (pump(p, p->fd[i][s], p->fd[i][!s]) < 0) {
-          close(p->fd[i][0]);
-          close(p->fd[i][1]);
-          p->fd[i][0] = p->fd[i][1] = -1;
-        }
-      }
-  }
-  return NULL;
-}
-
-static proxy *proxy_start(int upstream) {
-  proxy *p = calloc(1, sizeof *p);
-  ck_assert_ptr_nonnull(p);
-  for (int i = 0; i < PROXY_CONNS; i++) p->fd[i][0] = p->fd[i][1] = -1;
-  p->upstream = upstream;
-  p->lfd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof a;
-  ck_assert_int_eq(bind(p->lfd, (struct sockaddr *)&a, sizeof a), 0);
-  ck_assert_int_eq(listen(p->lfd, 8), 0);
-  ck_assert_int_eq(getsockname(p->lfd, (struct sockaddr *)&a, &len), 0);
-  p->port = ntohs(a.sin_port);
-  pthread_create(&p->thread, NULL, proxy_main, p);
-  return p;
-}
-
-/* Stops forwarding at once: whatever either side sends from now on is
- * never delivered, and neither side is told. */
-static void proxy_partition(proxy *p) { atomic_store(&p->partitioned, 1); }
-
-static void proxy_free(proxy *p) {
-  if (p == NULL) return;
-  atomic_store(&p->stop, 1);
-  pthread_join(p->thread, NULL);
-  close(p->lfd);
-  for (int i = 0; i < PROXY_CONNS; i++)
-    for (int s = 0; s < 2; s++)
-      if (p->fd[i][s] >= 0) close(p->fd[i][s]);
-  free(p);
-}
 
 /* ---- a primary and its replica ----------------------------------------- */
 
 static harness_redis *primary, *replica;
-static proxy *net;
+static fault_proxy *net;
 
 /* Waits until the replica has applied everything the primary has written. */
 static void wait_replicated(void) {
@@ -153,22 +43,20 @@ static void start_pair(void) {
   harness_redis_opts po = {.tcp = 1, .extra_conf = "repl-diskless-sync-delay 0"};
   primary = harness_redis_start(&po);
   ck_assert_ptr_nonnull(primary);
-  net = proxy_start(harness_redis_port(primary));
+  net = fault_proxy_start(harness_redis_port(primary));
   char conf[100];
-  snprintf(conf, sizeof conf, "replicaof 127.0.0.1 %d", net->port);
+  snprintf(conf, sizeof conf, "replicaof 127.0.0.1 %d", fault_proxy_port(net));
   harness_redis_opts ro = {.extra_conf = conf};
   replica = harness_redis_start(&ro);
   ck_assert_ptr_nonnull(replica);
-  int64_t t0 = harness_now_ms();
-  while (!fault_link_up(replica) && harness_now_ms() - t0 < 15000) harness_sleep_ms(20);
-  ck_assert_msg(fault_link_up(replica), "the replica did not sync");
-  printf("replica in sync after %lld ms\n", (long long)(harness_now_ms() - t0));
+  printf("replica acknowledging writes after %lld ms\n",
+         (long long)fault_wait_replicating(primary, 1));
 }
 
 /* The primary dies, the network goes, the replica is promoted. */
 static void fail_over(void) {
   harness_redis_stop(primary, SIGKILL);
-  proxy_free(net);
+  fault_proxy_free(net);
   net = NULL;
   redisReply *x = harness_redis_cmd(replica, "REPLICAOF NO ONE");
   ck_assert_msg(x && x->type == REDIS_REPLY_STATUS, "REPLICAOF NO ONE failed");
@@ -177,7 +65,7 @@ static void fail_over(void) {
 }
 
 static void stop_pair(void) {
-  proxy_free(net);
+  fault_proxy_free(net);
   harness_redis_free(replica);
   harness_redis_free(primary);
   net = NULL;
@@ -255,7 +143,7 @@ START_TEST(failover_without_min_replicas_loses_grants) {
   replicated_grants(a);
   wait_replicated();
 
-  proxy_partition(net);
+  fault_proxy_partition(net);
   fault_call h2, x;
   ck_assert_int_eq(grant(a, "primary, partitioned", "fo", &h2), 200);
   ck_assert_int_eq(h2.fence, 3);
@@ -294,7 +182,7 @@ START_TEST(failover_with_min_replicas_never_repeats_a_fence) {
   fault_call kept, c;
   ck_assert_int_eq(grant(a, "primary, replicated", "fo3", &kept), 200);
 
-  proxy_partition(net);
+  fault_proxy_partition(net);
   /* every grant and renewal now fails WAIT: 503, and the grant is undone */
   for (int i = 0; i < 3; i++) {
     ck_assert_int_eq(grant(a, "primary, partitioned", "fo", &c), 503);
