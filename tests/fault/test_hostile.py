@@ -16,7 +16,8 @@ dribblers and idle connections. Then it checks that:
   * while hundreds of slow-loris and idle connections are open, a normal
     acquire/release is served promptly, and afterwards the server closes
     every one of them within the connection timeout (plus a wide margin);
-  * picketd still serves, and its RSS after the second storm is within
+  * picketd still serves, holds no more file descriptors than before
+    (give or take a few), and its RSS after the second storm is within
     RSS_GROWTH_MAX_KB of the RSS after the first.
 
 Usage: test_hostile.py PORT PID
@@ -72,6 +73,10 @@ def rss_kb(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return -1
+
+
+def fd_count(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
 
 
 def connect(port, timeout=5.0):
@@ -557,6 +562,7 @@ def main():
     rng = random.Random(seed)
     start = time.monotonic()
     rss = [rss_kb(pid)]
+    fds = [fd_count(pid)]
     for storm in (1, 2):
         t0 = time.monotonic()
         n = run_storm(port, rng)
@@ -565,18 +571,26 @@ def main():
         never_granted(port, partial)  # slow_and_idle took longer than the timeout
         serves(port)
         rss.append(rss_kb(pid))
+        fds.append(fd_count(pid))
         print("storm %d: %d malformed requests, 100 half-closed acquires (%d answered, %d not), "
               "100 cut short, 100 slow-loris (%d alive past the timeout) and 300 idle connections "
-              "(all closed %.1fs after falling silent); %.1fs; RSS %d kB"
+              "(all closed %.1fs after falling silent); %.1fs; RSS %d kB, %d open fds"
               % (storm, n, answered, unanswered, alive, closed_after, time.monotonic() - t0,
-                 rss[-1]), flush=True)
+                 rss[-1], fds[-1]), flush=True)
+        # Every client connection is closed by now (the silent ones were
+        # waited for): what is open is picketd's own (listener, epoll,
+        # Redis connections), as before the storm, give or take a few.
+        if fds[-1] > fds[0] + 8:
+            FAIL.fail("picketd holds %d fds after storm %d, %d before: a connection leak?"
+                      % (fds[-1], storm, fds[0]))
         if not os.path.exists("/proc/%d" % pid):
             FAIL.fail("picketd is gone after storm %d" % storm)
             break
     if len(rss) == 3:
         growth = rss[2] - rss[1]
         print("RSS before %d kB, after storm 1 %d kB, after storm 2 %d kB (growth %+d kB, "
-              "limit %d kB)" % (rss[0], rss[1], rss[2], growth, RSS_GROWTH_MAX_KB))
+              "limit %d kB); open fds %d, %d, %d"
+              % (rss[0], rss[1], rss[2], growth, RSS_GROWTH_MAX_KB, fds[0], fds[1], fds[2]))
         if growth > RSS_GROWTH_MAX_KB:
             FAIL.fail("RSS grew %d kB in the second storm" % growth)
     print("%.1fs, %d failures" % (time.monotonic() - start, FAIL.count))
