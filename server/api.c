@@ -7,7 +7,7 @@
 #include "api.h"
 
 #include <jansson.h>
-#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +42,47 @@ static void reply_json(api_response *resp, int status, json_t *j) {
     resp->body = strdup("{\"error\":{\"code\":\"internal_error\",\"message\":\"out of memory\"}}");
   }
   resp->body_len = resp->body ? strlen(resp->body) : 0;
+}
+
+/* The hot replies (grant, renew, release) have a fixed shape and only
+ * strings validated on the way in, so they are formatted directly: no JSON
+ * tree per request. Names are [A-Za-z0-9._:-] and lease ids hex, so they
+ * need no escaping; a request's owner is UTF-8 without control characters,
+ * so only quote and backslash do. (An owner read back from Redis goes
+ * through jansson: Redis may hold anything.) */
+static void reply_fmt(api_response *resp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void reply_fmt(api_response *resp, const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  char *body = (n > 0 && (size_t)n < sizeof buf) ? malloc((size_t)n + 1) : NULL;
+  if (body == NULL) {
+    api_error(resp, PICKET_PROTO_ERR_INTERNAL, "out of memory");
+    return;
+  }
+  memcpy(body, buf, (size_t)n + 1);
+  resp->status = 200;
+  resp->content_type = "application/json";
+  resp->body = body;
+  resp->body_len = (size_t)n;
+}
+
+#define OWNER_LITERAL_MAX (2 * PICKET_PROTO_OWNER_MAX + 3)
+
+/* A validated owner as a JSON value: null when empty, else quoted. */
+static const char *owner_literal(const char *owner, char out[OWNER_LITERAL_MAX]) {
+  if (owner == NULL || owner[0] == '\0') return "null";
+  size_t n = 0;
+  out[n++] = '"';
+  for (; *owner; owner++) {
+    if (*owner == '"' || *owner == '\\') out[n++] = '\\';
+    out[n++] = *owner;
+  }
+  out[n++] = '"';
+  out[n] = '\0';
+  return out;
 }
 
 static json_t *error_object(picket_proto_err e, const char *message) {
@@ -187,10 +228,10 @@ static api_result acquire_attempt(api_call *call, api_response *resp) {
     char lease_log[16];
     LOG(LOG_DEBUG, "granted %s fence %lld lease %s ttl %lld ms", call->name, (long long)r.fence,
         log_lease(call->lease, lease_log), (long long)call->ttl_ms);
-    reply_json(resp, 200,
-               json_pack("{s:s, s:s, s:I, s:I, s:o}", "lock", call->name, "lease", call->lease,
-                         "fence", (json_int_t)r.fence, "ttl_ms", (json_int_t)call->ttl_ms, "owner",
-                         owner_json(call->owner)));
+    char owner[OWNER_LITERAL_MAX];
+    reply_fmt(resp, "{\"lock\":\"%s\",\"lease\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld,\"owner\":%s}",
+              call->name, call->lease, (long long)r.fence, (long long)call->ttl_ms,
+              owner_literal(call->owner, owner));
     return API_DONE;
   }
   if (st != STORE_HELD) {
@@ -267,8 +308,8 @@ static api_result handle_renew(const api_request *req, api_call *call, api_respo
   store_status st = store_renew(call->name, call->lease, call->ttl_ms, &r);
   if (st == STORE_OK) {
     metrics_inc(M_RENEW_RENEWED);
-    reply_json(resp, 200, json_pack("{s:s, s:I, s:I}", "lock", call->name, "fence",
-                                    (json_int_t)r.fence, "ttl_ms", (json_int_t)call->ttl_ms));
+    reply_fmt(resp, "{\"lock\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld}", call->name,
+              (long long)r.fence, (long long)call->ttl_ms);
     return API_DONE;
   }
   return renew_or_release_failed(call, "renew", M_RENEW_LOST, M_RENEW_ERROR, st, &r, resp);
@@ -285,7 +326,7 @@ static api_result handle_release(const api_request *req, api_call *call, api_res
   store_status st = store_release(call->name, call->lease, &r);
   if (st == STORE_OK) {
     metrics_inc(M_RELEASE_RELEASED);
-    reply_json(resp, 200, json_pack("{s:s, s:b}", "lock", call->name, "released", 1));
+    reply_fmt(resp, "{\"lock\":\"%s\",\"released\":true}", call->name);
     return API_DONE;
   }
   return renew_or_release_failed(call, "release", M_RELEASE_LOST, M_RELEASE_ERROR, st, &r, resp);

@@ -252,6 +252,11 @@ START_TEST(edge_values_accepted) {
   acquire_ok("owner-empty", "{\"owner\":\"\"}", NULL);
   acquire_ok("owner-utf8", "{\"owner\":\"s\xc3\xa9" "bastien \xe6\x9c\xba\"}", NULL);
   harness_resp r;
+  /* an owner with JSON's special characters comes back intact */
+  call("POST", "/v1/locks/owner-quote/acquire", "{\"owner\":\"a \\\"q\\\" b\\\\c /\"}", &r);
+  ck_assert_msg(r.status == 200 && r.json, "%ld %s", r.status, r.body);
+  ck_assert_str_eq(harness_json_str(r.json, "owner"), "a \"q\" b\\c /");
+  harness_resp_free(&r);
   call("GET", "/v1/locks/owner-empty", NULL, &r);
   ck_assert(json_is_null(json_object_get(r.json, "owner")));
   harness_resp_free(&r);
