@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -92,6 +93,25 @@ static inline void fault_lease_id(char out[33]) {
 static inline int fault_child_alive(pid_t pid) {
   int st;
   return pid > 0 && waitpid(pid, &st, WNOHANG) == 0;
+}
+
+/* Sends SIGSTOP to pid and waits (up to 5 s) until it has really stopped:
+ * a process stops only when next scheduled, which on a busy machine can
+ * take a while. Asserts. */
+static inline void fault_stop_process(pid_t pid) {
+  kill(pid, SIGSTOP);
+  char path[64], stat[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  for (int i = 0; i < 500; i++) {
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
+    if (f) fclose(f);
+    stat[n] = '\0';
+    const char *end = strrchr(stat, ')'); /* the state follows "(comm) " */
+    if (end && end[1] == ' ' && end[2] == 'T') return;
+    harness_sleep_ms(10);
+  }
+  ck_abort_msg("process %d did not stop", (int)pid);
 }
 
 /* 1 when file `log` contains `text` (fixed string). */
