@@ -5,8 +5,9 @@
  *   restarted from its AOF (appendfsync always). While Redis is down every
  *   call must be a 503 store_unavailable, never a grant and never a broken
  *   connection; after it returns every lock must be granted again within
- *   1 s (asserted with a 3x margin for small CI machines), and every fence
- *   granted after the crash must lie above every fence granted before it.
+ *   1 s (asserted with a 3x margin for small CI machines), every fence
+ *   granted after the crash must lie above every fence granted before it,
+ *   and a long lease taken before the crash must still be held and renew.
  * slow_redis: Redis blocked by DEBUG SLEEP longer than --redis-timeout-ms.
  *   The request gets 503 close to the timeout instead of hanging, picketd
  *   reconnects by itself once Redis wakes, and the acquire that timed out
@@ -79,6 +80,9 @@ START_TEST(sigkill_under_load) {
     ck_assert_ptr_nonnull(cl[i].recs);
     pthread_create(&t[i], NULL, client_main, &cl[i]);
   }
+  /* a long lease taken before the crash must survive it (AOF) */
+  fault_call kept;
+  ck_assert_int_eq(fault_acquire(harness_picketd_url(P), "kept", 60000, NULL, &kept), 200);
   harness_sleep_ms(1000);
   int64_t kill0 = harness_now_ms();
   harness_redis_stop(R, SIGKILL); /* returns once the process is reaped */
@@ -103,6 +107,10 @@ START_TEST(sigkill_under_load) {
   atomic_store(&stop_load, 1);
   for (int i = 0; i < CLIENTS; i++) pthread_join(t[i], NULL);
   ck_assert_msg(fault_child_alive(harness_picketd_pid(P)), "picketd died");
+  fault_call k;
+  ck_assert_int_eq(fault_acquire(harness_picketd_url(P), "kept", 60000, NULL, &k), 409);
+  ck_assert_int_eq(fault_lease_call(harness_picketd_url(P), "kept", "renew", kept.lease, &k), 200);
+  ck_assert_int_eq(k.fence, kept.fence);
   ck_assert_int_eq(healthz, 200);
   ck_assert_int_eq(readyz, 503);
   ck_assert_str_eq(readyz_code, "store_unavailable");
