@@ -85,9 +85,21 @@ static const char *owner_literal(const char *owner, char out[OWNER_LITERAL_MAX])
   return out;
 }
 
+/* The error object. A message may quote what a client sent (jansson's
+ * "near '...'" can cut a character in two) or what Redis holds, so it is
+ * not always UTF-8; then its other bytes become '?', because a message
+ * that is not a JSON string would turn the whole reply into a 500. */
 static json_t *error_object(picket_proto_err e, const char *message) {
-  return json_pack("{s:s, s:s}", "code", picket_proto_err_code(e), "message",
-                   message ? message : picket_proto_err_message(e));
+  const char *m = message ? message : picket_proto_err_message(e);
+  json_t *text = json_string(m);
+  if (text == NULL) {
+    char clean[512];
+    snprintf(clean, sizeof clean, "%s", m);
+    for (char *p = clean; *p; p++)
+      if ((unsigned char)*p >= 0x80) *p = '?';
+    text = json_string(clean);
+  }
+  return json_pack("{s:s, s:o}", "code", picket_proto_err_code(e), "message", text);
 }
 
 void api_error(api_response *resp, picket_proto_err e, const char *message) {
@@ -99,8 +111,13 @@ static api_result fail(api_response *resp, picket_proto_err e, const char *messa
   return API_DONE;
 }
 
+/* The owner as JSON. An owner read back from Redis was not necessarily
+ * written by picketd (redis-cli, another program): one that is not valid
+ * UTF-8 cannot be a JSON string, and is shown as null rather than failing
+ * the whole reply. */
 static json_t *owner_json(const char *owner) {
-  return owner && owner[0] ? json_string(owner) : json_null();
+  json_t *s = owner && owner[0] ? json_string(owner) : NULL;
+  return s ? s : json_null();
 }
 
 /* 409 lock_held with when to retry: in the body, and as Retry-After in
@@ -336,9 +353,12 @@ static api_result handle_inspect(api_call *call, api_response *resp) {
   store_result r = {0};
   store_status st = store_inspect(call->name, &r);
   if (st != STORE_OK) return store_failure(resp, st, &r);
+  /* A lease key without expiry (PTTL -1: PERSISTed by hand) is "held now",
+   * as in reply_held: the spec's ttl_ms is never negative. */
+  int64_t ttl_ms = r.held && r.ttl_ms < 1 ? 1 : r.ttl_ms;
   reply_json(resp, 200,
              json_pack("{s:s, s:b, s:I, s:I, s:o}", "lock", call->name, "held", r.held, "fence",
-                       (json_int_t)r.fence, "ttl_ms", (json_int_t)r.ttl_ms, "owner",
+                       (json_int_t)r.fence, "ttl_ms", (json_int_t)ttl_ms, "owner",
                        owner_json(r.held ? r.owner : NULL)));
   return API_DONE;
 }

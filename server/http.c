@@ -180,6 +180,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   api_request req = {method, url, r->body, r->len, r->too_large};
   api_response resp;
   if (api_handle(&req, &r->call, &resp) == API_WAIT) return park(conn, r);
+  if (r->call.granted) {
+    /* A client that gave up (its timeout, while picketd was paused or Redis
+     * slow) has closed its side, yet the reply would still "send" into the
+     * half-closed socket. Close instead: on_completed gives the lock back. */
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci && client_gone(ci->connect_fd)) {
+      api_response_free(&resp);
+      return MHD_NO;
+    }
+  }
   return send_response(conn, r, &resp);
 }
 

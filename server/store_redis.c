@@ -312,8 +312,13 @@ static store_status wait_replicas(store_result *r) {
     set_err(r, "Redis connection lost before WAIT%s", NULL);
     return STORE_EUNAVAIL;
   }
+  /* WAIT blocks for up to --replica-timeout-ms by design: allow that on
+   * top of the command timeout, or a long WAIT would look like a dead
+   * Redis (store_unavailable and a reconnect instead of not_replicated). */
+  redisSetTimeout(k->c, ms_tv(cfg->redis_timeout_ms + cfg->replica_timeout_ms));
   redisReply *rep = redisCommand(k->c, "WAIT %d %lld", cfg->min_replicas,
                                  (long long)cfg->replica_timeout_ms);
+  redisSetTimeout(k->c, ms_tv(cfg->redis_timeout_ms));
   if (rep == NULL) return transport_error(k, r);
   store_status st = STORE_OK;
   if (rep->type == REDIS_REPLY_ERROR) {
@@ -451,9 +456,16 @@ store_status store_ready(store_result *r) {
   if (rep->type == REDIS_REPLY_ERROR) {
     st = error_reply(rep->str, r);
   } else if (rep->type == REDIS_REPLY_STRING) {
-    const char *p = strstr(rep->str, "connected_slaves:");
-    if (p) r->replicas = atoi(p + strlen("connected_slaves:"));
+    /* Count the replicas online, not connected_slaves: that also counts
+     * replicas still syncing, which WAIT cannot count yet. */
+    for (const char *p = rep->str; (p = strstr(p, ",state=online")) != NULL; p++) r->replicas++;
     metrics_gauge_set(G_REDIS_UP, 1);
+    /* Every grant would be refused with not_replicated: not ready. */
+    if (r->replicas < cfg->min_replicas) {
+      snprintf(r->err, sizeof r->err, "%d of --min-replicas %d replicas online", r->replicas,
+               cfg->min_replicas);
+      st = STORE_ENOTREPL;
+    }
   }
   freeReplyObject(rep);
   return st;

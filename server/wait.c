@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,6 +308,51 @@ fail:
   return NULL;
 }
 
+/* A subscriber waits for messages with no timeout, so a connection lost
+ * silently (a proxy or NAT in between dropped it: no FIN, no RST, and the
+ * middlebox still answers keepalives) would never be noticed, and waiters
+ * would wake only at their holders' expiry. So the channel PINGs Redis
+ * after this long without traffic and reconnects when the answer takes
+ * longer than --redis-timeout-ms. */
+#define PUBSUB_PING_MS 1000
+
+/* Handles one reply, or waits for traffic and sends the health-check PING
+ * when due. 0 to go on, -1 when the connection is lost or stopping. */
+static int pubsub_next(redisContext *c, int64_t *ping_sent, int64_t *next_ping) {
+  redisReply *r = NULL;
+  if (redisGetReplyFromReader(c, (void **)&r) != REDIS_OK) return -1;
+  if (r != NULL) {
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+        r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "message") == 0 &&
+        r->element[2]->type == REDIS_REPLY_STRING &&
+        picket_proto_name_valid(r->element[2]->str, r->element[2]->len))
+      wake_heads(r->element[2]->str, M_WAKE_RELEASE);
+    freeReplyObject(r);
+    *ping_sent = 0; /* any traffic (a PONG too) shows the channel alive */
+    *next_ping = now_ms() + PUBSUB_PING_MS;
+    return 0;
+  }
+  int64_t now = now_ms();
+  if (*ping_sent && now - *ping_sent >= cfg->redis_timeout_ms) {
+    LOG(LOG_WARN, "release channel: no answer to PING within %lld ms; reconnecting",
+        (long long)cfg->redis_timeout_ms);
+    return -1;
+  }
+  if (!*ping_sent && now >= *next_ping) {
+    int done = 0;
+    if (redisAppendCommand(c, "PING") != REDIS_OK) return -1;
+    while (!done)
+      if (redisBufferWrite(c, &done) != REDIS_OK) return -1;
+    *ping_sent = now;
+  }
+  int64_t until = *ping_sent ? *ping_sent + cfg->redis_timeout_ms : *next_ping;
+  struct pollfd p = {.fd = c->fd, .events = POLLIN};
+  int n = poll(&p, 1, until > now ? (int)(until - now) : 0);
+  if (n < 0 && errno != EINTR) return -1;
+  if (n > 0 && redisBufferRead(c) != REDIS_OK) return -1;
+  return 0;
+}
+
 static void *pubsub_main(void *arg) {
   int64_t backoff = 20;
   int was_up = 0;
@@ -325,6 +371,7 @@ static void *pubsub_main(void *arg) {
       continue;
     }
     backoff = 20;
+    int64_t ping_sent = 0, next_ping = now_ms() + PUBSUB_PING_MS;
     pthread_mutex_lock(&mu);
     pubsub = c;
     stop = stopping;
@@ -334,15 +381,10 @@ static void *pubsub_main(void *arg) {
     /* Releases published while we were not subscribed are lost: let every
      * head retry once now instead of sleeping until its holder's expiry. */
     wake_heads(NULL, M_WAKE_RELEASE);
-    while (!stop) {
-      redisReply *r = NULL;
-      if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL) break;
-      if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-          r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "message") == 0 &&
-          r->element[2]->type == REDIS_REPLY_STRING &&
-          picket_proto_name_valid(r->element[2]->str, r->element[2]->len))
-        wake_heads(r->element[2]->str, M_WAKE_RELEASE);
-      freeReplyObject(r);
+    while (!stop && pubsub_next(c, &ping_sent, &next_ping) == 0) {
+      pthread_mutex_lock(&mu);
+      stop = stopping;
+      pthread_mutex_unlock(&mu);
     }
     pthread_mutex_lock(&mu);
     pubsub = NULL;
