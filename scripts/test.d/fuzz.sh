@@ -7,8 +7,6 @@
 # `build/bin/fuzz_api_replay FILE` or `build-fuzz/bin/fuzz_api FILE`.
 #
 #   PICKET_FUZZ_SECONDS   how long to fuzz (default 60)
-#   PICKET_FUZZ_STRICT=1  also hostile store contents and the known defects
-#                         (see docs/hostile-input.md, "Defects found")
 set -euo pipefail
 : "${ROOT:?ROOT must name the source tree}"
 seconds=${PICKET_FUZZ_SECONDS:-60}

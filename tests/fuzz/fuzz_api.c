@@ -29,14 +29,9 @@
  * reached the store, a 500, are all reported and abort(), so the fuzzer
  * finds wrong answers, not only crashes.
  *
- * Defects it found that are reported but not fixed yet ("Defects found"
- * in docs/hostile-input.md) are let through unless PICKET_FUZZ_STRICT=1,
- * so that scripts/test stays green on main meanwhile: known_defect()
- * recognizes a reply to one of them, and store contents that picketd
- * never writes itself (an owner that is not UTF-8, a lease key without
- * expiry: what redis-cli or another program could leave) are fuzzed only
- * in strict mode; otherwise such an owner is replaced by a valid one and
- * FLAG_NO_EXPIRY is ignored. When the fixes land, strict is the default. */
+ * The store may also hold what picketd never writes itself but redis-cli
+ * or another program could leave behind (an owner that is not UTF-8, a
+ * lease key without expiry): replies must stay well-formed then too. */
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -69,7 +64,6 @@ enum {
 
 static const char *const METHODS[8] = {"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "post"};
 static config default_cfg, small_cfg;
-static int strict;        /* PICKET_FUZZ_STRICT=1 */
 static int verbose;       /* PICKET_FUZZ_VERBOSE=1: print each exchange */
 
 /* What one request was, for the checks and for the report of a failure. */
@@ -94,8 +88,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   load_config(&default_cfg, 1, def);
   load_config(&small_cfg, 5, small);
   log_setup(LOG_WARN, LOG_FORMAT_TEXT); /* api.c logs at debug and info only */
-  const char *h = getenv("PICKET_FUZZ_STRICT");
-  strict = h && strcmp(h, "1") == 0;
   const char *v = getenv("PICKET_FUZZ_VERBOSE");
   verbose = v && strcmp(v, "1") == 0;
   char err[100];
@@ -247,6 +239,15 @@ static void check_lock_ok(const request_ctx *ctx, const api_response *resp, cons
     int same = asked == NULL || strcmp(json_string_value(asked), l) == 0;
     json_decref(asked);
     CHECK(same, "the reply's lease is not the one the client chose");
+    /* The owner is the one the request named (null for none or ""). */
+    asked = request_member(ctx->req, "owner");
+    const char *want_owner = json_string_value(asked);
+    json_t *got = json_object_get(j, "owner");
+    same = want_owner && want_owner[0] ? json_is_string(got) &&
+                                             strcmp(json_string_value(got), want_owner) == 0
+                                       : json_is_null(got);
+    json_decref(asked);
+    CHECK(same, "the reply's owner is not the one the request named");
     asked = request_member(ctx->req, "ttl_ms");
     int64_t def = PICKET_PROTO_TTL_DEFAULT_MS < ctx->cfg->max_ttl_ms ? PICKET_PROTO_TTL_DEFAULT_MS
                                                                      : ctx->cfg->max_ttl_ms;
@@ -274,24 +275,7 @@ static void check_lock_ok(const request_ctx *ctx, const api_response *resp, cons
   }
 }
 
-/* A reply to a reported defect that is not fixed yet (see the top of the
- * file); always 0 in strict mode. */
-static int known_defect(const request_ctx *ctx, const api_response *resp) {
-  if (strict || resp->status != 500) return 0;
-  /* Defect 1: jansson's parse error quotes the body near the error, which
-   * may be bytes that are not UTF-8; the message then cannot be a JSON
-   * string and the reply becomes 500 "out of memory". */
-  const api_request *req = ctx->req;
-  int high = 0;
-  for (size_t i = 0; i < req->body_len; i++) high |= (unsigned char)req->body[i] >= 0x80;
-  json_t *j = high ? json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, NULL) : NULL;
-  int malformed = high && j == NULL;
-  json_decref(j);
-  return malformed;
-}
-
 static void check_reply(const request_ctx *ctx, const api_response *resp, const api_call *call) {
-  if (known_defect(ctx, resp)) return;
   CHECK(resp->status == 200 || resp->status == 400 || resp->status == 404 ||
             resp->status == 405 || resp->status == 409 || resp->status == 413 ||
             resp->status == 502 || resp->status == 503,
@@ -406,14 +390,6 @@ static void run_one(const uint8_t *data, size_t size) {
     data += used;
     size -= used;
   }
-  if (!strict) {
-    flags &= ~FLAG_NO_EXPIRY;
-    if (!picket_proto_owner_valid(owner, olen)) {
-      owner = "other-worker";
-      olen = strlen(owner);
-    }
-  }
-
   /* A copy of the body in its own allocation, so that ASan catches a read
    * past its end; no body is NULL, as in server/http.c. */
   int too_large = (flags & FLAG_TOO_LARGE) || size > PICKET_PROTO_BODY_MAX;
