@@ -3,7 +3,8 @@
  *
  * picketd is stateless: every lock lives in Redis, so a second picketd is a
  * hot standby and clients only need to switch. Six clients take turns on
- * three locks, half of them through each picketd. Each acquire carries a
+ * three locks, half of them through each picketd, half of them with
+ * blocking acquires (wait_ms) that park in picketd. Each acquire carries a
  * client-chosen lease id, so a client whose picketd died with the request
  * in flight retries the same acquire on the other one and gets the grant
  * it may already have (the retry is idempotent), never a second grant.
@@ -42,6 +43,7 @@ static char violation[300];
 
 typedef struct {
   int id, lock, s; /* s: index of the picketd it talks to now */
+  int wait_ms;     /* > 0: a blocking acquire, parked in picketd while it waits */
   int grants_after_kill, switches, errors, lost; /* lost: calls with no reply */
   char why[200];
 } client;
@@ -57,8 +59,11 @@ static long call_failover(client *cl, const char *name, const char *action, cons
                           fault_call *c, int *lost) {
   *lost = 0;
   for (int attempt = 0; attempt < 4; attempt++) {
+    char body[120];
+    snprintf(body, sizeof body, "{\"ttl_ms\":%d,\"wait_ms\":%d,\"lease\":\"%s\"}", TTL_MS,
+             cl->wait_ms, lease);
     long st = strcmp(action, "acquire") == 0
-                  ? fault_acquire(server[cl->s], name, TTL_MS, lease, c)
+                  ? fault_lock(server[cl->s], name, "acquire", body, c)
                   : fault_lease_call(server[cl->s], name, action, lease, c);
     if (st != 0 && st != 503) return st;
     if (st == 0) {
@@ -160,7 +165,9 @@ START_TEST(one_of_two_killed_mid_load) {
   static client cl[CLIENTS];
   pthread_t t[CLIENTS], mon;
   for (int i = 0; i < CLIENTS; i++) {
-    cl[i] = (client){.id = i, .lock = i % LOCKS, .s = i % 2};
+    /* clients 3..5 wait in picketd for the lock (wait_ms): killing A also
+     * drops the acquires parked in it */
+    cl[i] = (client){.id = i, .lock = i % LOCKS, .s = i % 2, .wait_ms = i >= 3 ? 1000 : 0};
     pthread_create(&t[i], NULL, client_main, &cl[i]);
   }
   pthread_create(&mon, NULL, monitor_main, NULL);
