@@ -71,7 +71,7 @@ static const config_option options[] = {
      "start even if Redis maxmemory-policy is allkeys-* (can evict fence counters)"},
     {"min-replicas", INT(min_replicas, 0, 64), "0", NULL,
      "after each grant and renewal, WAIT for this many replicas; fewer is 503 not_replicated"},
-    {"replica-timeout-ms", INT(replica_timeout_ms, 1, 60000), "100", NULL,
+    {"replica-timeout-ms", INT(replica_timeout_ms, 1, 60000), "500", NULL,
      "how long WAIT may take for --min-replicas"},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])

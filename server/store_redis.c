@@ -383,9 +383,11 @@ store_status store_acquire(const char *name, const char *lease, int64_t ttl_ms, 
   r->created = is_int(rep->element[2]) && rep->element[2]->integer == 1;
   freeReplyObject(rep);
   st = wait_replicas(r);
-  if (st != STORE_OK) {
-    /* The grant may not survive a failover: take it back, so no caller
-     * ever holds a grant that another could get after a promotion. */
+  if (st != STORE_OK && r->created) {
+    /* A new grant that may not survive a failover: take it back, so no
+     * caller ever holds a grant that another could get after a promotion.
+     * A same-lease retry only refreshed a grant made (and replicated)
+     * before: it stays, as a renewal that was not replicated does. */
     store_result ignore;
     store_release(name, lease, &ignore);
   }

@@ -6,7 +6,9 @@
  *   refused with not_replicated must not tell a load balancer it is ready.
  *   So: with --min-replicas 1 and no replica, /readyz is 503 not_replicated
  *   and so is an acquire; once a replica is online both succeed; once the
- *   replica is gone (killed), 503 again.
+ *   replica is gone (killed), 503 again. A same-lease retry refused for
+ *   want of a replica keeps the grant it refreshes (only new grants are
+ *   undone).
  * wait_longer_than_redis_timeout: WAIT blocks for --replica-timeout-ms on
  *   purpose; when that is longer than --redis-timeout-ms the caller must
  *   still get not_replicated (and the grant undone), not store_unavailable
@@ -71,6 +73,17 @@ START_TEST(readyz_follows_min_replicas) {
            harness_now_ms() - t0 < 5000 * harness_time_scale());
   ck_assert_msg(c.status == 200, "acquire with a replica: %ld %s", c.status, c.code);
   printf("granted %lld ms after /readyz said ready\n", (long long)(harness_now_ms() - t0));
+
+  /* the replica stalled: a same-lease retry of that replicated grant is
+   * refused (not_replicated) but does not take the grant away */
+  char lease[33];
+  snprintf(lease, sizeof lease, "%s", c.lease);
+  kill(harness_redis_pid(replica), SIGSTOP);
+  ck_assert_int_eq(fault_acquire(url, "r", 10000, lease, &c), 503);
+  ck_assert_str_eq(c.code, "not_replicated");
+  ck_assert_int_eq(fault_lock(url, "r", NULL, NULL, &c), 200);
+  ck_assert_msg(c.held == 1, "a refused same-lease retry undid the replicated grant");
+  kill(harness_redis_pid(replica), SIGCONT);
 
   /* the replica killed: the primary sees its link close at once */
   harness_redis_stop(replica, SIGKILL);
