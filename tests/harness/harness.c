@@ -132,10 +132,33 @@ static pid_t spawn(char *const argv[], const char *log) {
   return pid;
 }
 
+/* 1 once `pid` has exited (gone, or a zombie nobody has reaped yet). */
+static int exited(pid_t pid) {
+  if (kill(pid, 0) < 0 && errno == ESRCH) return 1;
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return 1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *close = strrchr(buf, ')'); /* "pid (comm) S ..." */
+  return close && close[1] == ' ' && close[2] == 'Z';
+}
+
 static int wait_exit(pid_t pid) {
   int st;
-  while (waitpid(pid, &st, 0) < 0)
-    if (errno != EINTR) return -1;
+  while (waitpid(pid, &st, 0) < 0) {
+    if (errno == EINTR) continue;
+    if (errno == ECHILD) {
+      /* Not our child: a server started by a Check fixture in the parent,
+       * stopped from a test in a forked child. It must still be gone
+       * before we go on (a restart would otherwise race the old server's
+       * exit, which unlinks the socket the new one just made). */
+      for (int i = 0; i < 3000 && !exited(pid); i++) harness_sleep_ms(10);
+    }
+    return -1;
+  }
   if (WIFEXITED(st)) return WEXITSTATUS(st);
   if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
   return -1;
