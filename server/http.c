@@ -156,6 +156,20 @@ static enum MHD_Result resumed(struct MHD_Connection *conn, http_req *r) {
   }
 }
 
+/* libmicrohttpd 0.9.75 hands the request target over as a C string, so a
+ * raw NUL in it would cut the path short: "/v1/locks/a/acquire\0junk"
+ * would grant lock "a", and a proxy that routes by path would disagree
+ * with us about the lock. In its request-line buffer the version follows
+ * the target at once (url + strlen(url) + 1 == version) unless the target
+ * held a '?' (cut there, arguments follow) or a NUL. A gap without query
+ * arguments is a NUL. If the layout is not the one expected (another
+ * libmicrohttpd), no request is refused for it. */
+static int target_has_nul(struct MHD_Connection *conn, const char *url, const char *version) {
+  size_t n = strlen(url);
+  if (version <= url + n + 1 || version > url + n + 1 + 65536) return 0;
+  return MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, NULL, NULL) == 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **state) {
@@ -179,6 +193,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
   api_request req = {method, url, r->body, r->len, r->too_large};
   api_response resp;
+  if (target_has_nul(conn, url, version)) {
+    memset(&resp, 0, sizeof resp);
+    resp.endpoint = EP_OTHER;
+    api_error(&resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, "the request target contains a NUL byte");
+    return send_response(conn, r, &resp);
+  }
   if (api_handle(&req, &r->call, &resp) == API_WAIT) return park(conn, r);
   if (r->call.granted) {
     /* A client that gave up (its timeout, while picketd was paused or Redis

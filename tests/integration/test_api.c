@@ -2,7 +2,10 @@
  * grants, holds, renewals, releases, expiry, idempotent retries, what GET
  * shows, every kind of bad input, and the service endpoints. */
 #include <ctype.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include "picketd_common.h"
 
@@ -286,6 +289,36 @@ START_TEST(wrong_type_keys_are_502) {
 }
 END_TEST
 
+/* Sends raw bytes (NULs and all) and returns the status of the reply. */
+static int raw_status(const char *req, size_t len) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(harness_picketd_port(P)),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  ck_assert_int_eq(write(fd, req, len), (ssize_t)len);
+  char buf[512] = "";
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  int status = 0;
+  if (n > 12) sscanf(buf, "HTTP/1.1 %d", &status);
+  return status;
+}
+
+START_TEST(nul_in_target_is_400_never_another_lock) {
+  static const char acq[] = "POST /v1/locks/nul/acquire\0junk HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n";
+  ck_assert_int_eq(raw_status(acq, sizeof acq - 1), 400);
+  static const char get[] = "GET /v1/locks/nul\0x HTTP/1.1\r\nHost: x\r\n\r\n";
+  ck_assert_int_eq(raw_status(get, sizeof get - 1), 400);
+  /* a query string is no NUL: served (picketd ignores queries) */
+  static const char q[] = "GET /v1/locks/nul?x=1 HTTP/1.1\r\nHost: x\r\n\r\n";
+  ck_assert_int_eq(raw_status(q, sizeof q - 1), 200);
+  harness_resp r;
+  call("GET", "/v1/locks/nul", NULL, &r);
+  ck_assert_int_eq(harness_json_int(r.json, "fence"), 0); /* never granted */
+  harness_resp_free(&r);
+}
+END_TEST
+
 START_TEST(service_endpoints) {
   harness_resp r;
   call("GET", "/healthz", NULL, &r);
@@ -347,6 +380,7 @@ int main(void) {
   tcase_add_test(tc, edge_values_accepted);
   tcase_add_test(tc, wrong_type_keys_are_502);
   tcase_add_test(tc, service_endpoints);
+  tcase_add_test(tc, nul_in_target_is_400_never_another_lock);
   tcase_add_test(tc, sigterm_exits_cleanly);
   suite_add_tcase(s, tc);
   /* bad input gets its own Redis, so "nothing was written" means nothing */
