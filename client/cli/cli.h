@@ -8,7 +8,7 @@
 
 #include "picket/picket.h"
 
-/* Exit codes; `picket --help` and docs/client.md list them. */
+/* Exit codes; `picket --help` and README.md list them. */
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAIL 1      /* server unreachable, store error, bad reply */
 #define CLI_EXIT_USAGE 2     /* bad flag, value or name (also the server's 400) */

@@ -79,7 +79,7 @@ done
 "$B" --server http://127.0.0.1:1 --duration 0.5 > /dev/null 2>&1
 [ $? = 1 ] || h_fail "an unreachable server should exit 1"
 # bench/run checks its arguments before it starts anything (the matrix
-# itself is too heavy for a test: it is run by hand, see docs/performance.md).
+# itself is too heavy for a test: it is run by hand, see README.md ("Performance")).
 R="$PICKET_SOURCE_DIR/bench/run"
 bash "$R" --help | grep -q -- '--floor-unix' || h_fail "bench/run --help does not list its flags"
 for args in "--duration x" "--threads -1" "--nope"; do
