@@ -586,10 +586,7 @@ int main(void) {
   tcase_add_test(tc, test_flags);
   tcase_add_test(tc, test_listen_fixed_port);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  int failed = harness_run_suite(s);
   harness_resp_free(&R);
-  return failed == 0 ? 0 : 1;
+  return failed;
 }

@@ -3,6 +3,8 @@
  * under concurrent writers (no admitted write ever carries a fence lower
  * than one admitted before it for the same resource). */
 #include <check.h>
+
+#include "harness.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -271,9 +273,5 @@ int main(void) {
   tcase_add_test(tc, test_zombie_refused);
   tcase_add_test(tc, test_concurrent_writers);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return harness_run_suite(s);
 }

@@ -7,6 +7,8 @@
  * storage" of README.md repeats the
  * core statements: they must be the same ones. */
 #include <check.h>
+
+#include "harness.h"
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,9 +126,5 @@ int main(void) {
   tcase_add_test(tc, test_statements_documented);
   tcase_add_test(tc, test_user_section_matches);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return harness_run_suite(s);
 }
