@@ -43,6 +43,7 @@ typedef struct {
   char sha[SCRIPT_COUNT][41];
   int64_t next_try_ms;  /* no reconnect before this (backoff)... */
   unsigned long seen_epoch; /* ...unless another thread connected since */
+  unsigned long seen_failure; /* failure_epoch when this connection opened */
   int64_t backoff_ms;
   int misconfigured;    /* evicting policy seen on this connection */
   int64_t next_policy_check_ms;
@@ -53,6 +54,11 @@ static pthread_key_t conn_key;
 /* Bumped by every successful connect: when Redis comes back, the first
  * thread to reach it lets all the others skip their backoff. */
 static atomic_ulong connect_epoch;
+/* Bumped by every lost or timed-out connection. A connection opened before
+ * the last failure is reopened before its next use: when one worker finds
+ * Redis gone (a restart, or a middlebox that dropped every connection
+ * without a word), the others do not each pay a timeout to find out. */
+static atomic_ulong failure_epoch;
 static char channel[PICKET_PROTO_KEY_PREFIX_MAX + 16];
 
 static int64_t now_ms(void) {
@@ -192,6 +198,10 @@ static conn *conn_get(store_result *r) {
     k->backoff_ms = BACKOFF_MIN_MS;
     pthread_setspecific(conn_key, k);
   }
+  if (k->c && k->seen_failure != atomic_load(&failure_epoch)) {
+    LOG(LOG_DEBUG, "another worker lost its Redis connection; reconnecting");
+    conn_close(k);
+  }
   if (k->c && peer_closed(k->c->fd)) {
     /* Redis closed this idle connection (restart, CLIENT KILL, timeout):
      * reconnect now instead of failing the request that finds out. */
@@ -204,6 +214,7 @@ static conn *conn_get(store_result *r) {
     set_err(r, "Redis is unreachable (retrying)%s", NULL);
     return NULL;
   }
+  k->seen_failure = atomic_load(&failure_epoch);
   k->c = redis_open(r);
   for (int s = 0; k->c && s < SCRIPT_COUNT; s++)
     if (load_script(k, s, r) < 0) conn_close(k);
@@ -249,6 +260,7 @@ static store_status transport_error(conn *k, store_result *r) {
   else
     set_err(r, "Redis connection lost: %s", k->c->errstr);
   conn_close(k); /* a timed-out connection may still deliver the old reply */
+  atomic_fetch_add(&failure_epoch, 1);
   metrics_inc(M_REDIS_ERR_UNAVAILABLE);
   metrics_gauge_set(G_REDIS_UP, 0);
   return STORE_EUNAVAIL;

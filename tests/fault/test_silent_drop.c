@@ -7,8 +7,8 @@
  * FIN, no RST; keepalive probes are still answered). This is what a TCP
  * load balancer or a NAT in front of Redis can do.
  *
- * The lock calls notice through the command timeout: each worker's next
- * call gets a 503 and reconnects. The release channel (one SUBSCRIBE
+ * The lock calls notice through the command timeout: the first call gets
+ * a 503 and every worker reconnects before its next call. The release channel (one SUBSCRIBE
  * connection that waits for messages with no timeout) must notice too:
  * otherwise a waiting acquire is no longer woken by a release and waits
  * for the holder's TTL instead. The test measures how long a waiter takes
@@ -81,7 +81,8 @@ START_TEST(release_channel_silently_lost) {
   ck_assert_msg(before < 1000 * harness_time_scale(), "wake took %lld ms", (long long)before);
 
   fault_proxy_drop_silently(net);
-  /* each worker's connection times out once (503) and is reopened */
+  /* the first call times out (503); the worker that saw it reopens its
+   * connection, and the other workers reopen theirs before their next call */
   int errors = 0;
   t0 = harness_now_ms();
   for (int ok = 0; ok < 6 && harness_now_ms() - t0 < 10000;) {
@@ -94,7 +95,7 @@ START_TEST(release_channel_silently_lost) {
   }
   printf("after the drop: %d calls got 503 before every worker had reconnected (%lld ms)\n",
          errors, (long long)(harness_now_ms() - t0));
-  ck_assert_int_le(errors, 2); /* one per worker thread */
+  ck_assert_int_le(errors, 1); /* one in all, not one per worker thread */
   harness_sleep_ms(1000); /* time for a health check of the channel, were there one */
 
   int64_t after = wake_latency(url);
