@@ -233,43 +233,74 @@ static int get_owner(json_t *o, char out[PICKET_PROTO_OWNER_MAX + 1], api_respon
 
 /* ---- lock endpoints ------------------------------------------------- */
 
-/* One attempt at the grant: API_DONE (granted or failed) or API_WAIT. */
-static api_result acquire_attempt(api_call *call, api_response *resp) {
-  store_result r = {0};
-  store_status st = store_acquire(call->name, call->lease, call->ttl_ms, call->owner, &r);
+/* Each lock endpoint is two halves: the handler checks the request and
+ * describes its one store call in call->op (API_STORE); the caller runs
+ * that call, directly or through the pipeline, and the outcome half turns
+ * the result into the reply. */
+static api_result store_call(api_call *call, store_op_kind kind) {
+  memset(&call->op, 0, sizeof call->op);
+  call->op.kind = kind;
+  call->op.name = call->name;
+  call->op.lease = call->lease;
+  call->op.owner = call->owner;
+  call->op.ttl_ms = call->ttl_ms;
+  return API_STORE;
+}
+
+void api_run_store(api_call *call) {
+  store_op *op = &call->op;
+  memset(&op->r, 0, sizeof op->r);
+  switch (op->kind) {
+    case STORE_OP_ACQUIRE:
+      op->st = store_acquire(op->name, op->lease, op->ttl_ms, op->owner, &op->r);
+      break;
+    case STORE_OP_RENEW: op->st = store_renew(op->name, op->lease, op->ttl_ms, &op->r); break;
+    case STORE_OP_RELEASE: op->st = store_release(op->name, op->lease, &op->r); break;
+    case STORE_OP_INSPECT: op->st = store_inspect(op->name, &op->r); break;
+  }
+}
+
+/* An attempt at the grant: API_DONE (granted or failed) or API_WAIT. */
+static api_result acquire_outcome(api_call *call, api_response *resp) {
+  store_status st = call->op.st;
+  const store_result *r = &call->op.r;
   if (st == STORE_OK) {
     metrics_inc(M_ACQUIRE_GRANTED);
     /* Only a new grant may be undone if its reply is lost: a same-lease
      * retry refreshes a grant the client already holds and knows about. */
-    call->granted = r.created;
+    call->granted = r->created;
     char lease_log[16];
-    LOG(LOG_DEBUG, "granted %s fence %lld lease %s ttl %lld ms", call->name, (long long)r.fence,
+    LOG(LOG_DEBUG, "granted %s fence %lld lease %s ttl %lld ms", call->name, (long long)r->fence,
         log_lease(call->lease, lease_log), (long long)call->ttl_ms);
     char owner[OWNER_LITERAL_MAX];
     reply_fmt(resp, "{\"lock\":\"%s\",\"lease\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld,\"owner\":%s}",
-              call->name, call->lease, (long long)r.fence, (long long)call->ttl_ms,
+              call->name, call->lease, (long long)r->fence, (long long)call->ttl_ms,
               owner_literal(call->owner, owner));
     return API_DONE;
   }
   if (st != STORE_HELD) {
     metrics_inc(M_ACQUIRE_ERROR);
-    return store_failure(resp, st, &r);
+    return store_failure(resp, st, r);
   }
   int64_t now = api_now_ms();
-  call->held_ttl_ms = r.ttl_ms;
-  memcpy(call->held_owner, r.owner, sizeof r.owner);
+  call->held_ttl_ms = r->ttl_ms;
+  memcpy(call->held_owner, r->owner, sizeof r->owner);
   if (call->wait_ms > 0 && now < call->deadline_ms) {
     /* Retry at the holder's expiry unless a release wakes us first. */
-    call->retry_at_ms = now + (r.ttl_ms > 0 ? r.ttl_ms : 1);
+    call->retry_at_ms = now + (r->ttl_ms > 0 ? r->ttl_ms : 1);
     return API_WAIT;
   }
   metrics_inc(M_ACQUIRE_HELD);
-  reply_held(resp, call->name, r.ttl_ms, r.owner);
+  reply_held(resp, call->name, r->ttl_ms, r->owner);
   return API_DONE;
 }
 
 api_result api_retry_acquire(api_call *call, api_response *resp) {
-  return acquire_attempt(call, resp);
+  memset(resp, 0, sizeof *resp);
+  resp->endpoint = EP_ACQUIRE;
+  store_call(call, STORE_OP_ACQUIRE);
+  api_run_store(call);
+  return acquire_outcome(call, resp);
 }
 
 void api_wait_expired(api_call *call, api_response *resp) {
@@ -292,15 +323,14 @@ static api_result handle_acquire(const api_request *req, api_call *call, api_res
   if (call->lease[0] == '\0' && picket_proto_lease_new(call->lease) < 0)
     return fail(resp, PICKET_PROTO_ERR_INTERNAL, "cannot read the kernel's random source");
   call->deadline_ms = call->started_ms + call->wait_ms;
-  return acquire_attempt(call, resp);
+  return store_call(call, STORE_OP_ACQUIRE);
 }
 
 /* A renew or release that did not succeed: lease_lost is the signal of a
  * holder that overran its TTL, worth a log line and its own counter. */
 static api_result renew_or_release_failed(api_call *call, const char *what, metrics_counter lost,
-                                          metrics_counter error, store_status st,
-                                          const store_result *r, api_response *resp) {
-  if (st == STORE_LOST) {
+                                          metrics_counter error, api_response *resp) {
+  if (call->op.st == STORE_LOST) {
     metrics_inc(lost);
     char lease_log[16];
     LOG(LOG_INFO, "%s of %s by lease %s: lease lost (expired, released or never held)", what,
@@ -308,7 +338,7 @@ static api_result renew_or_release_failed(api_call *call, const char *what, metr
     return fail(resp, PICKET_PROTO_ERR_LEASE_LOST, NULL);
   }
   metrics_inc(error);
-  return store_failure(resp, st, r);
+  return store_failure(resp, call->op.st, &call->op.r);
 }
 
 static api_result handle_renew(const api_request *req, api_call *call, api_response *resp) {
@@ -321,15 +351,16 @@ static api_result handle_renew(const api_request *req, api_call *call, api_respo
             get_int(b, "ttl_ms", 1, cfg->max_ttl_ms, def_ttl, &call->ttl_ms, resp) < 0;
   json_decref(b);
   if (bad) return API_DONE;
-  store_result r = {0};
-  store_status st = store_renew(call->name, call->lease, call->ttl_ms, &r);
-  if (st == STORE_OK) {
-    metrics_inc(M_RENEW_RENEWED);
-    reply_fmt(resp, "{\"lock\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld}", call->name,
-              (long long)r.fence, (long long)call->ttl_ms);
-    return API_DONE;
-  }
-  return renew_or_release_failed(call, "renew", M_RENEW_LOST, M_RENEW_ERROR, st, &r, resp);
+  return store_call(call, STORE_OP_RENEW);
+}
+
+static api_result renew_outcome(api_call *call, api_response *resp) {
+  if (call->op.st != STORE_OK)
+    return renew_or_release_failed(call, "renew", M_RENEW_LOST, M_RENEW_ERROR, resp);
+  metrics_inc(M_RENEW_RENEWED);
+  reply_fmt(resp, "{\"lock\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld}", call->name,
+            (long long)call->op.r.fence, (long long)call->ttl_ms);
+  return API_DONE;
 }
 
 static api_result handle_release(const api_request *req, api_call *call, api_response *resp) {
@@ -339,28 +370,39 @@ static api_result handle_release(const api_request *req, api_call *call, api_res
   int bad = get_lease(b, 1, call->lease, resp) < 0;
   json_decref(b);
   if (bad) return API_DONE;
-  store_result r = {0};
-  store_status st = store_release(call->name, call->lease, &r);
-  if (st == STORE_OK) {
-    metrics_inc(M_RELEASE_RELEASED);
-    reply_fmt(resp, "{\"lock\":\"%s\",\"released\":true}", call->name);
-    return API_DONE;
-  }
-  return renew_or_release_failed(call, "release", M_RELEASE_LOST, M_RELEASE_ERROR, st, &r, resp);
+  return store_call(call, STORE_OP_RELEASE);
 }
 
-static api_result handle_inspect(api_call *call, api_response *resp) {
-  store_result r = {0};
-  store_status st = store_inspect(call->name, &r);
-  if (st != STORE_OK) return store_failure(resp, st, &r);
+static api_result release_outcome(api_call *call, api_response *resp) {
+  if (call->op.st != STORE_OK)
+    return renew_or_release_failed(call, "release", M_RELEASE_LOST, M_RELEASE_ERROR, resp);
+  metrics_inc(M_RELEASE_RELEASED);
+  reply_fmt(resp, "{\"lock\":\"%s\",\"released\":true}", call->name);
+  return API_DONE;
+}
+
+static api_result inspect_outcome(api_call *call, api_response *resp) {
+  const store_result *r = &call->op.r;
+  if (call->op.st != STORE_OK) return store_failure(resp, call->op.st, r);
   /* A lease key without expiry (PTTL -1: PERSISTed by hand) is "held now",
    * as in reply_held: the spec's ttl_ms is never negative. */
-  int64_t ttl_ms = r.held && r.ttl_ms < 1 ? 1 : r.ttl_ms;
+  int64_t ttl_ms = r->held && r->ttl_ms < 1 ? 1 : r->ttl_ms;
   reply_json(resp, 200,
-             json_pack("{s:s, s:b, s:I, s:I, s:o}", "lock", call->name, "held", r.held, "fence",
-                       (json_int_t)r.fence, "ttl_ms", (json_int_t)ttl_ms, "owner",
-                       owner_json(r.held ? r.owner : NULL)));
+             json_pack("{s:s, s:b, s:I, s:I, s:o}", "lock", call->name, "held", r->held, "fence",
+                       (json_int_t)r->fence, "ttl_ms", (json_int_t)ttl_ms, "owner",
+                       owner_json(r->held ? r->owner : NULL)));
   return API_DONE;
+}
+
+api_result api_finish(api_call *call, api_response *resp) {
+  memset(resp, 0, sizeof *resp);
+  resp->endpoint = call->endpoint;
+  switch (call->op.kind) {
+    case STORE_OP_ACQUIRE: return acquire_outcome(call, resp);
+    case STORE_OP_RENEW: return renew_outcome(call, resp);
+    case STORE_OP_RELEASE: return release_outcome(call, resp);
+    default: return inspect_outcome(call, resp);
+  }
 }
 
 /* ---- service endpoints ---------------------------------------------- */
@@ -411,6 +453,13 @@ static api_result wrong_method(api_response *resp, const char *allow) {
 #define ALLOW_POST "POST"
 
 api_result api_handle(const api_request *req, api_call *call, api_response *resp) {
+  api_result res = api_prepare(req, call, resp);
+  if (res != API_STORE) return res;
+  api_run_store(call);
+  return api_finish(call, resp);
+}
+
+api_result api_prepare(const api_request *req, api_call *call, api_response *resp) {
   static const struct {
     const char *path;
     metrics_endpoint ep;
@@ -477,6 +526,6 @@ api_result api_handle(const api_request *req, api_call *call, api_response *resp
     case EP_ACQUIRE: return handle_acquire(req, call, resp);
     case EP_RENEW: return handle_renew(req, call, resp);
     case EP_RELEASE: return handle_release(req, call, resp);
-    default: return handle_inspect(call, resp);
+    default: return store_call(call, STORE_OP_INSPECT);
   }
 }

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "metrics.h"
 #include "picket_proto.h"
+#include "store.h"
 
 typedef struct {
   const char *method;
@@ -46,17 +47,28 @@ typedef struct {
   char held_owner[PICKET_PROTO_OWNER_MAX + 1];
   int granted;            /* this call created a new grant (undone if the
                              reply cannot be delivered) */
+  store_op op;            /* the store call of API_STORE, and its result */
 } api_call;
 
-typedef enum { API_DONE = 0, API_WAIT } api_result;
+typedef enum { API_DONE = 0, API_WAIT, API_STORE } api_result;
 
 void api_init(const config *cfg);
 
-/* Handles a complete request. Returns API_DONE with *resp filled, or
- * API_WAIT when an acquire with wait_ms must wait: call->name,
- * deadline_ms and retry_at_ms say for what and until when; the caller
- * parks it and later calls api_retry_acquire or api_wait_expired. */
+/* Handles a complete request, its store call included (on the calling
+ * thread). Returns API_DONE with *resp filled, or API_WAIT when an acquire
+ * with wait_ms must wait: call->name, deadline_ms and retry_at_ms say for
+ * what and until when; the caller parks it and later calls
+ * api_retry_acquire or api_wait_expired. */
 api_result api_handle(const api_request *req, api_call *call, api_response *resp);
+/* api_handle in halves, so the store call can be run elsewhere (the
+ * pipeline): api_prepare returns API_DONE with *resp filled (an error, or
+ * an endpoint without a lock call), or API_STORE with call->op describing
+ * the one store call to make. Once call->op.st and .r are set (store_submit,
+ * or api_run_store), api_finish gives API_DONE or API_WAIT as api_handle
+ * does. call->op points into *call: call must not move in between. */
+api_result api_prepare(const api_request *req, api_call *call, api_response *resp);
+void api_run_store(api_call *call);
+api_result api_finish(api_call *call, api_response *resp);
 /* Tries a parked acquire again: API_DONE (granted, or an error, or the
  * wait is over) or API_WAIT (still held; retry_at_ms updated). */
 api_result api_retry_acquire(api_call *call, api_response *resp);

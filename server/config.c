@@ -34,6 +34,7 @@ typedef struct {
 
 static const char *const level_choices[] = {"debug", "info", "warn", "error", NULL};
 static const char *const format_choices[] = {"text", "json", NULL};
+static const char *const pipeline_choices[] = {"auto", "on", "off", NULL}; /* PIPELINE_* */
 
 #define STR(field) OPT_STRING, offsetof(config, field), sizeof(((config *)0)->field), 0, 0
 #define INT(field, lo, hi) OPT_INT, offsetof(config, field), sizeof(((config *)0)->field), lo, hi
@@ -52,6 +53,10 @@ static const config_option options[] = {
     {"key-prefix", STR(key_prefix), PICKET_PROTO_KEY_PREFIX_DEFAULT, NULL,
      "prefix of every Redis key and of the release channel"},
     {"threads", INT(threads, 1, 256), "4", NULL, "HTTP worker threads (one Redis connection each)"},
+    {"redis-pipeline", ENUM(redis_pipeline), "auto", pipeline_choices,
+     "auto: while several requests are in flight, their Redis calls share one connection and "
+     "round trip; on: always; off: each worker thread waits on its own connection. Off "
+     "whenever --min-replicas is set"},
     {"max-ttl-ms", INT(max_ttl_ms, 1, 86400000LL * 365), "3600000", NULL,
      "largest ttl_ms a client may ask for"},
     {"max-wait-ms", INT(max_wait_ms, 0, 86400000LL), "60000", NULL,

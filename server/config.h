@@ -40,7 +40,12 @@ typedef struct {
   int allow_eviction;
   int min_replicas;
   int64_t replica_timeout_ms;
+  int redis_pipeline;        /* PIPELINE_AUTO, _ON or _OFF */
 } config;
+
+/* --redis-pipeline: when lock calls share the pipeline thread's Redis
+ * connection (store.h). */
+enum { PIPELINE_AUTO = 0, PIPELINE_ON, PIPELINE_OFF };
 
 /* What config_load found on the command line. */
 enum { CONFIG_RUN = 0, CONFIG_HELP, CONFIG_VERSION };

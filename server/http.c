@@ -5,8 +5,10 @@
  *
  * Per request libmicrohttpd calls on_request several times: first with no
  * state (we allocate it), then once per body chunk, then with no data (we
- * handle it). A waiting acquire is suspended after its first attempt and
- * re-enters on_request each time wait.c resumes it. */
+ * handle it). A lock call sent through the Redis pipeline suspends the
+ * connection until the pipeline thread has the reply, and re-enters
+ * on_request to answer. A waiting acquire is suspended after its first
+ * attempt and re-enters on_request each time wait.c resumes it. */
 #include "http.h"
 
 #include <arpa/inet.h>
@@ -31,6 +33,7 @@ typedef struct {
   api_call call;
   waiter w;
   int waiting;          /* parked in wait.c at least once */
+  int piped;            /* its store call is with the pipeline */
   char *body;
   size_t len, cap;
   int too_large;
@@ -170,6 +173,10 @@ static int target_has_nul(struct MHD_Connection *conn, const char *url, const ch
   return MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, NULL, NULL) == 0;
 }
 
+static void piped_done(store_op *op);
+static enum MHD_Result reply(struct MHD_Connection *conn, http_req *r, api_result res,
+                             api_response *resp);
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **state) {
@@ -189,17 +196,47 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     *upload_size = 0;
     return MHD_YES;
   }
+  api_response resp;
+  if (r->piped) {
+    r->piped = 0;
+    return reply(conn, r, api_finish(&r->call, &resp), &resp);
+  }
   if (r->waiting) return resumed(conn, r);
 
   api_request req = {method, url, r->body, r->len, r->too_large};
-  api_response resp;
   if (target_has_nul(conn, url, version)) {
     memset(&resp, 0, sizeof resp);
     resp.endpoint = EP_OTHER;
     api_error(&resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, "the request target contains a NUL byte");
     return send_response(conn, r, &resp);
   }
-  if (api_handle(&req, &r->call, &resp) == API_WAIT) return park(conn, r);
+  api_result res = api_prepare(&req, &r->call, &resp);
+  if (res == API_STORE) {
+    if (store_pipeline_wanted(http_inflight())) {
+      /* Suspend first: the reply may come back before store_submit
+       * returns, and resuming needs a suspended connection. */
+      r->piped = 1;
+      r->call.op.done = piped_done;
+      r->call.op.arg = conn;
+      MHD_suspend_connection(conn);
+      if (store_submit(&r->call.op) < 0) { /* closed meanwhile: stopping */
+        api_run_store(&r->call);
+        MHD_resume_connection(conn);
+      }
+      return MHD_YES;
+    }
+    api_run_store(&r->call);
+    res = api_finish(&r->call, &resp);
+  }
+  return reply(conn, r, res, &resp);
+}
+
+static void piped_done(store_op *op) { MHD_resume_connection(op->arg); }
+
+/* Sends what the handler decided, or parks a waiting acquire. */
+static enum MHD_Result reply(struct MHD_Connection *conn, http_req *r, api_result res,
+                             api_response *resp) {
+  if (res == API_WAIT) return park(conn, r);
   if (r->call.granted) {
     /* A client that gave up (its timeout, while picketd was paused or Redis
      * slow) has closed its side, yet the reply would still "send" into the
@@ -207,11 +244,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (ci && client_gone(ci->connect_fd)) {
-      api_response_free(&resp);
+      api_response_free(resp);
       return MHD_NO;
     }
   }
-  return send_response(conn, r, &resp);
+  return send_response(conn, r, resp);
+}
+
+/* 1 when this request made a new grant. api_finish says so in
+ * call.granted; a piped acquire whose client closed the connection while
+ * it was suspended ends without api_finish, so its result is read here. */
+static int grant_made(const http_req *r) {
+  const store_op *op = &r->call.op;
+  return r->call.granted ||
+         (r->piped && op->kind == STORE_OP_ACQUIRE && op->st == STORE_OK && op->r.created);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
@@ -219,7 +265,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
   http_req *r = *state;
   if (r == NULL) return;
   if (r->waiting) wait_leave(&r->w, r->call.granted);
-  if (r->call.granted && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+  if (grant_made(r) && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
     /* The grant never reached its client: give the lock back now rather
      * than leave it held for a whole TTL by nobody. */
     store_result sr = {0};

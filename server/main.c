@@ -113,7 +113,11 @@ int main(int argc, char **argv) {
   if (http_inflight() > 0)
     LOG(LOG_WARN, "%ld requests still running after %lld ms; closing them", http_inflight(),
         (long long)cfg.shutdown_timeout_ms);
+  /* A connection suspended on the pipeline must be resumed before the
+   * daemon stops; later calls run on their worker's own connection. */
+  store_pipeline_drain();
   http_stop();
+  store_stop();
   wait_stop();
   store_thread_done();
   LOG(LOG_INFO, "stopped");

@@ -49,6 +49,7 @@ static struct {
 } hists[H_COUNT];
 
 void metrics_inc(metrics_counter c) { atomic_fetch_add_explicit(&counters[c], 1, memory_order_relaxed); }
+void metrics_add(metrics_counter c, long n) { atomic_fetch_add_explicit(&counters[c], n, memory_order_relaxed); }
 void metrics_gauge_set(metrics_gauge g, long v) { atomic_store_explicit(&gauges[g], v, memory_order_relaxed); }
 void metrics_gauge_add(metrics_gauge g, long d) { atomic_fetch_add_explicit(&gauges[g], d, memory_order_relaxed); }
 long metrics_gauge_get(metrics_gauge g) { return atomic_load_explicit(&gauges[g], memory_order_relaxed); }

@@ -29,6 +29,8 @@ typedef enum {
   X(REDIS_ERR_MISCONFIGURED, "picket_redis_errors_total", "kind=\"misconfigured\"", "")          \
   X(REDIS_ERR_NOT_REPLICATED, "picket_redis_errors_total", "kind=\"not_replicated\"", "")        \
   X(REDIS_RECONNECTS, "picket_redis_reconnects_total", "", "Redis connections (re)established.") \
+  X(REDIS_PIPELINE_BATCHES, "picket_redis_pipeline_batches_total", "", "Round trips of the Redis pipeline thread.") \
+  X(REDIS_PIPELINE_CALLS, "picket_redis_pipeline_calls_total", "", "Lock calls sent by the Redis pipeline thread (divided by batches: calls per round trip).") \
   X(WAKE_RELEASE, "picket_wait_wakeups_total", "cause=\"release\"", "Waiter wake-ups by cause.") \
   X(WAKE_EXPIRY, "picket_wait_wakeups_total", "cause=\"expiry\"", "")                            \
   X(WAKE_TIMEOUT, "picket_wait_wakeups_total", "cause=\"timeout\"", "")                          \
@@ -46,6 +48,7 @@ typedef enum { G_REDIS_UP, G_WAITERS, G_INFLIGHT, G_COUNT } metrics_gauge;
 typedef enum { H_REQUEST, H_WAIT, H_COUNT } metrics_histogram;
 
 void metrics_inc(metrics_counter c);
+void metrics_add(metrics_counter c, long n);
 void metrics_gauge_set(metrics_gauge g, long v);
 void metrics_gauge_add(metrics_gauge g, long delta);
 long metrics_gauge_get(metrics_gauge g);

@@ -2,9 +2,14 @@
  * real one (hiredis, the scripts in proto/redis); the fuzzer links a stub
  * instead, so the request path can be fuzzed without a server.
  *
- * Calls are made from HTTP worker threads; an implementation keeps one
- * connection per calling thread, so calls never contend on a lock. Results
- * are store codes, never HTTP statuses: api.c alone maps them. */
+ * Two ways to make a call. The direct calls (store_acquire, ...) run on the
+ * calling HTTP worker thread, on that thread's own connection: one round
+ * trip, the worker blocked for it. store_submit hands a call to the
+ * pipeline thread instead, which sends every call queued since its last
+ * round trip in one write on its own connection and reads the replies in
+ * order: under load many requests share one round trip, and no worker
+ * blocks on Redis (see --redis-pipeline). Results are store codes, never
+ * HTTP statuses: api.c alone maps them. */
 #ifndef PICKETD_STORE_H
 #define PICKETD_STORE_H
 
@@ -42,7 +47,8 @@ int store_init(const config *cfg, char *err, size_t errlen);
 /* Closes the calling thread's connection (threads call it before exit). */
 void store_thread_done(void);
 
-/* All names and lease ids are validated by the caller. */
+/* All names and lease ids are validated by the caller. These run on the
+ * calling thread's connection. */
 store_status store_acquire(const char *name, const char *lease, int64_t ttl_ms, const char *owner,
                            store_result *r);
 store_status store_renew(const char *name, const char *lease, int64_t ttl_ms, store_result *r);
@@ -50,5 +56,41 @@ store_status store_release(const char *name, const char *lease, store_result *r)
 store_status store_inspect(const char *name, store_result *r);
 /* PING plus the replica count, for /readyz. */
 store_status store_ready(store_result *r);
+
+/* ---- the pipeline --------------------------------------------------- */
+
+typedef enum { STORE_OP_ACQUIRE, STORE_OP_RENEW, STORE_OP_RELEASE, STORE_OP_INSPECT } store_op_kind;
+
+/* One lock call for store_submit. The caller owns it and the strings it
+ * points to, and keeps them alive until `done` has been called. */
+typedef struct store_op {
+  store_op_kind kind;
+  const char *name;
+  const char *lease;               /* acquire, renew, release */
+  const char *owner;               /* acquire; "" for none */
+  int64_t ttl_ms;                  /* acquire, renew */
+  store_status st;                 /* the outcome, as the direct call returns it */
+  store_result r;
+  void (*done)(struct store_op *); /* called once, on the pipeline thread */
+  void *arg;                       /* the caller's */
+  struct store_op *next;           /* the store's */
+} store_op;
+
+/* 1 when a call should go through store_submit now. `inflight` is the
+ * number of HTTP requests being handled: in the default mode (auto) a lone
+ * request takes the direct path, which is one thread hop shorter. 0 when
+ * the pipeline is off, when --min-replicas needs a WAIT per call, or when
+ * picketd is stopping. */
+int store_pipeline_wanted(long inflight);
+/* Queues op for the pipeline thread, which sets op->st and op->r and then
+ * calls op->done. Returns 0, or -1 when the pipeline is closed (stopping):
+ * the caller then runs the call directly. */
+int store_submit(store_op *op);
+/* Closes the pipeline to new calls and waits until every queued one is
+ * done (bounded by --redis-timeout-ms per batch). Call before stopping the
+ * HTTP daemon: it must not stop with connections waiting on Redis. */
+void store_pipeline_drain(void);
+/* Joins the pipeline thread (after the HTTP daemon has stopped). */
+void store_stop(void);
 
 #endif

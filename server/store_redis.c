@@ -266,54 +266,157 @@ static store_status transport_error(conn *k, store_result *r) {
   return STORE_EUNAVAIL;
 }
 
-/* EVALSHA script with keys and args; *out gets the reply (caller frees)
- * when the result is STORE_OK. */
-static store_status eval(int s, int nkeys, const char *const *keys, int nargs,
-                         const char *const *args, redisReply **out, store_result *r) {
+/* ---- one call: its command and its reply ----------------------------- */
+
+static const int op_script[] = {
+    [STORE_OP_ACQUIRE] = SCRIPT_ACQUIRE, [STORE_OP_RENEW] = SCRIPT_RENEW,
+    [STORE_OP_RELEASE] = SCRIPT_RELEASE, [STORE_OP_INSPECT] = SCRIPT_INSPECT};
+
+/* The EVALSHA command of one call; the strings live in the struct. */
+typedef struct {
+  const char *argv[8];
+  int argc;
+  char lease_key[KEY_MAX], fence_key[KEY_MAX], ttl[24];
+} op_command;
+
+/* Fills cmd for op on connection k; -1 when the name cannot make a key. */
+static int op_command_build(const conn *k, const store_op *op, op_command *cmd) {
+  if (picket_proto_key_lease(cmd->lease_key, KEY_MAX, cfg->key_prefix, op->name) < 0 ||
+      picket_proto_key_fence(cmd->fence_key, KEY_MAX, cfg->key_prefix, op->name) < 0)
+    return -1;
+  snprintf(cmd->ttl, sizeof cmd->ttl, "%lld", (long long)op->ttl_ms);
+  const char **a = cmd->argv;
+  int n = 0;
+  a[n++] = "EVALSHA";
+  a[n++] = k->sha[op_script[op->kind]];
+  switch (op->kind) {
+    case STORE_OP_ACQUIRE: /* (lease_key, fence_key; lease, ttl, owner) */
+      a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
+      a[n++] = op->lease, a[n++] = cmd->ttl, a[n++] = op->owner ? op->owner : "";
+      break;
+    case STORE_OP_RENEW: /* (lease_key; lease, ttl) */
+      a[n++] = "1", a[n++] = cmd->lease_key, a[n++] = op->lease, a[n++] = cmd->ttl;
+      break;
+    case STORE_OP_RELEASE: /* (lease_key; lease, channel, name) */
+      a[n++] = "1", a[n++] = cmd->lease_key, a[n++] = op->lease, a[n++] = channel;
+      a[n++] = op->name;
+      break;
+    case STORE_OP_INSPECT: /* (lease_key, fence_key) */
+      a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
+      break;
+  }
+  cmd->argc = n;
+  return 0;
+}
+
+static store_status bad_name(store_result *r) {
+  set_err(r, "lock name too long for a key%s", NULL);
+  return STORE_EREPLY;
+}
+
+static int is_int(const redisReply *e) { return e->type == REDIS_REPLY_INTEGER; }
+
+static void copy_owner(const redisReply *e, store_result *r) {
+  r->owner[0] = '\0';
+  if (e->type == REDIS_REPLY_STRING && e->len <= PICKET_PROTO_OWNER_MAX)
+    memcpy(r->owner, e->str, e->len + 1);
+}
+
+/* Reads one script's reply (not NOSCRIPT, which the caller handles) into
+ * op->r and returns the call's status. Frees rep. */
+static store_status op_parse(store_op *op, redisReply *rep) {
+  store_result *r = &op->r;
+  store_status st = STORE_OK;
+  if (rep->type == REDIS_REPLY_ERROR) {
+    st = error_reply(rep->str, r);
+    freeReplyObject(rep);
+    return st;
+  }
+  metrics_gauge_set(G_REDIS_UP, 1);
+  redisReply **e = rep->element;
+  switch (op->kind) {
+    case STORE_OP_ACQUIRE: /* {1, fence, created} or {0, ttl, owner} */
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 || !is_int(e[0]) || !is_int(e[1]))
+        goto odd;
+      if (e[0]->integer == 0) {
+        r->ttl_ms = e[1]->integer;
+        copy_owner(e[2], r);
+        st = STORE_HELD;
+      } else {
+        r->fence = e[1]->integer;
+        r->created = is_int(e[2]) && e[2]->integer == 1;
+      }
+      break;
+    case STORE_OP_RENEW: /* the fence, or 0 when the lease is not held */
+      if (!is_int(rep)) goto odd;
+      r->fence = rep->integer;
+      if (r->fence == 0) st = STORE_LOST;
+      break;
+    case STORE_OP_RELEASE: /* 1 released, 0 not held */
+      if (!is_int(rep)) goto odd;
+      if (rep->integer != 1) st = STORE_LOST;
+      break;
+    case STORE_OP_INSPECT: /* {fence, held, pttl, owner} */
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 || !is_int(e[0]) ||
+          !is_int(e[1]) || !is_int(e[2]))
+        goto odd;
+      r->fence = e[0]->integer;
+      r->held = e[1]->integer == 1;
+      r->ttl_ms = r->held ? e[2]->integer : 0;
+      copy_owner(e[3], r);
+      break;
+  }
+  freeReplyObject(rep);
+  return st;
+odd:
+  freeReplyObject(rep);
+  set_err(r, "unexpected reply from the %s script", script_name[op_script[op->kind]]);
+  metrics_inc(M_REDIS_ERR_REPLY);
+  return STORE_EREPLY;
+}
+
+static int is_noscript(const redisReply *rep) {
+  return rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0;
+}
+
+/* The calling thread's connection, ready for lock calls: NULL with the
+ * status in *st (and r->err) when Redis is unreachable or misconfigured. */
+static conn *conn_for_calls(store_result *r, store_status *st) {
   conn *k = conn_get(r);
   if (k == NULL) {
     metrics_inc(M_REDIS_ERR_UNAVAILABLE);
     metrics_gauge_set(G_REDIS_UP, 0);
-    return STORE_EUNAVAIL;
+    *st = STORE_EUNAVAIL;
+    return NULL;
   }
   if (k->misconfigured && now_ms() >= k->next_policy_check_ms) check_policy(k);
   if (k->misconfigured) {
     set_err(r, "Redis maxmemory-policy evicts keys; fences are unsafe, so no lock calls%s", NULL);
     metrics_inc(M_REDIS_ERR_MISCONFIGURED);
-    return STORE_EMISCONF;
+    *st = STORE_EMISCONF;
+    return NULL;
   }
-  const char *argv[16];
-  char nk[8];
-  snprintf(nk, sizeof nk, "%d", nkeys);
+  return k;
+}
+
+/* Runs op's script on the calling thread's connection: one round trip,
+ * plus a SCRIPT LOAD and a second try on NOSCRIPT. */
+static store_status op_run(store_op *op) {
+  store_status st;
+  conn *k = conn_for_calls(&op->r, &st);
+  if (k == NULL) return st;
+  op_command cmd;
+  if (op_command_build(k, op, &cmd) < 0) return bad_name(&op->r);
   for (int attempt = 0; attempt < 2; attempt++) {
-    int n = 0;
-    argv[n++] = "EVALSHA";
-    argv[n++] = k->sha[s];
-    argv[n++] = nk;
-    for (int i = 0; i < nkeys; i++) argv[n++] = keys[i];
-    for (int i = 0; i < nargs; i++) argv[n++] = args[i];
-    redisReply *rep = redisCommandArgv(k->c, n, argv, NULL);
-    if (rep == NULL) return transport_error(k, r);
-    if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0 && attempt == 0) {
-      freeReplyObject(rep);
-      LOG(LOG_INFO, "Redis lost script %s (restart or SCRIPT FLUSH); reloading", script_name[s]);
-      if (load_script(k, s, r) < 0) {
-        if (k->c->err) return transport_error(k, r);
-        return STORE_EREPLY;
-      }
-      continue;
-    }
-    if (rep->type == REDIS_REPLY_ERROR) {
-      store_status st = error_reply(rep->str, r);
-      freeReplyObject(rep);
-      return st;
-    }
-    metrics_gauge_set(G_REDIS_UP, 1);
-    *out = rep;
-    return STORE_OK;
+    redisReply *rep = redisCommandArgv(k->c, cmd.argc, cmd.argv, NULL);
+    if (rep == NULL) return transport_error(k, &op->r);
+    if (!is_noscript(rep) || attempt == 1) return op_parse(op, rep);
+    freeReplyObject(rep);
+    int s = op_script[op->kind];
+    LOG(LOG_INFO, "Redis lost script %s (restart or SCRIPT FLUSH); reloading", script_name[s]);
+    if (load_script(k, s, &op->r) < 0) return k->c->err ? transport_error(k, &op->r) : STORE_EREPLY;
   }
-  set_err(r, "Redis keeps losing script %s", script_name[s]);
-  return STORE_EREPLY;
+  return STORE_EREPLY; /* not reached */
 }
 
 /* Waits for --min-replicas to acknowledge this connection's writes. */
@@ -346,110 +449,47 @@ static store_status wait_replicas(store_result *r) {
   return st;
 }
 
-static int is_int(const redisReply *e) { return e->type == REDIS_REPLY_INTEGER; }
-
-static store_status odd_reply(redisReply *rep, const char *script, store_result *r) {
-  freeReplyObject(rep);
-  set_err(r, "unexpected reply from the %s script", script);
-  metrics_inc(M_REDIS_ERR_REPLY);
-  return STORE_EREPLY;
-}
-
-static void copy_owner(const redisReply *e, store_result *r) {
-  r->owner[0] = '\0';
-  if (e->type == REDIS_REPLY_STRING && e->len <= PICKET_PROTO_OWNER_MAX)
-    memcpy(r->owner, e->str, e->len + 1);
-}
-
-static int keys_for(const char *name, char lease_key[KEY_MAX], char fence_key[KEY_MAX]) {
-  if (picket_proto_key_lease(lease_key, KEY_MAX, cfg->key_prefix, name) < 0) return -1;
-  if (fence_key && picket_proto_key_fence(fence_key, KEY_MAX, cfg->key_prefix, name) < 0)
-    return -1;
-  return 0;
-}
-
-static store_status bad_name(store_result *r) {
-  set_err(r, "lock name too long for a key%s", NULL);
-  return STORE_EREPLY;
+/* A direct call: the script, then (grants and renewals) the replica
+ * guard. Copies the outcome to *r. */
+static store_status op_run_direct(store_op *op, store_result *r) {
+  memset(&op->r, 0, sizeof op->r);
+  store_status st = op_run(op);
+  if (st == STORE_OK && (op->kind == STORE_OP_ACQUIRE || op->kind == STORE_OP_RENEW)) {
+    st = wait_replicas(&op->r);
+    if (st != STORE_OK && op->kind == STORE_OP_ACQUIRE && op->r.created) {
+      /* A new grant that may not survive a failover: take it back, so no
+       * caller ever holds a grant that another could get after a
+       * promotion. A same-lease retry only refreshed a grant made (and
+       * replicated) before: it stays, as a renewal that was not
+       * replicated does. */
+      store_op undo = {.kind = STORE_OP_RELEASE, .name = op->name, .lease = op->lease};
+      op_run(&undo);
+    }
+  }
+  *r = op->r;
+  return st;
 }
 
 store_status store_acquire(const char *name, const char *lease, int64_t ttl_ms, const char *owner,
                            store_result *r) {
-  char lk[KEY_MAX], fk[KEY_MAX], ttl[24];
-  if (keys_for(name, lk, fk) < 0) return bad_name(r);
-  snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
-  const char *keys[] = {lk, fk}, *args[] = {lease, ttl, owner ? owner : ""};
-  redisReply *rep;
-  store_status st = eval(SCRIPT_ACQUIRE, 2, keys, 3, args, &rep, r);
-  if (st != STORE_OK) return st;
-  if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 || !is_int(rep->element[0]) ||
-      !is_int(rep->element[1]))
-    return odd_reply(rep, "acquire", r);
-  if (rep->element[0]->integer == 0) {
-    r->ttl_ms = rep->element[1]->integer;
-    copy_owner(rep->element[2], r);
-    freeReplyObject(rep);
-    return STORE_HELD;
-  }
-  r->fence = rep->element[1]->integer;
-  r->created = is_int(rep->element[2]) && rep->element[2]->integer == 1;
-  freeReplyObject(rep);
-  st = wait_replicas(r);
-  if (st != STORE_OK && r->created) {
-    /* A new grant that may not survive a failover: take it back, so no
-     * caller ever holds a grant that another could get after a promotion.
-     * A same-lease retry only refreshed a grant made (and replicated)
-     * before: it stays, as a renewal that was not replicated does. */
-    store_result ignore;
-    store_release(name, lease, &ignore);
-  }
-  return st;
+  store_op op = {.kind = STORE_OP_ACQUIRE, .name = name, .lease = lease, .owner = owner,
+                 .ttl_ms = ttl_ms};
+  return op_run_direct(&op, r);
 }
 
 store_status store_renew(const char *name, const char *lease, int64_t ttl_ms, store_result *r) {
-  char lk[KEY_MAX], ttl[24];
-  if (keys_for(name, lk, NULL) < 0) return bad_name(r);
-  snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
-  const char *keys[] = {lk}, *args[] = {lease, ttl};
-  redisReply *rep;
-  store_status st = eval(SCRIPT_RENEW, 1, keys, 2, args, &rep, r);
-  if (st != STORE_OK) return st;
-  if (!is_int(rep)) return odd_reply(rep, "renew", r);
-  r->fence = rep->integer;
-  freeReplyObject(rep);
-  if (r->fence == 0) return STORE_LOST;
-  return wait_replicas(r);
+  store_op op = {.kind = STORE_OP_RENEW, .name = name, .lease = lease, .ttl_ms = ttl_ms};
+  return op_run_direct(&op, r);
 }
 
 store_status store_release(const char *name, const char *lease, store_result *r) {
-  char lk[KEY_MAX];
-  if (keys_for(name, lk, NULL) < 0) return bad_name(r);
-  const char *keys[] = {lk}, *args[] = {lease, channel, name};
-  redisReply *rep;
-  store_status st = eval(SCRIPT_RELEASE, 1, keys, 3, args, &rep, r);
-  if (st != STORE_OK) return st;
-  if (!is_int(rep)) return odd_reply(rep, "release", r);
-  int released = rep->integer == 1;
-  freeReplyObject(rep);
-  return released ? STORE_OK : STORE_LOST;
+  store_op op = {.kind = STORE_OP_RELEASE, .name = name, .lease = lease};
+  return op_run_direct(&op, r);
 }
 
 store_status store_inspect(const char *name, store_result *r) {
-  char lk[KEY_MAX], fk[KEY_MAX];
-  if (keys_for(name, lk, fk) < 0) return bad_name(r);
-  const char *keys[] = {lk, fk};
-  redisReply *rep;
-  store_status st = eval(SCRIPT_INSPECT, 2, keys, 0, NULL, &rep, r);
-  if (st != STORE_OK) return st;
-  if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 || !is_int(rep->element[0]) ||
-      !is_int(rep->element[1]) || !is_int(rep->element[2]))
-    return odd_reply(rep, "inspect", r);
-  r->fence = rep->element[0]->integer;
-  r->held = rep->element[1]->integer == 1;
-  r->ttl_ms = r->held ? rep->element[2]->integer : 0;
-  copy_owner(rep->element[3], r);
-  freeReplyObject(rep);
-  return STORE_OK;
+  store_op op = {.kind = STORE_OP_INSPECT, .name = name};
+  return op_run_direct(&op, r);
 }
 
 store_status store_ready(store_result *r) {
@@ -493,6 +533,162 @@ void store_thread_done(void) {
   }
 }
 
+/* ---- the pipeline ---------------------------------------------------- */
+
+/* One thread with one connection. Workers queue calls (store_submit) and
+ * go back to serving other connections; the thread takes what is queued,
+ * appends every command to the connection's output buffer, writes them
+ * all at once, and reads the replies in order. While it waits on Redis the
+ * next batch builds up, so a batch grows with the load and a lone call
+ * still goes out at once. Each script runs atomically in Redis and each
+ * call gets its own reply, so batching changes no outcome. */
+#define PIPE_BATCH_MAX 256 /* calls per round trip; the rest go in the next */
+
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t work;  /* calls queued, or stopping */
+  pthread_cond_t idle;  /* queue empty and no batch running */
+  store_op *head, *tail;
+  int busy;             /* a batch is running */
+  atomic_int open;      /* accepting calls: started and not drained */
+  int stopping;
+  int started;
+  pthread_t thread;
+} pipe_ = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER,
+           .idle = PTHREAD_COND_INITIALIZER};
+
+/* Runs one batch (at most PIPE_BATCH_MAX calls, linked by next). */
+static void pipe_run(store_op *batch) {
+  store_result why = {0};
+  store_status st;
+  conn *k = conn_for_calls(&why, &st);
+  if (k == NULL) {
+    for (store_op *op = batch; op; op = op->next) {
+      op->r = why;
+      op->st = st;
+    }
+    return;
+  }
+  enum { SENT, NOT_SENT, NOSCRIPT } state[PIPE_BATCH_MAX];
+  int i = 0;
+  for (store_op *op = batch; op; op = op->next, i++) {
+    memset(&op->r, 0, sizeof op->r);
+    op_command cmd;
+    state[i] = NOT_SENT;
+    if (op_command_build(k, op, &cmd) < 0) op->st = bad_name(&op->r);
+    else if (redisAppendCommandArgv(k->c, cmd.argc, cmd.argv, NULL) != REDIS_OK)
+      op->st = transport_error(k, &op->r); /* out of memory: start afresh */
+    else state[i] = SENT;
+    if (k->c == NULL) break;
+  }
+  /* The first read writes the whole buffer. A transport error fails every
+   * call still waiting for its reply: the connection is gone, and with it
+   * any way to know which of them Redis ran. */
+  i = 0;
+  for (store_op *op = batch; op; op = op->next, i++) {
+    if (state[i] != SENT) continue;
+    redisReply *rep = NULL;
+    if (k->c == NULL) {
+      op->r = why;
+      op->st = STORE_EUNAVAIL;
+      metrics_inc(M_REDIS_ERR_UNAVAILABLE);
+    } else if (redisGetReply(k->c, (void **)&rep) != REDIS_OK || rep == NULL) {
+      op->st = transport_error(k, &op->r);
+      why = op->r;
+    } else if (is_noscript(rep)) {
+      freeReplyObject(rep);
+      state[i] = NOSCRIPT;
+    } else {
+      op->st = op_parse(op, rep);
+    }
+  }
+  /* Redis lost its scripts (a restart, SCRIPT FLUSH): run those calls
+   * again one by one; the first reloads the script. */
+  i = 0;
+  for (store_op *op = batch; op; op = op->next, i++)
+    if (state[i] == NOSCRIPT) op->st = op_run(op);
+  metrics_inc(M_REDIS_PIPELINE_BATCHES);
+  metrics_add(M_REDIS_PIPELINE_CALLS, i);
+}
+
+static void *pipe_main(void *arg) {
+  pthread_mutex_lock(&pipe_.mu);
+  for (;;) {
+    while (pipe_.head == NULL && !pipe_.stopping) pthread_cond_wait(&pipe_.work, &pipe_.mu);
+    if (pipe_.head == NULL) break;
+    store_op *batch = pipe_.head, *last = batch;
+    for (int n = 1; n < PIPE_BATCH_MAX && last->next; n++) last = last->next;
+    pipe_.head = last->next;
+    if (pipe_.head == NULL) pipe_.tail = NULL;
+    last->next = NULL;
+    pipe_.busy = 1;
+    pthread_mutex_unlock(&pipe_.mu);
+
+    pipe_run(batch);
+    for (store_op *op = batch, *next; op; op = next) {
+      next = op->next; /* done() may end the request that owns op */
+      op->done(op);
+    }
+
+    pthread_mutex_lock(&pipe_.mu);
+    pipe_.busy = 0;
+    if (pipe_.head == NULL) pthread_cond_broadcast(&pipe_.idle);
+  }
+  pthread_mutex_unlock(&pipe_.mu);
+  store_thread_done();
+  return arg;
+}
+
+int store_pipeline_wanted(long inflight) {
+  return atomic_load(&pipe_.open) && (cfg->redis_pipeline == PIPELINE_ON || inflight > 1);
+}
+
+int store_submit(store_op *op) {
+  op->next = NULL;
+  pthread_mutex_lock(&pipe_.mu);
+  int ok = atomic_load(&pipe_.open);
+  if (ok) {
+    if (pipe_.tail) pipe_.tail->next = op;
+    else pipe_.head = op;
+    pipe_.tail = op;
+    pthread_cond_signal(&pipe_.work);
+  }
+  pthread_mutex_unlock(&pipe_.mu);
+  return ok ? 0 : -1;
+}
+
+void store_pipeline_drain(void) {
+  pthread_mutex_lock(&pipe_.mu);
+  atomic_store(&pipe_.open, 0);
+  while (pipe_.head || pipe_.busy) pthread_cond_wait(&pipe_.idle, &pipe_.mu);
+  pthread_mutex_unlock(&pipe_.mu);
+}
+
+void store_stop(void) {
+  pthread_mutex_lock(&pipe_.mu);
+  atomic_store(&pipe_.open, 0);
+  pipe_.stopping = 1;
+  pthread_cond_signal(&pipe_.work);
+  int started = pipe_.started;
+  pipe_.started = 0;
+  pthread_mutex_unlock(&pipe_.mu);
+  if (started) pthread_join(pipe_.thread, NULL);
+}
+
+/* The pipeline runs unless it is off, or --min-replicas asks for a WAIT
+ * after every grant: WAIT counts the writes of its connection, so each
+ * guarded call keeps to its worker's own connection. */
+static int pipe_start(char *err, size_t errlen) {
+  if (cfg->redis_pipeline == PIPELINE_OFF || cfg->min_replicas > 0) return 0;
+  if (pthread_create(&pipe_.thread, NULL, pipe_main, NULL) != 0) {
+    snprintf(err, errlen, "cannot start the Redis pipeline thread");
+    return -1;
+  }
+  pipe_.started = 1;
+  atomic_store(&pipe_.open, 1);
+  return 0;
+}
+
 int store_init(const config *c, char *err, size_t errlen) {
   cfg = c;
   picket_proto_channel(channel, sizeof channel, cfg->key_prefix);
@@ -500,6 +696,7 @@ int store_init(const config *c, char *err, size_t errlen) {
     snprintf(err, errlen, "pthread_key_create failed");
     return -1;
   }
+  if (pipe_start(err, errlen) < 0) return -1;
   store_result r = {0};
   redisContext *rc = redis_open(&r);
   if (rc == NULL) {

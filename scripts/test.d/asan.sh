@@ -1,6 +1,10 @@
 # Stage of scripts/test: the whole ctest suite again, built with
 # AddressSanitizer and UndefinedBehaviorSanitizer (any report fails the run:
-# -fno-sanitize-recover, and ASan aborts on the first error).
+# -fno-sanitize-recover, and ASan aborts on the first error). Every picketd
+# of this run sends every lock call through the Redis pipeline thread
+# (--redis-pipeline on): the main run uses the default (auto), where a lone
+# request takes the direct path, so between them both paths run the whole
+# suite.
 set -euo pipefail
 dir=$ROOT/build-asan
 cmake -S "$ROOT" -B "$dir" -DPICKET_WERROR=ON -DPICKET_SANITIZE=address,undefined \
@@ -9,5 +13,6 @@ cmake --build "$dir" -j "$JOBS"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export PICKET_TIME_SCALE=3
+export PICKET_REDIS_PIPELINE=on
 # The bench label measures speed, which a sanitizer build would only skew.
 (cd "$dir" && ctest --output-on-failure -j "$JOBS" -LE bench)
