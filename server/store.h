@@ -76,12 +76,10 @@ typedef struct store_op {
   struct store_op *next;           /* the store's */
 } store_op;
 
-/* 1 when a call should go through store_submit now. `inflight` is the
- * number of HTTP requests being handled: in the default mode (auto) a lone
- * request takes the direct path, which is one thread hop shorter. 0 when
- * the pipeline is off, when --min-replicas needs a WAIT per call, or when
- * picketd is stopping. */
-int store_pipeline_wanted(long inflight);
+/* 1 while store_submit takes calls: the pipeline is not off, --min-replicas
+ * (which needs a WAIT per call on the caller's connection) is not set, and
+ * picketd is not stopping. */
+int store_pipeline_open(void);
 /* Queues op for the pipeline thread, which sets op->st and op->r and then
  * calls op->done. Returns 0, or -1 when the pipeline is closed (stopping):
  * the caller then runs the call directly. */

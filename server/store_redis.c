@@ -639,9 +639,7 @@ static void *pipe_main(void *arg) {
   return arg;
 }
 
-int store_pipeline_wanted(long inflight) {
-  return atomic_load(&pipe_.open) && (cfg->redis_pipeline == PIPELINE_ON || inflight > 1);
-}
+int store_pipeline_open(void) { return atomic_load(&pipe_.open); }
 
 int store_submit(store_op *op) {
   op->next = NULL;

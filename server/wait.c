@@ -5,7 +5,10 @@
  *    waiters (EPOLLRDHUP: the client went away) and an eventfd, with a
  *    timeout at the next deadline or head retry time;
  *  - the pub/sub thread holds one blocking Redis connection subscribed to
- *    the release channel and wakes the head of the named lock's queue.
+ *    the release channel and wakes the head of the named lock's queue. It
+ *    subscribes only while there are waiters (and PUBSUB_LINGER_MS after
+ *    the last one left): every release in the cluster is published, and a
+ *    picketd that nobody waits on has no use for hearing each one.
  * One mutex guards the queues. Waking a waiter means resuming its HTTP
  * connection; the retry itself runs on an HTTP worker thread.
  *
@@ -42,9 +45,11 @@ typedef struct wait_queue {
 static const config *cfg;
 static void (*resume_conn)(void *conn);
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wanted = PTHREAD_COND_INITIALIZER; /* first waiter, or stopping */
 static wait_queue *buckets[NBUCKETS];
 static waiter *all;
 static long nwaiters;
+static int64_t idle_since_ms; /* when nwaiters last fell to 0 */
 static int shutting_down, stopping;
 static int epfd = -1, evfd = -1;
 static pthread_t timer_thread, pubsub_thread;
@@ -127,7 +132,7 @@ int wait_park(waiter *w, picket_proto_err *err) {
   w->pending = WAKE_NONE;
   w->wake = WAKE_NONE;
   w->parked_ms = now_ms();
-  nwaiters++;
+  if (++nwaiters == 1) pthread_cond_signal(&wanted);
   metrics_gauge_set(G_WAITERS, nwaiters);
   pthread_mutex_unlock(&mu);
   return 0;
@@ -193,7 +198,7 @@ void wait_leave(waiter *w, int granted) {
   }
   w->queue = NULL;
   w->state = W_IDLE;
-  nwaiters--;
+  if (--nwaiters == 0) idle_since_ms = now;
   metrics_gauge_set(G_WAITERS, nwaiters);
   metrics_observe(H_WAIT, (double)(now - w->parked_ms) / 1000.0);
   pthread_mutex_unlock(&mu);
@@ -315,6 +320,9 @@ fail:
  * after this long without traffic and reconnects when the answer takes
  * longer than --redis-timeout-ms. */
 #define PUBSUB_PING_MS 1000
+/* How long the channel stays subscribed after the last waiter left, so a
+ * lock that is waited on now and then does not resubscribe each time. */
+#define PUBSUB_LINGER_MS 3000
 
 /* Handles one reply, or waits for traffic and sends the health-check PING
  * when due. 0 to go on, -1 when the connection is lost or stopping. */
@@ -358,6 +366,7 @@ static void *pubsub_main(void *arg) {
   int was_up = 0;
   for (;;) {
     pthread_mutex_lock(&mu);
+    while (!stopping && nwaiters == 0) pthread_cond_wait(&wanted, &mu);
     int stop = stopping;
     pthread_mutex_unlock(&mu);
     if (stop) break;
@@ -381,16 +390,23 @@ static void *pubsub_main(void *arg) {
     /* Releases published while we were not subscribed are lost: let every
      * head retry once now instead of sleeping until its holder's expiry. */
     wake_heads(NULL, M_WAKE_RELEASE);
-    while (!stop && pubsub_next(c, &ping_sent, &next_ping) == 0) {
+    int idle = 0;
+    while (!stop && !idle && pubsub_next(c, &ping_sent, &next_ping) == 0) {
       pthread_mutex_lock(&mu);
       stop = stopping;
+      idle = nwaiters == 0 && now_ms() - idle_since_ms >= PUBSUB_LINGER_MS;
       pthread_mutex_unlock(&mu);
     }
     pthread_mutex_lock(&mu);
     pubsub = NULL;
     pthread_mutex_unlock(&mu);
     redisFree(c);
-    if (!stopping) LOG(LOG_INFO, "release channel connection closed; resubscribing");
+    if (idle) {
+      LOG(LOG_DEBUG, "no waiters for %d ms: unsubscribed from %s", PUBSUB_LINGER_MS, channel);
+      was_up = 0;
+    } else if (!stopping) {
+      LOG(LOG_INFO, "release channel connection closed; resubscribing");
+    }
   }
   return arg;
 }
@@ -424,6 +440,7 @@ void wait_stop(void) {
   pthread_mutex_lock(&mu);
   stopping = 1;
   if (pubsub) shutdown(pubsub->fd, SHUT_RDWR);
+  pthread_cond_broadcast(&wanted);
   pthread_mutex_unlock(&mu);
   notify();
   pthread_join(timer_thread, NULL);

@@ -24,14 +24,16 @@
 
 typedef struct {
   const char *url;
+  const char *name;
+  int wait_ms;
   fault_call c;
 } waiter_run;
 
 static void *waiter_main(void *arg) {
   waiter_run *w = arg;
   char body[80];
-  snprintf(body, sizeof body, "{\"ttl_ms\":5000,\"wait_ms\":%d}", WAIT_MS);
-  fault_lock(w->url, "q", "acquire", body, &w->c);
+  snprintf(body, sizeof body, "{\"ttl_ms\":5000,\"wait_ms\":%d}", w->wait_ms);
+  fault_lock(w->url, w->name, "acquire", body, &w->c);
   return NULL;
 }
 
@@ -41,7 +43,7 @@ static void *waiter_main(void *arg) {
 static int64_t wake_latency(const char *url) {
   fault_call h, c;
   ck_assert_int_eq(fault_acquire(url, "q", HOLD_TTL_MS, NULL, &h), 200);
-  waiter_run w = {url, {0}};
+  waiter_run w = {url, "q", WAIT_MS, {0}};
   pthread_t t;
   pthread_create(&t, NULL, waiter_main, &w);
   harness_sleep_ms(300);
@@ -65,7 +67,15 @@ START_TEST(release_channel_silently_lost) {
   ck_assert_ptr_nonnull(P);
   const char *url = harness_picketd_url(P);
   fault_call c;
-  /* the release channel subscribes at startup; wait until Redis has it */
+  /* The release channel subscribes while somebody waits: keep a waiter on
+   * another lock for the whole test, so the channel that the drop loses
+   * is the one picketd must notice (not one it would drop anyway when
+   * idle and open afresh). */
+  fault_call keeper;
+  ck_assert_int_eq(fault_acquire(url, "keep", 30000, NULL, &keeper), 200);
+  waiter_run kw = {url, "keep", 60000, {0}};
+  pthread_t kt;
+  pthread_create(&kt, NULL, waiter_main, &kw);
   int64_t t0 = harness_now_ms();
   for (;;) {
     redisReply *x = harness_redis_cmd(R, "PUBSUB NUMSUB picket:release");
@@ -105,6 +115,9 @@ START_TEST(release_channel_silently_lost) {
                 "the waiter got the lock %lld ms after the release: the release channel was "
                 "lost silently and never noticed (the waiter woke at the holder's expiry)",
                 (long long)after);
+  ck_assert_int_eq(fault_lease_call(url, "keep", "release", keeper.lease, &c), 200);
+  pthread_join(kt, NULL);
+  ck_assert_msg(kw.c.status == 200, "the keep waiter got %ld %s", kw.c.status, kw.c.code);
   harness_picketd_free(P);
   fault_proxy_free(net);
   harness_redis_free(R);

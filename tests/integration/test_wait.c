@@ -220,6 +220,55 @@ START_TEST(pubsub_killed_waiters_still_served) {
 }
 END_TEST
 
+/* PUBSUB NUMSUB of the release channel: how many subscribers Redis has. */
+static long long release_subscribers(void) {
+  redisReply *x = harness_redis_cmd(R, "PUBSUB NUMSUB picket:release");
+  long long n = x && x->type == REDIS_REPLY_ARRAY && x->elements == 2 ? x->element[1]->integer : -1;
+  if (x) freeReplyObject(x);
+  return n;
+}
+
+/* Polls until the channel has `n` subscribers; asserts it within bound_ms. */
+static void await_subscribers(long long n, int64_t bound_ms) {
+  int64_t t0 = harness_now_ms();
+  while (release_subscribers() != n) {
+    ck_assert_msg(harness_now_ms() - t0 < bound_ms * harness_time_scale(),
+                  "release channel has %lld subscribers, want %lld", release_subscribers(), n);
+    harness_sleep_ms(20);
+  }
+}
+
+/* Every release is published; a picketd with nobody waiting must not be
+ * woken by each one. It subscribes when the first waiter parks (and every
+ * head retries once then, so a release in between is not lost) and
+ * unsubscribes a few seconds after the last one leaves. */
+START_TEST(subscribed_only_while_waiting) {
+  char lease[33];
+  acquire_ok("sub", "{\"ttl_ms\":60000}", lease);
+  harness_resp r;
+  ck_assert_int_eq(lock_call("sub", "release", lease, &r), 200);
+  harness_resp_free(&r);
+  harness_sleep_ms(200);
+  ck_assert_int_eq(release_subscribers(), 0);
+
+  acquire_ok("sub", "{\"ttl_ms\":60000}", lease);
+  waiter_call w;
+  waiter_go(&w, "sub", "{\"ttl_ms\":5000,\"wait_ms\":30000}");
+  await_waiters(1);
+  await_subscribers(1, 5000);
+  int64_t t0 = harness_now_ms();
+  ck_assert_int_eq(lock_call("sub", "release", lease, &r), 200);
+  harness_resp_free(&r);
+  waiter_join(&w);
+  ck_assert_int_eq(w.resp.status, 200);
+  ck_assert_msg(w.done_ms - t0 < 2000 * harness_time_scale(), "served %lld ms after release",
+                (long long)(w.done_ms - t0));
+  harness_resp_free(&w.resp);
+  /* nobody waits now: unsubscribed after the linger (3 s) */
+  await_subscribers(0, 8000);
+}
+END_TEST
+
 static void setup_limited(void) {
   const char *args[] = {"--max-waiters", "3", NULL};
   start_both(NULL, args);
@@ -422,6 +471,11 @@ int main(void) {
   tcase_add_checked_fixture(term, setup_default, stop_both);
   tcase_add_test(term, sigterm_answers_waiters_and_finishes_inflight);
   suite_add_tcase(s, term);
+  TCase *sub = tcase_create("subscribe");
+  tcase_add_checked_fixture(sub, setup_default, stop_both); /* a fresh picketd: never subscribed */
+  tcase_set_timeout(sub, 60);
+  tcase_add_test(sub, subscribed_only_while_waiting);
+  suite_add_tcase(s, sub);
   TCase *many = tcase_create("many");
   tcase_add_unchecked_fixture(many, setup_many, stop_both);
   tcase_add_test(many, thousands_of_waiters_cost_no_threads);
