@@ -109,23 +109,33 @@ int picket_proto_fence_parse(const char *s, size_t len, int64_t *out) {
   return 1;
 }
 
-int picket_proto_lease_new(char out[PICKET_PROTO_LEASE_LEN + 1]) {
-  static const char hex[] = "0123456789abcdef";
-  unsigned char raw[PICKET_PROTO_LEASE_LEN / 2];
+int picket_proto_random(void *buf, size_t n) {
   size_t got = 0;
-  while (got < sizeof raw) {
-    ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
-    if (n < 0) {
+  while (got < n) {
+    ssize_t r = getrandom((unsigned char *)buf + got, n - got, 0);
+    if (r < 0) {
       if (errno == EINTR) continue;
       return -1;
     }
-    got += (size_t)n;
+    got += (size_t)r;
   }
-  for (size_t i = 0; i < sizeof raw; i++) {
+  return 0;
+}
+
+void picket_proto_lease_format(const unsigned char raw[PICKET_PROTO_LEASE_LEN / 2],
+                               char out[PICKET_PROTO_LEASE_LEN + 1]) {
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < PICKET_PROTO_LEASE_LEN / 2; i++) {
     out[2 * i] = hex[raw[i] >> 4];
     out[2 * i + 1] = hex[raw[i] & 15];
   }
   out[PICKET_PROTO_LEASE_LEN] = '\0';
+}
+
+int picket_proto_lease_new(char out[PICKET_PROTO_LEASE_LEN + 1]) {
+  unsigned char raw[PICKET_PROTO_LEASE_LEN / 2];
+  if (picket_proto_random(raw, sizeof raw) < 0) return -1;
+  picket_proto_lease_format(raw, out);
   return 0;
 }
 

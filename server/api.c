@@ -309,6 +309,25 @@ void api_wait_expired(api_call *call, api_response *resp) {
   reply_held(resp, call->name, left > 0 ? left : call->held_ttl_ms, call->held_owner);
 }
 
+/* A fresh lease id from the kernel's CSPRNG. Each worker thread reads 32
+ * ids' worth at a time, which saves a system call on 31 acquires in 32;
+ * an id's bytes are zeroed as it is taken, so none is handed out twice or
+ * lingers. (The pool is per thread and picketd never forks, so no copy of
+ * it can exist; the client library, which may be forked, reads per id.) */
+static int lease_new(char out[PICKET_PROTO_LEASE_LEN + 1]) {
+  enum { ID_BYTES = PICKET_PROTO_LEASE_LEN / 2, POOL = 32 * ID_BYTES };
+  static __thread unsigned char pool[POOL];
+  static __thread size_t used = POOL;
+  if (used == POOL) {
+    if (picket_proto_random(pool, POOL) < 0) return -1;
+    used = 0;
+  }
+  picket_proto_lease_format(pool + used, out);
+  memset(pool + used, 0, ID_BYTES);
+  used += ID_BYTES;
+  return 0;
+}
+
 static api_result handle_acquire(const api_request *req, api_call *call, api_response *resp) {
   static const char *const allowed[] = {"ttl_ms", "wait_ms", "owner", "lease", NULL};
   json_t *b = parse_body(req, allowed, resp);
@@ -320,7 +339,7 @@ static api_result handle_acquire(const api_request *req, api_call *call, api_res
             get_owner(b, call->owner, resp) < 0 || get_lease(b, 0, call->lease, resp) < 0;
   json_decref(b);
   if (bad) return API_DONE;
-  if (call->lease[0] == '\0' && picket_proto_lease_new(call->lease) < 0)
+  if (call->lease[0] == '\0' && lease_new(call->lease) < 0)
     return fail(resp, PICKET_PROTO_ERR_INTERNAL, "cannot read the kernel's random source");
   call->deadline_ms = call->started_ms + call->wait_ms;
   return store_call(call, STORE_OP_ACQUIRE);

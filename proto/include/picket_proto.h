@@ -82,6 +82,12 @@ int picket_proto_fence_parse(const char *s, size_t len, int64_t *out);
 /* Fills out[0..32] with a fresh lease id (32 lowercase hex and a NUL) from
  * the kernel's CSPRNG (getrandom). Returns 0, or -1 with errno set. */
 int picket_proto_lease_new(char out[PICKET_PROTO_LEASE_LEN + 1]);
+/* The parts of picket_proto_lease_new, for a caller that keeps a pool of
+ * random bytes: n bytes from getrandom (0, or -1 with errno set), and 16
+ * random bytes as a lease id. */
+int picket_proto_random(void *buf, size_t n);
+void picket_proto_lease_format(const unsigned char raw[PICKET_PROTO_LEASE_LEN / 2],
+                               char out[PICKET_PROTO_LEASE_LEN + 1]);
 
 /* Redis keys of lock `name` under `prefix`: "<prefix>{<name>}:lease" and
  * "<prefix>{<name>}:fence"; the release channel is "<prefix>release".
