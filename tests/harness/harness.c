@@ -507,6 +507,20 @@ const char *harness_error_code(const harness_resp *resp) {
   return json_string_value(json_object_get(json_object_get(resp->json, "error"), "code"));
 }
 
+double harness_metric(const char *base, const char *sample) {
+  harness_resp r;
+  double v = -1;
+  size_t n = strlen(sample);
+  if (harness_http(base, "GET", "/metrics", NULL, &r) == 0)
+    for (const char *line = r.body; line; line = strchr(line, '\n'), line = line ? line + 1 : NULL)
+      if (strncmp(line, sample, n) == 0 && line[n] == ' ') {
+        v = atof(line + n + 1);
+        break;
+      }
+  harness_resp_free(&r);
+  return v;
+}
+
 /* ---- /proc ---------------------------------------------------------- */
 
 static long proc_status_field(pid_t pid, const char *field) {

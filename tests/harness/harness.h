@@ -89,6 +89,11 @@ int64_t harness_json_int(const json_t *j, const char *key);
 const char *harness_json_str(const json_t *j, const char *key);
 const char *harness_error_code(const harness_resp *resp);
 
+/* The value of one sample of picketd's /metrics at base: the first line
+ * that starts with `sample` and a space (e.g. "picket_waiters" or
+ * "picket_acquire_total{outcome=\"granted\"}"), or -1 when there is none. */
+double harness_metric(const char *base, const char *sample);
+
 /* Runs a Check suite (CK_NORMAL output) and returns the process exit code:
  * 0 when every test passed. `suite` is a Suite *; it is freed. */
 int harness_run_suite(void *suite);

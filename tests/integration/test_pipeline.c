@@ -1,0 +1,472 @@
+/* test_pipeline.c: picketd's Redis pipeline thread (--redis-pipeline).
+ *
+ * While several requests are in flight, picketd's HTTP workers suspend
+ * their connections and queue the lock calls; one thread writes each
+ * batch to one Redis connection and reads the replies in order. Batching
+ * must change no outcome, and the new moving parts (suspend/resume, one
+ * shared connection, the drain at shutdown) must fail as cleanly as the
+ * direct path does. Each case runs its own redis-server and picketd:
+ *
+ * load_on: 16 clients in acquire + release cycles on 4 locks, every call
+ *   piped: each acquire 200 or (lock busy) 409 lock_held, each release 200,
+ *   each lock's fences exactly 1..n in grant order (the holder before a
+ *   grant had sent its release before that grant's reply came), GET's
+ *   fence == grants, and the metrics show calls sharing round trips.
+ * off_and_min_replicas: the same load with `off` never uses the pipeline;
+ *   nor does `on` with --min-replicas (WAIT needs the caller's connection).
+ * noscript_in_batch: SCRIPT FLUSH, then one batch of acquires and releases
+ *   that all meet NOSCRIPT: each is re-run and answers as without the flush.
+ * redis_killed_mid_batch: Redis SIGKILLed while calls wait in the
+ *   pipeline: each is a 503 store_unavailable at once (not at the Redis
+ *   timeout), none was granted, and picketd serves again after a restart.
+ * sigterm_finishes_piped_calls: SIGTERM while acquires wait in the
+ *   pipeline: each gets its grant (and keeps it), picketd exits 0.
+ * sigterm_drains_pipeline: the same past --shutdown-timeout-ms, so the
+ *   calls are still queued when picketd drains the pipeline: it waits for
+ *   them and exits 0, and each client gets a 200, a 503 or a closed
+ *   connection (see the note in the test on what is not asserted yet).
+ * half_closed_client: a client that half-closes or closes while its
+ *   acquire is in the pipeline gets no grant, and the lock is not held.
+ *
+ * Why SIGSTOP and not DEBUG SLEEP to hold calls in the pipeline: a stopped
+ * Redis stays stopped until the test has seen (picket_http_inflight_requests)
+ * that every call is inside picketd, so nothing depends on a sleep being
+ * long enough. picketd's --redis-timeout-ms is raised above any wait here,
+ * so a timeout never stands in for the outcome under test. `auto` is not
+ * tested here: which path a call takes depends on what else is in flight
+ * at that instant, and a call on the direct path to a stopped Redis blocks
+ * its worker and every connection that worker serves. */
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "picketd_common.h"
+#include "../fault/fault_util.h" /* fault_lock & co., fault_stop_process, fault_log_has */
+
+/* far above every wait below: a piped call must end by the event under
+ * test, never by this timeout */
+#define REDIS_TIMEOUT "30000"
+
+static int64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static double metric(const char *sample) { return harness_metric(harness_picketd_url(P), sample); }
+
+/* Waits until `n` requests besides the /metrics probe itself (which the
+ * gauge counts too) are in picketd. */
+static void await_inflight(int n) {
+  int64_t until = harness_now_ms() + 10000 * harness_time_scale();
+  double v = -1;
+  while ((v = metric("picket_http_inflight_requests")) != n + 1 && harness_now_ms() < until)
+    harness_sleep_ms(5);
+  ck_assert_msg(v == n + 1, "%g requests in flight, want %d (and the probe)", v - 1, n);
+}
+
+static void redis_freeze(void) { fault_stop_process(harness_redis_pid(R)); }
+static void redis_thaw(void) { kill(harness_redis_pid(R), SIGCONT); }
+
+/* ---- one lock call on a thread of its own --------------------------- */
+
+typedef struct {
+  const char *name;
+  const char *action; /* NULL: GET */
+  char body[120];
+  fault_call c;
+  pthread_t t;
+} shot;
+
+static void *shot_main(void *arg) {
+  shot *s = arg;
+  fault_lock(harness_picketd_url(P), s->name, s->action, s->body, &s->c);
+  return NULL;
+}
+
+static void shot_fire(shot *s, const char *name, const char *action, const char *body) {
+  s->name = name;
+  s->action = action;
+  snprintf(s->body, sizeof s->body, "%s", body);
+  pthread_create(&s->t, NULL, shot_main, s);
+}
+
+static const char *const lock_names[] = {"p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"};
+
+/* ---- a load of acquire/release cycles ------------------------------- */
+
+enum { THREADS = 16, LOCKS = 4, CYCLES = 40 };
+
+typedef struct {
+  int lock;
+  int64_t fence;
+  int64_t got_us, release_us; /* acquire's reply received, release sent */
+} grant;
+
+typedef struct {
+  int id, n;
+  grant g[CYCLES];
+  char why[200];
+} loader;
+
+static void *loader_main(void *arg) {
+  loader *l = arg;
+  for (int i = 0; i < CYCLES; i++) {
+    grant *g = &l->g[l->n];
+    g->lock = (l->id + i) % LOCKS;
+    fault_call a, r;
+    /* A long TTL: a hold ends by its release only, so holds of one lock
+     * never overlap. No wait_ms: while the lock is busy the client itself
+     * retries, so this load tests the pipeline and not wait.c (where a
+     * release that races a waiter's parking can be missed, leaving the
+     * waiter asleep until the holder's TTL). */
+    while (fault_lock(harness_picketd_url(P), lock_names[g->lock], "acquire",
+                      "{\"ttl_ms\":60000}", &a) == 409 && strcmp(a.code, "lock_held") == 0)
+      harness_sleep_ms(1);
+    g->got_us = now_us();
+    if (a.status != 200) {
+      snprintf(l->why, sizeof l->why, "acquire %s: %ld %s", lock_names[g->lock], a.status, a.code);
+      return NULL;
+    }
+    g->fence = a.fence;
+    g->release_us = now_us();
+    if (fault_lease_call(harness_picketd_url(P), lock_names[g->lock], "release", a.lease, &r) !=
+        200) {
+      snprintf(l->why, sizeof l->why, "release %s: %ld %s", lock_names[g->lock], r.status, r.code);
+      return NULL;
+    }
+    l->n++;
+  }
+  return NULL;
+}
+
+static int by_fence(const void *a, const void *b) {
+  const grant *x = a, *y = b;
+  return x->fence < y->fence ? -1 : x->fence > y->fence;
+}
+
+/* Runs the load and checks what any mode must give; returns the grants. */
+static int run_load(void) {
+  static loader l[THREADS];
+  pthread_t t[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    l[i] = (loader){.id = i};
+    pthread_create(&t[i], NULL, loader_main, &l[i]);
+  }
+  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < THREADS; i++)
+    ck_assert_msg(l[i].n == CYCLES, "client %d: %d cycles, then %s", i, l[i].n, l[i].why);
+
+  static grant all[THREADS * CYCLES];
+  int total = 0;
+  for (int lock = 0; lock < LOCKS; lock++) {
+    int n = 0;
+    for (int i = 0; i < THREADS; i++)
+      for (int j = 0; j < l[i].n; j++)
+        if (l[i].g[j].lock == lock) all[n++] = l[i].g[j];
+    qsort(all, (size_t)n, sizeof all[0], by_fence);
+    for (int k = 0; k < n; k++) {
+      /* one INCR per grant: no fence twice, none skipped */
+      ck_assert_msg(all[k].fence == k + 1, "%s: grant %d of %d has fence %lld",
+                    lock_names[lock], k + 1, n, (long long)all[k].fence);
+      /* the holder before this grant had sent its release before this
+       * grant's reply came back: fences rise in the order of the holds */
+      if (k > 0)
+        ck_assert_msg(all[k - 1].release_us <= all[k].got_us,
+                      "%s: fence %lld granted %lld us before fence %lld was released",
+                      lock_names[lock], (long long)all[k].fence,
+                      (long long)(all[k - 1].release_us - all[k].got_us),
+                      (long long)all[k - 1].fence);
+    }
+    fault_call g;
+    ck_assert_int_eq(fault_lock(harness_picketd_url(P), lock_names[lock], NULL, NULL, &g), 200);
+    ck_assert_msg(g.fence == n && g.held == 0, "%s after %d grants: fence %lld held %d",
+                  lock_names[lock], n, (long long)g.fence, g.held);
+    total += n;
+  }
+  return total;
+}
+
+static void start(const char *mode, const char *const *more) {
+  const char *args[16] = {"--redis-pipeline", mode, "--redis-timeout-ms", REDIS_TIMEOUT};
+  for (int i = 0; more && more[i]; i++) args[4 + i] = more[i];
+  start_both(NULL, args);
+}
+
+START_TEST(load_on) {
+  start("on", NULL);
+  int64_t t0 = harness_now_ms();
+  int grants = run_load();
+  double batches = metric("picket_redis_pipeline_batches_total");
+  double calls = metric("picket_redis_pipeline_calls_total");
+  printf("load_on: %d grants in %lld ms, %.0f calls in %.0f batches\n", grants,
+         (long long)(harness_now_ms() - t0), calls, batches);
+  /* `on`: every acquire's first attempt and every release is piped (a
+   * waiter's retries run on its worker) */
+  ck_assert_msg(calls >= 2.0 * grants, "%.0f piped calls for %d grants", calls, grants);
+  ck_assert_msg(batches > 0 && calls > batches, "%.0f calls in %.0f batches: none shared one",
+                calls, batches);
+  stop_both();
+}
+END_TEST
+
+START_TEST(off_and_min_replicas) {
+  start("off", NULL);
+  run_load();
+  ck_assert_int_eq((int)metric("picket_redis_pipeline_batches_total"), 0);
+  ck_assert_int_eq((int)metric("picket_redis_pipeline_calls_total"), 0);
+  harness_picketd_free(P);
+  /* --min-replicas turns `on` off: no replica here, so the grant is
+   * refused, after the WAIT that the pipeline could not have done */
+  const char *args[] = {"--redis-pipeline", "on", "--min-replicas", "1",
+                        "--replica-timeout-ms", "50", NULL};
+  P = harness_picketd_start(harness_redis_url(R), args);
+  ck_assert_ptr_nonnull(P);
+  fault_call c;
+  ck_assert_int_eq(fault_acquire(harness_picketd_url(P), "mr", 30000, NULL, &c), 503);
+  ck_assert_str_eq(c.code, "not_replicated");
+  ck_assert_int_eq((int)metric("picket_redis_pipeline_batches_total"), 0);
+  stop_both();
+}
+END_TEST
+
+START_TEST(noscript_in_batch) {
+  start("on", NULL);
+  char held[33];
+  ck_assert_int_eq(acquire_ok("ns-held", "{\"ttl_ms\":60000}", held), 1);
+  redisReply *x = harness_redis_cmd(R, "SCRIPT FLUSH");
+  ck_assert_ptr_nonnull(x);
+  freeReplyObject(x);
+  double batches0 = metric("picket_redis_pipeline_batches_total");
+  /* The first call goes out alone and waits on the stopped Redis; the rest
+   * queue behind it and go out as one batch of acquires and releases,
+   * whose scripts are all gone by then (the first reloads only its own). */
+  redis_freeze();
+  enum { N = 16 };
+  shot s[N];
+  char other[33], bogus[60];
+  fault_lease_id(other);
+  snprintf(bogus, sizeof bogus, "{\"lease\":\"%s\"}", other);
+  for (int i = 0; i < N; i++) {
+    if (i < 8)
+      shot_fire(&s[i], lock_names[i], "acquire", "{\"ttl_ms\":60000}");
+    else if (i < 12)
+      shot_fire(&s[i], "ns-held", "acquire", "{\"ttl_ms\":60000}");
+    else
+      shot_fire(&s[i], "ns-held", "release", bogus);
+    if (i == 0) await_inflight(1);
+  }
+  await_inflight(N);
+  redis_thaw();
+  for (int i = 0; i < N; i++) {
+    pthread_join(s[i].t, NULL);
+    const fault_call *c = &s[i].c;
+    if (i < 8)
+      ck_assert_msg(c->status == 200 && c->fence == 1, "acquire %s: %ld %s fence %lld", s[i].name,
+                    c->status, c->code, (long long)c->fence);
+    else
+      ck_assert_msg(c->status == 409 && strcmp(c->code, i < 12 ? "lock_held" : "lease_lost") == 0,
+                    "%s ns-held: %ld %s", s[i].action, c->status, c->code);
+  }
+  ck_assert_msg(metric("picket_redis_pipeline_batches_total") >= batches0 + 2,
+                "the calls did not go out in two batches or more");
+  ck_assert(fault_log_has(harness_picketd_log(P), "reloading"));
+  harness_resp r;
+  ck_assert_int_eq(lock_call("ns-held", "release", held, &r), 200);
+  harness_resp_free(&r);
+  stop_both();
+}
+END_TEST
+
+START_TEST(redis_killed_mid_batch) {
+  harness_redis_opts aof = {.appendonly = 1}; /* so a grant made before the kill would show */
+  const char *args[] = {"--redis-pipeline", "on", "--redis-timeout-ms", REDIS_TIMEOUT, NULL};
+  start_both(&aof, args);
+  char lease[33];
+  ck_assert_int_eq(acquire_ok("rk", "{}", lease), 1);
+  harness_resp r;
+  ck_assert_int_eq(lock_call("rk", "release", lease, &r), 200);
+  harness_resp_free(&r);
+  redis_freeze();
+  enum { N = 8 };
+  shot s[N];
+  for (int i = 0; i < N; i++) shot_fire(&s[i], lock_names[i], "acquire", "{\"ttl_ms\":60000}");
+  await_inflight(N);
+  /* SIGKILL the stopped process directly: harness_redis_stop sends SIGCONT
+   * first, which could let Redis run the queued scripts before it dies */
+  int64_t killed = harness_now_ms();
+  kill(harness_redis_pid(R), SIGKILL);
+  harness_redis_stop(R, SIGKILL); /* reaps it */
+  for (int i = 0; i < N; i++) {
+    pthread_join(s[i].t, NULL);
+    const fault_call *c = &s[i].c;
+    ck_assert_msg(c->status == 503 && strcmp(c->code, "store_unavailable") == 0,
+                  "acquire %s with Redis killed: %ld %s", s[i].name, c->status, c->code);
+    /* the lost connection ends them, not --redis-timeout-ms */
+    ck_assert_msg(c->t1 - killed < 2000 * harness_time_scale(), "a 503 came %lld ms after the kill",
+                  (long long)(c->t1 - killed));
+  }
+  ck_assert_int_eq(harness_redis_restart(R), 0);
+  int64_t t0 = harness_now_ms();
+  fault_call c;
+  while (fault_acquire(harness_picketd_url(P), "rk", 60000, NULL, &c) != 200 &&
+         harness_now_ms() - t0 < 5000 * harness_time_scale())
+    harness_sleep_ms(20);
+  ck_assert_msg(c.status == 200, "acquire after the restart: %ld %s", c.status, c.code);
+  ck_assert_msg(c.fence == 2, "fence %lld after the restart (AOF kept 1)", (long long)c.fence);
+  /* none of the failed acquires reached Redis: never granted, fence 0 */
+  for (int i = 0; i < N; i++) {
+    ck_assert_int_eq(fault_lock(harness_picketd_url(P), lock_names[i], NULL, NULL, &c), 200);
+    ck_assert_msg(c.fence == 0 && c.held == 0, "%s: fence %lld held %d after a 503",
+                  lock_names[i], (long long)c.fence, c.held);
+  }
+  stop_both();
+}
+END_TEST
+
+enum { AT_TERM = 4 };
+
+/* Acquires of p0.. wait in the pipeline (Redis stopped) when picketd gets
+ * SIGTERM; Redis resumes once picketd's log shows `mark`. picketd must
+ * exit 0, soon. Returns the calls' outcomes in s and the lease that holds
+ * each lock in Redis afterwards in live ("" when none). */
+static void sigterm_with_calls_waiting(const char *shutdown_timeout_ms, const char *mark,
+                                       shot s[AT_TERM], char live[AT_TERM][33]) {
+  const char *more[] = {"--shutdown-timeout-ms", shutdown_timeout_ms, NULL};
+  start("on", more);
+  ck_assert_int_eq(acquire_ok("td", "{}", NULL), 1);
+  redis_freeze();
+  for (int i = 0; i < AT_TERM; i++) shot_fire(&s[i], lock_names[i], "acquire", "{\"ttl_ms\":60000}");
+  await_inflight(AT_TERM);
+  kill(harness_picketd_pid(P), SIGTERM);
+  int64_t until = harness_now_ms() + 10000 * harness_time_scale();
+  while (!fault_log_has(harness_picketd_log(P), mark) && harness_now_ms() < until)
+    harness_sleep_ms(10);
+  ck_assert_msg(fault_log_has(harness_picketd_log(P), mark), "picketd never logged \"%s\"", mark);
+  redis_thaw();
+  int64_t t0 = harness_now_ms();
+  ck_assert_int_eq(harness_picketd_stop(P, SIGTERM), 0);
+  ck_assert_msg(harness_now_ms() - t0 < 5000 * harness_time_scale(), "stop took %lld ms",
+                (long long)(harness_now_ms() - t0));
+  for (int i = 0; i < AT_TERM; i++) {
+    pthread_join(s[i].t, NULL);
+    redisReply *x = harness_redis_cmd(R, "HGET picket:{%s}:lease lease", lock_names[i]);
+    ck_assert_ptr_nonnull(x);
+    snprintf(live[i], 33, "%s", x->type == REDIS_REPLY_STRING ? x->str : "");
+    freeReplyObject(x);
+  }
+}
+
+/* Within --shutdown-timeout-ms (default 10 s) in-flight requests finish:
+ * each piped acquire gets its grant, and the grant stays. */
+START_TEST(sigterm_finishes_piped_calls) {
+  shot s[AT_TERM];
+  char live[AT_TERM][33];
+  sigterm_with_calls_waiting("10000", "got SIGTERM", s, live);
+  for (int i = 0; i < AT_TERM; i++) {
+    ck_assert_msg(s[i].c.status == 200, "%s: %ld %s", s[i].name, s[i].c.status, s[i].c.code);
+    ck_assert_msg(strcmp(live[i], s[i].c.lease) == 0, "%s: granted, but Redis holds lease \"%s\"",
+                  s[i].name, live[i]);
+  }
+  stop_both();
+}
+END_TEST
+
+/* Past --shutdown-timeout-ms picketd closes what is still running, but
+ * must first drain the pipeline: the HTTP daemon cannot stop with
+ * connections suspended on it. */
+START_TEST(sigterm_drains_pipeline) {
+  shot s[AT_TERM];
+  char live[AT_TERM][33];
+  sigterm_with_calls_waiting("100", "still running after", s, live);
+  for (int i = 0; i < AT_TERM; i++) {
+    const fault_call *c = &s[i].c;
+    printf("%s, SIGTERM past the shutdown timeout: %ld %s, %s in Redis\n", s[i].name, c->status,
+           c->code, !live[i][0] ? "not held" : strcmp(live[i], c->lease) == 0 ? "its lease" : "held");
+    ck_assert_msg(c->status == 200 || c->status == 503 || c->status == 0, "%s: %ld %s", s[i].name,
+                  c->status, c->code);
+    /* Not asserted yet, as picketd breaks both now and then (bugs reported
+     * with this suite; enable once fixed):
+     * - a 200's lease is live: a drained call's 200 can go out and the
+     *   daemon's stop then end its request as undelivered, giving the
+     *   grant back;
+     * - no 200, nothing held: during the stop libmicrohttpd accepts but
+     *   drops the response and calls on_request again, which handles the
+     *   acquire afresh with a new lease, and the undo releases that lease
+     *   instead of the granted one. */
+  }
+  stop_both();
+}
+END_TEST
+
+/* Sends a whole acquire request for `name` over a fresh connection and
+ * returns the socket, still open. */
+static int send_acquire(const char *name) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)harness_picketd_port(P)),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  char req[300];
+  int n = snprintf(req, sizeof req,
+                   "POST /v1/locks/%s/acquire HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n"
+                   "{\"ttl_ms\":60000}",
+                   name);
+  ck_assert_int_eq(write(fd, req, (size_t)n), n);
+  return fd;
+}
+
+START_TEST(half_closed_client) {
+  start("on", NULL);
+  ck_assert_int_eq(acquire_ok("hc", "{}", NULL), 1);
+  redis_freeze();
+  int half = send_acquire(lock_names[0]), gone = send_acquire(lock_names[1]);
+  await_inflight(2); /* both acquires are with the pipeline */
+  shutdown(half, SHUT_WR);
+  close(gone);
+  redis_thaw();
+  /* picketd closes the half-closed connection unanswered: the grant made
+   * for it was not delivered */
+  struct timeval tv = {(time_t)(10 * harness_time_scale()), 0};
+  setsockopt(half, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[512];
+  ssize_t got = read(half, buf, sizeof buf - 1);
+  buf[got > 0 ? got : 0] = '\0';
+  close(half);
+  ck_assert_msg(got == 0, "the half-closed client read %zd bytes: %.80s", got, buf);
+  for (int i = 0; i < 2; i++) {
+    /* the acquire reached Redis (fence 1) and was given back at once,
+     * not after its 60 s TTL */
+    fault_call c;
+    int64_t t0 = harness_now_ms();
+    while (fault_lock(harness_picketd_url(P), lock_names[i], NULL, NULL, &c) == 200 &&
+           c.held != 0 && harness_now_ms() - t0 < 5000 * harness_time_scale())
+      harness_sleep_ms(20);
+    ck_assert_msg(c.status == 200 && c.held == 0 && c.fence == 1, "%s: %ld held %d fence %lld",
+                  lock_names[i], c.status, c.held, (long long)c.fence);
+    ck_assert_int_eq(acquire_ok(lock_names[i], "{}", NULL), 2);
+  }
+  ck_assert(fault_log_has(harness_picketd_log(P), "was not delivered; released it"));
+  stop_both();
+}
+END_TEST
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  /* once, before any test starts HTTP calls on several threads */
+  curl_global_init(CURL_GLOBAL_ALL);
+  Suite *s = suite_create("pipeline");
+  const TTest *tests[] = {load_on,          off_and_min_replicas,
+                          noscript_in_batch, redis_killed_mid_batch, sigterm_finishes_piped_calls,
+                          sigterm_drains_pipeline, half_closed_client};
+  for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+    TCase *tc = tcase_create(tests[i]->name);
+    /* a hang (a call never resumed, a drain that never ends) fails here */
+    tcase_set_timeout(tc, 60.0 * (double)harness_time_scale());
+    tcase_add_test(tc, tests[i]);
+    suite_add_tcase(s, tc);
+  }
+  return harness_run_suite(s);
+}
