@@ -34,6 +34,7 @@ typedef struct {
   waiter w;
   int waiting;          /* parked in wait.c at least once */
   int piped;            /* its store call is with the pipeline */
+  int replied;          /* a response was queued */
   char *body;
   size_t len, cap;
   int too_large;
@@ -41,6 +42,7 @@ typedef struct {
 } http_req;
 
 static struct MHD_Daemon *daemon_;
+static MHD_socket quiesced = MHD_INVALID_SOCKET; /* closed after the stop */
 static const config *cfg;
 static atomic_long inflight;
 static atomic_long connections; /* open client connections */
@@ -92,6 +94,7 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, http_req *r, a
   if (resp->retry_after[0]) MHD_add_response_header(m, MHD_HTTP_HEADER_RETRY_AFTER, resp->retry_after);
   enum MHD_Result ok = MHD_queue_response(conn, (unsigned)resp->status, m);
   MHD_destroy_response(m);
+  if (ok == MHD_YES) r->replied = 1;
   metrics_request(resp->endpoint, resp->status);
   if (!r->waiting) metrics_observe(H_REQUEST, (double)(api_now_ms() - r->t0_ms) / 1000.0);
   return ok;
@@ -211,6 +214,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     *upload_size = 0;
     return MHD_YES;
   }
+  if (r->replied) {
+    /* Seen while the daemon stops: libmicrohttpd 0.9.75 may drop a queued
+     * response and call again. Handling the request afresh would make a
+     * second grant under a new lease; end it instead. */
+    return MHD_NO;
+  }
   api_response resp;
   if (r->piped) {
     r->piped = 0;
@@ -280,7 +289,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
   http_req *r = *state;
   if (r == NULL) return;
   if (r->waiting) wait_leave(&r->w, r->call.granted);
-  if (grant_made(r) && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+  if (grant_made(r) && toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN && r->replied) {
+    /* The daemon stopped with the reply queued: it may have reached the
+     * client, which then holds the lock. Giving it back could make two
+     * holders; leaving it costs its TTL at most. */
+    char lease_log[16];
+    LOG(LOG_INFO, "grant of %s (lease %s) may have been delivered as picketd stopped; "
+        "left to expire", r->call.name, log_lease(r->call.lease, lease_log));
+  } else if (grant_made(r) && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
     /* The grant never reached its client: give the lock back now rather
      * than leave it held for a whole TTL by nobody. */
     store_result sr = {0};
@@ -343,13 +359,15 @@ int http_start(const config *c, int *port) {
 }
 
 void http_quiesce(void) {
-  if (daemon_) {
-    MHD_socket s = MHD_quiesce_daemon(daemon_);
-    if (s != MHD_INVALID_SOCKET) close(s);
-  }
+  /* libmicrohttpd's worker threads drop the listen socket from their epoll
+   * sets a little later: closing it now could make one of them fail (and
+   * abort), so it is closed after MHD_stop_daemon. */
+  if (daemon_ && quiesced == MHD_INVALID_SOCKET) quiesced = MHD_quiesce_daemon(daemon_);
 }
 
 void http_stop(void) {
   if (daemon_) MHD_stop_daemon(daemon_);
   daemon_ = NULL;
+  if (quiesced != MHD_INVALID_SOCKET) close(quiesced);
+  quiesced = MHD_INVALID_SOCKET;
 }

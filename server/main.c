@@ -52,6 +52,19 @@ static void raise_fd_limit(const config *cfg) {
         (unsigned long long)rl.rlim_cur, (unsigned long long)want, cfg->max_connections);
 }
 
+/* After the pipeline is drained, how long its last replies may take to go
+ * out before the daemon stops (which would cut them off). */
+#define SHUTDOWN_GRACE_MS 1000
+
+/* Waits until no request is in flight, or for limit_ms; returns the time
+ * waited. */
+static int64_t drain_requests(int64_t limit_ms) {
+  struct timespec tick = {0, 5 * 1000000L};
+  int64_t waited = 0;
+  for (; http_inflight() > 0 && waited < limit_ms; waited += 5) nanosleep(&tick, NULL);
+  return waited;
+}
+
 int main(int argc, char **argv) {
   static config cfg;
   char err[600];
@@ -107,15 +120,16 @@ int main(int argc, char **argv) {
       sig == SIGTERM ? "SIGTERM" : "SIGINT");
   wait_shutdown();
   http_quiesce();
-  struct timespec tick = {0, 5 * 1000000L};
-  for (int64_t waited = 0; http_inflight() > 0 && waited < cfg.shutdown_timeout_ms; waited += 5)
-    nanosleep(&tick, NULL);
+  int64_t waited = drain_requests(cfg.shutdown_timeout_ms);
   if (http_inflight() > 0)
     LOG(LOG_WARN, "%ld requests still running after %lld ms; closing them", http_inflight(),
-        (long long)cfg.shutdown_timeout_ms);
+        (long long)waited);
   /* A connection suspended on the pipeline must be resumed before the
-   * daemon stops; later calls run on their worker's own connection. */
+   * daemon stops: let the pipeline answer what it holds (bounded by
+   * --redis-timeout-ms per batch; later calls run on their worker's own
+   * connection), then give the workers a moment to send those replies. */
   store_pipeline_drain();
+  drain_requests(SHUTDOWN_GRACE_MS);
   http_stop();
   store_stop();
   wait_stop();

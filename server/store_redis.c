@@ -575,11 +575,17 @@ static void pipe_run(store_op *batch) {
     memset(&op->r, 0, sizeof op->r);
     op_command cmd;
     state[i] = NOT_SENT;
-    if (op_command_build(k, op, &cmd) < 0) op->st = bad_name(&op->r);
-    else if (redisAppendCommandArgv(k->c, cmd.argc, cmd.argv, NULL) != REDIS_OK)
+    if (k->c == NULL) { /* an earlier append failed: the connection is gone */
+      op->r = why;
+      op->st = STORE_EUNAVAIL;
+    } else if (op_command_build(k, op, &cmd) < 0) {
+      op->st = bad_name(&op->r);
+    } else if (redisAppendCommandArgv(k->c, cmd.argc, cmd.argv, NULL) != REDIS_OK) {
       op->st = transport_error(k, &op->r); /* out of memory: start afresh */
-    else state[i] = SENT;
-    if (k->c == NULL) break;
+      why = op->r;
+    } else {
+      state[i] = SENT;
+    }
   }
   /* The first read writes the whole buffer. A transport error fails every
    * call still waiting for its reply: the connection is gone, and with it

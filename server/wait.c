@@ -129,7 +129,11 @@ int wait_park(waiter *w, picket_proto_err *err) {
   if (all) all->all_prev = w;
   all = w;
   w->state = W_PARKING;
-  w->pending = WAKE_NONE;
+  /* A new head retries once as soon as it is suspended: the release that
+   * freed the lock may have been published between its failed attempt and
+   * now, when no queue was there to wake. (Later waiters are woken by the
+   * head's leaving, under this mutex, so nothing falls between for them.) */
+  w->pending = q->head == w ? WAKE_RETRY : WAKE_NONE;
   w->wake = WAKE_NONE;
   w->parked_ms = now_ms();
   if (++nwaiters == 1) pthread_cond_signal(&wanted);

@@ -269,6 +269,77 @@ START_TEST(subscribed_only_while_waiting) {
 }
 END_TEST
 
+/* Pairs of clients cycle on a lock each with blocking acquires (so a
+ * queue is mostly empty or holds one waiter): each must be granted as soon
+ * as the lock frees, never only at the holder's expiry. A release that
+ * landed between a waiter's failed attempt and its parking used to be
+ * missed (no queue was there to wake), and that waiter then slept a whole
+ * TTL with the lock free. */
+#define CHURN_THREADS 16
+#define CHURN_CYCLES 40
+
+typedef struct {
+  int id;
+  int64_t ttl_ms, worst_ms;
+  long bad_status;
+  pthread_t t;
+} churn_run;
+
+static void *churn_main(void *arg) {
+  churn_run *c = arg;
+  char body[100], path[100];
+  snprintf(body, sizeof body, "{\"ttl_ms\":%lld,\"wait_ms\":%lld}", (long long)c->ttl_ms,
+           (long long)(3 * c->ttl_ms));
+  for (int i = 0; i < CHURN_CYCLES && !c->bad_status; i++) {
+    snprintf(path, sizeof path, "/v1/locks/churn-%d/acquire", c->id / 2);
+    harness_resp r;
+    int64_t t0 = harness_now_ms();
+    harness_http(harness_picketd_url(P), "POST", path, body, &r);
+    int64_t took = harness_now_ms() - t0;
+    if (took > c->worst_ms) c->worst_ms = took;
+    if (took >= c->ttl_ms / 2) { /* one is enough to fail; do not wait out more */
+      harness_resp_free(&r);
+      break;
+    }
+    if (r.status != 200) {
+      c->bad_status = r.status;
+    } else {
+      char lease[33];
+      snprintf(lease, sizeof lease, "%s", harness_json_str(r.json, "lease"));
+      snprintf(path, sizeof path, "/v1/locks/churn-%d/release", c->id / 2);
+      char rel[80];
+      snprintf(rel, sizeof rel, "{\"lease\":\"%s\"}", lease);
+      harness_resp_free(&r);
+      harness_http(harness_picketd_url(P), "POST", path, rel, &r);
+      if (r.status != 200) c->bad_status = r.status;
+    }
+    harness_resp_free(&r);
+  }
+  return NULL;
+}
+
+START_TEST(no_wakeup_lost_under_churn) {
+  /* A lost wake-up costs a whole TTL; anything near it is one. */
+  int64_t ttl = 10000 * harness_time_scale();
+  churn_run c[CHURN_THREADS];
+  for (int i = 0; i < CHURN_THREADS; i++) {
+    c[i] = (churn_run){.id = i, .ttl_ms = ttl};
+    pthread_create(&c[i].t, NULL, churn_main, &c[i]);
+  }
+  int64_t worst = 0;
+  for (int i = 0; i < CHURN_THREADS; i++) {
+    pthread_join(c[i].t, NULL);
+    ck_assert_msg(c[i].bad_status == 0, "client %d got %ld", i, c[i].bad_status);
+    if (c[i].worst_ms > worst) worst = c[i].worst_ms;
+  }
+  printf("churn: %d blocking acquires, the slowest granted after %lld ms\n",
+         CHURN_THREADS * CHURN_CYCLES, (long long)worst);
+  ck_assert_msg(worst < ttl / 2,
+                "an acquire waited %lld ms with a TTL of %lld: a release was missed and it "
+                "woke only at the holder's expiry", (long long)worst, (long long)ttl);
+}
+END_TEST
+
 static void setup_limited(void) {
   const char *args[] = {"--max-waiters", "3", NULL};
   start_both(NULL, args);
@@ -461,6 +532,7 @@ int main(void) {
   tcase_add_test(tc, wait_deadline_is_lock_held);
   tcase_add_test(tc, disconnected_waiter_is_never_granted);
   tcase_add_test(tc, pubsub_killed_waiters_still_served);
+  tcase_add_test(tc, no_wakeup_lost_under_churn);
   suite_add_tcase(s, tc);
   TCase *lim = tcase_create("limit");
   tcase_add_unchecked_fixture(lim, setup_limited, stop_both);
