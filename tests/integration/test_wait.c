@@ -9,22 +9,7 @@
 
 #include "picketd_common.h"
 
-/* A metric's value from /metrics (first sample whose line starts with
- * `sample`), or -1. */
-static double metric(const char *sample) {
-  harness_resp r;
-  double v = -1;
-  if (harness_http(harness_picketd_url(P), "GET", "/metrics", NULL, &r) == 0) {
-    size_t n = strlen(sample);
-    for (const char *line = r.body; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-      if (strncmp(line, sample, n) == 0 && line[n] == ' ') {
-        v = atof(line + n + 1);
-        break;
-      }
-  }
-  harness_resp_free(&r);
-  return v;
-}
+static double metric(const char *sample) { return harness_metric(harness_picketd_url(P), sample); }
 
 /* Waits until picketd reports `n` waiters (up to 10 s). */
 static void await_waiters(int n) {
