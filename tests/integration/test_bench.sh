@@ -78,11 +78,13 @@ done
 # A target that is down: exit 1, not a hang.
 "$B" --server http://127.0.0.1:1 --duration 0.5 > /dev/null 2>&1
 [ $? = 1 ] || h_fail "an unreachable server should exit 1"
-# bench/run checks its arguments before it starts anything (the matrix
-# itself is too heavy for a test: it is run by hand, see README.md ("Performance")).
+# bench/run checks its arguments before it starts anything (the matrix at
+# its real durations is too heavy for a test: it is run by hand, see
+# README.md ("Performance"); below it runs at smoke size).
 R="$PICKET_SOURCE_DIR/bench/run"
 bash "$R" --help | grep -q -- '--floor-unix' || h_fail "bench/run --help does not list its flags"
-for args in "--duration x" "--threads -1" "--nope"; do
+bash "$R" --help | grep -q -- '--repeat N' || h_fail "bench/run --help does not list --repeat"
+for args in "--duration x" "--threads -1" "--nope" "--repeat 0" "--repeat x" "--repeat"; do
   # shellcheck disable=SC2086
   bash "$R" $args > /dev/null 2>&1
   rc=$?
@@ -90,4 +92,30 @@ for args in "--duration x" "--threads -1" "--nope"; do
 done
 bash "$R" --bin "$H_DIR/nothing-here" > /dev/null 2> "$H_DIR/run.err"
 [ $? = 1 ] && grep -q 'build first' "$H_DIR/run.err" || h_fail "bench/run without binaries: $(cat "$H_DIR/run.err")"
+# The whole matrix at smoke size, twice per row: bench/run's own Redis and
+# picketd, with a picket-bench that stops each target after a few ops
+# (later flags win), so its time stays small.
+mkdir -p "$H_DIR/rbin"
+ln -sf "$PICKET_BIN_DIR/picketd" "$H_DIR/rbin/picketd"
+printf '#!/bin/sh\nexec "%s" "$@" --warmup 0 --ops 300\n' "$B" > "$H_DIR/rbin/picket-bench"
+chmod +x "$H_DIR/rbin/picket-bench"
+bash "$R" --bin "$H_DIR/rbin" --quick --duration 0.5 --repeat 2 --picketd-flags "--redis-pipeline off" \
+  > "$H_DIR/run.out" 2> "$H_DIR/run.err" || h_fail "bench/run --repeat 2 exited $?: $(cat "$H_DIR/run.err")"
+grep -q '^picket-bench .*0.5 s measured' "$H_DIR/run.out" || h_fail "bench/run: no header: $(cat "$H_DIR/run.out")"
+grep -q 'picketd (default threads; flags --redis-pipeline off) reaches Redis' "$H_DIR/run.out" ||
+  h_fail "bench/run: picketd's flags not in the header: $(cat "$H_DIR/run.out")"
+[ "$(grep -c 'run [12] of 2' "$H_DIR/run.err")" = 20 ] || h_fail "bench/run: not 2 runs of each of 10 rows: $(cat "$H_DIR/run.err")"
+# The target row's ratio cell is median (min–max); one line per run under
+# the table, one of them the median; the Targets line says so.
+grep -Eq '^\| cycle \| 16 \| 1000 \| [0-9]+ \| [0-9]+ \| [0-9.]+ \([0-9.]+–[0-9.]+\) \|' "$H_DIR/run.out" ||
+  h_fail "bench/run: no median (min–max) ratio in the target row: $(cat "$H_DIR/run.out")"
+[ "$(grep -Ec '^- run [12]: picketd [0-9]+ ops/s, floor [0-9]+ ops/s, ratio [0-9.]+' "$H_DIR/run.out")" = 2 ] ||
+  h_fail "bench/run: want a line per run of the target row: $(cat "$H_DIR/run.out")"
+[ "$(grep -c '(the median run)$' "$H_DIR/run.out")" = 1 ] || h_fail "bench/run: no single median run marked"
+grep -Eq '^- cycle, 16 connections, 1,000 names: [0-9.]+ x the floor, median of 2 runs \(range [0-9.]+–[0-9.]+\)' \
+  "$H_DIR/run.out" || h_fail "bench/run: Targets line without median and range: $(cat "$H_DIR/run.out")"
+# A flag picketd rejects fails bench/run with picketd's own message.
+bash "$R" --bin "$H_DIR/rbin" --quick --picketd-flags "--no-such-flag" > /dev/null 2> "$H_DIR/run.err"
+[ $? = 2 ] && grep -q "picketd: unknown flag '--no-such-flag'" "$H_DIR/run.err" ||
+  h_fail "bench/run with a flag picketd rejects: $(cat "$H_DIR/run.err")"
 echo "bench_smoke: ok"
