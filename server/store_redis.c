@@ -1,7 +1,9 @@
 /* store_redis.c: the lock store on Redis (see store.h).
  *
- * Each HTTP worker thread owns one hiredis connection (a pthread key holds
- * it), so requests never wait for each other on the client side. All lock
+ * Each thread that calls Redis owns one hiredis connection (a pthread key
+ * holds it): every HTTP worker, for its direct calls, and the pipeline
+ * thread (end of this file), which batches the calls workers queue. No
+ * connection is ever shared between threads. All lock
  * logic runs inside the Lua scripts of proto/redis, embedded at build time:
  * they are loaded with SCRIPT LOAD when a connection opens and called with
  * EVALSHA; NOSCRIPT (Redis restarted or SCRIPT FLUSH) reloads and retries
