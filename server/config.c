@@ -54,8 +54,8 @@ static const config_option options[] = {
      "prefix of every Redis key and of the release channel"},
     {"threads", INT(threads, 1, 256), "4", NULL, "HTTP worker threads (one Redis connection each)"},
     {"redis-pipeline", ENUM(redis_pipeline), "auto", pipeline_choices,
-     "auto: lock calls share one pipelined Redis connection while other requests are in "
-     "flight or more connections are open than --threads; on: always; off: each worker "
+     "auto: lock calls share one pipelined Redis connection while other requests are being "
+     "handled or more connections are open than --threads; on: always; off: each worker "
      "thread waits on its own connection. Off whenever --min-replicas is set"},
     {"max-ttl-ms", INT(max_ttl_ms, 1, 86400000LL * 365), "3600000", NULL,
      "largest ttl_ms a client may ask for"},

@@ -12,6 +12,8 @@
  *   each lock's fences exactly 1..n in grant order (the holder before a
  *   grant had sent its release before that grant's reply came), GET's
  *   fence == grants, and the metrics show calls sharing round trips.
+ * auto_follows_connections: `auto` keeps a lone client's calls direct and
+ *   pipes them once more connections are open than --threads.
  * off_and_min_replicas: the same load with `off` never uses the pipeline;
  *   nor does `on` with --min-replicas (WAIT needs the caller's connection).
  * noscript_in_batch: SCRIPT FLUSH, then one batch of acquires and releases
@@ -32,9 +34,10 @@
  * Redis stays stopped until the test has seen (picket_http_inflight_requests)
  * that every call is inside picketd, so nothing depends on a sleep being
  * long enough. picketd's --redis-timeout-ms is raised above any wait here,
- * so a timeout never stands in for the outcome under test. `auto` is not
- * tested here: which path a call takes depends on what else is in flight
- * at that instant, and a call on the direct path to a stopped Redis blocks
+ * so a timeout never stands in for the outcome under test. Of `auto`, only
+ * the connection-count rule is tested (auto_follows_connections, with
+ * requests one at a time): the in-flight rule depends on what else is in
+ * flight at that instant, and a call on the direct path to a stopped Redis blocks
  * its worker and every connection that worker serves. */
 #include <curl/curl.h>
 #include <netinet/in.h>
@@ -209,6 +212,43 @@ START_TEST(load_on) {
   ck_assert_msg(calls >= 2.0 * grants, "%.0f piped calls for %d grants", calls, grants);
   ck_assert_msg(batches > 0 && calls > batches, "%.0f calls in %.0f batches: none shared one",
                 calls, batches);
+  stop_both();
+}
+END_TEST
+
+/* An open connection that sends nothing (picketd counts it once accepted). */
+static int idle_connection(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)harness_picketd_port(P)),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  return fd;
+}
+
+/* One acquire and its release, one request at a time. */
+static void cycle_once(const char *name) {
+  fault_call c;
+  ck_assert_int_eq(fault_acquire(harness_picketd_url(P), name, 30000, NULL, &c), 200);
+  ck_assert_int_eq(fault_lease_call(harness_picketd_url(P), name, "release", c.lease, &c), 200);
+}
+
+START_TEST(auto_follows_connections) {
+  /* 8 workers: a client's few connections (each call opens one, and
+   * picketd may not have seen the last one close yet) stay below it */
+  const char *more[] = {"--threads", "8", NULL};
+  start("auto", more);
+  for (int i = 0; i < 5; i++) cycle_once("au");
+  ck_assert_int_eq((int)metric("picket_redis_pipeline_batches_total"), 0);
+  enum { IDLE = 12 };
+  int fd[IDLE];
+  for (int i = 0; i < IDLE; i++) fd[i] = idle_connection();
+  /* picketd accepts them at its own pace: cycle until a call is piped */
+  int64_t until = harness_now_ms() + 5000 * harness_time_scale();
+  double batches = 0;
+  while ((batches = metric("picket_redis_pipeline_batches_total")) == 0 && harness_now_ms() < until)
+    cycle_once("au");
+  ck_assert_msg(batches > 0, "%d idle connections open, 8 workers: no call was piped", IDLE);
+  for (int i = 0; i < IDLE; i++) close(fd[i]);
   stop_both();
 }
 END_TEST
@@ -454,7 +494,8 @@ int main(void) {
   Suite *s = suite_create("pipeline");
   const TTest *tests[] = {load_on,          off_and_min_replicas,
                           noscript_in_batch, redis_killed_mid_batch, sigterm_finishes_piped_calls,
-                          sigterm_drains_pipeline, half_closed_client};
+                          sigterm_drains_pipeline, half_closed_client,
+                          auto_follows_connections};
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
     TCase *tc = tcase_create(tests[i]->name);
     /* a hang (a call never resumed, a drain that never ends) fails here */
