@@ -205,6 +205,13 @@ static int get_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t d
   return 0;
 }
 
+/* ttl_ms when a body leaves it out: the protocol default, or --max-ttl-ms
+ * when that is lower. */
+static int64_t ttl_default(void) {
+  return PICKET_PROTO_TTL_DEFAULT_MS < cfg->max_ttl_ms ? PICKET_PROTO_TTL_DEFAULT_MS
+                                                       : cfg->max_ttl_ms;
+}
+
 static int get_lease(json_t *o, int required, char out[PICKET_PROTO_LEASE_LEN + 1],
                      api_response *resp) {
   json_t *v = json_object_get(o, "lease");
@@ -266,9 +273,6 @@ static api_result acquire_outcome(api_call *call, api_response *resp) {
   const store_result *r = &call->op.r;
   if (st == STORE_OK) {
     metrics_inc(M_ACQUIRE_GRANTED);
-    /* Only a new grant may be undone if its reply is lost: a same-lease
-     * retry refreshes a grant the client already holds and knows about. */
-    call->granted = r->created;
     char lease_log[16];
     LOG(LOG_DEBUG, "granted %s fence %lld lease %s ttl %lld ms", call->name, (long long)r->fence,
         log_lease(call->lease, lease_log), (long long)call->ttl_ms);
@@ -293,6 +297,13 @@ static api_result acquire_outcome(api_call *call, api_response *resp) {
   metrics_inc(M_ACQUIRE_HELD);
   reply_held(resp, call->name, r->ttl_ms, r->owner);
   return API_DONE;
+}
+
+int api_granted(const api_call *call) {
+  /* Only a new grant may be undone if its reply is lost: a same-lease
+   * retry refreshes a grant the client already holds and knows about. */
+  const store_op *op = &call->op;
+  return op->kind == STORE_OP_ACQUIRE && op->st == STORE_OK && op->r.created;
 }
 
 api_result api_retry_acquire(api_call *call, api_response *resp) {
@@ -332,9 +343,7 @@ static api_result handle_acquire(const api_request *req, api_call *call, api_res
   static const char *const allowed[] = {"ttl_ms", "wait_ms", "owner", "lease", NULL};
   json_t *b = parse_body(req, allowed, resp);
   if (b == NULL) return API_DONE;
-  int64_t def_ttl = PICKET_PROTO_TTL_DEFAULT_MS < cfg->max_ttl_ms ? PICKET_PROTO_TTL_DEFAULT_MS
-                                                                  : cfg->max_ttl_ms;
-  int bad = get_int(b, "ttl_ms", 1, cfg->max_ttl_ms, def_ttl, &call->ttl_ms, resp) < 0 ||
+  int bad = get_int(b, "ttl_ms", 1, cfg->max_ttl_ms, ttl_default(), &call->ttl_ms, resp) < 0 ||
             get_int(b, "wait_ms", 0, cfg->max_wait_ms, 0, &call->wait_ms, resp) < 0 ||
             get_owner(b, call->owner, resp) < 0 || get_lease(b, 0, call->lease, resp) < 0;
   json_decref(b);
@@ -364,10 +373,8 @@ static api_result handle_renew(const api_request *req, api_call *call, api_respo
   static const char *const allowed[] = {"lease", "ttl_ms", NULL};
   json_t *b = parse_body(req, allowed, resp);
   if (b == NULL) return API_DONE;
-  int64_t def_ttl = PICKET_PROTO_TTL_DEFAULT_MS < cfg->max_ttl_ms ? PICKET_PROTO_TTL_DEFAULT_MS
-                                                                  : cfg->max_ttl_ms;
   int bad = get_lease(b, 1, call->lease, resp) < 0 ||
-            get_int(b, "ttl_ms", 1, cfg->max_ttl_ms, def_ttl, &call->ttl_ms, resp) < 0;
+            get_int(b, "ttl_ms", 1, cfg->max_ttl_ms, ttl_default(), &call->ttl_ms, resp) < 0;
   json_decref(b);
   if (bad) return API_DONE;
   return store_call(call, STORE_OP_RENEW);

@@ -45,8 +45,6 @@ typedef struct {
   int64_t retry_at_ms;    /* monotonic, the holder's expiry: retry then */
   int64_t held_ttl_ms;    /* the last lock_held answer, for the timeout reply */
   char held_owner[PICKET_PROTO_OWNER_MAX + 1];
-  int granted;            /* this call created a new grant (undone if the
-                             reply cannot be delivered) */
   store_op op;            /* the store call of API_STORE, and its result */
 } api_call;
 
@@ -69,6 +67,11 @@ api_result api_handle(const api_request *req, api_call *call, api_response *resp
 api_result api_prepare(const api_request *req, api_call *call, api_response *resp);
 void api_run_store(api_call *call);
 api_result api_finish(api_call *call, api_response *resp);
+/* 1 when the call's last store call made a new grant (not a same-lease
+ * refresh): one that must be undone if its reply never reaches the client.
+ * Read from the store result itself, so it holds whether or not
+ * api_finish has run (a piped call whose client left while suspended). */
+int api_granted(const api_call *call);
 /* Tries a parked acquire again: API_DONE (granted, or an error, or the
  * wait is over) or API_WAIT (still held; retry_at_ms updated). */
 api_result api_retry_acquire(api_call *call, api_response *resp);

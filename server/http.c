@@ -158,7 +158,7 @@ static enum MHD_Result resumed(struct MHD_Connection *conn, http_req *r) {
         return MHD_NO;
       }
       if (api_retry_acquire(&r->call, &resp) == API_WAIT) return park(conn, r);
-      wait_leave(&r->w, r->call.granted);
+      wait_leave(&r->w, api_granted(&r->call));
       return send_response(conn, r, &resp);
     case WAKE_TIMEOUT:
       wait_leave(&r->w, 0);
@@ -276,7 +276,7 @@ static enum MHD_Result reply(struct MHD_Connection *conn, http_req *r, api_resul
                              api_response *resp) {
   handling_set(r, 0);
   if (res == API_WAIT) return park(conn, r);
-  if (r->call.granted) {
+  if (api_granted(&r->call)) {
     /* A client that gave up (its timeout, while picketd was paused or Redis
      * slow) has closed its side, yet the reply would still "send" into the
      * half-closed socket. Close instead: on_completed gives the lock back. */
@@ -290,29 +290,20 @@ static enum MHD_Result reply(struct MHD_Connection *conn, http_req *r, api_resul
   return send_response(conn, r, resp);
 }
 
-/* 1 when this request made a new grant. api_finish says so in
- * call.granted; a piped acquire whose client closed the connection while
- * it was suspended ends without api_finish, so its result is read here. */
-static int grant_made(const http_req *r) {
-  const store_op *op = &r->call.op;
-  return r->call.granted ||
-         (r->piped && op->kind == STORE_OP_ACQUIRE && op->st == STORE_OK && op->r.created);
-}
-
 static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
                          enum MHD_RequestTerminationCode toe) {
   http_req *r = *state;
   if (r == NULL) return;
   handling_set(r, 0); /* a piped call whose client left while suspended */
-  if (r->waiting) wait_leave(&r->w, r->call.granted);
-  if (grant_made(r) && toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN && r->replied) {
+  if (r->waiting) wait_leave(&r->w, api_granted(&r->call));
+  if (api_granted(&r->call) && toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN && r->replied) {
     /* The daemon stopped with the reply queued: it may have reached the
      * client, which then holds the lock. Giving it back could make two
      * holders; leaving it costs its TTL at most. */
     char lease_log[16];
     LOG(LOG_INFO, "grant of %s (lease %s) may have been delivered as picketd stopped; "
         "left to expire", r->call.name, log_lease(r->call.lease, lease_log));
-  } else if (grant_made(r) && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+  } else if (api_granted(&r->call) && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
     /* The grant never reached its client: give the lock back now rather
      * than leave it held for a whole TTL by nobody. */
     store_result sr = {0};

@@ -281,10 +281,12 @@ typedef struct {
   char lease_key[KEY_MAX], fence_key[KEY_MAX], ttl[24];
 } op_command;
 
-/* Fills cmd for op on connection k; -1 when the name cannot make a key. */
+/* Fills cmd for op on connection k; -1 when the name cannot make a key.
+ * Only acquire and inspect touch the fence counter. */
 static int op_command_build(const conn *k, const store_op *op, op_command *cmd) {
+  int fence = op->kind == STORE_OP_ACQUIRE || op->kind == STORE_OP_INSPECT;
   if (picket_proto_key_lease(cmd->lease_key, KEY_MAX, cfg->key_prefix, op->name) < 0 ||
-      picket_proto_key_fence(cmd->fence_key, KEY_MAX, cfg->key_prefix, op->name) < 0)
+      (fence && picket_proto_key_fence(cmd->fence_key, KEY_MAX, cfg->key_prefix, op->name) < 0))
     return -1;
   snprintf(cmd->ttl, sizeof cmd->ttl, "%lld", (long long)op->ttl_ms);
   const char **a = cmd->argv;

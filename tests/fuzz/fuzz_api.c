@@ -227,8 +227,8 @@ static void check_lock_ok(const request_ctx *ctx, const api_response *resp, cons
     CHECK(json_object_size(j) == 5, "acquire reply is not {lock, lease, fence, ttl_ms, owner}");
     const char *l = json_string_value(json_object_get(j, "lease"));
     CHECK(l && picket_proto_lease_valid(l, strlen(l)), "'lease' is not 32 lowercase hex");
-    CHECK(call->granted == stub_last_created(),
-          "api_call.granted is %d for a grant that is %s", call->granted,
+    CHECK(api_granted(call) == stub_last_created(),
+          "api_granted is %d for a grant that is %s", api_granted(call),
           stub_last_created() ? "new" : "a same-lease refresh");
     CHECK(known && held && strcmp(lease, l) == 0, "granted a lease the store does not hold");
     CHECK(int_member(ctx, resp, j, "fence", 1) == fence, "fence is not the store's (%lld)",
@@ -300,7 +300,7 @@ static void check_reply(const request_ctx *ctx, const api_response *resp, const 
   CHECK(json_is_object(j), "the body is not a JSON object: %s", j ? "not an object" : jerr.text);
   if (resp->status != 200) {
     check_error(ctx, resp, j);
-    CHECK(!call->granted, "api_call.granted is set on a %d", resp->status);
+    CHECK(!api_granted(call), "api_granted is set on a %d", resp->status);
   } else if (strcmp(path, "/healthz") == 0) {
     CHECK(json_object_size(j) == 1 &&
               json_is_string(json_object_get(j, "status")) &&
@@ -325,7 +325,7 @@ static void check_wait(const request_ctx *ctx, const api_response *resp, const a
   CHECK(call->endpoint == EP_ACQUIRE && call->wait_ms > 0 && resp->body == NULL,
         "API_WAIT from something that is not a waiting acquire");
   CHECK(call->retry_at_ms > 0 && call->deadline_ms >= call->started_ms, "a wait without times");
-  CHECK(!call->granted, "API_WAIT after a grant");
+  CHECK(!api_granted(call), "API_WAIT after a grant");
 }
 
 /* Runs one request through api.c the way server/http.c does, including a
