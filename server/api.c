@@ -320,7 +320,7 @@ void api_wait_expired(api_call *call, api_response *resp) {
   reply_held(resp, call->name, left > 0 ? left : call->held_ttl_ms, call->held_owner);
 }
 
-/* A fresh lease id from the kernel's CSPRNG. Each worker thread reads 32
+/* A fresh lease id from the kernel's CSPRNG. Each thread reads 32
  * ids' worth at a time, which saves a system call on 31 acquires in 32;
  * an id's bytes are zeroed as it is taken, so none is handed out twice or
  * lingers. (The pool is per thread and picketd never forks, so no copy of

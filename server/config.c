@@ -52,11 +52,12 @@ static const config_option options[] = {
      "connect and command timeout for Redis; past it a request gets 503"},
     {"key-prefix", STR(key_prefix), PICKET_PROTO_KEY_PREFIX_DEFAULT, NULL,
      "prefix of every Redis key and of the release channel"},
-    {"threads", INT(threads, 1, 256), "4", NULL, "HTTP worker threads (one Redis connection each)"},
+    {"threads", INT(threads, 1, 256), "4", NULL,
+     "HTTP event loops, each a thread with its own Redis connections (one pipelined, one direct)"},
     {"redis-pipeline", ENUM(redis_pipeline), "auto", pipeline_choices,
-     "auto: lock calls share one pipelined Redis connection while other requests are being "
-     "handled or more connections are open than --threads; on: always; off: each worker "
-     "thread waits on its own connection. Off whenever --min-replicas is set"},
+     "auto: lock calls share their loop's pipelined Redis connection while other requests are being "
+     "handled or more connections are open than --threads; on: always; off: each call waits "
+     "on its loop's direct connection. Off whenever --min-replicas is set"},
     {"max-ttl-ms", INT(max_ttl_ms, 1, 86400000LL * 365), "3600000", NULL,
      "largest ttl_ms a client may ask for"},
     {"max-wait-ms", INT(max_wait_ms, 0, 86400000LL), "60000", NULL,

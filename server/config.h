@@ -43,8 +43,8 @@ typedef struct {
   int redis_pipeline;        /* PIPELINE_AUTO, _ON or _OFF */
 } config;
 
-/* --redis-pipeline: when lock calls share the pipeline thread's Redis
- * connection (store.h). */
+/* --redis-pipeline: when lock calls go through their event loop's
+ * pipelined Redis connection (store.h) instead of its direct one. */
 enum { PIPELINE_AUTO = 0, PIPELINE_ON, PIPELINE_OFF };
 
 /* What config_load found on the command line. */

@@ -1,21 +1,36 @@
-/* http.c: libmicrohttpd wiring: the daemon and its worker thread pool,
- * request bodies (bounded), suspend/resume for waiting acquires, and
- * sending api_response values. It knows nothing of locks: api.c decides
- * every reply, wait.c decides when a waiter runs again.
+/* http.c: libmicrohttpd wiring: the event loops, request bodies (bounded),
+ * suspend/resume for pipelined calls and waiting acquires, and sending
+ * api_response values. It knows nothing of locks: api.c decides every
+ * reply, wait.c decides when a waiter runs again.
+ *
+ * picketd runs --threads event loops. Each owns a libmicrohttpd daemon in
+ * external epoll mode (all of them accept on one listen socket, as
+ * libmicrohttpd's own thread pool does) and a store_pipe, its pipelined
+ * Redis connection. One pass of a loop: wait on the daemon's epoll fd, the
+ * pipe's socket and the loop's eventfd; complete the calls whose replies
+ * came in (resuming their connections); resume what other threads asked
+ * to; let the daemon run; write the calls that pass appended in one go.
+ * Everything a connection does happens on its loop's thread, so a piped
+ * call crosses no thread and wakes nobody.
  *
  * Per request libmicrohttpd calls on_request several times: first with no
  * state (we allocate it), then once per body chunk, then with no data (we
- * handle it). A lock call sent through the Redis pipeline suspends the
- * connection until the pipeline thread has the reply, and re-enters
- * on_request to answer. A waiting acquire is suspended after its first
- * attempt and re-enters on_request each time wait.c resumes it. */
+ * handle it). A piped lock call suspends the connection until its reply
+ * is in, and re-enters on_request to answer. A waiting acquire is
+ * suspended after its first attempt and re-enters on_request each time
+ * wait.c resumes it. */
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <limits.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -29,8 +44,13 @@
 #include "store.h"
 #include "wait.h"
 
-typedef struct {
+typedef struct loop loop;
+
+typedef struct http_req {
   api_call call;
+  loop *loop;           /* the loop that serves its connection */
+  struct MHD_Connection *conn;
+  struct http_req *resume_next; /* in loop->resume_head, while queued */
   waiter w;
   int waiting;          /* parked in wait.c at least once */
   int piped;            /* its store call is with the pipeline */
@@ -42,8 +62,26 @@ typedef struct {
   int64_t t0_ms;
 } http_req;
 
-static struct MHD_Daemon *daemon_;
-static MHD_socket quiesced = MHD_INVALID_SOCKET; /* closed after the stop */
+struct loop {
+  struct MHD_Daemon *d;
+  store_pipe *pipe;     /* NULL when lock calls are never pipelined */
+  int ep;               /* epoll: the daemon's epoll fd, the pipe's socket, wake */
+  int wake;             /* eventfd: resumes asked by other threads, quiesce, stop */
+  int pipe_fd;          /* the pipe socket now in ep, or -1 */
+  unsigned long pipe_opens; /* ...and which one it is */
+  MHD_socket quiesced;  /* the listen socket after quiesce: closed after the stop */
+  pthread_t thread;
+  int started;
+  pthread_mutex_t mu;   /* guards the resume queue */
+  http_req *resume_head, *resume_tail;
+};
+
+static loop *loops;
+static int nloops;
+static __thread loop *cur; /* the loop running on this thread */
+static atomic_int quiesce_req, stop_req;
+static atomic_int pipes_closed; /* stopping: new lock calls go direct */
+static atomic_long piped_waiting; /* piped calls not yet done, all loops */
 static const config *cfg;
 static atomic_long inflight;
 static atomic_long connections; /* open client connections */
@@ -61,7 +99,32 @@ static void handling_set(http_req *r, int on) {
 
 long http_inflight(void) { return atomic_load(&inflight); }
 
-void http_resume(void *conn) { MHD_resume_connection(conn); }
+static void loop_wake(loop *l) {
+  uint64_t one = 1;
+  ssize_t n = write(l->wake, &one, sizeof one); /* only fails when already nonzero */
+  (void)n;
+}
+
+/* wait.c's resume function (it may run on any thread): the connection is
+ * resumed by its own loop, which an eventfd wakes. libmicrohttpd would
+ * accept a resume from another thread, but a loop in external mode can
+ * miss it and sleep on until its next event. */
+void http_resume(void *arg) {
+  http_req *r = arg;
+  loop *l = r->loop;
+  if (l == NULL) { /* a request met while the daemons stop, on no loop */
+    MHD_resume_connection(r->conn);
+    return;
+  }
+  r->resume_next = NULL;
+  pthread_mutex_lock(&l->mu);
+  int first = l->resume_head == NULL;
+  if (l->resume_tail) l->resume_tail->resume_next = r;
+  else l->resume_head = r;
+  l->resume_tail = r;
+  pthread_mutex_unlock(&l->mu);
+  if (first) loop_wake(l);
+}
 
 /* Keep paths exactly as sent: a lock name must never be decoded into
  * something else ('%2F' into '/', '%00' into an end of string). */
@@ -124,7 +187,7 @@ static enum MHD_Result park(struct MHD_Connection *conn, http_req *r) {
   if (!r->waiting) {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    r->w.conn = conn;
+    r->w.conn = r;
     r->w.fd = ci ? ci->connect_fd : -1;
     r->w.call = &r->call;
     picket_proto_err err;
@@ -190,15 +253,15 @@ static int target_has_nul(struct MHD_Connection *conn, const char *url, const ch
   return MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, NULL, NULL) == 0;
 }
 
-/* Whether a lock call goes through the Redis pipeline. It pays when other
+/* Whether a lock call goes through the loop's pipe. It pays when other
  * calls can share its round trip; a lone client is served faster on the
- * worker's own connection (one thread hop less: about 30% more ops/s at
+ * loop's direct connection (no suspend and resume: 6-24% more ops/s at
  * one connection). Other requests being handled say there is company; so
- * do more open connections than worker threads, because a worker serves
- * its connections one request at a time and its requests alone never
- * overlap (with --threads 1, only one is ever being handled). */
+ * do more open connections than loops, because a loop that waits on a
+ * direct call serves none of its other connections meanwhile (with
+ * --threads 1, only one request is ever being handled). */
 static int use_pipeline(void) {
-  if (!store_pipeline_open()) return 0;
+  if (cur == NULL || cur->pipe == NULL || atomic_load(&pipes_closed)) return 0;
   return cfg->redis_pipeline == PIPELINE_ON || atomic_load(&handling) > 1 ||
          atomic_load(&connections) > cfg->threads;
 }
@@ -216,6 +279,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (r == NULL) return MHD_NO;
     r->t0_ms = api_now_ms();
     r->w.fd = -1;
+    r->loop = cur;
+    r->conn = conn;
     *state = r;
     atomic_fetch_add(&inflight, 1);
     metrics_gauge_add(G_INFLIGHT, 1);
@@ -251,25 +316,30 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   api_result res = api_prepare(&req, &r->call, &resp);
   if (res == API_STORE) {
     if (use_pipeline()) {
-      /* Suspend first: the reply may come back before store_submit
-       * returns, and resuming needs a suspended connection. */
-      r->piped = 1;
       r->call.op.done = piped_done;
-      r->call.op.arg = conn;
-      MHD_suspend_connection(conn);
-      if (store_submit(&r->call.op) < 0) { /* closed meanwhile: stopping */
-        api_run_store(&r->call);
-        MHD_resume_connection(conn);
+      r->call.op.arg = r;
+      if (store_pipe_append(cur->pipe, &r->call.op) == 0) {
+        /* done() comes from a later pass of this loop, never before this
+         * suspend. */
+        r->piped = 1;
+        atomic_fetch_add(&piped_waiting, 1);
+        MHD_suspend_connection(conn);
+        return MHD_YES;
       }
-      return MHD_YES;
+      /* over at once (Redis unreachable): op.st says why */
+    } else {
+      api_run_store(&r->call);
     }
-    api_run_store(&r->call);
     res = api_finish(&r->call, &resp);
   }
   return reply(conn, r, res, &resp);
 }
 
-static void piped_done(store_op *op) { MHD_resume_connection(op->arg); }
+static void piped_done(store_op *op) {
+  http_req *r = op->arg;
+  atomic_fetch_sub(&piped_waiting, 1);
+  MHD_resume_connection(r->conn);
+}
 
 /* Sends what the handler decided, or parks a waiting acquire. */
 static enum MHD_Result reply(struct MHD_Connection *conn, http_req *r, api_result res,
@@ -324,6 +394,117 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
   atomic_fetch_add(&connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
 }
 
+/* ---- the event loops -------------------------------------------------- */
+
+static void epoll_watch(int ep, int op, int fd, void *tag) {
+  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = tag};
+  epoll_ctl(ep, op, fd, op == EPOLL_CTL_DEL ? NULL : &ev);
+}
+
+/* Keeps the pipe's socket in the set. A reconnect makes a new socket,
+ * possibly with the old one's number: the count of opens tells them apart.
+ * (A closed socket has left the set by itself.) */
+static void watch_pipe(loop *l) {
+  unsigned long opens = 0;
+  int fd = l->pipe ? store_pipe_fd(l->pipe, &opens) : -1;
+  if (fd == l->pipe_fd && opens == l->pipe_opens) return;
+  if (fd >= 0) epoll_watch(l->ep, EPOLL_CTL_ADD, fd, &l->pipe_fd);
+  l->pipe_fd = fd;
+  l->pipe_opens = opens;
+}
+
+/* How long a pass may wait: until the daemon's next timeout or the oldest
+ * piped call's, and never more than a second (a safety net: every event
+ * that matters wakes the loop). */
+static int loop_timeout(loop *l) {
+  int64_t t = 1000;
+  MHD_UNSIGNED_LONG_LONG mt;
+  if (MHD_get_timeout(l->d, &mt) == MHD_YES && (int64_t)mt < t) t = (int64_t)mt;
+  int64_t pt = l->pipe ? store_pipe_timeout_ms(l->pipe) : -1;
+  if (pt >= 0 && pt < t) t = pt;
+  return (int)t;
+}
+
+/* Resumes the connections other threads asked to resume. */
+static void take_resumes(loop *l) {
+  uint64_t n;
+  if (read(l->wake, &n, sizeof n) < 0) { /* nothing pending */
+  }
+  pthread_mutex_lock(&l->mu);
+  http_req *r = l->resume_head;
+  l->resume_head = l->resume_tail = NULL;
+  pthread_mutex_unlock(&l->mu);
+  for (http_req *next; r; r = next) {
+    next = r->resume_next; /* the request may end once resumed */
+    MHD_resume_connection(r->conn);
+  }
+}
+
+static void *loop_main(void *arg) {
+  loop *l = arg;
+  cur = l;
+  if (l->pipe) store_pipe_connect(l->pipe);
+  struct epoll_event evs[8];
+  while (!atomic_load(&stop_req)) {
+    if (atomic_load(&quiesce_req) && l->quiesced == MHD_INVALID_SOCKET)
+      l->quiesced = MHD_quiesce_daemon(l->d);
+    watch_pipe(l);
+    int n = epoll_wait(l->ep, evs, 8, loop_timeout(l));
+    for (int i = 0; i < n; i++) {
+      if (evs[i].data.ptr == &l->wake) take_resumes(l);
+      else if (evs[i].data.ptr == &l->pipe_fd && l->pipe) store_pipe_read(l->pipe);
+    }
+    if (l->pipe) store_pipe_expire(l->pipe);
+    MHD_run(l->d);
+    if (l->pipe) store_pipe_flush(l->pipe);
+  }
+  store_thread_done();
+  return NULL;
+}
+
+static struct MHD_Daemon *daemon_start(const struct sockaddr *addr, MHD_socket listen_fd,
+                                       unsigned limit, int ipv6) {
+  unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+  if (ipv6) flags |= MHD_USE_IPv6;
+  /* The first daemon binds the address; the others share its socket. */
+  struct MHD_OptionItem where[] = {
+      addr ? (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, (void *)addr}
+           : (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, (intptr_t)listen_fd, NULL},
+      {MHD_OPTION_END, 0, NULL}};
+  return MHD_start_daemon(
+      flags, 0, NULL, NULL, on_request, NULL,
+      MHD_OPTION_ARRAY, where,
+      MHD_OPTION_CONNECTION_LIMIT, limit,
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+      MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+      MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
+      MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+      MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+      /* Per-connection pool for the request line, headers and reply
+       * headers (bodies live in http_req): 16 KiB instead of the default
+       * 32 halves the memory of idle keep-alive connections. */
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
+      MHD_OPTION_END);
+}
+
+static int loop_init(loop *l, const struct sockaddr *addr, MHD_socket listen_fd, unsigned limit,
+                     int ipv6) {
+  l->ep = l->wake = l->pipe_fd = -1;
+  l->quiesced = MHD_INVALID_SOCKET;
+  pthread_mutex_init(&l->mu, NULL);
+  l->d = daemon_start(addr, listen_fd, limit, ipv6);
+  if (l->d == NULL) return -1;
+  const union MHD_DaemonInfo *di = MHD_get_daemon_info(l->d, MHD_DAEMON_INFO_EPOLL_FD);
+  l->ep = epoll_create1(EPOLL_CLOEXEC);
+  l->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (di == NULL || l->ep < 0 || l->wake < 0) return -1;
+  epoll_watch(l->ep, EPOLL_CTL_ADD, di->epoll_fd, l->d);
+  epoll_watch(l->ep, EPOLL_CTL_ADD, l->wake, &l->wake);
+  if (store_pipeline_enabled() && (l->pipe = store_pipe_new()) == NULL) return -1;
+  return 0;
+}
+
 int http_start(const config *c, int *port) {
   cfg = c;
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -336,45 +517,86 @@ int http_start(const config *c, int *port) {
     LOG(LOG_ERROR, "--listen %s: %s", cfg->listen, gai_strerror(rc));
     return -1;
   }
-  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
-                   MHD_USE_ERROR_LOG;
-  if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-  daemon_ = MHD_start_daemon(
-      flags, 0, NULL, NULL, on_request, NULL,
-      MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-      MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
-      MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-      MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
-      MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
-      MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-      MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-      /* Per-connection pool for the request line, headers and reply
-       * headers (bodies live in http_req): 16 KiB instead of the default
-       * 32 halves the memory of idle keep-alive connections. */
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
-      MHD_OPTION_END);
-  freeaddrinfo(ai);
-  if (daemon_ == NULL) {
-    LOG(LOG_ERROR, "cannot listen on %s (in use, or not a local address?)", cfg->listen);
+  /* Each loop takes its share of --max-connections, as libmicrohttpd's
+   * own thread pool shares it among its threads. */
+  nloops = cfg->threads < cfg->max_connections ? cfg->threads : cfg->max_connections;
+  loops = calloc((size_t)nloops, sizeof *loops);
+  if (loops == NULL) {
+    freeaddrinfo(ai);
+    LOG(LOG_ERROR, "out of memory");
     return -1;
   }
-  const union MHD_DaemonInfo *di = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
+  int ipv6 = ai->ai_family == AF_INET6;
+  MHD_socket listen_fd = MHD_INVALID_SOCKET;
+  for (int i = 0; i < nloops; i++) {
+    unsigned limit = (unsigned)(cfg->max_connections / nloops + (i < cfg->max_connections % nloops));
+    MHD_socket fd = MHD_INVALID_SOCKET;
+    if (i > 0 && (fd = dup(listen_fd)) < 0) rc = -1;
+    else rc = loop_init(&loops[i], i == 0 ? ai->ai_addr : NULL, fd, limit, ipv6);
+    if (rc < 0 && loops[i].d == NULL && fd >= 0) close(fd);
+    if (rc < 0) break;
+    if (i == 0) {
+      const union MHD_DaemonInfo *li = MHD_get_daemon_info(loops[0].d, MHD_DAEMON_INFO_LISTEN_FD);
+      listen_fd = li ? li->listen_fd : MHD_INVALID_SOCKET;
+    }
+  }
+  freeaddrinfo(ai);
+  if (rc < 0) {
+    LOG(LOG_ERROR, "cannot listen on %s (in use, or not a local address?)", cfg->listen);
+    http_stop();
+    return -1;
+  }
+  for (int i = 0; i < nloops; i++) {
+    if (pthread_create(&loops[i].thread, NULL, loop_main, &loops[i]) != 0) {
+      LOG(LOG_ERROR, "cannot start the HTTP event loops");
+      http_stop();
+      return -1;
+    }
+    loops[i].started = 1;
+  }
+  const union MHD_DaemonInfo *di = MHD_get_daemon_info(loops[0].d, MHD_DAEMON_INFO_BIND_PORT);
   *port = di ? di->port : cfg->listen_port;
   return 0;
 }
 
 void http_quiesce(void) {
-  /* libmicrohttpd's worker threads drop the listen socket from their epoll
-   * sets a little later: closing it now could make one of them fail (and
-   * abort), so it is closed after MHD_stop_daemon. */
-  if (daemon_ && quiesced == MHD_INVALID_SOCKET) quiesced = MHD_quiesce_daemon(daemon_);
+  /* Each loop quiesces its own daemon (libmicrohttpd in external mode
+   * wants every call on the thread that runs it); the listen socket is
+   * closed after MHD_stop_daemon. */
+  atomic_store(&quiesce_req, 1);
+  for (int i = 0; i < nloops; i++)
+    if (loops[i].started) loop_wake(&loops[i]);
+}
+
+void http_drain_pipes(int64_t limit_ms) {
+  atomic_store(&pipes_closed, 1);
+  /* Each piped call ends by its reply or, at the latest, by
+   * --redis-timeout-ms; the limit is only a safety net. */
+  struct timespec tick = {0, 5 * 1000000L};
+  for (int64_t waited = 0; atomic_load(&piped_waiting) > 0 && waited < limit_ms; waited += 5)
+    nanosleep(&tick, NULL);
 }
 
 void http_stop(void) {
-  if (daemon_) MHD_stop_daemon(daemon_);
-  daemon_ = NULL;
-  if (quiesced != MHD_INVALID_SOCKET) close(quiesced);
-  quiesced = MHD_INVALID_SOCKET;
+  atomic_store(&stop_req, 1);
+  for (int i = 0; i < nloops; i++)
+    if (loops[i].started) {
+      loop_wake(&loops[i]);
+      pthread_join(loops[i].thread, NULL);
+      loops[i].started = 0;
+    }
+  for (int i = 0; i < nloops; i++) {
+    loop *l = &loops[i];
+    store_pipe_free(l->pipe); /* fails any call still waiting; nothing should */
+    l->pipe = NULL;
+    if (l->d) MHD_stop_daemon(l->d); /* on_completed runs here, on this thread */
+    l->d = NULL;
+    if (l->quiesced != MHD_INVALID_SOCKET) close(l->quiesced);
+    if (l->ep >= 0) close(l->ep);
+    if (l->wake >= 0) close(l->wake);
+    pthread_mutex_destroy(&l->mu);
+  }
+  free(loops);
+  loops = NULL;
+  nloops = 0;
 }

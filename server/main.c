@@ -124,14 +124,13 @@ int main(int argc, char **argv) {
   if (http_inflight() > 0)
     LOG(LOG_WARN, "%ld requests still running after %lld ms; closing them", http_inflight(),
         (long long)waited);
-  /* A connection suspended on the pipeline must be resumed before the
-   * daemon stops: let the pipeline answer what it holds (bounded by
-   * --redis-timeout-ms per batch; later calls run on their worker's own
-   * connection), then give the workers a moment to send those replies. */
-  store_pipeline_drain();
+  /* A connection suspended on a pipelined call must be resumed before the
+   * loops stop: let the pipes answer what they hold (bounded by
+   * --redis-timeout-ms; later calls run on their loop's direct connection),
+   * then give the loops a moment to send those replies. */
+  http_drain_pipes(cfg.redis_timeout_ms + SHUTDOWN_GRACE_MS);
   drain_requests(SHUTDOWN_GRACE_MS);
   http_stop();
-  store_stop();
   wait_stop();
   store_thread_done();
   LOG(LOG_INFO, "stopped");

@@ -29,8 +29,8 @@ typedef enum {
   X(REDIS_ERR_MISCONFIGURED, "picket_redis_errors_total", "kind=\"misconfigured\"", "")          \
   X(REDIS_ERR_NOT_REPLICATED, "picket_redis_errors_total", "kind=\"not_replicated\"", "")        \
   X(REDIS_RECONNECTS, "picket_redis_reconnects_total", "", "Redis connections (re)established.") \
-  X(REDIS_PIPELINE_BATCHES, "picket_redis_pipeline_batches_total", "", "Round trips of the Redis pipeline thread.") \
-  X(REDIS_PIPELINE_CALLS, "picket_redis_pipeline_calls_total", "", "Lock calls sent by the Redis pipeline thread (divided by batches: calls per round trip).") \
+  X(REDIS_PIPELINE_BATCHES, "picket_redis_pipeline_batches_total", "", "Writes of pipelined lock calls to Redis (one per event-loop pass that had calls).") \
+  X(REDIS_PIPELINE_CALLS, "picket_redis_pipeline_calls_total", "", "Lock calls sent pipelined (divided by batches: calls per write).") \
   X(WAKE_RELEASE, "picket_wait_wakeups_total", "cause=\"release\"", "Waiter wake-ups by cause.") \
   X(WAKE_EXPIRY, "picket_wait_wakeups_total", "cause=\"expiry\"", "")                            \
   X(WAKE_TIMEOUT, "picket_wait_wakeups_total", "cause=\"timeout\"", "")                          \

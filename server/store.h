@@ -3,13 +3,12 @@
  * instead, so the request path can be fuzzed without a server.
  *
  * Two ways to make a call. The direct calls (store_acquire, ...) run on the
- * calling HTTP worker thread, on that thread's own connection: one round
- * trip, the worker blocked for it. store_submit hands a call to the
- * pipeline thread instead, which sends every call queued since its last
- * round trip in one write on its own connection and reads the replies in
- * order: under load many requests share one round trip, and no worker
- * blocks on Redis (see --redis-pipeline). Results are store codes, never
- * HTTP statuses: api.c alone maps them. */
+ * calling thread's own connection: one round trip, the thread blocked for
+ * it. A store_pipe is an HTTP event loop's pipelined connection instead:
+ * the loop appends every call it meets in one pass, writes them at once,
+ * and completes each when its reply arrives, so under load many requests
+ * share one round trip and no loop waits on Redis (see --redis-pipeline).
+ * Results are store codes, never HTTP statuses: api.c alone maps them. */
 #ifndef PICKETD_STORE_H
 #define PICKETD_STORE_H
 
@@ -57,11 +56,11 @@ store_status store_inspect(const char *name, store_result *r);
 /* PING plus the replica count, for /readyz. */
 store_status store_ready(store_result *r);
 
-/* ---- the pipeline --------------------------------------------------- */
+/* ---- pipelined calls -------------------------------------------------- */
 
 typedef enum { STORE_OP_ACQUIRE, STORE_OP_RENEW, STORE_OP_RELEASE, STORE_OP_INSPECT } store_op_kind;
 
-/* One lock call for store_submit. The caller owns it and the strings it
+/* One lock call for a store_pipe. The caller owns it and the strings it
  * points to, and keeps them alive until `done` has been called. */
 typedef struct store_op {
   store_op_kind kind;
@@ -71,24 +70,51 @@ typedef struct store_op {
   int64_t ttl_ms;                  /* acquire, renew */
   store_status st;                 /* the outcome, as the direct call returns it */
   store_result r;
-  void (*done)(struct store_op *); /* called once, on the pipeline thread */
+  void (*done)(struct store_op *); /* called once, on the pipe's thread */
   void *arg;                       /* the caller's */
   struct store_op *next;           /* the store's */
+  int64_t deadline_ms;             /* the store's */
 } store_op;
 
-/* 1 while store_submit takes calls: the pipeline is not off, --min-replicas
- * (which needs a WAIT per call on the caller's connection) is not set, and
- * picketd is not stopping. */
-int store_pipeline_open(void);
-/* Queues op for the pipeline thread, which sets op->st and op->r and then
- * calls op->done. Returns 0, or -1 when the pipeline is closed (stopping):
- * the caller then runs the call directly. */
-int store_submit(store_op *op);
-/* Closes the pipeline to new calls and waits until every queued one is
- * done (bounded by --redis-timeout-ms per batch). Call before stopping the
- * HTTP daemon: it must not stop with connections waiting on Redis. */
-void store_pipeline_drain(void);
-/* Joins the pipeline thread (after the HTTP daemon has stopped). */
-void store_stop(void);
+/* A pipelined connection, used by one thread only. */
+typedef struct store_pipe store_pipe;
+
+/* 1 when lock calls may be pipelined: --redis-pipeline is not off and
+ * --min-replicas (a WAIT per call, on the caller's connection) is not set. */
+int store_pipeline_enabled(void);
+/* A pipe with no connection yet (it opens on the first call); NULL when out
+ * of memory. */
+store_pipe *store_pipe_new(void);
+/* Connects p now, so that its first call does not wait for the connect and
+ * the script loads (a reconnect after a failure still does). 0, or -1 when
+ * Redis cannot be reached now (the next call tries again). */
+int store_pipe_connect(store_pipe *p);
+/* Completes any call still waiting with STORE_EUNAVAIL, closes the
+ * connection and frees p. Accepts NULL. */
+void store_pipe_free(store_pipe *p);
+/* Queues op's command; 0, after which op->done is called once, from
+ * store_pipe_read, _expire or _free (never from inside this call), or -1
+ * when the call is over at once (Redis unreachable or misconfigured, or a
+ * name too long for a key): op->st and op->r say why, and done is not
+ * called. Calls already waiting may be completed (failed) meanwhile when
+ * the connection breaks. */
+int store_pipe_append(store_pipe *p, store_op *op);
+/* Writes every command appended since the last flush, in one write. */
+void store_pipe_flush(store_pipe *p);
+/* The socket to watch for replies (and for Redis closing it), or -1; *opens
+ * gets how many times the pipe has connected, which tells a new socket
+ * from an old one with the same number. */
+int store_pipe_fd(const store_pipe *p, unsigned long *opens);
+/* The socket is readable: completes each call whose reply is in. */
+void store_pipe_read(store_pipe *p);
+/* Milliseconds until the oldest waiting call times out (0: now), or -1
+ * when nothing waits. */
+int64_t store_pipe_timeout_ms(const store_pipe *p);
+/* Past the oldest call's --redis-timeout-ms: fails every waiting call with
+ * STORE_EUNAVAIL and drops the connection (a late reply would be out of
+ * step). Does nothing before that. */
+void store_pipe_expire(store_pipe *p);
+/* Calls appended and not yet done. */
+long store_pipe_waiting(const store_pipe *p);
 
 #endif

@@ -1,9 +1,9 @@
 /* store_redis.c: the lock store on Redis (see store.h).
  *
- * Each thread that calls Redis owns one hiredis connection (a pthread key
- * holds it): every HTTP worker, for its direct calls, and the pipeline
- * thread (end of this file), which batches the calls workers queue. No
- * connection is ever shared between threads. All lock
+ * Each thread that calls Redis owns one hiredis connection for direct
+ * calls (a pthread key holds it), and each HTTP event loop owns one more
+ * for its pipelined calls (a store_pipe, end of this file). No connection
+ * is ever shared between threads. All lock
  * logic runs inside the Lua scripts of proto/redis, embedded at build time:
  * they are loaded with SCRIPT LOAD when a connection opens and called with
  * EVALSHA; NOSCRIPT (Redis restarted or SCRIPT FLUSH) reloads and retries
@@ -49,6 +49,7 @@ typedef struct {
   int64_t backoff_ms;
   int misconfigured;    /* evicting policy seen on this connection */
   int64_t next_policy_check_ms;
+  unsigned long opens;  /* successful connects */
 } conn;
 
 static const config *cfg;
@@ -187,27 +188,12 @@ static int peer_closed(int fd) {
   return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-/* The calling thread's connection, (re)opened as needed; NULL with r->err
- * set when Redis cannot be reached now. */
-static conn *conn_get(store_result *r) {
-  conn *k = pthread_getspecific(conn_key);
-  if (k == NULL) {
-    k = calloc(1, sizeof *k);
-    if (k == NULL) {
-      set_err(r, "out of memory%s", NULL);
-      return NULL;
-    }
-    k->backoff_ms = BACKOFF_MIN_MS;
-    pthread_setspecific(conn_key, k);
-  }
-  if (k->c && k->seen_failure != atomic_load(&failure_epoch)) {
-    LOG(LOG_DEBUG, "another worker lost its Redis connection; reconnecting");
-    conn_close(k);
-  }
-  if (k->c && peer_closed(k->c->fd)) {
-    /* Redis closed this idle connection (restart, CLIENT KILL, timeout):
-     * reconnect now instead of failing the request that finds out. */
-    LOG(LOG_DEBUG, "Redis closed an idle connection; reconnecting");
+/* Opens k if it is closed (or must be reopened); NULL with r->err set when
+ * Redis cannot be reached now. `at_rest`: k has no replies outstanding, so
+ * it may be reopened after another connection's failure. */
+static conn *conn_ready(conn *k, int at_rest, store_result *r) {
+  if (k->c && at_rest && k->seen_failure != atomic_load(&failure_epoch)) {
+    LOG(LOG_DEBUG, "another connection to Redis failed; reconnecting");
     conn_close(k);
   }
   if (k->c) return k;
@@ -228,12 +214,37 @@ static conn *conn_get(store_result *r) {
   }
   k->backoff_ms = BACKOFF_MIN_MS;
   k->next_try_ms = 0;
+  k->opens++;
   atomic_fetch_add(&connect_epoch, 1);
   k->misconfigured = 0;
   check_policy(k);
   metrics_inc(M_REDIS_RECONNECTS);
   LOG(LOG_DEBUG, "Redis connection opened");
   return k;
+}
+
+/* The calling thread's connection for direct calls, (re)opened as needed;
+ * NULL with r->err set when Redis cannot be reached now. */
+static conn *conn_get(store_result *r) {
+  conn *k = pthread_getspecific(conn_key);
+  if (k == NULL) {
+    k = calloc(1, sizeof *k);
+    if (k == NULL) {
+      set_err(r, "out of memory%s", NULL);
+      return NULL;
+    }
+    k->backoff_ms = BACKOFF_MIN_MS;
+    pthread_setspecific(conn_key, k);
+  }
+  if (k->c && peer_closed(k->c->fd)) {
+    /* Redis closed this idle connection (restart, CLIENT KILL, timeout):
+     * reconnect now instead of failing the request that finds out. (A
+     * pipe's connection needs no probe: its loop watches it, and reads
+     * the close as it comes.) */
+    LOG(LOG_DEBUG, "Redis closed an idle connection; reconnecting");
+    conn_close(k);
+  }
+  return conn_ready(k, 1, r);
 }
 
 /* Sorts an error reply into unavailable (retry later) or a real error. */
@@ -383,10 +394,11 @@ static int is_noscript(const redisReply *rep) {
   return rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0;
 }
 
-/* The calling thread's connection, ready for lock calls: NULL with the
- * status in *st (and r->err) when Redis is unreachable or misconfigured. */
-static conn *conn_for_calls(store_result *r, store_status *st) {
-  conn *k = conn_get(r);
+/* k (NULL: the calling thread's connection), ready for lock calls: NULL
+ * with the status in *st (and r->err) when Redis is unreachable or
+ * misconfigured. */
+static conn *conn_for_calls(conn *k, int at_rest, store_result *r, store_status *st) {
+  k = k ? conn_ready(k, at_rest, r) : conn_get(r);
   if (k == NULL) {
     metrics_inc(M_REDIS_ERR_UNAVAILABLE);
     metrics_gauge_set(G_REDIS_UP, 0);
@@ -407,7 +419,7 @@ static conn *conn_for_calls(store_result *r, store_status *st) {
  * plus a SCRIPT LOAD and a second try on NOSCRIPT. */
 static store_status op_run(store_op *op) {
   store_status st;
-  conn *k = conn_for_calls(&op->r, &st);
+  conn *k = conn_for_calls(NULL, 1, &op->r, &st);
   if (k == NULL) return st;
   op_command cmd;
   if (op_command_build(k, op, &cmd) < 0) return bad_name(&op->r);
@@ -537,164 +549,180 @@ void store_thread_done(void) {
   }
 }
 
-/* ---- the pipeline ---------------------------------------------------- */
+/* ---- pipelined calls -------------------------------------------------- */
 
-/* One thread with one connection. Workers queue calls (store_submit) and
- * go back to serving other connections; the thread takes what is queued,
- * appends every command to the connection's output buffer, writes them
- * all at once, and reads the replies in order. While it waits on Redis the
- * next batch builds up, so a batch grows with the load and a lone call
- * still goes out at once. Each script runs atomically in Redis and each
- * call gets its own reply, so batching changes no outcome. */
-#define PIPE_BATCH_MAX 256 /* calls per round trip; the rest go in the next */
+/* A store_pipe belongs to one HTTP event loop and has a connection of its
+ * own (never the loop thread's direct one: a direct call waits for the
+ * next reply on its connection, which on a pipelined one would be someone
+ * else's). While libmicrohttpd runs, the loop appends each lock call it
+ * meets; after the pass it writes them all at once, and the replies, read
+ * in order as they arrive, complete the calls. Under load a round trip
+ * carries as many calls as the pass met, and a lone call still goes out at
+ * once. Each script runs atomically and each call gets its own reply, so
+ * batching changes no outcome. */
+struct store_pipe {
+  conn k;
+  store_op *head, *tail; /* appended, in the order their replies will come */
+  store_op *unsent;      /* the first of them not yet written, or NULL */
+  long waiting;          /* appended and not yet done */
+};
 
-static struct {
-  pthread_mutex_t mu;
-  pthread_cond_t work;  /* calls queued, or stopping */
-  pthread_cond_t idle;  /* queue empty and no batch running */
-  store_op *head, *tail;
-  int busy;             /* a batch is running */
-  atomic_int open;      /* accepting calls: started and not drained */
-  int stopping;
-  int started;
-  pthread_t thread;
-} pipe_ = {.mu = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER,
-           .idle = PTHREAD_COND_INITIALIZER};
+int store_pipeline_enabled(void) {
+  /* --min-replicas asks for a WAIT after every grant: WAIT counts the
+   * writes of its own connection, so each guarded call keeps to its
+   * thread's direct connection. */
+  return cfg->redis_pipeline != PIPELINE_OFF && cfg->min_replicas == 0;
+}
 
-/* Runs one batch (at most PIPE_BATCH_MAX calls, linked by next). */
-static void pipe_run(store_op *batch) {
+store_pipe *store_pipe_new(void) {
+  store_pipe *p = calloc(1, sizeof *p);
+  if (p) p->k.backoff_ms = BACKOFF_MIN_MS;
+  return p;
+}
+
+int store_pipe_connect(store_pipe *p) {
+  store_result r = {0};
+  return conn_ready(&p->k, 1, &r) ? 0 : -1;
+}
+
+/* Completes every call still waiting on p's connection with `why` (the
+ * connection is gone, and with it any way to know which of them Redis
+ * ran) and closes it. done() may end the request that owns an op. */
+static void pipe_fail(store_pipe *p, const store_result *why) {
+  if (p->k.c) {
+    conn_close(&p->k);
+    atomic_fetch_add(&failure_epoch, 1);
+  }
+  store_op *op = p->head;
+  p->head = p->tail = p->unsent = NULL;
+  p->waiting = 0;
+  for (store_op *next; op; op = next) {
+    next = op->next;
+    op->r = *why;
+    op->st = STORE_EUNAVAIL;
+    metrics_inc(M_REDIS_ERR_UNAVAILABLE);
+    op->done(op);
+  }
+  metrics_gauge_set(G_REDIS_UP, 0);
+}
+
+static void pipe_fail_transport(store_pipe *p) {
   store_result why = {0};
-  store_status st;
-  conn *k = conn_for_calls(&why, &st);
-  if (k == NULL) {
-    for (store_op *op = batch; op; op = op->next) {
-      op->r = why;
-      op->st = st;
+  set_err(&why, "Redis connection lost: %s", p->k.c->errstr);
+  pipe_fail(p, &why);
+}
+
+void store_pipe_free(store_pipe *p) {
+  if (p == NULL) return;
+  store_result why = {0};
+  set_err(&why, "picketd is stopping%s", NULL);
+  pipe_fail(p, &why);
+  free(p);
+}
+
+int store_pipe_append(store_pipe *p, store_op *op) {
+  memset(&op->r, 0, sizeof op->r);
+  conn *k = conn_for_calls(&p->k, p->waiting == 0, &op->r, &op->st);
+  if (k == NULL) return -1;
+  op_command cmd;
+  if (op_command_build(k, op, &cmd) < 0) {
+    op->st = bad_name(&op->r);
+    return -1;
+  }
+  if (redisAppendCommandArgv(k->c, cmd.argc, cmd.argv, NULL) != REDIS_OK) {
+    set_err(&op->r, "Redis connection lost: %s", k->c->errstr); /* out of memory */
+    op->st = STORE_EUNAVAIL;
+    pipe_fail_transport(p);
+    return -1;
+  }
+  op->next = NULL;
+  op->deadline_ms = now_ms() + cfg->redis_timeout_ms;
+  if (p->tail) p->tail->next = op;
+  else p->head = op;
+  p->tail = op;
+  if (p->unsent == NULL) p->unsent = op;
+  p->waiting++;
+  return 0;
+}
+
+void store_pipe_flush(store_pipe *p) {
+  if (p->unsent == NULL) return;
+  long n = 0;
+  for (store_op *op = p->unsent; op; op = op->next) n++;
+  p->unsent = NULL;
+  /* The socket blocks (up to --redis-timeout-ms): a round trip's commands
+   * fit the socket buffer unless Redis has stopped reading, and then
+   * every call on it is lost anyway. */
+  int done = 0;
+  while (!done)
+    if (redisBufferWrite(p->k.c, &done) != REDIS_OK) {
+      pipe_fail_transport(p);
+      return;
     }
+  metrics_inc(M_REDIS_PIPELINE_BATCHES);
+  metrics_add(M_REDIS_PIPELINE_CALLS, n);
+}
+
+int store_pipe_fd(const store_pipe *p, unsigned long *opens) {
+  *opens = p->k.opens;
+  return p->k.c ? p->k.c->fd : -1;
+}
+
+long store_pipe_waiting(const store_pipe *p) { return p->waiting; }
+
+int64_t store_pipe_timeout_ms(const store_pipe *p) {
+  if (p->head == NULL) return -1;
+  int64_t left = p->head->deadline_ms - now_ms();
+  return left > 0 ? left : 0;
+}
+
+void store_pipe_read(store_pipe *p) {
+  if (p->k.c == NULL) return;
+  /* One read: called when the socket is readable, so it does not block. */
+  if (redisBufferRead(p->k.c) != REDIS_OK) {
+    pipe_fail_transport(p);
     return;
   }
-  enum { SENT, NOT_SENT, NOSCRIPT } state[PIPE_BATCH_MAX];
-  int i = 0;
-  for (store_op *op = batch; op; op = op->next, i++) {
-    memset(&op->r, 0, sizeof op->r);
-    op_command cmd;
-    state[i] = NOT_SENT;
-    if (k->c == NULL) { /* an earlier append failed: the connection is gone */
-      op->r = why;
-      op->st = STORE_EUNAVAIL;
-    } else if (op_command_build(k, op, &cmd) < 0) {
-      op->st = bad_name(&op->r);
-    } else if (redisAppendCommandArgv(k->c, cmd.argc, cmd.argv, NULL) != REDIS_OK) {
-      op->st = transport_error(k, &op->r); /* out of memory: start afresh */
-      why = op->r;
-    } else {
-      state[i] = SENT;
-    }
-  }
-  /* The first read writes the whole buffer. A transport error fails every
-   * call still waiting for its reply: the connection is gone, and with it
-   * any way to know which of them Redis ran. */
-  i = 0;
-  for (store_op *op = batch; op; op = op->next, i++) {
-    if (state[i] != SENT) continue;
+  int noscript_logged = 0;
+  for (;;) {
     redisReply *rep = NULL;
-    if (k->c == NULL) {
-      op->r = why;
-      op->st = STORE_EUNAVAIL;
-      metrics_inc(M_REDIS_ERR_UNAVAILABLE);
-    } else if (redisGetReply(k->c, (void **)&rep) != REDIS_OK || rep == NULL) {
-      op->st = transport_error(k, &op->r);
-      why = op->r;
-    } else if (is_noscript(rep)) {
+    if (redisGetReplyFromReader(p->k.c, (void **)&rep) != REDIS_OK) {
+      pipe_fail_transport(p);
+      return;
+    }
+    if (rep == NULL) return; /* the rest has not arrived yet */
+    store_op *op = p->head;
+    if (op == NULL || op == p->unsent) { /* a reply to nothing sent: out of step */
       freeReplyObject(rep);
-      state[i] = NOSCRIPT;
+      store_result why = {0};
+      set_err(&why, "Redis sent a reply nobody asked for%s", NULL);
+      pipe_fail(p, &why);
+      return;
+    }
+    p->head = op->next;
+    if (p->head == NULL) p->tail = NULL;
+    p->waiting--;
+    if (is_noscript(rep)) {
+      /* Redis lost its scripts (a restart, SCRIPT FLUSH): run the call
+       * again on the thread's direct connection, which reloads it. */
+      freeReplyObject(rep);
+      if (!noscript_logged++)
+        LOG(LOG_INFO, "Redis lost script %s (restart or SCRIPT FLUSH); reloading",
+            script_name[op_script[op->kind]]);
+      op->st = op_run(op);
     } else {
       op->st = op_parse(op, rep);
     }
+    op->done(op);
   }
-  /* Redis lost its scripts (a restart, SCRIPT FLUSH): run those calls
-   * again one by one; the first reloads the script. */
-  i = 0;
-  for (store_op *op = batch; op; op = op->next, i++)
-    if (state[i] == NOSCRIPT) op->st = op_run(op);
-  metrics_inc(M_REDIS_PIPELINE_BATCHES);
-  metrics_add(M_REDIS_PIPELINE_CALLS, i);
 }
 
-static void *pipe_main(void *arg) {
-  pthread_mutex_lock(&pipe_.mu);
-  for (;;) {
-    while (pipe_.head == NULL && !pipe_.stopping) pthread_cond_wait(&pipe_.work, &pipe_.mu);
-    if (pipe_.head == NULL) break;
-    store_op *batch = pipe_.head, *last = batch;
-    for (int n = 1; n < PIPE_BATCH_MAX && last->next; n++) last = last->next;
-    pipe_.head = last->next;
-    if (pipe_.head == NULL) pipe_.tail = NULL;
-    last->next = NULL;
-    pipe_.busy = 1;
-    pthread_mutex_unlock(&pipe_.mu);
-
-    pipe_run(batch);
-    for (store_op *op = batch, *next; op; op = next) {
-      next = op->next; /* done() may end the request that owns op */
-      op->done(op);
-    }
-
-    pthread_mutex_lock(&pipe_.mu);
-    pipe_.busy = 0;
-    if (pipe_.head == NULL) pthread_cond_broadcast(&pipe_.idle);
-  }
-  pthread_mutex_unlock(&pipe_.mu);
-  store_thread_done();
-  return arg;
-}
-
-int store_pipeline_open(void) { return atomic_load(&pipe_.open); }
-
-int store_submit(store_op *op) {
-  op->next = NULL;
-  pthread_mutex_lock(&pipe_.mu);
-  int ok = atomic_load(&pipe_.open);
-  if (ok) {
-    if (pipe_.tail) pipe_.tail->next = op;
-    else pipe_.head = op;
-    pipe_.tail = op;
-    pthread_cond_signal(&pipe_.work);
-  }
-  pthread_mutex_unlock(&pipe_.mu);
-  return ok ? 0 : -1;
-}
-
-void store_pipeline_drain(void) {
-  pthread_mutex_lock(&pipe_.mu);
-  atomic_store(&pipe_.open, 0);
-  while (pipe_.head || pipe_.busy) pthread_cond_wait(&pipe_.idle, &pipe_.mu);
-  pthread_mutex_unlock(&pipe_.mu);
-}
-
-void store_stop(void) {
-  pthread_mutex_lock(&pipe_.mu);
-  atomic_store(&pipe_.open, 0);
-  pipe_.stopping = 1;
-  pthread_cond_signal(&pipe_.work);
-  int started = pipe_.started;
-  pipe_.started = 0;
-  pthread_mutex_unlock(&pipe_.mu);
-  if (started) pthread_join(pipe_.thread, NULL);
-}
-
-/* The pipeline runs unless it is off, or --min-replicas asks for a WAIT
- * after every grant: WAIT counts the writes of its connection, so each
- * guarded call keeps to its worker's own connection. */
-static int pipe_start(char *err, size_t errlen) {
-  if (cfg->redis_pipeline == PIPELINE_OFF || cfg->min_replicas > 0) return 0;
-  if (pthread_create(&pipe_.thread, NULL, pipe_main, NULL) != 0) {
-    snprintf(err, errlen, "cannot start the Redis pipeline thread");
-    return -1;
-  }
-  pipe_.started = 1;
-  atomic_store(&pipe_.open, 1);
-  return 0;
+void store_pipe_expire(store_pipe *p) {
+  if (p->head == NULL || now_ms() < p->head->deadline_ms) return;
+  store_result why = {0};
+  snprintf(why.err, sizeof why.err, "Redis timed out after %lld ms",
+           (long long)cfg->redis_timeout_ms);
+  pipe_fail(p, &why);
 }
 
 int store_init(const config *c, char *err, size_t errlen) {
@@ -704,7 +732,6 @@ int store_init(const config *c, char *err, size_t errlen) {
     snprintf(err, errlen, "pthread_key_create failed");
     return -1;
   }
-  if (pipe_start(err, errlen) < 0) return -1;
   store_result r = {0};
   redisContext *rc = redis_open(&r);
   if (rc == NULL) {

@@ -10,10 +10,10 @@
  *    the last one left): every release in the cluster is published, and a
  *    picketd that nobody waits on has no use for hearing each one.
  * One mutex guards the queues. Waking a waiter means resuming its HTTP
- * connection; the retry itself runs on an HTTP worker thread.
+ * connection; the retry itself runs on its HTTP event loop.
  *
  * A wake that arrives while its waiter is not suspended (it is parking, or
- * a worker is retrying it) is kept as `pending` and acted on as soon as the
+ * its loop is retrying it) is kept as `pending` and acted on as soon as the
  * waiter suspends again, so no release message is ever lost to a race. */
 #include "wait.h"
 

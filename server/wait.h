@@ -7,8 +7,8 @@
  * is woken by the release channel (one Redis pub/sub connection per
  * picketd), or at the holder's expiry if the message never comes; any
  * waiter is woken at its deadline, when its client disconnects, and at
- * shutdown. A woken waiter's connection is resumed and its HTTP worker
- * thread runs the retry. */
+ * shutdown. A woken waiter's connection is resumed and its HTTP event
+ * loop runs the retry. */
 #ifndef PICKETD_WAIT_H
 #define PICKETD_WAIT_H
 
@@ -31,7 +31,7 @@ typedef struct waiter waiter;
 /* One waiting acquire; embedded in the HTTP request, which owns it. The
  * fields are private to wait.c except where noted. */
 struct waiter {
-  void *conn;          /* the suspended MHD connection (set by http.c) */
+  void *conn;          /* given to the resume function (http.c: its request) */
   int fd;              /* its socket (set by http.c) */
   api_call *call;      /* name, deadline_ms, retry_at_ms (set by http.c) */
   wait_wake wake;      /* why it was resumed (read by http.c) */

@@ -1,8 +1,8 @@
 # Stage of scripts/test: the whole ctest suite again, built with
 # AddressSanitizer and UndefinedBehaviorSanitizer (any report fails the run:
 # -fno-sanitize-recover, and ASan aborts on the first error). Every picketd
-# of this run sends every lock call through the Redis pipeline thread
-# (--redis-pipeline on): the main run uses the default (auto), where a lone
+# of this run sends every lock call through its event loop's pipelined
+# Redis connection (--redis-pipeline on): the main run uses the default (auto), where a lone
 # request takes the direct path, so between them both paths run the whole
 # suite.
 set -euo pipefail

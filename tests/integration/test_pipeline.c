@@ -1,8 +1,9 @@
-/* test_pipeline.c: picketd's Redis pipeline thread (--redis-pipeline).
+/* test_pipeline.c: picketd's pipelined Redis calls (--redis-pipeline).
  *
- * While several requests are in flight, picketd's HTTP workers suspend
- * their connections and queue the lock calls; one thread writes each
- * batch to one Redis connection and reads the replies in order. Batching
+ * While several requests are in flight, each of picketd's HTTP event loops
+ * suspends the connections whose lock calls it meets, writes the calls of
+ * one pass to its own Redis connection at once, and completes them as the
+ * replies come in order. Batching
  * must change no outcome, and the new moving parts (suspend/resume, one
  * shared connection, the drain at shutdown) must fail as cleanly as the
  * direct path does. Each case runs its own redis-server and picketd:
@@ -29,6 +30,8 @@
  *   gets its grant and the grant stays.
  * half_closed_client: a client that half-closes or closes while its
  *   acquire is in the pipeline gets no grant, and the lock is not held.
+ * stopped_redis_times_out: with Redis stopped, piped calls end at
+ *   --redis-timeout-ms with 503, and the event loops serve meanwhile.
  *
  * Why SIGSTOP and not DEBUG SLEEP to hold calls in the pipeline: a stopped
  * Redis stays stopped until the test has seen (picket_http_inflight_requests)
@@ -38,7 +41,7 @@
  * the connection-count rule is tested (auto_follows_connections, with
  * requests one at a time): the in-flight rule depends on what else is in
  * flight at that instant, and a call on the direct path to a stopped Redis blocks
- * its worker and every connection that worker serves. */
+ * its event loop and every connection that loop serves. */
 #include <curl/curl.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -208,7 +211,7 @@ START_TEST(load_on) {
   printf("load_on: %d grants in %lld ms, %.0f calls in %.0f batches\n", grants,
          (long long)(harness_now_ms() - t0), calls, batches);
   /* `on`: every acquire's first attempt and every release is piped (a
-   * waiter's retries run on its worker) */
+   * waiter's retries run on its loop's direct connection) */
   ck_assert_msg(calls >= 2.0 * grants, "%.0f piped calls for %d grants", calls, grants);
   ck_assert_msg(batches > 0 && calls > batches, "%.0f calls in %.0f batches: none shared one",
                 calls, batches);
@@ -233,7 +236,7 @@ static void cycle_once(const char *name) {
 }
 
 START_TEST(auto_follows_connections) {
-  /* 8 workers: a client's few connections (each call opens one, and
+  /* 8 loops: a client's few connections (each call opens one, and
    * picketd may not have seen the last one close yet) stay below it */
   const char *more[] = {"--threads", "8", NULL};
   start("auto", more);
@@ -247,7 +250,7 @@ START_TEST(auto_follows_connections) {
   double batches = 0;
   while ((batches = metric("picket_redis_pipeline_batches_total")) == 0 && harness_now_ms() < until)
     cycle_once("au");
-  ck_assert_msg(batches > 0, "%d idle connections open, 8 workers: no call was piped", IDLE);
+  ck_assert_msg(batches > 0, "%d idle connections open, 8 loops: no call was piped", IDLE);
   for (int i = 0; i < IDLE; i++) close(fd[i]);
   stop_both();
 }
@@ -363,6 +366,53 @@ START_TEST(redis_killed_mid_batch) {
     ck_assert_msg(c.fence == 0 && c.held == 0, "%s: fence %lld held %d after a 503",
                   lock_names[i], (long long)c.fence, c.held);
   }
+  stop_both();
+}
+END_TEST
+
+/* With Redis stopped, every piped call ends at --redis-timeout-ms with 503
+ * store_unavailable, and meanwhile the event loops go on serving: /healthz
+ * answers on fresh connections (landing on any loop) while the calls are
+ * still in flight. A loop that waited on Redis would answer only once the
+ * calls had timed out, with none left in flight. */
+START_TEST(stopped_redis_times_out) {
+  char timeout[16];
+  int64_t timeout_ms = 2000 * harness_time_scale();
+  snprintf(timeout, sizeof timeout, "%lld", (long long)timeout_ms);
+  const char *args[] = {"--redis-pipeline", "on", "--redis-timeout-ms", timeout, NULL};
+  start_both(NULL, args);
+  ck_assert_int_eq(acquire_ok("st", "{}", NULL), 1);
+  redis_freeze();
+  enum { N = 8 };
+  shot s[N];
+  for (int i = 0; i < N; i++) shot_fire(&s[i], lock_names[i], "acquire", "{\"ttl_ms\":60000}");
+  await_inflight(N);
+  for (int i = 0; i < 8; i++) {
+    harness_resp r;
+    ck_assert_int_eq(harness_http(harness_picketd_url(P), "GET", "/healthz", NULL, &r), 0);
+    ck_assert_int_eq(r.status, 200);
+    harness_resp_free(&r);
+    double v = metric("picket_http_inflight_requests");
+    ck_assert_msg(v == N + 1, "/healthz #%d answered with %g calls in flight, want %d", i, v - 1, N);
+  }
+  for (int i = 0; i < N; i++) {
+    pthread_join(s[i].t, NULL);
+    const fault_call *c = &s[i].c;
+    ck_assert_msg(c->status == 503 && strcmp(c->code, "store_unavailable") == 0,
+                  "acquire %s with Redis stopped: %ld %s", s[i].name, c->status, c->code);
+    ck_assert_msg(c->t1 - c->t0 >= timeout_ms - 50, "a 503 after %lld ms, before the timeout",
+                  (long long)(c->t1 - c->t0));
+  }
+  redis_thaw();
+  /* the pipes reconnect; the calls that timed out granted nothing, or a
+   * grant made as Redis resumed is one the client never saw: either way
+   * the next acquire gets an answer */
+  int64_t t0 = harness_now_ms();
+  fault_call c;
+  while (fault_acquire(harness_picketd_url(P), "st2", 60000, NULL, &c) != 200 &&
+         harness_now_ms() - t0 < 5000 * harness_time_scale())
+    harness_sleep_ms(20);
+  ck_assert_msg(c.status == 200, "acquire after the thaw: %ld %s", c.status, c.code);
   stop_both();
 }
 END_TEST
@@ -495,7 +545,7 @@ int main(void) {
   const TTest *tests[] = {load_on,          off_and_min_replicas,
                           noscript_in_batch, redis_killed_mid_batch, sigterm_finishes_piped_calls,
                           sigterm_drains_pipeline, half_closed_client,
-                          auto_follows_connections};
+                          auto_follows_connections, stopped_redis_times_out};
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
     TCase *tc = tcase_create(tests[i]->name);
     /* a hang (a call never resumed, a drain that never ends) fails here */
