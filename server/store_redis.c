@@ -50,6 +50,7 @@ typedef struct {
   int misconfigured;    /* evicting policy seen on this connection */
   int64_t next_policy_check_ms;
   unsigned long opens;  /* successful connects */
+  char last_err[200];   /* why the last connect failed */
 } conn;
 
 static const config *cfg;
@@ -199,7 +200,9 @@ static conn *conn_ready(conn *k, int at_rest, store_result *r) {
   if (k->c) return k;
   int64_t now = now_ms();
   if (now < k->next_try_ms && k->seen_epoch == atomic_load(&connect_epoch)) {
-    set_err(r, "Redis is unreachable (retrying)%s", NULL);
+    /* the reason of the last attempt, which may be this call's first
+     * sight of it (a loop's pipe connects at start) */
+    snprintf(r->err, sizeof r->err, "%s (retrying)", k->last_err);
     return NULL;
   }
   k->seen_failure = atomic_load(&failure_epoch);
@@ -207,6 +210,7 @@ static conn *conn_ready(conn *k, int at_rest, store_result *r) {
   for (int s = 0; k->c && s < SCRIPT_COUNT; s++)
     if (load_script(k, s, r) < 0) conn_close(k);
   if (k->c == NULL) {
+    snprintf(k->last_err, sizeof k->last_err, "%.199s", r->err);
     k->seen_epoch = atomic_load(&connect_epoch);
     k->next_try_ms = now + k->backoff_ms;
     k->backoff_ms = k->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : k->backoff_ms * 2;
