@@ -490,9 +490,6 @@ static struct MHD_Daemon *daemon_start(const struct sockaddr *addr, MHD_socket l
 
 static int loop_init(loop *l, const struct sockaddr *addr, MHD_socket listen_fd, unsigned limit,
                      int ipv6) {
-  l->ep = l->wake = l->pipe_fd = -1;
-  l->quiesced = MHD_INVALID_SOCKET;
-  pthread_mutex_init(&l->mu, NULL);
   l->d = daemon_start(addr, listen_fd, limit, ipv6);
   if (l->d == NULL) return -1;
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(l->d, MHD_DAEMON_INFO_EPOLL_FD);
@@ -525,6 +522,11 @@ int http_start(const config *c, int *port) {
     freeaddrinfo(ai);
     LOG(LOG_ERROR, "out of memory");
     return -1;
+  }
+  for (int i = 0; i < nloops; i++) { /* so that http_stop may clean up any of them */
+    loops[i].ep = loops[i].wake = loops[i].pipe_fd = -1;
+    loops[i].quiesced = MHD_INVALID_SOCKET;
+    pthread_mutex_init(&loops[i].mu, NULL);
   }
   int ipv6 = ai->ai_family == AF_INET6;
   MHD_socket listen_fd = MHD_INVALID_SOCKET;

@@ -43,7 +43,9 @@ static int write_port_file(const char *path, int port) {
 static void raise_fd_limit(const config *cfg) {
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
-  rlim_t want = (rlim_t)cfg->max_connections + 64 + (rlim_t)cfg->threads * 4;
+  /* per event loop: its epoll set, eventfd, libmicrohttpd's epoll fd and
+   * eventfd, a copy of the listen socket, two Redis connections */
+  rlim_t want = (rlim_t)cfg->max_connections + 64 + (rlim_t)cfg->threads * 8;
   if (rl.rlim_cur >= want) return;
   rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
   setrlimit(RLIMIT_NOFILE, &rl);
