@@ -324,6 +324,16 @@ START_TEST(noscript_in_batch) {
 }
 END_TEST
 
+/* Acquires `name` until granted, with Redis back after a fault (picketd
+ * reconnects within its backoff): fails after 5 s. */
+static void acquire_once_back(const char *name, fault_call *c) {
+  int64_t t0 = harness_now_ms();
+  while (fault_acquire(harness_picketd_url(P), name, 60000, NULL, c) != 200 &&
+         harness_now_ms() - t0 < 5000 * harness_time_scale())
+    harness_sleep_ms(20);
+  ck_assert_msg(c->status == 200, "acquire %s with Redis back: %ld %s", name, c->status, c->code);
+}
+
 START_TEST(redis_killed_mid_batch) {
   harness_redis_opts aof = {.appendonly = 1}; /* so a grant made before the kill would show */
   const char *args[] = {"--redis-pipeline", "on", "--redis-timeout-ms", REDIS_TIMEOUT, NULL};
@@ -353,12 +363,8 @@ START_TEST(redis_killed_mid_batch) {
                   (long long)(c->t1 - killed));
   }
   ck_assert_int_eq(harness_redis_restart(R), 0);
-  int64_t t0 = harness_now_ms();
   fault_call c;
-  while (fault_acquire(harness_picketd_url(P), "rk", 60000, NULL, &c) != 200 &&
-         harness_now_ms() - t0 < 5000 * harness_time_scale())
-    harness_sleep_ms(20);
-  ck_assert_msg(c.status == 200, "acquire after the restart: %ld %s", c.status, c.code);
+  acquire_once_back("rk", &c);
   ck_assert_msg(c.fence == 2, "fence %lld after the restart (AOF kept 1)", (long long)c.fence);
   /* none of the failed acquires reached Redis: never granted, fence 0 */
   for (int i = 0; i < N; i++) {
@@ -407,12 +413,8 @@ START_TEST(stopped_redis_times_out) {
   /* the pipes reconnect; the calls that timed out granted nothing, or a
    * grant made as Redis resumed is one the client never saw: either way
    * the next acquire gets an answer */
-  int64_t t0 = harness_now_ms();
   fault_call c;
-  while (fault_acquire(harness_picketd_url(P), "st2", 60000, NULL, &c) != 200 &&
-         harness_now_ms() - t0 < 5000 * harness_time_scale())
-    harness_sleep_ms(20);
-  ck_assert_msg(c.status == 200, "acquire after the thaw: %ld %s", c.status, c.code);
+  acquire_once_back("st2", &c);
   stop_both();
 }
 END_TEST
