@@ -398,8 +398,10 @@ START_TEST(stopped_redis_times_out) {
     ck_assert_int_eq(harness_http(harness_picketd_url(P), "GET", "/healthz", NULL, &r), 0);
     ck_assert_int_eq(r.status, 200);
     harness_resp_free(&r);
+    /* at least: a /healthz just answered may still count for a moment */
     double v = metric("picket_http_inflight_requests");
-    ck_assert_msg(v == N + 1, "/healthz #%d answered with %g calls in flight, want %d", i, v - 1, N);
+    ck_assert_msg(v >= N + 1, "/healthz #%d answered with %g requests in flight, want the %d calls",
+                  i, v - 1, N);
   }
   for (int i = 0; i < N; i++) {
     pthread_join(s[i].t, NULL);
