@@ -114,7 +114,5 @@ int64_t store_pipe_timeout_ms(const store_pipe *p);
  * STORE_EUNAVAIL and drops the connection (a late reply would be out of
  * step). Does nothing before that. */
 void store_pipe_expire(store_pipe *p);
-/* Calls appended and not yet done. */
-long store_pipe_waiting(const store_pipe *p);
 
 #endif

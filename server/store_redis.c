@@ -672,8 +672,6 @@ int store_pipe_fd(const store_pipe *p, unsigned long *opens) {
   return p->k.c ? p->k.c->fd : -1;
 }
 
-long store_pipe_waiting(const store_pipe *p) { return p->waiting; }
-
 int64_t store_pipe_timeout_ms(const store_pipe *p) {
   if (p->head == NULL) return -1;
   int64_t left = p->head->deadline_ms - now_ms();
