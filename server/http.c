@@ -22,7 +22,6 @@
 #include "http.h"
 
 #include <arpa/inet.h>
-#include <limits.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <poll.h>
@@ -396,9 +395,9 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 
 /* ---- the event loops -------------------------------------------------- */
 
-static void epoll_watch(int ep, int op, int fd, void *tag) {
+static void epoll_watch(int ep, int fd, void *tag) {
   struct epoll_event ev = {.events = EPOLLIN, .data.ptr = tag};
-  epoll_ctl(ep, op, fd, op == EPOLL_CTL_DEL ? NULL : &ev);
+  epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
 }
 
 /* Keeps the pipe's socket in the set. A reconnect makes a new socket,
@@ -408,7 +407,7 @@ static void watch_pipe(loop *l) {
   unsigned long opens = 0;
   int fd = l->pipe ? store_pipe_fd(l->pipe, &opens) : -1;
   if (fd == l->pipe_fd && opens == l->pipe_opens) return;
-  if (fd >= 0) epoll_watch(l->ep, EPOLL_CTL_ADD, fd, &l->pipe_fd);
+  if (fd >= 0) epoll_watch(l->ep, fd, &l->pipe_fd);
   l->pipe_fd = fd;
   l->pipe_opens = opens;
 }
@@ -496,8 +495,8 @@ static int loop_init(loop *l, const struct sockaddr *addr, MHD_socket listen_fd,
   l->ep = epoll_create1(EPOLL_CLOEXEC);
   l->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (di == NULL || l->ep < 0 || l->wake < 0) return -1;
-  epoll_watch(l->ep, EPOLL_CTL_ADD, di->epoll_fd, l->d);
-  epoll_watch(l->ep, EPOLL_CTL_ADD, l->wake, &l->wake);
+  epoll_watch(l->ep, di->epoll_fd, l->d);
+  epoll_watch(l->ep, l->wake, &l->wake);
   if (store_pipeline_enabled() && (l->pipe = store_pipe_new()) == NULL) return -1;
   return 0;
 }
@@ -570,14 +569,9 @@ void http_quiesce(void) {
     if (loops[i].started) loop_wake(&loops[i]);
 }
 
-void http_drain_pipes(int64_t limit_ms) {
-  atomic_store(&pipes_closed, 1);
-  /* Each piped call ends by its reply or, at the latest, by
-   * --redis-timeout-ms; the limit is only a safety net. */
-  struct timespec tick = {0, 5 * 1000000L};
-  for (int64_t waited = 0; atomic_load(&piped_waiting) > 0 && waited < limit_ms; waited += 5)
-    nanosleep(&tick, NULL);
-}
+void http_close_pipes(void) { atomic_store(&pipes_closed, 1); }
+
+long http_piped(void) { return atomic_load(&piped_waiting); }
 
 void http_stop(void) {
   atomic_store(&stop_req, 1);

@@ -2,8 +2,6 @@
 #ifndef PICKETD_HTTP_H
 #define PICKETD_HTTP_H
 
-#include <stdint.h>
-
 #include "config.h"
 
 /* Starts the --threads event loops, each with its libmicrohttpd daemon on
@@ -14,10 +12,11 @@ int http_start(const config *cfg, int *port);
 void http_quiesce(void);
 /* Requests being handled now, waiting ones included. */
 long http_inflight(void);
-/* Sends no more lock calls through the pipes and waits (at most limit_ms)
- * until every piped call has its reply. Call before http_stop: the loops
- * must not stop with connections waiting on Redis. */
-void http_drain_pipes(int64_t limit_ms);
+/* Sends no more lock calls through the pipes (they go direct). */
+void http_close_pipes(void);
+/* Piped calls still waiting for their reply. Each ends by its reply or by
+ * --redis-timeout-ms; http_stop must not come before they have. */
+long http_piped(void);
 /* Stops the loops and their daemons: closes every connection. */
 void http_stop(void);
 /* wait.c's resume function: resumes a waiter's suspended connection, from

@@ -58,12 +58,12 @@ static void raise_fd_limit(const config *cfg) {
  * out before the daemon stops (which would cut them off). */
 #define SHUTDOWN_GRACE_MS 1000
 
-/* Waits until no request is in flight, or for limit_ms; returns the time
- * waited. */
-static int64_t drain_requests(int64_t limit_ms) {
+/* Waits until count() is 0 (requests in flight, piped calls), or for
+ * limit_ms; returns the time waited. */
+static int64_t drain(long (*count)(void), int64_t limit_ms) {
   struct timespec tick = {0, 5 * 1000000L};
   int64_t waited = 0;
-  for (; http_inflight() > 0 && waited < limit_ms; waited += 5) nanosleep(&tick, NULL);
+  for (; count() > 0 && waited < limit_ms; waited += 5) nanosleep(&tick, NULL);
   return waited;
 }
 
@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
       sig == SIGTERM ? "SIGTERM" : "SIGINT");
   wait_shutdown();
   http_quiesce();
-  int64_t waited = drain_requests(cfg.shutdown_timeout_ms);
+  int64_t waited = drain(http_inflight, cfg.shutdown_timeout_ms);
   if (http_inflight() > 0)
     LOG(LOG_WARN, "%ld requests still running after %lld ms; closing them", http_inflight(),
         (long long)waited);
@@ -130,8 +130,9 @@ int main(int argc, char **argv) {
    * loops stop: let the pipes answer what they hold (bounded by
    * --redis-timeout-ms; later calls run on their loop's direct connection),
    * then give the loops a moment to send those replies. */
-  http_drain_pipes(cfg.redis_timeout_ms + SHUTDOWN_GRACE_MS);
-  drain_requests(SHUTDOWN_GRACE_MS);
+  http_close_pipes();
+  drain(http_piped, cfg.redis_timeout_ms + SHUTDOWN_GRACE_MS); /* the limit: a safety net */
+  drain(http_inflight, SHUTDOWN_GRACE_MS);
   http_stop();
   wait_stop();
   store_thread_done();

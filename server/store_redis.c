@@ -270,16 +270,28 @@ static store_status error_reply(const char *msg, store_result *r) {
   return STORE_EREPLY;
 }
 
-static store_status transport_error(conn *k, store_result *r) {
+/* Why k's last command failed at the transport level. */
+static void transport_reason(const conn *k, store_result *r) {
   if (k->c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK))
     snprintf(r->err, sizeof r->err, "Redis timed out after %lld ms",
              (long long)cfg->redis_timeout_ms);
   else
     set_err(r, "Redis connection lost: %s", k->c->errstr);
-  conn_close(k); /* a timed-out connection may still deliver the old reply */
+}
+
+/* Drops k after a transport failure or a timeout (a timed-out connection
+ * may still deliver the old reply), and has every other connection reopen
+ * before its next call. */
+static void conn_lost(conn *k) {
+  conn_close(k);
   atomic_fetch_add(&failure_epoch, 1);
-  metrics_inc(M_REDIS_ERR_UNAVAILABLE);
   metrics_gauge_set(G_REDIS_UP, 0);
+}
+
+static store_status transport_error(conn *k, store_result *r) {
+  transport_reason(k, r);
+  conn_lost(k);
+  metrics_inc(M_REDIS_ERR_UNAVAILABLE);
   return STORE_EUNAVAIL;
 }
 
@@ -568,6 +580,7 @@ struct store_pipe {
   conn k;
   store_op *head, *tail; /* appended, in the order their replies will come */
   store_op *unsent;      /* the first of them not yet written, or NULL */
+  long unsent_n;         /* ...and how many from there */
   long waiting;          /* appended and not yet done */
 };
 
@@ -593,13 +606,10 @@ int store_pipe_connect(store_pipe *p) {
  * connection is gone, and with it any way to know which of them Redis
  * ran) and closes it. done() may end the request that owns an op. */
 static void pipe_fail(store_pipe *p, const store_result *why) {
-  if (p->k.c) {
-    conn_close(&p->k);
-    atomic_fetch_add(&failure_epoch, 1);
-  }
+  if (p->k.c) conn_lost(&p->k);
   store_op *op = p->head;
   p->head = p->tail = p->unsent = NULL;
-  p->waiting = 0;
+  p->waiting = p->unsent_n = 0;
   for (store_op *next; op; op = next) {
     next = op->next;
     op->r = *why;
@@ -607,12 +617,11 @@ static void pipe_fail(store_pipe *p, const store_result *why) {
     metrics_inc(M_REDIS_ERR_UNAVAILABLE);
     op->done(op);
   }
-  metrics_gauge_set(G_REDIS_UP, 0);
 }
 
 static void pipe_fail_transport(store_pipe *p) {
   store_result why = {0};
-  set_err(&why, "Redis connection lost: %s", p->k.c->errstr);
+  transport_reason(&p->k, &why);
   pipe_fail(p, &why);
 }
 
@@ -633,10 +642,9 @@ int store_pipe_append(store_pipe *p, store_op *op) {
     op->st = bad_name(&op->r);
     return -1;
   }
-  if (redisAppendCommandArgv(k->c, cmd.argc, cmd.argv, NULL) != REDIS_OK) {
-    set_err(&op->r, "Redis connection lost: %s", k->c->errstr); /* out of memory */
-    op->st = STORE_EUNAVAIL;
-    pipe_fail_transport(p);
+  if (redisAppendCommandArgv(k->c, cmd.argc, cmd.argv, NULL) != REDIS_OK) { /* out of memory */
+    op->st = transport_error(k, &op->r);
+    pipe_fail(p, &op->r); /* the calls already waiting share its fate */
     return -1;
   }
   op->next = NULL;
@@ -645,15 +653,16 @@ int store_pipe_append(store_pipe *p, store_op *op) {
   else p->head = op;
   p->tail = op;
   if (p->unsent == NULL) p->unsent = op;
+  p->unsent_n++;
   p->waiting++;
   return 0;
 }
 
 void store_pipe_flush(store_pipe *p) {
   if (p->unsent == NULL) return;
-  long n = 0;
-  for (store_op *op = p->unsent; op; op = op->next) n++;
+  long n = p->unsent_n;
   p->unsent = NULL;
+  p->unsent_n = 0;
   /* The socket blocks (up to --redis-timeout-ms): a round trip's commands
    * fit the socket buffer unless Redis has stopped reading, and then
    * every call on it is lost anyway. */
