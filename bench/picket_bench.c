@@ -556,13 +556,14 @@ static void send_acquire(bconn *c) {
       snprintf(body, sizeof body, "{\"ttl_ms\":%lld}", (long long)opt.ttl_ms);
     http_request(c, "POST", path, body);
   } else {
-    /* picketd makes a fresh lease id per grant; so does the floor. */
+    /* picketd makes a fresh lease id per grant; so does the floor, with
+     * picketd's default fence floor (clock) and no counter idle TTL. */
     char ttl[24];
     picket_proto_lease_new(c->lease);
     snprintf(ttl, sizeof ttl, "%lld", (long long)opt.ttl_ms);
     const char *argv[] = {"EVALSHA", sha_acquire, "2", ln->lease_key, ln->fence_key,
-                          c->lease,  ttl,         ""};
-    redis_request(c, 8, argv);
+                          c->lease,  ttl,         "",           "clock",      "0"};
+    redis_request(c, 10, argv);
   }
   c->req = REQ_ACQUIRE;
 }
@@ -592,8 +593,9 @@ static void send_renew(bconn *c) {
     snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":%s}", c->lease, ttl);
     http_request(c, "POST", path, body);
   } else {
-    const char *argv[] = {"EVALSHA", sha_renew, "1", ln->lease_key, c->lease, ttl};
-    redis_request(c, 6, argv);
+    const char *argv[] = {"EVALSHA", sha_renew, "2", ln->lease_key, ln->fence_key,
+                          c->lease,  ttl,       "0"};
+    redis_request(c, 8, argv);
   }
   c->req = REQ_RENEW;
 }
@@ -758,6 +760,8 @@ static int redis_parse(bconn *c) {
   } else if (c->req == REQ_ACQUIRE && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
              r->element[0]->type == REDIS_REPLY_INTEGER) {
     o = r->element[0]->integer == 1 ? OUT_OK : OUT_HELD;
+  } else if (c->req == REQ_RENEW && r->type == REDIS_REPLY_STRING) {
+    o = OUT_OK; /* the fence, as a decimal string */
   } else if ((c->req == REQ_RELEASE || c->req == REQ_RENEW) && r->type == REDIS_REPLY_INTEGER) {
     o = r->integer > 0 ? OUT_OK : OUT_LOST;
     if (o == OUT_LOST) snprintf(detail, sizeof detail, "lease lost");

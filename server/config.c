@@ -35,6 +35,7 @@ typedef struct {
 static const char *const level_choices[] = {"debug", "info", "warn", "error", NULL};
 static const char *const format_choices[] = {"text", "json", NULL};
 static const char *const pipeline_choices[] = {"auto", "on", "off", NULL}; /* PIPELINE_* */
+static const char *const floor_choices[] = {"clock", "none", NULL};         /* FENCE_FLOOR_* */
 
 #define STR(field) OPT_STRING, offsetof(config, field), sizeof(((config *)0)->field), 0, 0
 #define INT(field, lo, hi) OPT_INT, offsetof(config, field), sizeof(((config *)0)->field), lo, hi
@@ -79,6 +80,12 @@ static const config_option options[] = {
      "after each grant and renewal, WAIT for this many replicas; fewer is 503 not_replicated"},
     {"replica-timeout-ms", INT(replica_timeout_ms, 1, 60000), "500", NULL,
      "how long WAIT may take for --min-replicas"},
+    {"fence-floor", ENUM(fence_floor), "clock", floor_choices,
+     "clock: a new fence is max(counter + 1, Redis TIME in microseconds), so a lost counter "
+     "never sends fences back; none: counter + 1 (1, 2, 3...)"},
+    {"fence-idle-ttl-ms", INT(fence_idle_ttl_ms, 0, 86400000LL * 3650), "0", NULL,
+     "with --fence-floor clock: a lock's fence counter expires after this long unused (never "
+     "before its lease), so names used once cost Redis nothing; 0: counters never expire"},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
@@ -292,6 +299,9 @@ int config_load(config *cfg, int argc, char **argv, char **envp, char *err, size
       read_password_file(cfg->redis_password_file, cfg->redis.password,
                          sizeof cfg->redis.password, err, errlen) < 0)
     return -1;
+  if (cfg->fence_idle_ttl_ms > 0 && cfg->fence_floor != FENCE_FLOOR_CLOCK)
+    return fail(err, errlen, "--fence-idle-ttl-ms needs --fence-floor clock: without the clock "
+                             "floor an expired counter would send that lock's fences back to 1");
   if (!picket_proto_prefix_valid(cfg->key_prefix, strlen(cfg->key_prefix)))
     return fail(err, errlen, "--key-prefix: up to %d bytes of [A-Za-z0-9._:-]",
                 PICKET_PROTO_KEY_PREFIX_MAX);

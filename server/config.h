@@ -41,7 +41,14 @@ typedef struct {
   int min_replicas;
   int64_t replica_timeout_ms;
   int redis_pipeline;        /* PIPELINE_AUTO, _ON or _OFF */
+  int fence_floor;           /* FENCE_FLOOR_CLOCK or _NONE */
+  int64_t fence_idle_ttl_ms; /* 0: fence counters never expire */
 } config;
+
+/* --fence-floor: clock makes each new fence at least Redis TIME in
+ * microseconds, so a lost counter cannot send a lock's fences back
+ * (proto/README.md, "Fences"). */
+enum { FENCE_FLOOR_CLOCK = 0, FENCE_FLOOR_NONE };
 
 /* --redis-pipeline: when lock calls go through their event loop's
  * pipelined Redis connection (store.h) instead of its direct one. */

@@ -259,6 +259,12 @@ static store_status error_reply(const char *msg, store_result *r) {
   snprintf(clean, sizeof clean, "%s", msg);
   char *script = strstr(clean, " script:");
   if (script) *script = '\0'; /* drop Redis's "script: <sha>, on @user_script:N." */
+  static const char counter[] = "PICKET_COUNTER "; /* acquire.lua refused the counter */
+  if (strncmp(clean, counter, sizeof counter - 1) == 0) {
+    set_err(r, "%s", clean + sizeof counter - 1);
+    metrics_inc(M_REDIS_ERR_REPLY);
+    return STORE_EREPLY;
+  }
   for (int i = 0; transient[i]; i++)
     if (strncmp(msg, transient[i], strlen(transient[i])) == 0) {
       set_err(r, "Redis cannot serve now: %s", clean);
@@ -303,30 +309,33 @@ static const int op_script[] = {
 
 /* The EVALSHA command of one call; the strings live in the struct. */
 typedef struct {
-  const char *argv[8];
+  const char *argv[12];
   int argc;
-  char lease_key[KEY_MAX], fence_key[KEY_MAX], ttl[24];
+  char lease_key[KEY_MAX], fence_key[KEY_MAX], ttl[24], idle[24];
 } op_command;
 
 /* Fills cmd for op on connection k; -1 when the name cannot make a key.
- * Only acquire and inspect touch the fence counter. */
+ * Release alone leaves the fence counter alone. */
 static int op_command_build(const conn *k, const store_op *op, op_command *cmd) {
-  int fence = op->kind == STORE_OP_ACQUIRE || op->kind == STORE_OP_INSPECT;
   if (picket_proto_key_lease(cmd->lease_key, KEY_MAX, cfg->key_prefix, op->name) < 0 ||
-      (fence && picket_proto_key_fence(cmd->fence_key, KEY_MAX, cfg->key_prefix, op->name) < 0))
+      (op->kind != STORE_OP_RELEASE &&
+       picket_proto_key_fence(cmd->fence_key, KEY_MAX, cfg->key_prefix, op->name) < 0))
     return -1;
   snprintf(cmd->ttl, sizeof cmd->ttl, "%lld", (long long)op->ttl_ms);
+  snprintf(cmd->idle, sizeof cmd->idle, "%lld", (long long)cfg->fence_idle_ttl_ms);
   const char **a = cmd->argv;
   int n = 0;
   a[n++] = "EVALSHA";
   a[n++] = k->sha[op_script[op->kind]];
   switch (op->kind) {
-    case STORE_OP_ACQUIRE: /* (lease_key, fence_key; lease, ttl, owner) */
+    case STORE_OP_ACQUIRE: /* (lease_key, fence_key; lease, ttl, owner, floor, idle) */
       a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
       a[n++] = op->lease, a[n++] = cmd->ttl, a[n++] = op->owner ? op->owner : "";
+      a[n++] = cfg->fence_floor == FENCE_FLOOR_CLOCK ? "clock" : "none", a[n++] = cmd->idle;
       break;
-    case STORE_OP_RENEW: /* (lease_key; lease, ttl) */
-      a[n++] = "1", a[n++] = cmd->lease_key, a[n++] = op->lease, a[n++] = cmd->ttl;
+    case STORE_OP_RENEW: /* (lease_key, fence_key; lease, ttl, idle) */
+      a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
+      a[n++] = op->lease, a[n++] = cmd->ttl, a[n++] = cmd->idle;
       break;
     case STORE_OP_RELEASE: /* (lease_key; lease, channel, name) */
       a[n++] = "1", a[n++] = cmd->lease_key, a[n++] = op->lease, a[n++] = channel;
@@ -346,6 +355,18 @@ static store_status bad_name(store_result *r) {
 }
 
 static int is_int(const redisReply *e) { return e->type == REDIS_REPLY_INTEGER; }
+
+/* A fence as the scripts return it: a decimal string 1..2^63-1, parsed as
+ * an int64 (never through a double, which is exact only below 2^53); "0"
+ * too when zero_ok (inspect: never granted). 1 when it is one. */
+static int fence_reply(const redisReply *e, int zero_ok, int64_t *out) {
+  if (e->type != REDIS_REPLY_STRING) return 0;
+  if (zero_ok && e->len == 1 && e->str[0] == '0') {
+    *out = 0;
+    return 1;
+  }
+  return picket_proto_fence_parse(e->str, e->len, out);
+}
 
 static void copy_owner(const redisReply *e, store_result *r) {
   r->owner[0] = '\0';
@@ -367,31 +388,31 @@ static store_status op_parse(store_op *op, redisReply *rep) {
   redisReply **e = rep->element;
   switch (op->kind) {
     case STORE_OP_ACQUIRE: /* {1, fence, created} or {0, ttl, owner} */
-      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 || !is_int(e[0]) || !is_int(e[1]))
-        goto odd;
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 || !is_int(e[0])) goto odd;
       if (e[0]->integer == 0) {
+        if (!is_int(e[1])) goto odd;
         r->ttl_ms = e[1]->integer;
         copy_owner(e[2], r);
         st = STORE_HELD;
       } else {
-        r->fence = e[1]->integer;
+        if (!fence_reply(e[1], 0, &r->fence)) goto odd;
         r->created = is_int(e[2]) && e[2]->integer == 1;
       }
       break;
-    case STORE_OP_RENEW: /* the fence, or 0 when the lease is not held */
-      if (!is_int(rep)) goto odd;
-      r->fence = rep->integer;
-      if (r->fence == 0) st = STORE_LOST;
+    case STORE_OP_RENEW: /* the fence, or the integer 0 when the lease is not held */
+      if (is_int(rep) && rep->integer == 0)
+        st = STORE_LOST;
+      else if (!fence_reply(rep, 0, &r->fence))
+        goto odd;
       break;
     case STORE_OP_RELEASE: /* 1 released, 0 not held */
       if (!is_int(rep)) goto odd;
       if (rep->integer != 1) st = STORE_LOST;
       break;
     case STORE_OP_INSPECT: /* {fence, held, pttl, owner} */
-      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 || !is_int(e[0]) ||
-          !is_int(e[1]) || !is_int(e[2]))
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 ||
+          !fence_reply(e[0], 1, &r->fence) || !is_int(e[1]) || !is_int(e[2]))
         goto odd;
-      r->fence = e[0]->integer;
       r->held = e[1]->integer == 1;
       r->ttl_ms = r->held ? e[2]->integer : 0;
       copy_owner(e[3], r);
@@ -743,6 +764,11 @@ int store_init(const config *c, char *err, size_t errlen) {
     snprintf(err, errlen, "pthread_key_create failed");
     return -1;
   }
+  if (cfg->fence_floor == FENCE_FLOOR_CLOCK)
+    LOG(LOG_INFO, "fences are floored by Redis's clock: a lost counter (restart without AOF, "
+                  "FLUSHALL, eviction, failover to a replica behind) never sends a fence back, "
+                  "while Redis's clock does not step back. Not covered: a failover that loses a "
+                  "grant can leave two live leases; fenced storage is what keeps that safe");
   store_result r = {0};
   redisContext *rc = redis_open(&r);
   if (rc == NULL) {
@@ -768,9 +794,11 @@ int store_init(const config *c, char *err, size_t errlen) {
       LOG(LOG_WARN, "Redis maxmemory-policy is %s: a live lease may be evicted (the lock frees "
                     "early; fences still protect storage). noeviction is safer", policy);
     }
-    if (config_get(rc, "appendonly", aof, sizeof aof) == 0 && strcmp(aof, "no") == 0)
+    if (cfg->fence_floor == FENCE_FLOOR_NONE && config_get(rc, "appendonly", aof, sizeof aof) == 0 &&
+        strcmp(aof, "no") == 0)
       LOG(LOG_WARN, "Redis appendonly is no: a Redis restart loses the fence counters, and "
-                    "fenced storage then rejects every new holder until fences catch up");
+                    "fenced storage then rejects every new holder until fences catch up "
+                    "(--fence-floor clock avoids it)");
   }
   redisFree(rc);
   return 0;

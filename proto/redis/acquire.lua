@@ -1,24 +1,82 @@
--- acquire: grant a lease on one lock, with a fence from INCR, atomically.
+-- acquire: grant a lease on one lock, with a fence, atomically.
 -- KEYS[1] = P{NAME}:lease (hash lease/fence/owner, PX expiry)
--- KEYS[2] = P{NAME}:fence (counter; never expires, never deleted)
--- ARGV[1] = lease id (32 hex), ARGV[2] = ttl in ms, ARGV[3] = owner ("" = none)
+-- KEYS[2] = P{NAME}:fence (the counter: the last fence issued)
+-- ARGV[1] = lease id (32 hex), ARGV[2] = ttl in ms, ARGV[3] = owner ("" = none),
+-- ARGV[4] = fence floor: "clock" or "none",
+-- ARGV[5] = counter idle TTL in ms, "0" for a counter that never expires.
 --
--- Returns {1, fence, 0} when granted: a new grant, or a retry by the same
---   lease id while its grant is live (same fence, TTL refreshed, owner kept).
+-- Returns {1, fence, 1} for a new grant: fence = counter + 1, or with the
+--   clock floor max(counter + 1, Redis TIME in microseconds), stored back
+--   into the counter. A lost counter counts as 0: with the clock floor the
+--   next fence is still above every fence issued before (proto/README.md
+--   says under which assumption).
+-- Returns {1, fence, 0} for a retry by the same lease id while its grant is
+--   live (same fence, TTL refreshed, owner kept).
 -- Returns {0, pttl, owner} when another lease holds the lock.
 --
+-- A fence is a decimal string, 1..2^63-1, and never a Lua number: Lua
+-- numbers are doubles, exact only below 2^53, so INCR's reply (a number in
+-- Lua) would repeat fences above it. The counter is counted up as a string.
+--
 -- Order matters: Redis does not roll back a script that fails half way, so
--- every command that can fail on a wrong-type key (HGET, INCR) runs before
--- the first write that could be left behind.
+-- everything that can fail (a wrong-type key, a counter that is not a count,
+-- a counter at its top) is checked before the first write.
+local MAX = '9223372036854775807' -- 2^63-1
+
+-- a > b, for decimal strings without sign or leading zeros
+local function greater(a, b)
+  if #a ~= #b then return #a > #b end
+  return a > b
+end
+
+-- s + 1, for a decimal string below MAX
+local function succ(s)
+  local i = #s
+  while i > 0 and s:byte(i) == 57 do i = i - 1 end -- 57 is '9'
+  if i == 0 then return '1' .. string.rep('0', #s) end
+  return s:sub(1, i - 1) .. string.char(s:byte(i) + 1) .. string.rep('0', #s - i)
+end
+
+-- the counter's expiry: the idle TTL, never shorter than the lease
+local function counter_px()
+  local idle = tonumber(ARGV[5])
+  if idle == 0 then return nil end
+  return math.max(idle, tonumber(ARGV[2]))
+end
+
 local cur = redis.call('HGET', KEYS[1], 'lease')
 if cur == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, tonumber(redis.call('HGET', KEYS[1], 'fence')), 0}
+  local px = counter_px()
+  if px then redis.call('PEXPIRE', KEYS[2], px) end
+  return {1, redis.call('HGET', KEYS[1], 'fence'), 0}
 end
 if cur then
   return {0, redis.call('PTTL', KEYS[1]), redis.call('HGET', KEYS[1], 'owner') or ''}
 end
-local fence = redis.call('INCR', KEYS[2])
+
+local last = redis.call('GET', KEYS[2]) or '0'
+if not (last == '0' or string.match(last, '^[1-9]%d*$')) or greater(last, MAX) then
+  return redis.error_reply('PICKET_COUNTER the fence counter ' .. KEYS[2] ..
+    ' holds a value that is not a count from 0 to 2^63-1; another writer changed it')
+end
+if last == MAX then
+  return redis.error_reply('PICKET_COUNTER the fence counter ' .. KEYS[2] ..
+    ' is at 2^63-1: this lock has no fence left')
+end
+local fence = succ(last)
+if ARGV[4] == 'clock' then
+  local t = redis.call('TIME')
+  local now = t[1] .. string.format('%06d', tonumber(t[2]))
+  if greater(now, fence) then fence = now end
+end
+
+local px = counter_px()
+if px then
+  redis.call('SET', KEYS[2], fence, 'PX', px)
+else
+  redis.call('SET', KEYS[2], fence)
+end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'lease', ARGV[1], 'fence', fence, 'owner', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])

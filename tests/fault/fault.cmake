@@ -2,7 +2,7 @@
 # paused, restarted, slowed and failed over. Label `fault`; SERIAL because
 # they measure recovery times and a loaded 2-core machine would blur them.
 set(_d ${CMAKE_CURRENT_LIST_DIR})
-picket_check_test(fault_redis SOURCES ${_d}/test_redis_faults.c LABELS fault TIMEOUT 60 SERIAL)
+picket_check_test(fault_redis SOURCES ${_d}/test_redis_faults.c LABELS fault TIMEOUT 120 SERIAL)
 picket_shell_test(fault_no_persistence ${_d}/test_no_persistence.sh LABELS fault TIMEOUT 60 SERIAL)
 picket_shell_test(fault_paused_holder ${_d}/test_paused_holder.sh LABELS fault TIMEOUT 60 SERIAL)
 picket_check_test(fault_failover SOURCES ${_d}/test_failover.c ${_d}/fault_proxy.c LABELS fault TIMEOUT 60 SERIAL)

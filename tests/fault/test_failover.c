@@ -19,7 +19,9 @@
  * the partition vanish, and the promoted replica hands out the same fence
  * again to someone else while the first holder still believes it holds
  * the lock. With --min-replicas 1 those grants are refused with 503
- * not_replicated (and undone), and no fence is ever handed out twice. */
+ * not_replicated (and undone), and no fence is ever handed out twice.
+ * Those two use --fence-floor none, the plain counter; with the clock floor
+ * the lossy failover loses the grants but no fence is handed out twice. */
 #include <signal.h>
 
 #include "fault_proxy.h"
@@ -122,21 +124,27 @@ static long long readyz_replicas(const char *base) {
   return n;
 }
 
-/* Phase 1, common to both tests: lock "fo" granted and released twice
- * (fences 1, 2), all replicated. */
+/* Phase 1, common to the tests: lock "fo" granted and released twice
+ * (fences 1, 2 with --fence-floor none), all replicated. */
 static void replicated_grants(const char *a) {
   fault_call c;
+  int64_t prev = 0;
   for (int i = 1; i <= 2; i++) {
     ck_assert_int_eq(grant(a, "primary, replicated", "fo", &c), 200);
-    ck_assert_int_eq(c.fence, i);
+    ck_assert_int_gt(c.fence, prev);
+    prev = c.fence;
     ck_assert_int_eq(fault_lease_call(a, "fo", "release", c.lease, &c), 200);
   }
 }
 
+/* The classic counter (--fence-floor none), which the first two tests show
+ * losing fences in a failover; the clock floor is the third's. */
+static const char *const floor_none[] = {"--fence-floor", "none", NULL};
+
 START_TEST(failover_without_min_replicas_loses_grants) {
   ngranted = 0;
   start_pair();
-  harness_picketd *A = harness_picketd_start(harness_redis_url(primary), NULL);
+  harness_picketd *A = harness_picketd_start(harness_redis_url(primary), floor_none);
   ck_assert_ptr_nonnull(A);
   const char *a = harness_picketd_url(A);
   ck_assert_int_eq(readyz_replicas(a), 1);
@@ -152,7 +160,7 @@ START_TEST(failover_without_min_replicas_loses_grants) {
   ck_assert_int_eq(readyz_replicas(a), 1); /* the primary cannot tell */
 
   fail_over();
-  harness_picketd *B = harness_picketd_start(harness_redis_url(replica), NULL);
+  harness_picketd *B = harness_picketd_start(harness_redis_url(replica), floor_none);
   ck_assert_ptr_nonnull(B);
   const char *b = harness_picketd_url(B);
   fault_call c;
@@ -175,7 +183,8 @@ START_TEST(failover_with_min_replicas_never_repeats_a_fence) {
   start_pair();
   /* 1 s, not the default 100 ms: on a loaded 2-core CI machine a healthy
    * replica was seen to take over 200 ms to acknowledge */
-  const char *args[] = {"--min-replicas", "1", "--replica-timeout-ms", "1000", NULL};
+  const char *args[] = {"--min-replicas", "1", "--replica-timeout-ms", "1000",
+                        "--fence-floor", "none", NULL};
   harness_picketd *A = harness_picketd_start(harness_redis_url(primary), args);
   ck_assert_ptr_nonnull(A);
   const char *a = harness_picketd_url(A);
@@ -203,7 +212,7 @@ START_TEST(failover_with_min_replicas_never_repeats_a_fence) {
   ck_assert_msg(c.held == 0, "a refused grant stayed");
 
   fail_over();
-  harness_picketd *B = harness_picketd_start(harness_redis_url(replica), NULL);
+  harness_picketd *B = harness_picketd_start(harness_redis_url(replica), floor_none);
   ck_assert_ptr_nonnull(B);
   const char *b = harness_picketd_url(B);
   ck_assert_int_eq(grant(b, "promoted replica", "fo", &c), 200);
@@ -223,9 +232,52 @@ START_TEST(failover_with_min_replicas_never_repeats_a_fence) {
 }
 END_TEST
 
+/* The first test's lossy failover (--min-replicas 0) with the clock floor:
+ * the grants made during the partition still vanish with the primary, and
+ * their holders still believe they hold the locks, but the promoted
+ * replica's next fences are above them, so no fence is handed out twice
+ * and fenced storage refuses the stranded holders once the new ones write. */
+START_TEST(failover_with_clock_floor_never_repeats_a_fence) {
+  ngranted = 0;
+  start_pair();
+  const char *args[] = {"--fence-floor", "clock", "--min-replicas", "0", NULL};
+  harness_picketd *A = harness_picketd_start(harness_redis_url(primary), args);
+  ck_assert_ptr_nonnull(A);
+  const char *a = harness_picketd_url(A);
+  replicated_grants(a);
+  wait_replicated();
+
+  fault_proxy_partition(net);
+  fault_call h2, x, c;
+  ck_assert_int_eq(grant(a, "primary, partitioned", "fo", &h2), 200);
+  ck_assert_int_eq(grant(a, "primary, partitioned", "fo2", &x), 200);
+
+  fail_over();
+  harness_picketd *B = harness_picketd_start(harness_redis_url(replica), args);
+  ck_assert_ptr_nonnull(B);
+  const char *b = harness_picketd_url(B);
+  /* the partitioned grants were lost: both locks are free again ... */
+  ck_assert_int_eq(grant(b, "promoted replica", "fo", &c), 200);
+  ck_assert_msg(c.fence > h2.fence, "fo: fence %lld after the lost %lld", (long long)c.fence,
+                (long long)h2.fence);
+  ck_assert_int_eq(grant(b, "promoted replica", "fo2", &c), 200);
+  ck_assert_msg(c.fence > x.fence, "fo2: fence %lld after the lost %lld", (long long)c.fence,
+                (long long)x.fence);
+  /* ... but with fences above the lost ones: none handed out twice */
+  ck_assert_int_eq(fences_handed_out_twice(), 0);
+  ck_assert_int_eq(fault_lease_call(b, "fo", "renew", h2.lease, &c), 409);
+  printf("with --fence-floor clock and --min-replicas 0: %d fences handed out across a lossy "
+         "failover, none twice\n", ngranted);
+  harness_picketd_free(B);
+  harness_picketd_free(A);
+  stop_pair();
+}
+END_TEST
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN); /* the proxy writes to sockets that may close */
   const TTest *tests[] = {failover_without_min_replicas_loses_grants,
-                          failover_with_min_replicas_never_repeats_a_fence};
-  return fault_run("fault_failover", tests, 2);
+                          failover_with_min_replicas_never_repeats_a_fence,
+                          failover_with_clock_floor_never_repeats_a_fence};
+  return fault_run("fault_failover", tests, 3);
 }

@@ -42,19 +42,22 @@ expect() { # expect FILE VALUE
   [ "$(cat "$H_DIR/$1")" = "$2" ] || h_fail "$1 is '$(cat "$H_DIR/$1")', want '$2'; $(cat "$H_DIR/$1.body" 2>/dev/null)"
 }
 code() { jget code < "$H_DIR/$1.body"; }
-# start_holder N TTL_MS: holder N in the background (pid in HOLDER), once it
-# has its grant, with fence N, and its first write admitted.
+# start_holder N TTL_MS PREV: holder N in the background (pid in HOLDER),
+# once it has its grant, with the fence after PREV, and its first write
+# admitted.
 start_holder() {
   holder "$1" "$2" &
   HOLDER=$!
   H_PIDS="$H_PIDS $HOLDER"
   wait_file "$H_DIR/h$1.ready" 10
-  expect "h$1.fence" "$1"
+  h_fence_follows "$3" "$(cat "$H_DIR/h$1.fence")" 0 ||
+    h_fail "holder $1 has fence $(cat "$H_DIR/h$1.fence") after $3"
   expect "h$1.put1" 200
 }
 
-start_holder 1 $TTL
+start_holder 1 $TTL 0
 H1=$HOLDER
+F1=$(cat "$H_DIR/h1.fence")
 
 # Freeze it; /proc says so. It is past its TTL long before it thaws.
 # (It stops when next scheduled: on a busy machine that takes a moment.)
@@ -70,16 +73,17 @@ stopped_at=$(h_now_ms)
 sleep $((TTL * 2 / 1000))
 
 # The lock has expired in Redis: holder 2 gets it with a higher fence.
-start_holder 2 30000 # all the time it needs: it is not the one paused
+start_holder 2 30000 "$F1" # all the time it needs: it is not the one paused
+F2=$(cat "$H_DIR/h2.fence")
 
-# Holder 1 thaws, still believing it holds fence 1.
+# Holder 1 thaws, still believing it holds its fence.
 kill -CONT "$H1"
 echo "holder 1 was stopped for $(( $(h_now_ms) - stopped_at )) ms (TTL $TTL ms)"
 wait_file "$H_DIR/h1.done" 10
 expect h1.put2 409
 [ "$(code h1.put2)" = stale_fence ] || h_fail "zombie write: $(cat "$H_DIR/h1.put2.body")"
-[ "$(jget highest < "$H_DIR/h1.put2.body")" = 2 ] ||
-  h_fail "zombie write: highest is not 2: $(cat "$H_DIR/h1.put2.body")"
+[ "$(jget highest < "$H_DIR/h1.put2.body")" = "$F2" ] ||
+  h_fail "zombie write: highest is not $F2: $(cat "$H_DIR/h1.put2.body")"
 expect h1.renew 409
 [ "$(code h1.renew)" = lease_lost ] || h_fail "zombie renew: $(cat "$H_DIR/h1.renew.body")"
 expect h1.release 409
@@ -95,7 +99,7 @@ curl -sS "$KV/kv/stock" > "$H_DIR/get.body"
 # finishes normally: its second write, renew and release succeed.
 curl -sS "$PICKETD_URL/v1/locks/stock" > "$H_DIR/inspect.body"
 [ "$(jget held < "$H_DIR/inspect.body")" = true ] || h_fail "lock: $(cat "$H_DIR/inspect.body")"
-[ "$(jget fence < "$H_DIR/inspect.body")" = 2 ] || h_fail "lock: $(cat "$H_DIR/inspect.body")"
+[ "$(jget fence < "$H_DIR/inspect.body")" = "$F2" ] || h_fail "lock: $(cat "$H_DIR/inspect.body")"
 touch "$H_DIR/h2.go"
 wait_file "$H_DIR/h2.done" 10
 expect h2.put2 200

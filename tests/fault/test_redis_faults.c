@@ -13,7 +13,11 @@
  *   reconnects by itself once Redis wakes, and the acquire that timed out
  *   turns out to have been granted anyway (Redis ran the queued script after
  *   the sleep): a 503 is "unknown", and a retry with the same client-chosen
- *   lease id is what recovers that grant. */
+ *   lease id is what recovers that grant.
+ * restart_without_aof_under_load, flushall_under_load: the same clients
+ *   while every fence counter is destroyed (Redis restarted with no AOF and
+ *   no RDB; FLUSHALL), with --fence-floor clock: across the loss no fence of
+ *   a lock repeats, and every grant is above every grant made before it. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -63,6 +67,18 @@ static void *client_main(void *arg) {
   return NULL;
 }
 
+/* Starts the CLIENTS load threads against base, recording into cl. */
+static void load_start(const char *base, client cl[CLIENTS], pthread_t t[CLIENTS]) {
+  fault_call warm; /* the first HTTP call initialises libcurl, in one thread */
+  ck_assert_int_eq(fault_lock(base, "k0", NULL, NULL, &warm), 200);
+  atomic_store(&stop_load, 0);
+  for (int i = 0; i < CLIENTS; i++) {
+    cl[i] = (client){base, i % LOCKS, calloc(RECS, sizeof(rec)), 0};
+    ck_assert_ptr_nonnull(cl[i].recs);
+    pthread_create(&t[i], NULL, client_main, &cl[i]);
+  }
+}
+
 START_TEST(sigkill_under_load) {
   harness_redis_opts ro = {.appendonly = 1};
   harness_redis *R = harness_redis_start(&ro);
@@ -72,14 +88,7 @@ START_TEST(sigkill_under_load) {
 
   static client cl[CLIENTS];
   pthread_t t[CLIENTS];
-  fault_call warm; /* the first HTTP call initialises libcurl, in one thread */
-  ck_assert_int_eq(fault_lock(harness_picketd_url(P), "k0", NULL, NULL, &warm), 200);
-  atomic_store(&stop_load, 0);
-  for (int i = 0; i < CLIENTS; i++) {
-    cl[i] = (client){harness_picketd_url(P), i % LOCKS, calloc(RECS, sizeof(rec)), 0};
-    ck_assert_ptr_nonnull(cl[i].recs);
-    pthread_create(&t[i], NULL, client_main, &cl[i]);
-  }
+  load_start(harness_picketd_url(P), cl, t);
   /* a long lease taken before the crash must survive it (AOF) */
   fault_call kept;
   ck_assert_int_eq(fault_acquire(harness_picketd_url(P), "kept", 60000, NULL, &kept), 200);
@@ -257,17 +266,151 @@ START_TEST(slow_redis) {
    * its TTL. */
   ck_assert_int_eq(fault_lock(url, "slow-b", NULL, NULL, &c), 200);
   printf("after the timeout, slow-b held=%d fence=%lld\n", c.held, (long long)c.fence);
-  ck_assert_msg(c.held == 1 && c.fence == 1, "the timed-out acquire was not applied late");
+  ck_assert_msg(c.held == 1 && harness_fence_follows(0, c.fence, 0),
+                "the timed-out acquire was not applied late");
+  int64_t late = c.fence;
   ck_assert_int_eq(fault_acquire(url, "slow-b", 60000, NULL, &c), 409);
   ck_assert_int_eq(fault_acquire(url, "slow-b", 60000, lease, &c), 200);
-  ck_assert_int_eq(c.fence, 1);
+  ck_assert_int_eq(c.fence, late);
   ck_assert_int_eq(fault_lease_call(url, "slow-b", "release", lease, &c), 200);
   harness_picketd_free(P);
   harness_redis_free(R);
 }
 END_TEST
 
+/* ---- counters destroyed under load (--fence-floor clock) ----------------- */
+
+typedef struct {
+  int64_t t1, fence;
+} done_grant;
+
+static int by_t1(const void *a, const void *b) {
+  const done_grant *x = a, *y = b;
+  return x->t1 < y->t1 ? -1 : x->t1 > y->t1;
+}
+
+static int by_fence64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Checks the n grants of one lock (fence, request sent t0, reply t1): no
+ * fence twice, and whenever one grant's reply came before another's request
+ * was sent, the later has the higher fence. Returns the number of ordered
+ * pairs, or -1 with the offending fences in *bad_a, *bad_b (equal: twice). */
+static long long fences_follow_time(int n, const int64_t *fence, const int64_t *t0,
+                                    const int64_t *t1, int64_t *bad_a, int64_t *bad_b) {
+  done_grant *g = malloc(sizeof *g * (size_t)(n + 1));
+  int64_t *sorted = malloc(sizeof *sorted * (size_t)(n + 1)), *prefix_max = malloc(sizeof *sorted * (size_t)(n + 1));
+  ck_assert(g && sorted && prefix_max);
+  for (int i = 0; i < n; i++) g[i] = (done_grant){t1[i], fence[i]}, sorted[i] = fence[i];
+  qsort(g, (size_t)n, sizeof *g, by_t1);
+  qsort(sorted, (size_t)n, sizeof *sorted, by_fence64);
+  long long pairs = 0;
+  for (int i = 1; i < n; i++)
+    if (sorted[i] == sorted[i - 1]) {
+      *bad_a = *bad_b = sorted[i];
+      pairs = -1;
+    }
+  for (int i = 0; i < n; i++) prefix_max[i] = i && prefix_max[i - 1] > g[i].fence ? prefix_max[i - 1] : g[i].fence;
+  for (int b = 0; b < n && pairs >= 0; b++) {
+    int lo = 0, hi = n; /* how many replies came before t0[b] */
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if (g[mid].t1 < t0[b]) lo = mid + 1; else hi = mid;
+    }
+    pairs += lo;
+    if (lo > 0 && prefix_max[lo - 1] >= fence[b]) {
+      *bad_a = prefix_max[lo - 1], *bad_b = fence[b];
+      pairs = -1;
+    }
+  }
+  free(g), free(sorted), free(prefix_max);
+  return pairs;
+}
+
+/* The six clients run on three locks against a Redis without persistence
+ * and a picketd with the clock floor; `destroy` wipes every fence counter
+ * in the middle. Every grant is recorded, and for every two grants of one
+ * lock where the first reply came before the second request was sent, the
+ * second fence must be the higher: a lost counter never sends a lock's
+ * fences back, nor repeats one. */
+static void counters_lost_under_load(void (*destroy)(harness_redis *), const char *what) {
+  harness_redis *R = harness_redis_start(NULL); /* appendonly no, no RDB */
+  ck_assert_ptr_nonnull(R);
+  const char *args[] = {"--fence-floor", "clock", NULL};
+  harness_picketd *P = harness_picketd_start(harness_redis_url(R), args);
+  ck_assert_ptr_nonnull(P);
+  static client cl[CLIENTS];
+  pthread_t t[CLIENTS];
+  load_start(harness_picketd_url(P), cl, t);
+  harness_sleep_ms(700);
+  int64_t ev0 = harness_now_ms();
+  destroy(R);
+  int64_t ev1 = harness_now_ms();
+  harness_sleep_ms(1500);
+  atomic_store(&stop_load, 1);
+  for (int i = 0; i < CLIENTS; i++) pthread_join(t[i], NULL);
+  ck_assert_msg(fault_child_alive(harness_picketd_pid(P)), "picketd died");
+
+  int64_t *fence = malloc(sizeof(int64_t) * CLIENTS * RECS);
+  int64_t *t0 = malloc(sizeof(int64_t) * CLIENTS * RECS), *t1 = malloc(sizeof(int64_t) * CLIENTS * RECS);
+  ck_assert(fence && t0 && t1);
+  long long pairs = 0;
+  for (int l = 0; l < LOCKS; l++) {
+    int n = 0, before = 0, after = 0;
+    int64_t max_before = 0, min_after = INT64_MAX;
+    for (int i = 0; i < CLIENTS; i++)
+      for (int j = 0; j < cl[i].n; j++) {
+        const rec *x = &cl[i].recs[j];
+        if (x->lock != l || x->release || x->c.status != 200) continue;
+        fence[n] = x->c.fence, t0[n] = x->c.t0, t1[n] = x->c.t1, n++;
+        if (x->c.t1 < ev0) {
+          before++;
+          if (x->c.fence > max_before) max_before = x->c.fence;
+        } else if (x->c.t0 > ev1) {
+          after++;
+          if (x->c.fence < min_after) min_after = x->c.fence;
+        }
+      }
+    printf("%s: lock k%d: %d grants before (max fence %lld), %d after (min fence %lld)\n", what,
+           l, before, (long long)max_before, after, (long long)min_after);
+    ck_assert_msg(before > 0 && after > 0, "%s: lock k%d saw no grants on one side", what, l);
+    int64_t a = 0, b = 0;
+    long long p = fences_follow_time(n, fence, t0, t1, &a, &b);
+    ck_assert_msg(p >= 0, "%s: lock k%d: fence %lld granted after fence %lld", what, l,
+                  (long long)b, (long long)a);
+    pairs += p;
+  }
+  printf("%s: %lld ordered pairs of grants checked, %lld ms to destroy the counters\n", what,
+         pairs, (long long)(ev1 - ev0));
+  free(fence), free(t0), free(t1);
+  for (int i = 0; i < CLIENTS; i++) free(cl[i].recs);
+  harness_picketd_free(P);
+  harness_redis_free(R);
+}
+
+static void restart_empty(harness_redis *r) {
+  harness_redis_stop(r, SIGKILL);
+  ck_assert_int_eq(harness_redis_restart(r), 0); /* no AOF, no RDB: every key is gone */
+}
+
+static void flushall(harness_redis *r) {
+  redisReply *x = harness_redis_cmd(r, "FLUSHALL");
+  ck_assert_msg(x && x->type == REDIS_REPLY_STATUS, "FLUSHALL failed");
+  freeReplyObject(x);
+}
+
+START_TEST(restart_without_aof_under_load) {
+  counters_lost_under_load(restart_empty, "restart without AOF");
+}
+END_TEST
+
+START_TEST(flushall_under_load) { counters_lost_under_load(flushall, "FLUSHALL"); }
+END_TEST
+
 int main(void) {
-  const TTest *tests[] = {sigkill_under_load, slow_redis};
-  return fault_run("fault_redis", tests, 2);
+  const TTest *tests[] = {sigkill_under_load, slow_redis, restart_without_aof_under_load,
+                          flushall_under_load};
+  return fault_run("fault_redis", tests, 4);
 }

@@ -494,6 +494,25 @@ void harness_resp_free(harness_resp *resp) {
   memset(resp, 0, sizeof *resp);
 }
 
+int harness_fence_clock(void) {
+  const char *f = getenv("PICKET_FENCE_FLOOR");
+  return f == NULL || strcmp(f, "none") != 0;
+}
+
+int64_t harness_redis_time_us(const harness_redis *r) {
+  redisReply *rep = harness_redis_cmd(r, "TIME");
+  int64_t us = -1;
+  if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2)
+    us = strtoll(rep->element[0]->str, NULL, 10) * 1000000 + strtoll(rep->element[1]->str, NULL, 10);
+  if (rep) freeReplyObject(rep);
+  return us;
+}
+
+int harness_fence_follows(int64_t prev, int64_t fence, int64_t floor_us) {
+  if (!harness_fence_clock()) return fence == prev + 1;
+  return fence > prev && fence >= floor_us;
+}
+
 int64_t harness_json_int(const json_t *j, const char *key) {
   json_t *v = json_object_get(j, key);
   return json_is_integer(v) ? (int64_t)json_integer_value(v) : -1;

@@ -94,6 +94,18 @@ const char *harness_error_code(const harness_resp *resp);
  * "picket_acquire_total{outcome=\"granted\"}"), or -1 when there is none. */
 double harness_metric(const char *base, const char *sample);
 
+/* Fences. picketd's --fence-floor comes from $PICKET_FENCE_FLOOR when the
+ * test does not pass the flag (ctest runs the fence suites once with the
+ * default, clock, and once with "none"). harness_fence_clock() says which:
+ * 1 for clock, 0 for none. */
+int harness_fence_clock(void);
+/* Redis TIME in microseconds (the clock floor's unit), or -1. */
+int64_t harness_redis_time_us(const harness_redis *r);
+/* 1 when `fence` may follow `prev` (the lock's last fence, 0 if none) under
+ * the suite's floor: exactly prev + 1 with none; above prev and at least
+ * `floor_us` (Redis TIME read before the grant; 0: unchecked) with clock. */
+int harness_fence_follows(int64_t prev, int64_t fence, int64_t floor_us);
+
 /* Runs a Check suite (CK_NORMAL output) and returns the process exit code:
  * 0 when every test passed. `suite` is a Suite *; it is freed. */
 int harness_run_suite(void *suite);

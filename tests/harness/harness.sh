@@ -72,3 +72,14 @@ h_start_picketd() {
   done
   h_fail "picketd did not write its port"
 }
+
+# Fences: picketd's --fence-floor comes from $PICKET_FENCE_FLOOR unless a
+# test passes the flag (default clock). h_fence_clock succeeds under clock.
+h_fence_clock() { [ "${PICKET_FENCE_FLOOR:-clock}" != none ]; }
+# Redis TIME in microseconds.
+h_redis_time_us() { h_redis time | { read -r s; read -r u; printf '%d%06d\n' "$s" "$u"; }; }
+# h_fence_follows PREV FENCE FLOOR_US: FENCE may follow PREV (0: none) under
+# the floor: PREV+1 with none; above PREV and >= FLOOR_US with clock.
+h_fence_follows() {
+  if h_fence_clock; then [ "$2" -gt "$1" ] && [ "$2" -ge "$3" ]; else [ "$2" -eq $(($1 + 1)) ]; fi
+}

@@ -4,3 +4,17 @@ picket_check_test(picketd_api SOURCES ${_d}/test_api.c LABELS integration TIMEOU
 picket_check_test(picketd_redis SOURCES ${_d}/test_redis.c LABELS integration TIMEOUT 180)
 picket_check_test(picketd_wait SOURCES ${_d}/test_wait.c LABELS integration TIMEOUT 240 SERIAL)
 picket_check_test(picketd_pipeline SOURCES ${_d}/test_pipeline.c LABELS integration TIMEOUT 120)
+# The fence itself (issue 13): exact up to 2^63-1, the clock floor, counters
+# destroyed between grants, --fence-idle-ttl-ms.
+picket_check_test(picketd_fence SOURCES ${_d}/test_fence.c LABELS integration TIMEOUT 120)
+
+# The suites that check fence values run twice: once with picketd's default
+# floor (clock: fences rise and are at least Redis TIME) and once with
+# PICKET_FENCE_FLOOR=none, which picketd reads as --fence-floor and the
+# harness as the rule to check (fences 1, 2, 3...).
+foreach(t picketd_api picketd_redis picketd_pipeline picketd_fence)
+  add_test(NAME ${t}_floor_none COMMAND ${t})
+  set_tests_properties(${t}_floor_none PROPERTIES TIMEOUT 180 LABELS integration
+                       FIXTURES_REQUIRED contract
+                       ENVIRONMENT "${PICKET_TEST_ENV};PICKET_FENCE_FLOOR=none")
+endforeach()

@@ -28,13 +28,15 @@ grep -q '^picket [0-9]' "$H_DIR/out" || h_fail "--version: $(cat "$H_DIR/out")"
 
 # acquire prints the grant as JSON.
 # (TTLs here are minutes: a loaded CI machine may take seconds between steps)
+T0=$(h_redis_time_us)
 expect 0 "$P" acquire cli-a --ttl 2m --owner alice
 pttl=$(h_redis pttl 'picket:{cli-a}:lease')
 [ "$pttl" -gt 0 ] && [ "$pttl" -le 120000 ] || h_fail "PTTL after acquire --ttl 2m: $pttl"
 [ "$(json 'd["lock"]')" = cli-a ] || h_fail "acquire lock: $(cat "$H_DIR/out")"
 [ "$(json 'd["owner"]')" = alice ] || h_fail "acquire owner: $(cat "$H_DIR/out")"
 [ "$(json 'd["ttl_ms"]')" = 120000 ] || h_fail "acquire ttl_ms: $(cat "$H_DIR/out")"
-[ "$(json 'd["fence"]')" = 1 ] || h_fail "acquire fence: $(cat "$H_DIR/out")"
+F1=$(json 'd["fence"]')
+h_fence_follows 0 "$F1" "$T0" || h_fail "acquire fence: $(cat "$H_DIR/out")"
 LEASE=$(json 'd["lease"]')
 [[ "$LEASE" =~ ^[0-9a-f]{32}$ ]] || h_fail "acquire lease: $LEASE"
 
@@ -42,12 +44,12 @@ LEASE=$(json 'd["lease"]')
 expect 75 "$P" acquire cli-a --ttl 2m
 [ "$(wc -l < "$H_DIR/err")" = 1 ] || h_fail "lock held: not one line: $(cat "$H_DIR/err")"
 grep -q alice "$H_DIR/err" || h_fail "lock held: owner not shown: $(cat "$H_DIR/err")"
-[ "$(h_redis get 'picket:{cli-a}:fence')" = 1 ] || h_fail "a refused acquire moved the fence"
+[ "$(h_redis get 'picket:{cli-a}:fence')" = "$F1" ] || h_fail "a refused acquire moved the fence"
 
 # status: held, owner, fence; never the lease id.
 expect 0 "$P" status cli-a
 [ "$(json 'd["held"]')" = True ] || h_fail "status held: $(cat "$H_DIR/out")"
-[ "$(json 'd["fence"]')" = 1 ] || h_fail "status fence: $(cat "$H_DIR/out")"
+[ "$(json 'd["fence"]')" = "$F1" ] || h_fail "status fence: $(cat "$H_DIR/out")"
 [ "$(json 'd["owner"]')" = alice ] || h_fail "status owner: $(cat "$H_DIR/out")"
 grep -q "$LEASE" "$H_DIR/out" && h_fail "status shows the lease id"
 
@@ -55,7 +57,7 @@ grep -q "$LEASE" "$H_DIR/out" && h_fail "status shows the lease id"
 expect 0 "$P" renew cli-a --lease "$LEASE" --ttl=5m
 [ "$(h_redis pttl 'picket:{cli-a}:lease')" -gt 120000 ] || h_fail "renew did not extend the TTL"
 [ "$(json 'd["ttl_ms"]')" = 300000 ] || h_fail "renew ttl_ms: $(cat "$H_DIR/out")"
-[ "$(json 'd["fence"]')" = 1 ] || h_fail "renew fence: $(cat "$H_DIR/out")"
+[ "$(json 'd["fence"]')" = "$F1" ] || h_fail "renew fence: $(cat "$H_DIR/out")"
 expect 0 "$P" renew cli-a --lease "$LEASE"
 [ "$(json 'd["ttl_ms"]')" = 30000 ] || h_fail "renew default ttl_ms: $(cat "$H_DIR/out")"
 
@@ -65,7 +67,7 @@ expect 76 "$P" renew cli-a --lease "$OTHER" --ttl 1s
 expect 76 "$P" release cli-a --lease "$OTHER"
 [ "$(h_redis pttl 'picket:{cli-a}:lease')" -gt 2000 ] || h_fail "a foreign renew/release changed the lease"
 
-# release, then the lock is free and the next grant has fence 2.
+# release, then the lock is free and the next grant has the next fence.
 expect 0 "$P" release cli-a --lease "$LEASE"
 [ "$(json 'd["released"]')" = True ] || h_fail "release: $(cat "$H_DIR/out")"
 expect 76 "$P" release cli-a --lease "$LEASE"
@@ -75,7 +77,7 @@ expect 0 "$P" status cli-a
 # --shell prints assignments a shell can eval; a chosen --lease is used.
 expect 0 "$P" acquire cli-a --shell --lease "$OTHER" --ttl 250ms
 eval "$(cat "$H_DIR/out")"
-[ "$PICKET_LOCK" = cli-a ] && [ "$PICKET_FENCE" = 2 ] && [ "$PICKET_LEASE" = "$OTHER" ] ||
+[ "$PICKET_LOCK" = cli-a ] && h_fence_follows "$F1" "$PICKET_FENCE" 0 && [ "$PICKET_LEASE" = "$OTHER" ] ||
   h_fail "--shell: $(cat "$H_DIR/out")"
 sleep 0.4
 expect 76 "$P" renew cli-a --lease "$OTHER" # expired

@@ -33,12 +33,13 @@ gone() {
 # 1. The child sees the lock, fence, lease and deadline; the lock is held
 #    while it runs and released after.
 t0=$(date +%s%3N)
+T0=$(h_redis_time_us)
 "$P" run run-env --ttl 5s -- sh -c \
   'echo "$PICKET_LOCK $PICKET_FENCE $PICKET_LEASE $PICKET_DEADLINE_MS" > "$1"; "$2" status run-env > "$3"' \
   sh "$D/env" "$P" "$D/status" 2> "$D/run.err" || h_fail "run exited $?: $(cat "$D/run.err")"
 read -r lock fence lease deadline < "$D/env"
 [ "$lock" = run-env ] || h_fail "PICKET_LOCK=$lock"
-[ "$fence" = 1 ] || h_fail "PICKET_FENCE=$fence"
+h_fence_follows 0 "$fence" "$T0" || h_fail "PICKET_FENCE=$fence"
 [[ "$lease" =~ ^[0-9a-f]{32}$ ]] || h_fail "PICKET_LEASE=$lease"
 [ "$deadline" -gt $(( t0 + 4000 )) ] && [ "$deadline" -le $(( $(date +%s%3N) + 5000 )) ] ||
   h_fail "PICKET_DEADLINE_MS=$deadline, started at $t0 with --ttl 5s"
@@ -64,7 +65,8 @@ rc=0; "$P" run run-rc --ttl 2s sh -c 'exit 3' || rc=$?
 "$P" run run-long --ttl 1500ms -- sh -c 'sleep 3.2; "$1" status run-long > "$2"' sh "$P" "$D/long" ||
   h_fail "long run exited $?"
 grep -q '"held":true' "$D/long" || h_fail "lease not renewed during the run: $(cat "$D/long")"
-grep -q '"fence":1,' "$D/long" || h_fail "renewal changed the fence: $(cat "$D/long")"
+[ "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["fence"])' < "$D/long")" = \
+  "$(h_redis get 'picket:{run-long}:fence')" ] || h_fail "renewal changed the fence: $(cat "$D/long")"
 
 # 4. SIGTERM, SIGHUP and SIGINT are forwarded to the child; its status
 #    comes back. (A background job of a script ignores SIGINT, and so would
@@ -107,7 +109,7 @@ gone "$grandchild" || h_fail "grandchild $grandchild survived the lost lease"
 grep -q 'lease' "$D/del.err" || h_fail "no message about the lost lease: $(cat "$D/del.err")"
 
 # 6. The `picket run` process paused past its TTL: meanwhile another client
-#    takes the lock (fence 2); when it resumes it stops its child at once
+#    takes the lock (the next fence); when it resumes it stops its child at once
 #    (SIGTERM, which the child obeys) and exits 76.
 rm -f "$D/ready" "$D/term"
 "$P" run run-stop --ttl 1s --grace 5s -- sh -c 'trap "touch \"$2\"; exit 0" TERM; echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; while :; do sleep 0.05; done' \
@@ -116,9 +118,11 @@ pid=$!
 wait_for "$D/ready"
 child=$(cat "$D/ready")
 kill -STOP "$pid"
+first=$(h_redis get 'picket:{run-stop}:fence')
 sleep 1.5
 "$P" acquire run-stop --ttl 60s > "$D/other" || h_fail "lock not free while the holder was paused"
-grep -q '"fence":2' "$D/other" || h_fail "new holder's grant: $(cat "$D/other")"
+h_fence_follows "$first" "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["fence"])' < "$D/other")" 0 ||
+  h_fail "new holder's grant: $(cat "$D/other") after fence $first"
 t0=$(h_now_ms)
 kill -CONT "$pid"
 rc=0; wait "$pid" || rc=$?

@@ -53,8 +53,9 @@ LD_LIBRARY_PATH="$LIBDIR" ldd "$H_DIR/hello" | grep -q "$LIBDIR/libpicket.so" ||
   h_fail "hello is not linked to the installed libpicket.so"
 LD_LIBRARY_PATH="$LIBDIR" "$H_DIR/hello" "$PICKETD_URL" hello-pc > "$H_DIR/out" 2>&1 ||
   h_fail "hello exited $?: $(cat "$H_DIR/out")"
-grep -q '^lock hello-pc fence 1$' "$H_DIR/out" || h_fail "hello: $(cat "$H_DIR/out")"
-grep -q '^step 2 with fence 1$' "$H_DIR/out" || h_fail "hello did not finish: $(cat "$H_DIR/out")"
+F=$(h_redis get 'picket:{hello-pc}:fence')
+grep -q "^lock hello-pc fence $F\$" "$H_DIR/out" || h_fail "hello (fence $F): $(cat "$H_DIR/out")"
+grep -q "^step 2 with fence $F\$" "$H_DIR/out" || h_fail "hello did not finish: $(cat "$H_DIR/out")"
 grep -q '^done: success$' "$H_DIR/out" || h_fail "hello: $(cat "$H_DIR/out")"
 [ "$(h_redis exists 'picket:{hello-pc}:lease')" = 0 ] || h_fail "hello did not release"
 

@@ -33,6 +33,32 @@ START_TEST(defaults) {
   ck_assert_int_eq(cfg.max_waiters, 10000);
   ck_assert_int_eq(cfg.min_replicas, 0);
   ck_assert_int_eq(cfg.allow_eviction, 0);
+  ck_assert_int_eq(cfg.fence_floor, FENCE_FLOOR_CLOCK);
+  ck_assert_int_eq(cfg.fence_idle_ttl_ms, 0);
+}
+END_TEST
+
+START_TEST(fence_flags) {
+  char *a[] = {"picketd", "--fence-floor", "none", NULL};
+  ck_assert_int_eq(load(a, NULL), CONFIG_RUN);
+  ck_assert_int_eq(cfg.fence_floor, FENCE_FLOOR_NONE);
+  char *b[] = {"picketd", "--fence-idle-ttl-ms", "86400000", NULL}; /* clock is the default */
+  ck_assert_int_eq(load(b, NULL), CONFIG_RUN);
+  ck_assert_int_eq(cfg.fence_idle_ttl_ms, 86400000);
+  char *env[] = {"PICKET_FENCE_FLOOR=none", NULL};
+  char *c[] = {"picketd", NULL};
+  ck_assert_int_eq(load(c, env), CONFIG_RUN);
+  ck_assert_int_eq(cfg.fence_floor, FENCE_FLOOR_NONE);
+  /* an idle TTL without the clock floor would send fences back to 1 */
+  char *d[] = {"picketd", "--fence-floor", "none", "--fence-idle-ttl-ms", "1000", NULL};
+  ck_assert_int_eq(load(d, NULL), -1);
+  ck_assert_msg(strstr(err, "needs --fence-floor clock"), "%s", err);
+  char *e[] = {"picketd", "--fence-idle-ttl-ms", "1000", NULL};
+  ck_assert_int_eq(load(e, env), -1);
+  char *f[] = {"picketd", "--fence-floor", "wall", NULL};
+  ck_assert_int_eq(load(f, NULL), -1);
+  char *g[] = {"picketd", "--fence-idle-ttl-ms", "-1", NULL};
+  ck_assert_int_eq(load(g, NULL), -1);
 }
 END_TEST
 
@@ -140,6 +166,7 @@ int main(void) {
   tcase_add_test(tc, help_and_version);
   tcase_add_test(tc, redis_urls);
   tcase_add_test(tc, password_file_wins);
+  tcase_add_test(tc, fence_flags);
   suite_add_tcase(s, tc);
   return harness_run_suite(s);
 }
