@@ -577,8 +577,9 @@ static void send_release(bconn *c) {
     snprintf(body, sizeof body, "{\"lease\":\"%s\"}", c->lease);
     http_request(c, "POST", path, body);
   } else {
-    const char *argv[] = {"EVALSHA", sha_release, "1", ln->lease_key, c->lease, channel, ln->name};
-    redis_request(c, 7, argv);
+    const char *argv[] = {"EVALSHA", sha_release, "2", ln->lease_key, ln->fence_key,
+                          c->lease,  channel,     ln->name, "0"};
+    redis_request(c, 9, argv);
   }
   c->req = REQ_RELEASE;
 }

@@ -314,12 +314,10 @@ typedef struct {
   char lease_key[KEY_MAX], fence_key[KEY_MAX], ttl[24], idle[24];
 } op_command;
 
-/* Fills cmd for op on connection k; -1 when the name cannot make a key.
- * Release alone leaves the fence counter alone. */
+/* Fills cmd for op on connection k; -1 when the name cannot make a key. */
 static int op_command_build(const conn *k, const store_op *op, op_command *cmd) {
   if (picket_proto_key_lease(cmd->lease_key, KEY_MAX, cfg->key_prefix, op->name) < 0 ||
-      (op->kind != STORE_OP_RELEASE &&
-       picket_proto_key_fence(cmd->fence_key, KEY_MAX, cfg->key_prefix, op->name) < 0))
+      picket_proto_key_fence(cmd->fence_key, KEY_MAX, cfg->key_prefix, op->name) < 0)
     return -1;
   snprintf(cmd->ttl, sizeof cmd->ttl, "%lld", (long long)op->ttl_ms);
   snprintf(cmd->idle, sizeof cmd->idle, "%lld", (long long)cfg->fence_idle_ttl_ms);
@@ -337,9 +335,9 @@ static int op_command_build(const conn *k, const store_op *op, op_command *cmd) 
       a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
       a[n++] = op->lease, a[n++] = cmd->ttl, a[n++] = cmd->idle;
       break;
-    case STORE_OP_RELEASE: /* (lease_key; lease, channel, name) */
-      a[n++] = "1", a[n++] = cmd->lease_key, a[n++] = op->lease, a[n++] = channel;
-      a[n++] = op->name;
+    case STORE_OP_RELEASE: /* (lease_key, fence_key; lease, channel, name, idle) */
+      a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key, a[n++] = op->lease;
+      a[n++] = channel, a[n++] = op->name, a[n++] = cmd->idle;
       break;
     case STORE_OP_INSPECT: /* (lease_key, fence_key) */
       a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;

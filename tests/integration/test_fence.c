@@ -12,7 +12,7 @@
  *   and above the last; a counter destroyed between grants (DEL, FLUSHALL)
  *   never sends the next fence below the last.
  * idle_ttl: --fence-idle-ttl-ms sets the counter's expiry on every grant
- *   and renew, never shorter than the lease; unused for the idle TTL, the
+ *   and renew, never shorter than the lease, and to the idle TTL on release; unused for the idle TTL, the
  *   lock leaves no key behind, and its next fence is still above the last;
  *   without it the counter never expires.
  *
@@ -187,6 +187,9 @@ START_TEST(idle_ttl) {
                 (long long)(20000 * scale));
   ck_assert_int_eq(lock_call("idle", "release", lease, &r), 200);
   harness_resp_free(&r);
+  /* released: no lease to outlive, so the counter is idle from now on */
+  t = pttl("PTTL picket:{%s}:fence", "idle");
+  ck_assert_msg(t > 0 && t <= 400 * scale, "counter PTTL %lld after the release", t);
 
   /* unused for the idle TTL: no key left (a name used once costs nothing) */
   int64_t f3 = acquire_ok("once", "{\"ttl_ms\":50}", lease);

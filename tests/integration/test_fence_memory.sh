@@ -1,0 +1,14 @@
+# test_fence_memory.sh: bench/fence_memory, small (300 names, 300 ms idle
+# TTL): it exits 0, prints its table, counts 300 keys without the idle TTL
+# and none once the idle TTL has passed; a bad argument is exit 2.
+. "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
+B="$PICKET_SOURCE_DIR/bench/fence_memory"
+"$B" --names 300 --idle-ms 300 --bin "$PICKET_BIN_DIR" > "$H_DIR/out" 2> "$H_DIR/err" ||
+  h_fail "fence_memory exited $?: $(cat "$H_DIR/err")"
+cat "$H_DIR/out"
+grep -q '^| `--fence-floor clock` | 300 |' "$H_DIR/out" || h_fail "no 300 keys without the idle TTL"
+grep -q '^| `--fence-floor clock --fence-idle-ttl-ms 300` | 300 | [0-9.]* MiB | 0 (' "$H_DIR/out" ||
+  h_fail "keys left after the idle TTL"
+rc=0; "$B" --names 0 > /dev/null 2>&1 || rc=$?
+[ "$rc" = 2 ] || h_fail "--names 0 exited $rc, not 2"
+echo PASS
