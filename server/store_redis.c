@@ -64,6 +64,10 @@ static atomic_ulong connect_epoch;
  * without a word), the others do not each pay a timeout to find out. */
 static atomic_ulong failure_epoch;
 static char channel[PICKET_PROTO_KEY_PREFIX_MAX + 16];
+/* The scripts' fence arguments, fixed by the config: --fence-floor and
+ * --fence-idle-ttl-ms as the scripts take them (acquire.lua). */
+static const char *floor_arg;
+static char idle_arg[24];
 
 static int64_t now_ms(void) {
   struct timespec ts;
@@ -311,7 +315,7 @@ static const int op_script[] = {
 typedef struct {
   const char *argv[12];
   int argc;
-  char lease_key[KEY_MAX], fence_key[KEY_MAX], ttl[24], idle[24];
+  char lease_key[KEY_MAX], fence_key[KEY_MAX], ttl[24];
 } op_command;
 
 /* Fills cmd for op on connection k; -1 when the name cannot make a key. */
@@ -320,7 +324,6 @@ static int op_command_build(const conn *k, const store_op *op, op_command *cmd) 
       picket_proto_key_fence(cmd->fence_key, KEY_MAX, cfg->key_prefix, op->name) < 0)
     return -1;
   snprintf(cmd->ttl, sizeof cmd->ttl, "%lld", (long long)op->ttl_ms);
-  snprintf(cmd->idle, sizeof cmd->idle, "%lld", (long long)cfg->fence_idle_ttl_ms);
   const char **a = cmd->argv;
   int n = 0;
   a[n++] = "EVALSHA";
@@ -329,15 +332,15 @@ static int op_command_build(const conn *k, const store_op *op, op_command *cmd) 
     case STORE_OP_ACQUIRE: /* (lease_key, fence_key; lease, ttl, owner, floor, idle) */
       a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
       a[n++] = op->lease, a[n++] = cmd->ttl, a[n++] = op->owner ? op->owner : "";
-      a[n++] = cfg->fence_floor == FENCE_FLOOR_CLOCK ? "clock" : "none", a[n++] = cmd->idle;
+      a[n++] = floor_arg, a[n++] = idle_arg;
       break;
     case STORE_OP_RENEW: /* (lease_key, fence_key; lease, ttl, idle) */
       a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
-      a[n++] = op->lease, a[n++] = cmd->ttl, a[n++] = cmd->idle;
+      a[n++] = op->lease, a[n++] = cmd->ttl, a[n++] = idle_arg;
       break;
     case STORE_OP_RELEASE: /* (lease_key, fence_key; lease, channel, name, idle) */
       a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key, a[n++] = op->lease;
-      a[n++] = channel, a[n++] = op->name, a[n++] = cmd->idle;
+      a[n++] = channel, a[n++] = op->name, a[n++] = idle_arg;
       break;
     case STORE_OP_INSPECT: /* (lease_key, fence_key) */
       a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
@@ -758,6 +761,8 @@ void store_pipe_expire(store_pipe *p) {
 int store_init(const config *c, char *err, size_t errlen) {
   cfg = c;
   picket_proto_channel(channel, sizeof channel, cfg->key_prefix);
+  floor_arg = cfg->fence_floor == FENCE_FLOOR_CLOCK ? "clock" : "none";
+  snprintf(idle_arg, sizeof idle_arg, "%lld", (long long)cfg->fence_idle_ttl_ms);
   if (pthread_key_create(&conn_key, conn_destroy) != 0) {
     snprintf(err, errlen, "pthread_key_create failed");
     return -1;
