@@ -1,4 +1,4 @@
-/* hello.c: the smallest useful libpicket program, shown in the README and
+/* hello.c: the smallest useful libpicket program, shown in docs/libpicket.md and
  * compiled by the tests against the *installed* library:
  *
  *   cc hello.c $(pkg-config --cflags --libs picket) -o hello

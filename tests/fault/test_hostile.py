@@ -37,7 +37,7 @@ import time
 
 CONN_TIMEOUT_S = 2          # picketd --connection-timeout-s (test_hostile.sh)
 BODY_MAX = 8192             # PICKET_PROTO_BODY_MAX
-RSS_GROWTH_MAX_KB = 16384   # second storm vs first; observed noise: see README.md ("Hostile input")
+RSS_GROWTH_MAX_KB = 16384   # second storm vs first; observed noise: see docs/hostile-input.md
 # Under AddressSanitizer the allocator's own caches move RSS by up to ~8 MB
 # between storms; there leaks are LeakSanitizer's job (test_hostile.sh
 # stops picketd with SIGTERM and wants exit 0), and this only catches gross
@@ -312,7 +312,7 @@ def bad_text(rng):
             b"Content-Length: 0\r\n\r\n", {400, None}, None, False
     # A raw NUL in the target: libmicrohttpd 0.9.75 hands the path over as
     # a C string, cut at the NUL; picketd spots the cut and answers 400,
-    # never serving the part before it (see README.md ("Hostile input")).
+    # never serving the part before it (see docs/hostile-input.md).
     nul = [(b"GET", b"/v1/locks/a\x00b", {400, None}),
            (b"POST", b"/v1/locks/nul\x00x/acquire", {400, None}),
            (b"POST", b"/v1/locks/nul/acquire\x00junk", {400, None}),

@@ -1,5 +1,5 @@
 # Fuzzing picketd's request path (server/api.c) with the in-memory store of
-# tests/fuzz/store_stub.c; see README.md ("Hostile input").
+# tests/fuzz/store_stub.c; see docs/hostile-input.md.
 #
 # Every build: fuzz_api_replay runs the seed corpus through the target's
 # checks (no libFuzzer needed, so gcc builds run it in each ctest), and the

@@ -80,7 +80,7 @@ done
 [ $? = 1 ] || h_fail "an unreachable server should exit 1"
 # bench/run checks its arguments before it starts anything (the matrix at
 # its real durations is too heavy for a test: it is run by hand, see
-# README.md ("Performance"); below it runs at smoke size).
+# docs/performance.md; below it runs at smoke size).
 R="$PICKET_SOURCE_DIR/bench/run"
 bash "$R" --help | grep -q -- '--floor-unix' || h_fail "bench/run --help does not list its flags"
 bash "$R" --help | grep -q -- '--repeat N' || h_fail "bench/run --help does not list --repeat"

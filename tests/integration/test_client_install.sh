@@ -1,5 +1,5 @@
 # test_client_install.sh BUILD_DIR [SANITIZERS]: installs the build into a temp prefix
-# with `cmake --install`, then builds the README's C example
+# with `cmake --install`, then builds the C example of docs/libpicket.md
 # (client/examples/hello.c, the same text as in docs/client.md) twice against the *installed*
 # libpicket: with `pkg-config --cflags --libs picket` (shared library) and
 # with find_package(picket) in CMake (static library), and runs both against
@@ -34,14 +34,14 @@ nm -D --defined-only "$LIBDIR/libpicket.so" | awk '{print $3}' > "$H_DIR/syms"
 bad=$(grep -v '^picket_' "$H_DIR/syms"; grep -e '^picket__' -e '^picket_proto_' "$H_DIR/syms")
 [ -z "$bad" ] || h_fail "unexpected exported symbols: $bad"
 
-# The README's example (section "libpicket: the C client") is this very file.
-python3 - "$PICKET_SOURCE_DIR/README.md" "$PICKET_SOURCE_DIR/client/examples/hello.c" <<'PY' ||
+# The example of docs/libpicket.md (section "libpicket: the C client") is this very file.
+python3 - "$PICKET_SOURCE_DIR/docs/libpicket.md" "$PICKET_SOURCE_DIR/client/examples/hello.c" <<'PY' ||
 import sys
 doc, src = open(sys.argv[1]).read(), open(sys.argv[2]).read()
 start = doc.index("```c\n", doc.index("libpicket: the C client")) + 5
 sys.exit(0 if doc[start:doc.index("```\n", start)] == src else 1)
 PY
-  h_fail "the C example in README.md differs from client/examples/hello.c"
+  h_fail "the C example in docs/libpicket.md differs from client/examples/hello.c"
 
 # 1. pkg-config, shared library.
 export PKG_CONFIG_PATH="$(dirname "$pc")"

@@ -4,7 +4,7 @@
  * an edit to either one that is not made to the other fails here. (fenced-kv
  * itself exercises the statements: test_fencedkv; the PostgreSQL blocks run
  * in test_fencedkv_pgsql.) The user-facing section "Checking fences in your
- * storage" of README.md repeats the
+ * storage" (docs/checking-fences.md) repeats the
  * core statements: they must be the same ones. */
 #include <check.h>
 
@@ -95,7 +95,7 @@ static char *pg_admit(void) {
 }
 
 START_TEST(test_user_section_matches) {
-  const char *files[] = {"README.md"};
+  const char *files[] = {"docs/checking-fences.md"};
   const char *core[] = {FKV_SQL_BEGIN, FKV_SQL_HIGHEST, FKV_SQL_SET_HIGHEST, FKV_SQL_PUT,
                         FKV_SQL_COMMIT};
   char *admit = pg_admit();
