@@ -16,7 +16,7 @@ struct picket_lease {
   char id[PICKET_LEASE_ID_LEN + 1];
   int64_t fence;
   int has_owner;
-  char owner[PICKET_OWNER_MAX + 1];
+  char owner[PICKET_OWNER_BYTES_MAX + 1];
   /* Written by whichever thread renews, read by any: atomics, so that
    * picket_lease_valid() is safe while a keeper runs. */
   _Atomic int64_t ttl_ms;

@@ -28,6 +28,7 @@
 
 _Static_assert(PICKET_NAME_MAX == PICKET_PROTO_NAME_MAX, "name limit out of step");
 _Static_assert(PICKET_OWNER_MAX == PICKET_PROTO_OWNER_MAX, "owner limit out of step");
+_Static_assert(PICKET_OWNER_BYTES_MAX == PICKET_PROTO_OWNER_BYTES_MAX, "owner limit out of step");
 _Static_assert(PICKET_LEASE_ID_LEN == PICKET_PROTO_LEASE_LEN, "lease id length out of step");
 
 #define REPLY_MAX (64 * 1024) /* picketd's replies are small; more is not picketd */
@@ -50,7 +51,7 @@ struct picket_client {
   char message[512];
   int64_t retry_after_ms;
   int has_holder;
-  char holder[PICKET_OWNER_MAX + 1];
+  char holder[PICKET_OWNER_BYTES_MAX + 1];
 };
 
 /* ---- errors and clock --------------------------------------------------- */
@@ -502,7 +503,7 @@ int picket_acquire(picket_client *c, const char *name, const picket_acquire_opts
   if (opts->ttl_ms < 0 || opts->wait_ms < 0)
     return fail(c, PICKET_EINVAL, "ttl_ms and wait_ms must not be negative");
   if (opts->owner != NULL && !picket_proto_owner_valid(opts->owner, strlen(opts->owner)))
-    return fail(c, PICKET_EINVAL, "owner must be at most 128 bytes of UTF-8 without control characters");
+    return fail(c, PICKET_EINVAL, "owner must be at most 128 characters of UTF-8 without control characters");
   if (!opts->server_lease_id) {
     if (opts->lease_id != NULL) {
       if (!picket_proto_lease_valid(opts->lease_id, strlen(opts->lease_id)))

@@ -42,11 +42,44 @@ static int name_char(unsigned char c) {
          c == '.' || c == '_' || c == ':' || c == '-';
 }
 
+/* "." and ".." are refused although their bytes are name bytes: as a path
+ * segment they are dot-segments, which URL libraries (WHATWG URL, Python's
+ * urljoin, curl without --path-as-is) remove before sending, so no client
+ * could reach such a lock by its name. */
 int picket_proto_name_valid(const char *s, size_t len) {
   if (s == NULL || len == 0 || len > PICKET_PROTO_NAME_MAX) return 0;
+  if (s[0] == '.' && (len == 1 || (len == 2 && s[1] == '.'))) return 0;
   for (size_t i = 0; i < len; i++)
     if (!name_char((unsigned char)s[i])) return 0;
   return 1;
+}
+
+static int hex_value(unsigned char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+int picket_proto_name_from_path(const char *seg, size_t len, char out[PICKET_PROTO_NAME_MAX + 1]) {
+  if (seg == NULL) return -1;
+  size_t n = 0;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)seg[i];
+    if (c == '%') {
+      if (len - i < 3) return -1;
+      int h = hex_value((unsigned char)seg[i + 1]), l = hex_value((unsigned char)seg[i + 2]);
+      if (h < 0 || l < 0) return -1;
+      c = (unsigned char)(h << 4 | l);
+      i += 2;
+    }
+    /* Decoded once only: a '%' that came from "%25" is a byte of the name
+     * (and then refused by the name rule), never decoded again. */
+    if (n == PICKET_PROTO_NAME_MAX) return -1;
+    out[n++] = (char)c;
+  }
+  out[n] = '\0';
+  return picket_proto_name_valid(out, n) ? (int)n : -1;
 }
 
 int picket_proto_prefix_valid(const char *s, size_t len) {
@@ -66,12 +99,15 @@ int picket_proto_lease_valid(const char *s, size_t len) {
 }
 
 /* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF) without C0/C1
- * controls or DEL: an owner ends up in logs and JSON replies. */
+ * controls or DEL: an owner ends up in logs and JSON replies. The limit
+ * counts characters (code points), as JSON Schema's maxLength does, so a
+ * client whose validator accepts an owner is never refused by picketd. */
 int picket_proto_owner_valid(const char *s, size_t len) {
-  if (len > PICKET_PROTO_OWNER_MAX) return 0;
+  if (len > PICKET_PROTO_OWNER_BYTES_MAX) return 0;
   if (len > 0 && s == NULL) return 0;
   const unsigned char *p = (const unsigned char *)s, *end = p + len;
-  while (p < end) {
+  for (size_t chars = 1; p < end; chars++) {
+    if (chars > PICKET_PROTO_OWNER_MAX) return 0;
     unsigned char c = *p;
     if (c < 0x80) {
       if (c < 0x20 || c == 0x7f) return 0;

@@ -69,7 +69,7 @@ static void reply_fmt(api_response *resp, const char *fmt, ...) {
   resp->body_len = (size_t)n;
 }
 
-#define OWNER_LITERAL_MAX (2 * PICKET_PROTO_OWNER_MAX + 3)
+#define OWNER_LITERAL_MAX (2 * PICKET_PROTO_OWNER_BYTES_MAX + 3)
 
 /* A validated owner as a JSON value: null when empty, else quoted. */
 static const char *owner_literal(const char *owner, char out[OWNER_LITERAL_MAX]) {
@@ -227,12 +227,12 @@ static int get_lease(json_t *o, int required, char out[PICKET_PROTO_LEASE_LEN + 
   return 0;
 }
 
-static int get_owner(json_t *o, char out[PICKET_PROTO_OWNER_MAX + 1], api_response *resp) {
+static int get_owner(json_t *o, char out[PICKET_PROTO_OWNER_BYTES_MAX + 1], api_response *resp) {
   json_t *v = json_object_get(o, "owner");
   out[0] = '\0';
   if (v == NULL || json_is_null(v)) return 0;
   if (!json_is_string(v) || !picket_proto_owner_valid(json_string_value(v), json_string_length(v)))
-    return bad_field(resp, "%s must be null or a string of up to %lld bytes without control characters",
+    return bad_field(resp, "%s must be null or a string of up to %lld characters without control characters",
                      "owner", PICKET_PROTO_OWNER_MAX, 0);
   memcpy(out, json_string_value(v), json_string_length(v) + 1);
   return 0;
@@ -518,16 +518,20 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
   if (strncmp(path, locks, sizeof locks - 1) != 0 || path[sizeof locks - 1] == '\0')
     return fail(resp, PICKET_PROTO_ERR_NOT_FOUND, "no such endpoint; see /v1/openapi.yaml");
 
-  /* /v1/locks/{name} or /v1/locks/{name}/{action}: the action is the last
-   * segment; whatever precedes it must be a valid name, so an encoded or
-   * literal slash in a name is a 400, never a different lock. */
+  /* /v1/locks/{name} or /v1/locks/{name}/{action}, as the spec's templates
+   * say: one segment for the name and at most one for the action, so more
+   * segments are no path of the API (404). The name segment is
+   * percent-decoded once, as generated clients encode it (':' as "%3A"); a
+   * decoded '/' or NUL is then a bad name (400), never another lock. */
   const char *rest = path + sizeof locks - 1;
-  const char *slash = strrchr(rest, '/');
+  const char *slash = strchr(rest, '/');
   const char *action = NULL;
-  size_t name_len = strlen(rest);
+  size_t seg_len = strlen(rest);
   if (slash) {
     action = slash + 1;
-    name_len = (size_t)(slash - rest);
+    seg_len = (size_t)(slash - rest);
+    if (seg_len == 0 || strchr(action, '/') != NULL)
+      return fail(resp, PICKET_PROTO_ERR_NOT_FOUND, "no such endpoint; see /v1/openapi.yaml");
     if (strcmp(action, "acquire") == 0) call->endpoint = EP_ACQUIRE;
     else if (strcmp(action, "renew") == 0) call->endpoint = EP_RENEW;
     else if (strcmp(action, "release") == 0) call->endpoint = EP_RELEASE;
@@ -538,11 +542,10 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
   resp->endpoint = call->endpoint;
   if (action && !method_is(req, "POST")) return wrong_method(resp, ALLOW_POST);
   if (!action && !is_get) return wrong_method(resp, ALLOW_GET);
-  if (!picket_proto_name_valid(rest, name_len))
+  if (picket_proto_name_from_path(rest, seg_len, call->name) < 0)
     return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
-                "lock names are 1 to 200 bytes of A-Z a-z 0-9 . _ : - (no percent-encoding)");
-  memcpy(call->name, rest, name_len);
-  call->name[name_len] = '\0';
+                "lock names are 1 to 200 bytes of A-Z a-z 0-9 . _ : - (percent-encoded or not), "
+                "other than . and ..");
   if (req->body_too_large) {
     char msg[80];
     snprintf(msg, sizeof msg, "request bodies are limited to %d bytes", PICKET_PROTO_BODY_MAX);

@@ -37,14 +37,14 @@ typedef struct {
   metrics_endpoint endpoint;
   char name[PICKET_PROTO_NAME_MAX + 1];
   char lease[PICKET_PROTO_LEASE_LEN + 1];
-  char owner[PICKET_PROTO_OWNER_MAX + 1];
+  char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
   int64_t ttl_ms;
   int64_t wait_ms;
   int64_t started_ms;     /* monotonic, when the request was complete */
   int64_t deadline_ms;    /* monotonic, when a wait ends */
   int64_t retry_at_ms;    /* monotonic, the holder's expiry: retry then */
   int64_t held_ttl_ms;    /* the last lock_held answer, for the timeout reply */
-  char held_owner[PICKET_PROTO_OWNER_MAX + 1];
+  char held_owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
   store_op op;            /* the store call of API_STORE, and its result */
 } api_call;
 

@@ -125,8 +125,10 @@ void http_resume(void *arg) {
   if (first) loop_wake(l);
 }
 
-/* Keep paths exactly as sent: a lock name must never be decoded into
- * something else ('%2F' into '/', '%00' into an end of string). */
+/* Keep paths exactly as sent: api.c splits a path into segments first and
+ * only then percent-decodes the name segment, once. MHD's own unescaping
+ * would decode before the split, turning '%2F' into a segment boundary and
+ * '%00' into an end of string. */
 static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s) { return strlen(s); }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {

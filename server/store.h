@@ -33,7 +33,7 @@ typedef struct {
   int held;          /* inspect: 1 when a lease is live */
   int created;       /* acquire: 1 for a new grant, 0 for a same-lease retry */
   int replicas;      /* ready: connected replicas */
-  char owner[PICKET_PROTO_OWNER_MAX + 1];
+  char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
   char err[256];     /* a message for the E* results */
 } store_result;
 

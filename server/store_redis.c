@@ -371,7 +371,7 @@ static int fence_reply(const redisReply *e, int zero_ok, int64_t *out) {
 
 static void copy_owner(const redisReply *e, store_result *r) {
   r->owner[0] = '\0';
-  if (e->type == REDIS_REPLY_STRING && e->len <= PICKET_PROTO_OWNER_MAX)
+  if (e->type == REDIS_REPLY_STRING && e->len <= PICKET_PROTO_OWNER_BYTES_MAX)
     memcpy(r->owner, e->str, e->len + 1);
 }
 

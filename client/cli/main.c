@@ -41,7 +41,7 @@ static const char usage_text[] =
     "  --wait D       how long the server may wait for the lock (default 0s: fail at once;\n"
     "                 at most the server's --max-wait-ms, 60s by default)\n"
     "  --grace D      run: time between SIGTERM and SIGKILL after a lost lease (default 5s)\n"
-    "  --owner X      a label others see in status and lock_held (up to 128 bytes)\n"
+    "  --owner X      a label others see in status and lock_held (up to 128 characters)\n"
     "  --lease ID     the lease id (32 lowercase hex); acquire: choose it (default random)\n"
     "  --shell        acquire: print shell assignments instead of JSON\n"
     "  -h, --help     this text;  --version  the version\n"
@@ -195,7 +195,7 @@ static int parse(int argc, char **argv, cli_args *a) {
         a->server_from_env = 0;
       } else if (bit == F_OWNER) {
         if (!picket_proto_owner_valid(val, strlen(val)))
-          return usage_error("--owner: at most 128 bytes of UTF-8 without control characters: %s",
+          return usage_error("--owner: at most 128 characters of UTF-8 without control characters: %s",
                              val);
         a->owner = val;
       } else if (bit == F_LEASE) {

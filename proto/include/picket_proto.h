@@ -14,7 +14,8 @@
 
 /* Limits and defaults of API v1. */
 #define PICKET_PROTO_NAME_MAX 200          /* lock names: 1..200 bytes */
-#define PICKET_PROTO_OWNER_MAX 128         /* owner: 0..128 bytes */
+#define PICKET_PROTO_OWNER_MAX 128         /* owner: 0..128 characters */
+#define PICKET_PROTO_OWNER_BYTES_MAX (4 * PICKET_PROTO_OWNER_MAX) /* in UTF-8 */
 #define PICKET_PROTO_LEASE_LEN 32          /* lease id: 32 lowercase hex */
 #define PICKET_PROTO_BODY_MAX 8192         /* request bodies: 8 KiB */
 #define PICKET_PROTO_TTL_DEFAULT_MS 30000  /* acquire and renew default */
@@ -70,9 +71,18 @@ int picket_proto_err_from_code(const char *code);
 
 /* Validation. Each returns 1 when valid, 0 otherwise; `s` need not be
  * NUL-terminated (an embedded NUL is invalid). */
-int picket_proto_name_valid(const char *s, size_t len);  /* [A-Za-z0-9._:-]{1,200} */
+/* Names: [A-Za-z0-9._:-]{1,200}, except "." and ".." (dot-segments, which
+ * URL libraries remove, so no client could address them). */
+int picket_proto_name_valid(const char *s, size_t len);
 int picket_proto_lease_valid(const char *s, size_t len); /* [0-9a-f]{32} */
-/* Owner: 0..128 bytes of UTF-8 without control characters. */
+/* A lock name as a URL path segment carries it: percent-decoded exactly
+ * once (RFC 3986; generated clients send ':' as "%3A"), then held to the
+ * name rule, so a decoded '/' or NUL is refused, never another path. A '%'
+ * not followed by two hex digits is refused. Writes the name and a NUL to
+ * out; returns its length, or -1 when refused. */
+int picket_proto_name_from_path(const char *seg, size_t len, char out[PICKET_PROTO_NAME_MAX + 1]);
+/* Owner: 0..128 characters (Unicode code points, so at most 512 bytes) of
+ * UTF-8 without control characters (C0, DEL, C1). */
 int picket_proto_owner_valid(const char *s, size_t len);
 
 /* Parses a fence: a decimal integer 1..2^63-1, no sign, no spaces, no

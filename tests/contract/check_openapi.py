@@ -12,7 +12,11 @@ of picket:
     (the examples seed the fuzzer corpus and the README, so a wrong one
     would teach a wrong request);
   * every $ref resolves, operationIds are unique, path parameters are
-    declared, every operation has a 200, every 4xx/5xx is an Error body;
+    declared, every operation has a 200, every GET has a HEAD with the same
+    statuses, every 4xx/5xx is an Error body spelled out (no allOf, so
+    generated types are exact; lock_held requires retry_after_ms and owner);
+  * request schemas carry no `default:` (generators would make the field
+    required); the server's defaults are x-picket-default;
   * every response header is one the harness records (Retry-After, Allow),
     so validate_responses.py can check it, and the x-picket-fallback
     responses exist (404 for unknown paths, 405 with Allow).
@@ -70,29 +74,30 @@ class Rules:
             if key in fb:
                 yield "x-picket-fallback %s" % key, status, oa.resolve(self.spec, fb[key])
 
-    def error_codes_of(self, schema):
-        """The codes an error schema allows: the narrowest enum on error.code."""
+    def error_object(self, schema):
+        """The `error` member of an error body schema, or None."""
         schema = oa.resolve(self.spec, schema)
-        found = None
-        for part in [schema] + list(schema.get("allOf") or []):
-            part = oa.resolve(self.spec, part)
-            if part is not schema and "allOf" in part:
-                sub = self.error_codes_of(part)
-                found = sub if found is None else found & sub
-                continue
-            code = (((part.get("properties") or {}).get("error") or {}).get("properties") or {}).get("code")
-            if code is not None:
-                enum = oa.resolve(self.spec, code).get("enum")
-                if enum is not None:
-                    found = set(enum) if found is None else found & set(enum)
-        return found
+        if "error" not in (schema.get("required") or []):
+            return None
+        return oa.resolve(self.spec, (schema.get("properties") or {}).get("error") or {})
+
+    def error_codes_of(self, schema):
+        """The codes an error schema allows: the enum on error.code."""
+        err = self.error_object(schema) or {}
+        code = oa.resolve(self.spec, (err.get("properties") or {}).get("code") or {})
+        return set(code["enum"]) if "enum" in code else None
 
     def is_error_schema(self, schema):
-        schema = oa.resolve(self.spec, schema)
-        error = oa.resolve(self.spec, self.spec["components"]["schemas"]["Error"])
-        if schema is error:
-            return True
-        return any(self.is_error_schema(s) for s in schema.get("allOf") or [])
+        """The Error shape, spelled out: {error: {code, message, ...}} with
+        both required, code an enum and message the shared ErrorMessage."""
+        err = self.error_object(schema)
+        if err is None or "allOf" in oa.resolve(self.spec, schema):
+            return False
+        props = err.get("properties") or {}
+        message = oa.resolve(self.spec, props.get("message") or {})
+        return ({"code", "message"} <= set(err.get("required") or []) and
+                self.error_codes_of(schema) is not None and
+                message is oa.resolve(self.spec, self.spec["components"]["schemas"]["ErrorMessage"]))
 
     # ---- the rules ----------------------------------------------------------
 
@@ -133,12 +138,23 @@ class Rules:
                     problems.append("%s %s: path parameter %s is not required" % (method, tmpl, p["name"]))
             if "200" not in (op.get("responses") or {}):
                 problems.append("%s %s has no 200 response" % (method, tmpl))
-        self.rule("operationIds unique, path parameters declared, a 200 everywhere", problems)
+            # picketd answers HEAD wherever it answers GET; say so per path.
+            if method.upper() == "GET":
+                head = item.get("head")
+                if head is None:
+                    problems.append("GET %s has no HEAD operation" % tmpl)
+                elif set(head.get("responses") or {}) != set(op.get("responses") or {}):
+                    problems.append("HEAD %s has other statuses than its GET" % tmpl)
+        self.rule("operationIds unique, path parameters declared, a 200 everywhere, "
+                  "a HEAD beside each GET", problems)
 
     def check_error_codes(self):
         problems = []
         want = set(self.codes) - STORAGE_ONLY_CODES
         enum = set(oa.resolve(self.spec, self.spec["components"]["schemas"]["ErrorCode"])["enum"])
+        held = self.error_object(self.spec["components"]["schemas"]["LockHeldError"]) or {}
+        if not {"retry_after_ms", "owner"} <= set(held.get("required") or []):
+            problems.append("LockHeldError does not require retry_after_ms and owner")
         if enum != want:
             problems.append("ErrorCode enum %s != PICKET_PROTO_ERROR_MAP less %s: missing %s, extra %s"
                             % (sorted(enum), sorted(STORAGE_ONLY_CODES), sorted(want - enum),
@@ -155,6 +171,8 @@ class Rules:
                 codes = self.error_codes_of(schema) or set()
                 used |= codes
                 for code in sorted(codes):
+                    if code not in enum:
+                        problems.append("%s: %s is not in ErrorCode" % (where, code))
                     if code not in self.codes:
                         problems.append("%s: %s is not in PICKET_PROTO_ERROR_MAP" % (where, code))
                     elif str(self.codes[code]) != status:
@@ -173,15 +191,15 @@ class Rules:
         want = [
             ("LockName maxLength", s["LockName"].get("maxLength"), d.get("PICKET_PROTO_NAME_MAX")),
             ("LockName pattern", s["LockName"].get("pattern"),
-             "^[A-Za-z0-9._:-]{1,%s}$" % d.get("PICKET_PROTO_NAME_MAX")),
+             "^(?!\\.{1,2}$)[A-Za-z0-9._:-]{1,%s}$" % d.get("PICKET_PROTO_NAME_MAX")),
             ("Owner maxLength", s["Owner"].get("maxLength"), d.get("PICKET_PROTO_OWNER_MAX")),
             ("LeaseId pattern", s["LeaseId"].get("pattern"),
              "^[0-9a-f]{%s}$" % d.get("PICKET_PROTO_LEASE_LEN")),
-            ("acquire ttl_ms default", acquire["ttl_ms"].get("default"),
+            ("acquire ttl_ms default", acquire["ttl_ms"].get("x-picket-default"),
              d.get("PICKET_PROTO_TTL_DEFAULT_MS")),
             ("acquire ttl_ms maximum", acquire["ttl_ms"].get("maximum"),
              d.get("PICKET_PROTO_MAX_TTL_DEFAULT_MS")),
-            ("renew ttl_ms default", renew["ttl_ms"].get("default"),
+            ("renew ttl_ms default", renew["ttl_ms"].get("x-picket-default"),
              d.get("PICKET_PROTO_TTL_DEFAULT_MS")),
             ("renew ttl_ms maximum", renew["ttl_ms"].get("maximum"),
              d.get("PICKET_PROTO_MAX_TTL_DEFAULT_MS")),
@@ -190,6 +208,12 @@ class Rules:
         ]
         problems = ["%s is %r, picket_proto.h says %r" % (n, got, exp)
                     for n, got, exp in want if exp is None or got != exp]
+        # A `default:` in a request schema makes generators (openapi-typescript)
+        # type the field as required; the server's default is x-picket-default.
+        for name in ("AcquireRequest", "RenewRequest", "ReleaseRequest"):
+            for where, node in self.walk(s[name], "#/components/schemas/%s" % name):
+                if "default" in node:
+                    problems.append("%s has default: (use x-picket-default)" % where)
         self.rule("limits and defaults equal picket_proto.h", problems)
 
     def check_examples(self):
@@ -217,7 +241,7 @@ class Rules:
             for where, node in self.walk(schema, "#/components/schemas/%s" % name):
                 if "$ref" in node:
                     continue
-                for key in ("example", "default"):
+                for key in ("example", "default", "x-picket-default"):
                     if key in node:
                         check("%s/%s" % (where, key), node, node[key])
         self.rule("all %d examples and defaults validate against their schemas" % count, problems)
@@ -262,13 +286,19 @@ MUTATIONS = [
      "error codes equal"),
     ("a fenced-kv code added", lambda s, d: _schemas(s)["ErrorCode"]["enum"].append("stale_fence"),
      "error codes equal"),
-    ("a code under another status", lambda s, d: _schemas(s)["AcquireUnavailableError"]["allOf"][1]
+    ("a code under another status", lambda s, d: _schemas(s)["AcquireUnavailableError"]
      ["properties"]["error"]["properties"]["code"]["enum"].append("lock_held"), "error codes equal"),
+    ("lock_held's owner optional", lambda s, d: _schemas(s)["LockHeldError"]["properties"]["error"]
+     ["required"].remove("owner"), "error codes equal"),
+    ("an error schema as allOf", lambda s, d: _schemas(s).update(StoreError={"allOf": [
+        {"$ref": "#/components/schemas/Error"}]}), "error codes equal"),
     ("a success body as an error", lambda s, d: s["components"]["responses"]["StoreError"]
      ["content"]["application/json"].update(schema={"$ref": "#/components/schemas/Grant"}),
      "error codes equal"),
     ("a default that drifted", lambda s, d: _schemas(s)["AcquireRequest"]["properties"]["ttl_ms"]
-     .update(default=60000), "limits and defaults"),
+     .update({"x-picket-default": 60000}), "limits and defaults"),
+    ("a default: in a request", lambda s, d: _schemas(s)["AcquireRequest"]["properties"]["wait_ms"]
+     .update(default=0), "limits and defaults"),
     ("a limit that drifted in picket_proto.h", lambda s, d: d.update(PICKET_PROTO_OWNER_MAX=64),
      "limits and defaults"),
     ("a wrong example", lambda s, d: s["paths"]["/v1/locks/{name}/acquire"]["post"]["responses"]
@@ -281,6 +311,7 @@ MUTATIONS = [
         operationId="getReadiness"), "operationIds unique"),
     ("an undeclared path parameter", lambda s, d: s["paths"]["/v1/locks/{name}"].pop("parameters"),
      "operationIds unique"),
+    ("a GET without HEAD", lambda s, d: s["paths"]["/healthz"].pop("head"), "a HEAD beside"),
     ("a dangling $ref", lambda s, d: s["paths"]["/readyz"]["get"]["responses"].update(
         {"503": {"$ref": "#/components/responses/Nope"}}), "every $ref resolves"),
     ("a header no test can see", lambda s, d: s["components"]["responses"]["LockHeld"]["headers"]

@@ -129,11 +129,10 @@ def operations(spec):
                 yield tmpl, method.upper(), item, item[method]
 
 
-def template_regex(tmpl, loose=False):
-    """A regex for a path template: each {param} is one non-empty segment,
-    or with `loose` any text at all, slashes and nothing included."""
+def template_regex(tmpl):
+    """A regex for a path template: each {param} is one non-empty segment."""
     parts = re.split(r"(\{[^}/]+\})", tmpl)
-    param = ".*" if loose else "[^/]+"
+    param = "[^/]+"
     rx = "".join(param if p.startswith("{") else re.escape(p) for p in parts)
     return re.compile("^" + rx + "$")
 

@@ -40,6 +40,7 @@ def err(code, message="m", **more):
 
 GRANT = {"lock": "inv", "lease": LEASE, "fence": 7, "ttl_ms": 30000, "owner": None}
 HELD = err("lock_held", retry_after_ms=1500, owner="w1")
+PROM = "text/plain; version=0.0.4; charset=utf-8"
 METRICS = ("# HELP picket_requests_total Requests.\n# TYPE picket_requests_total counter\n"
            'picket_requests_total{endpoint="acquire",result="ok"} 3\n'
            'picket_request_duration_seconds_bucket{le="+Inf"} 3\npicket_redis_up 1\n')
@@ -64,16 +65,18 @@ def good_log(spec_text):
         ex("DELETE", "/v1/locks/inv", 405, err("method_not_allowed"), allow="GET, HEAD"),
         ex("GET", "/v2/nothing", 404, err("not_found")),
         ex("GET", "/v1/locks/inv/acquire/extra", 404, err("not_found")),
-        # A slash in a name, or no name: an unknown path or a bad name.
-        ex("POST", "/v1/locks/a/b/acquire", 400, err("invalid_argument", "name")),
-        ex("POST", "/v1/locks//acquire", 400, err("invalid_argument", "name")),
+        # A slash in a name, or no name: not the acquire template, so 404.
+        ex("POST", "/v1/locks/a/b/acquire", 404, err("not_found")),
+        ex("POST", "/v1/locks//acquire", 404, err("not_found")),
+        ex("POST", "/v1/locks/billing.nightly%3Aeu-west-1/acquire", 200, GRANT),
         ex("GET", "/v1/locks/", 404, err("not_found")),
         ex("HEAD", "/healthz", 200, ""),
         ex("HEAD", "/v1/locks/inv/renew", 405, "", allow="POST"),
         ex("GET", "/healthz", 200, {"status": "ok"}),
         ex("GET", "/readyz", 200, {"status": "ready", "replicas": 0}),
         ex("GET", "/readyz", 503, err("store_unavailable")),
-        ex("GET", "/metrics", 200, METRICS, ctype="text/plain; version=0.0.4; charset=utf-8"),
+        ex("GET", "/metrics", 200, METRICS, ctype=PROM),
+        ex("HEAD", "/v1/locks/inv", 200, ""),
         ex("GET", "/v1/openapi.yaml", 200, spec_text, ctype="application/yaml"),
         # fenced-kv replies share the harness but not the spec: skipped.
         ex("PUT", "/kv/k1", 409, err("stale_fence", highest=9)),
@@ -114,15 +117,20 @@ BAD = [
     ("unlisted method answered", ex("PUT", "/v1/locks/inv", 200, {}), "must be 405"),
     ("wrong method read as a bad name", ex("GET", "/v1/locks/inv/acquire", 400,
                                            err("invalid_argument")), "must be 405"),
+    ("a slash in a name read as a bad name", ex("POST", "/v1/locks/a/b/acquire", 400,
+                                                err("invalid_argument", "name")), "must be 404"),
     ("HEAD with a body", ex("HEAD", "/v1/locks/inv", 200, '{"lock":"inv"}'), "must have no body"),
     ("wrong Content-Type", ex("GET", "/healthz", 200, {"status": "ok"}, ctype="text/html"),
      "Content-Type"),
     ("body not JSON", ex("GET", "/healthz", 200, "ok\n"), "not JSON"),
     ("duplicate key", ex("GET", "/healthz", 200, '{"status":"ok","status":"ok"}'), "duplicate"),
-    ("metrics not Prometheus", ex("GET", "/metrics", 200, "picket_up one\n", ctype="text/plain"),
+    ("metrics not Prometheus", ex("GET", "/metrics", 200, "picket_up one\n", ctype=PROM),
      "not a sample"),
-    ("metric not picket_*", ex("GET", "/metrics", 200, "go_threads 5\n", ctype="text/plain"),
-     "picket_"),
+    ("metric not picket_*", ex("GET", "/metrics", 200, "go_threads 5\n", ctype=PROM), "picket_"),
+    ("metrics without the format version", ex("GET", "/metrics", 200, METRICS,
+                                               ctype="text/plain"), "Content-Type"),
+    ("HEAD with the GET's Content-Type wrong", ex("HEAD", "/v1/locks/inv", 200, "",
+                                                  ctype="text/html"), "Content-Type"),
     ("a different spec served", ex("GET", "/v1/openapi.yaml", 200, "openapi: 3.0.3\n",
                                    ctype="application/yaml"), "differs"),
 ]

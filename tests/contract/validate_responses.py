@@ -10,7 +10,9 @@ retry_after, allow. For each exchange this finds the operation (path template
   * the status is documented for that operation; a path the spec does not
     list must be 404 and a method the path does not list must be 405 (the
     spec's x-picket-fallback responses);
-  * Content-Type is one of the response's media types (parameters ignored);
+  * Content-Type is one of the response's media types (exactly, where the
+    spec gives parameters; else parameters ignored); a HEAD reply has no
+    body and the Content-Type and headers of the GET with that status;
   * a JSON body (no duplicate keys) validates against the response schema,
     $refs resolved and OpenAPI 3.0 `nullable` honoured;
   * the documented headers the harness records are present and valid:
@@ -59,7 +61,6 @@ class Checker:
             self.spec_bytes = f.read()
         templates = list(self.spec.get("paths") or {})
         self.paths = [(oa.template_regex(t), t) for t in templates]
-        self.loose_paths = [(oa.template_regex(t, loose=True), t) for t in templates]
         self.fallback = self.spec.get("x-picket-fallback") or {}
         self.covered = {}  # (METHOD, template) -> set of statuses seen
         self.validators = {}
@@ -67,22 +68,18 @@ class Checker:
     # ---- mapping an exchange to the spec ------------------------------
 
     def readings(self, path):
-        """The templates a path may be read as, best first; None: unknown path.
+        """The templates a path may be read as; [None]: an unknown path.
 
-        A path that fits a template with one segment per parameter is read
-        only that way. One that fits none is ambiguous: "/v1/locks/a/b/acquire"
-        is an unknown path (404) or an acquire of the invalid name "a/b"
-        (400), and "/v1/locks//acquire" one of the empty name; picketd may
-        answer either way, so both readings are tried.
+        Each {param} is one non-empty segment, as the spec's templates say
+        and as picketd routes: "/v1/locks/a/b/acquire" and
+        "/v1/locks//acquire" are unknown paths (404), not acquires of a bad
+        name.
         """
-        strict = [t for rx, t in self.paths if rx.match(path)]
-        if strict:
-            return strict
-        return [t for rx, t in self.loose_paths if rx.match(path)] + [None]
+        return [t for rx, t in self.paths if rx.match(path)] or [None]
 
     def check(self, ex):
         """Returns a list of problems with one exchange ([] if it conforms)."""
-        path = ex["path"].split("?", 1)[0]  # picketd never decodes the path
+        path = ex["path"].split("?", 1)[0]  # as sent: templates match raw segments
         first = None
         for tmpl in self.readings(path):
             problems, key = self.check_reading(ex, path, tmpl)
@@ -107,9 +104,7 @@ class Checker:
         item = self.spec["paths"][tmpl]
         documented = [m.upper() for m in oa.HTTP_METHODS if m in item]
         op = item.get(method.lower())
-        head = False
-        if op is None and method == "HEAD" and "GET" in documented and status != 405:
-            op, head = item["get"], True  # HEAD is GET without the body
+        head = method == "HEAD"
         if op is None:
             if status != 405:
                 return ["%s %s: the spec lists only %s here, so the reply must be 405, not %d"
@@ -125,15 +120,26 @@ class Checker:
         if resp is None:
             return ["%s %s: status %d is not documented (documented: %s)"
                     % (method, tmpl, status, ", ".join(sorted(responses)))], None
+        if head and "get" in item:
+            # HEAD is the GET without the body: its Content-Type and headers
+            # are the GET's, for the same status.
+            get_resps = item["get"].get("responses") or {}
+            resp = get_resps.get(str(status)) or resp
+            op = item["get"]
         resp = oa.resolve(self.spec, resp)
-        return self.check_response(ex, resp, op, head), (method if not head else "GET", tmpl)
+        return self.check_response(ex, resp, op, head), (method, tmpl)
 
     # ---- one response ------------------------------------------------
 
     def check_response(self, ex, resp, op, head):
         problems = []
         content = resp.get("content") or {}
-        ctype = (ex.get("content_type") or "").split(";", 1)[0].strip().lower()
+        # A media type declared with parameters must be sent exactly so;
+        # one declared without them matches whatever parameters come along.
+        sent = (ex.get("content_type") or "").strip().lower()
+        ctype = next((k for k in content if ";" in k and
+                      re.sub(r"\s*;\s*", ";", k.lower()) == re.sub(r"\s*;\s*", ";", sent)),
+                     sent.split(";", 1)[0].strip())
         body = ex.get("body") or ""
         where = "%s %s -> %d" % (ex["method"], ex["path"], ex["status"])
         parsed = None

@@ -27,7 +27,7 @@ typedef struct {
   int64_t fence;
   int has_grant;
   char lease[PICKET_PROTO_LEASE_LEN + 1];
-  char owner[PICKET_PROTO_OWNER_MAX + 1];
+  char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
   int64_t expires_ms;
 } stub_lock;
 
@@ -39,7 +39,7 @@ static stub_when when;
 static int calls;
 static int last_created;
 static int preheld;
-static char preheld_owner[PICKET_PROTO_OWNER_MAX + 1];
+static char preheld_owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
 static int64_t preheld_ttl_ms;
 
 void stub_reset(void) {
@@ -61,10 +61,10 @@ void stub_request_begin(stub_fault f, stub_when w) {
 void stub_preheld(const char *owner, size_t len, int64_t ttl_ms) {
   preheld = 1;
   preheld_ttl_ms = ttl_ms;
-  /* store_redis.c copy_owner: a string of up to OWNER_MAX bytes is taken
+  /* store_redis.c copy_owner: a string of up to OWNER_BYTES_MAX bytes is taken
    * as it is (an embedded NUL ends it), a longer one is dropped. */
   preheld_owner[0] = '\0';
-  if (len <= PICKET_PROTO_OWNER_MAX) {
+  if (len <= PICKET_PROTO_OWNER_BYTES_MAX) {
     memcpy(preheld_owner, owner, len);
     preheld_owner[len] = '\0';
   }

@@ -210,8 +210,17 @@ START_TEST(bad_input_is_rejected_and_changes_nothing) {
       {"POST", "/v1/locks/ba%2Fd/acquire", "{}", 400, "invalid_argument"},
       {"POST", "/v1/locks/ba%00d/acquire", "{}", 400, "invalid_argument"},
       {"POST", "/v1/locks/b%20ad/acquire", "{}", 400, "invalid_argument"},
-      {"POST", "/v1/locks/b/ad/acquire", "{}", 400, "invalid_argument"},
-      {"POST", "/v1/locks//acquire", "{}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/b/ad/acquire", "{}", 404, "not_found"}, /* no template has it */
+      {"POST", "/v1/locks//acquire", "{}", 404, "not_found"},
+      {"POST", "/v1/locks/a%/acquire", "{}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/a%3/acquire", "{}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/a%zz/acquire", "{}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/a%253Ab/acquire", "{}", 400, "invalid_argument"}, /* decoded once: "a%3Ab" */
+      {"POST", "/v1/locks/a%7Fb/acquire", "{}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/./acquire", "{}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/../acquire", "{}", 400, "invalid_argument"},
+      {"POST", "/v1/locks/%2E%2e/acquire", "{}", 400, "invalid_argument"},
+      {"GET", "/v1/locks/.", NULL, 400, "invalid_argument"},
       {"POST", long_name, "{}", 400, "invalid_argument"},
       {"GET", "/v1/locks/ba*d", NULL, 400, "invalid_argument"},
       {"POST", "/v1/locks/bad/frobnicate", "{}", 404, "not_found"},
@@ -264,6 +273,63 @@ START_TEST(edge_values_accepted) {
   harness_resp_free(&r);
   call("GET", "/v1/locks/owner-empty", NULL, &r);
   ck_assert(json_is_null(json_object_get(r.json, "owner")));
+  harness_resp_free(&r);
+}
+END_TEST
+
+/* What generated clients send: a path parameter percent-encoded (RFC 6570),
+ * so the spec's own example name arrives with ':' as "%3A". It is the same
+ * lock as the literal name, decoded exactly once. */
+START_TEST(percent_encoded_names_are_the_same_lock) {
+  char lease[33];
+  int64_t fence = acquire_ok("billing.nightly%3Aeu-west-1", "{\"ttl_ms\":5000}", lease);
+  harness_resp r;
+  call("GET", "/v1/locks/billing.nightly:eu-west-1", NULL, &r);
+  ck_assert_msg(r.status == 200 && json_is_true(json_object_get(r.json, "held")), "%s", r.body);
+  ck_assert_str_eq(harness_json_str(r.json, "lock"), "billing.nightly:eu-west-1");
+  ck_assert_int_eq(harness_json_int(r.json, "fence"), fence);
+  harness_resp_free(&r);
+  /* lower-case hex, and letters encoded that need not be */
+  call("POST", "/v1/locks/billing.nightly%3aeu-west-1/acquire", "{}", &r);
+  expect_error(&r, 409, "lock_held");
+  harness_resp_free(&r);
+  char body[80];
+  snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lease);
+  call("POST", "/v1/locks/%62illing.nightly:eu-west-1/renew", body, &r);
+  ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+  ck_assert_str_eq(harness_json_str(r.json, "lock"), "billing.nightly:eu-west-1");
+  harness_resp_free(&r);
+  call("POST", "/v1/locks/billing.nightly:eu-west-1/release", body, &r);
+  ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+  harness_resp_free(&r);
+  /* one lock in Redis, under the decoded name */
+  redisReply *x = harness_redis_cmd(R, "EXISTS picket:{billing.nightly:eu-west-1}:fence");
+  ck_assert_int_eq(x->integer, 1);
+  freeReplyObject(x);
+  /* "..." is no dot-segment: a name like any other */
+  acquire_ok("...", "{}", NULL);
+}
+END_TEST
+
+/* owner's maxLength counts characters, as JSON Schema does: 128 of them is
+ * fine however many bytes they take, 129 is not. */
+START_TEST(owner_limit_counts_characters) {
+  char body[1024] = "{\"owner\":\"";
+  for (int i = 0; i < 128; i++) strcat(body, "\xf0\x9f\x94\x92"); /* U+1F512, 4 bytes */
+  strcat(body, "\"}");
+  acquire_ok("owner-wide", body, NULL);
+  harness_resp r;
+  call("GET", "/v1/locks/owner-wide", NULL, &r);
+  ck_assert_int_eq(strlen(harness_json_str(r.json, "owner")), 512);
+  harness_resp_free(&r);
+  call("POST", "/v1/locks/owner-wide/acquire", "{}", &r);
+  expect_error(&r, 409, "lock_held");
+  ck_assert_int_eq(strlen(harness_json_str(json_object_get(r.json, "error"), "owner")), 512);
+  harness_resp_free(&r);
+  body[strlen(body) - 2] = '\0';
+  strcat(body, "x\"}");
+  call("POST", "/v1/locks/owner-wide2/acquire", body, &r);
+  expect_error(&r, 400, "invalid_argument");
   harness_resp_free(&r);
 }
 END_TEST
@@ -380,6 +446,8 @@ int main(void) {
   tcase_add_test(tc, idempotent_reacquire_with_client_lease);
   tcase_add_test(tc, get_never_shows_lease);
   tcase_add_test(tc, edge_values_accepted);
+  tcase_add_test(tc, percent_encoded_names_are_the_same_lock);
+  tcase_add_test(tc, owner_limit_counts_characters);
   tcase_add_test(tc, wrong_type_keys_are_502);
   tcase_add_test(tc, service_endpoints);
   tcase_add_test(tc, nul_in_target_is_400_never_another_lock);

@@ -15,11 +15,53 @@ START_TEST(names) {
   ck_assert(V(picket_proto_name_valid, "inventory-sync"));
   ck_assert(V(picket_proto_name_valid, "A.b_c:d-9"));
   ck_assert(V(picket_proto_name_valid, n200));
-  const char *bad[] = {"", "a b", "a{b", "a}b", "a/b", "a%2Fb", "é", "a\tb", "a*"};
+  ck_assert(V(picket_proto_name_valid, "..."));
+  ck_assert(V(picket_proto_name_valid, ".a"));
+  const char *bad[] = {"", "a b", "a{b", "a}b", "a/b", "a%2Fb", "é", "a\tb", "a*", ".", ".."};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     ck_assert_msg(!V(picket_proto_name_valid, bad[i]), "'%s' accepted", bad[i]);
   ck_assert(!V(picket_proto_name_valid, n201));
   ck_assert(!picket_proto_name_valid("a\0b", 3));
+}
+END_TEST
+
+START_TEST(names_from_paths) {
+  char out[PICKET_PROTO_NAME_MAX + 1];
+  const struct {
+    const char *seg, *name; /* name NULL: refused */
+  } cases[] = {
+      {"inventory-sync", "inventory-sync"},
+      {"billing.nightly%3Aeu-west-1", "billing.nightly:eu-west-1"},
+      {"a%3ab", "a:b"},
+      {"%41%2D%5f", "A-_"},
+      {"...", "..."},
+      {"a%2Fb", NULL}, /* a decoded slash is a bad name, not a path */
+      {"a%00b", NULL},
+      {"a%253Ab", NULL}, /* decoded once: "a%3Ab" has a '%' */
+      {"a%", NULL},
+      {"a%3", NULL},
+      {"a%g1", NULL},
+      {"a%1g", NULL},
+      {"%2E", NULL},
+      {"%2e.", NULL},
+      {"a b", NULL},
+      {"", NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int len = picket_proto_name_from_path(cases[i].seg, strlen(cases[i].seg), out);
+    if (cases[i].name == NULL) {
+      ck_assert_msg(len < 0, "'%s' accepted as '%s'", cases[i].seg, out);
+    } else {
+      ck_assert_msg(len == (int)strlen(cases[i].name) && strcmp(out, cases[i].name) == 0,
+                    "'%s' -> %d '%s'", cases[i].seg, len, len >= 0 ? out : "");
+    }
+  }
+  /* 200 bytes after decoding is the limit, however long the segment */
+  char seg[3 * 201 + 1] = "";
+  for (int i = 0; i < 200; i++) strcat(seg, "%41");
+  ck_assert_int_eq(picket_proto_name_from_path(seg, strlen(seg), out), 200);
+  strcat(seg, "A");
+  ck_assert_int_eq(picket_proto_name_from_path(seg, strlen(seg), out), -1);
 }
 END_TEST
 
@@ -49,6 +91,12 @@ START_TEST(owners) {
   ck_assert(!V(picket_proto_owner_valid, o129));
   o129[128] = '\0';
   ck_assert(V(picket_proto_owner_valid, o129));
+  /* the limit counts characters, as JSON Schema's maxLength does */
+  char wide[4 * 129 + 1] = "";
+  for (int i = 0; i < 128; i++) strcat(wide, "\xf0\x9f\x94\x92");
+  ck_assert(V(picket_proto_owner_valid, wide));
+  strcat(wide, "\xc3\xa9");
+  ck_assert(!V(picket_proto_owner_valid, wide));
 }
 END_TEST
 
@@ -86,6 +134,7 @@ int main(void) {
   Suite *s = suite_create("proto");
   TCase *tc = tcase_create("proto");
   tcase_add_test(tc, names);
+  tcase_add_test(tc, names_from_paths);
   tcase_add_test(tc, leases);
   tcase_add_test(tc, owners);
   tcase_add_test(tc, fences);

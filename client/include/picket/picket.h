@@ -46,7 +46,8 @@ extern "C" {
 
 #define PICKET_VERSION "0.1.0"
 #define PICKET_NAME_MAX 200  /* lock names: 1..200 bytes of [A-Za-z0-9._:-] */
-#define PICKET_OWNER_MAX 128 /* owner: 0..128 bytes of UTF-8 */
+#define PICKET_OWNER_MAX 128 /* owner: 0..128 characters (code points) of UTF-8 */
+#define PICKET_OWNER_BYTES_MAX 512 /* ... which is at most 512 bytes */
 #define PICKET_LEASE_ID_LEN 32 /* lease ids: 32 lowercase hex digits */
 #define PICKET_DEFAULT_SERVER "http://127.0.0.1:7070"
 
@@ -185,7 +186,7 @@ typedef struct picket_lock_info {
   int64_t fence;                    /* the last fence issued; 0 if never */
   int64_t ttl_ms;                   /* remaining TTL of the live lease, else 0 */
   int has_owner;                    /* 1 when owner is set */
-  char owner[PICKET_OWNER_MAX + 1]; /* the holder's owner, "" if none */
+  char owner[PICKET_OWNER_BYTES_MAX + 1]; /* the holder's owner, "" if none */
 } picket_lock_info;
 
 /* Fills *info about lock `name`. Returns 0 or a PICKET_E* code. */
