@@ -15,6 +15,19 @@
 #                                $PICKET_CONTRACT_LOG, against the spec; the
 #                                cleanup of the "contract" fixture, so ctest
 #                                runs it after every test that logs
+#   contract_exchanges_thirdparty
+#                                the same log checked by a third-party
+#                                validator (npm openapi-backend, pinned in
+#                                npm/package-lock.json): requests too, and a
+#                                request the spec allows must not get 400;
+#                                also a cleanup of the "contract" fixture
+#   contract_exchanges_selftest  npm/validate_exchanges.mjs on hand-made
+#                                logs built from the spec's examples: passes
+#                                a good one, fails each defect
+#   contract_generated_client    a TypeScript client generated from the
+#                                served spec, compiled strictly with the
+#                                README's bodies, drives every operation and
+#                                error code against real picketd processes
 #
 # Included from tests/CMakeLists.txt, so CMAKE_CURRENT_SOURCE_DIR is tests/.
 # Debian's python3 first: python3-jsonschema and python3-yaml are Debian
@@ -42,11 +55,35 @@ picket_shell_test(contract_examples_probe ${CMAKE_CURRENT_LIST_DIR}/examples_pro
 set_property(TEST contract_examples_probe APPEND PROPERTY ENVIRONMENT
              "PICKET_PYTHON3=${PICKET_PYTHON3}")
 
-# Exit 77 (skipped) only while picketd is not built; a missing or empty log
-# otherwise fails, so a harness that stopped logging cannot pass unseen.
-add_test(NAME contract_responses
-         COMMAND ${PICKET_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/validate_responses.py
-                 --spec ${PICKET_OPENAPI} --log ${PICKET_CONTRACT_LOG}
-                 --require ${CMAKE_BINARY_DIR}/bin/picketd)
-set_tests_properties(contract_responses PROPERTIES LABELS contract TIMEOUT 120
-                     FIXTURES_CLEANUP contract SKIP_RETURN_CODE 77)
+# picket_log_check(NAME INTERPRETER SCRIPT): a check of the whole exchange
+# log, run as a cleanup of the "contract" fixture (after every test that
+# logs). Exit 77 (skipped) only while picketd is not built; a missing or
+# empty log otherwise fails, so a harness that stopped logging cannot pass
+# unseen.
+function(picket_log_check name interpreter script)
+  add_test(NAME ${name}
+           COMMAND ${interpreter} ${script} --spec ${PICKET_OPENAPI} --log ${PICKET_CONTRACT_LOG}
+                   --require ${CMAKE_BINARY_DIR}/bin/picketd)
+  set_tests_properties(${name} PROPERTIES LABELS contract TIMEOUT 120
+                       FIXTURES_CLEANUP contract SKIP_RETURN_CODE 77)
+endfunction()
+picket_log_check(contract_responses ${PICKET_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/validate_responses.py)
+
+# The third-party check of the same log (tests/contract/npm, installed by
+# scripts/deps with npm ci). Node from the machine or Debian (scripts/deps);
+# the pinned packages support Node 18 and 20.
+find_program(PICKET_NODE NAMES node nodejs HINTS /usr/bin REQUIRED)
+set(PICKET_NPM_DIR ${CMAKE_CURRENT_LIST_DIR}/npm)
+picket_log_check(contract_exchanges_thirdparty ${PICKET_NODE} ${PICKET_NPM_DIR}/validate_exchanges.mjs)
+add_test(NAME contract_exchanges_selftest
+         COMMAND ${PICKET_NODE} ${PICKET_NPM_DIR}/validate_exchanges_selftest.mjs ${PICKET_OPENAPI})
+set_tests_properties(contract_exchanges_selftest PROPERTIES LABELS contract TIMEOUT 120)
+
+# A TypeScript client generated from the served spec (openapi-typescript +
+# openapi-fetch, compiled by tsc at its strictest) drives every operation
+# and error code against real picketd processes; its exchanges are logged,
+# so both validators above check them too.
+picket_shell_test(contract_generated_client ${CMAKE_CURRENT_LIST_DIR}/generated_client.sh
+                  LABELS contract TIMEOUT 180)
+set_property(TEST contract_generated_client APPEND PROPERTY ENVIRONMENT
+             "PICKET_PYTHON3=${PICKET_PYTHON3}")

@@ -36,10 +36,15 @@ def http(base, method, path, body=None):
     text = raw.decode("utf-8")
     log = os.environ.get("PICKET_CONTRACT_LOG")
     if log:
+        # The request as sent, too: urllib adds its own Content-Type
+        # (application/x-www-form-urlencoded) to a request with data, so it
+        # is read back from the request rather than assumed.
         line = json.dumps({"method": method, "path": path, "status": status,
                            "content_type": headers.get("Content-Type", ""), "body": text,
                            "retry_after": headers.get("Retry-After", ""),
-                           "allow": headers.get("Allow", "")})
+                           "allow": headers.get("Allow", ""),
+                           "request_body": "" if data is None else data.decode("utf-8"),
+                           "request_content_type": req.get_header("Content-type", "")})
         with open(log, "a", encoding="utf-8") as f:
             f.write(line + "\n")
     try:

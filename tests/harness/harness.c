@@ -421,13 +421,59 @@ static size_t on_header(char *data, size_t size, size_t n, void *ud) {
   return len;
 }
 
-static void contract_log(const char *method, const char *path, const harness_resp *r) {
+/* The Content-Type the request really carried, for the contract log: the
+ * caller's own header if it passed one (the first, as libcurl uses it; an
+ * empty value, "Content-Type:" or "Content-Type;", sends none or an empty
+ * one), else libcurl's default for CURLOPT_POSTFIELDS when a body is sent,
+ * else none. A validator that assumed application/json would judge requests
+ * picketd never saw. */
+static void request_content_type(const char *method, const char *body,
+                                 const char *const *headers, char *out, size_t cap) {
+  static const char name[] = "Content-Type";
+  out[0] = '\0';
+  for (int i = 0; headers && headers[i]; i++) {
+    const char *h = headers[i];
+    size_t nl = sizeof name - 1;
+    if (strncasecmp(h, name, nl) != 0 || (h[nl] != ':' && h[nl] != ';')) continue;
+    if (h[nl] == ':') header_value(h, strlen(h), name, out, cap);
+    return;
+  }
+  /* HEAD uses CURLOPT_NOBODY: libcurl then sends no body and no type. */
+  if (body != NULL && strcmp(method, "HEAD") != 0)
+    snprintf(out, cap, "%s", "application/x-www-form-urlencoded");
+}
+
+/* One JSON line per exchange: the request (method, path as sent, body as
+ * sent, its Content-Type) and the reply (status, Content-Type, body and the
+ * headers the spec documents). The request half lets a validator ask
+ * whether the spec allows the request, and so whether a 400 was due. */
+static void contract_log(const char *method, const char *path, const char *body,
+                         const char *const *headers, const harness_resp *r) {
   const char *file = getenv("PICKET_CONTRACT_LOG");
   if (file == NULL || *file == '\0' || r->status == 0) return;
-  json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:s%, s:s, s:s}", "method", method, "path", path,
-                        "status", (json_int_t)r->status, "content_type", r->content_type, "body",
-                        r->body ? r->body : "", r->body ? r->body_len : (size_t)0, "retry_after",
-                        r->retry_after, "allow", r->allow);
+  char req_type[128];
+  request_content_type(method, body, headers, req_type, sizeof req_type);
+  /* HEAD sends no body (CURLOPT_NOBODY), so none is logged. */
+  if (body == NULL || strcmp(method, "HEAD") == 0) body = "";
+  /* A body that is not UTF-8 cannot be a JSON string: it is logged as hex
+   * under request_body_hex (request_body null) rather than losing the
+   * whole line, so the reply is still checked. */
+  size_t body_len = strlen(body);
+  json_t *req_body = json_stringn(body, body_len);
+  char *hex = NULL;
+  if (req_body == NULL) {
+    req_body = json_null();
+    hex = malloc(2 * body_len + 1);
+    for (size_t i = 0; hex != NULL && i < body_len; i++)
+      snprintf(hex + 2 * i, 3, "%02x", (unsigned char)body[i]);
+  }
+  json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:s%, s:s, s:s, s:o, s:s}", "method", method, "path",
+                        path, "status", (json_int_t)r->status, "content_type", r->content_type,
+                        "body", r->body ? r->body : "", r->body ? r->body_len : (size_t)0,
+                        "retry_after", r->retry_after, "allow", r->allow, "request_body", req_body,
+                        "request_content_type", req_type);
+  if (j != NULL && hex != NULL) json_object_set_new(j, "request_body_hex", json_string(hex));
+  free(hex);
   if (j == NULL) return;
   char *line = json_dumps(j, JSON_COMPACT);
   json_decref(j);
@@ -479,7 +525,7 @@ int harness_http_h(const char *base, const char *method, const char *path, const
   resp->body_len = m.len;
   if (rc != CURLE_OK) return -1;
   resp->json = json_loadb(resp->body, resp->body_len, 0, NULL);
-  contract_log(method, path, resp);
+  contract_log(method, path, body, headers, resp);
   return 0;
 }
 
