@@ -29,13 +29,9 @@ h_start_picketd --min-replicas 1 --replica-timeout-ms 200
 replicas_url=$PICKETD_URL
 h_start_picketd
 stop_url=$PICKETD_URL stop_pid=$PICKETD_PID
-# Redis URL of a socket nobody listens on: every call is store_unavailable.
-"$PICKET_BIN_DIR/picketd" --listen 127.0.0.1:0 --port-file "$H_DIR/noredis.port" \
-  --redis "unix://$H_DIR/nothing.sock" --redis-timeout-ms 200 >> "$H_DIR/noredis.log" 2>&1 &
-H_PIDS="$H_PIDS $!"
-for _ in $(seq 1 500); do [ -s "$H_DIR/noredis.port" ] && break; sleep 0.02; done
-[ -s "$H_DIR/noredis.port" ] || h_fail "picketd without Redis did not start"
-noredis_url=http://127.0.0.1:$(cat "$H_DIR/noredis.port")
+# A Redis socket nobody listens on: every call is store_unavailable.
+REDIS_URL=unix://$H_DIR/nothing.sock h_start_picketd --redis-timeout-ms 200
+noredis_url=$PICKETD_URL
 
 work=$H_DIR/ts
 mkdir -p "$work"

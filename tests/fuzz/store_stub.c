@@ -61,8 +61,8 @@ void stub_request_begin(stub_fault f, stub_when w) {
 void stub_preheld(const char *owner, size_t len, int64_t ttl_ms) {
   preheld = 1;
   preheld_ttl_ms = ttl_ms;
-  /* store_redis.c copy_owner: a string of up to OWNER_BYTES_MAX bytes is taken
-   * as it is (an embedded NUL ends it), a longer one is dropped. */
+  /* store_redis.c copy_owner: a string of up to OWNER_BYTES_MAX bytes is
+   * taken as it is (an embedded NUL ends it), a longer one is dropped. */
   preheld_owner[0] = '\0';
   if (len <= PICKET_PROTO_OWNER_BYTES_MAX) {
     memcpy(preheld_owner, owner, len);

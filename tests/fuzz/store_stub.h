@@ -44,9 +44,9 @@ void stub_request_begin(stub_fault fault, stub_when when);
 /* The next call that names a lock finds it held by a foreign lease (32
  * 'f's) whose owner is the `len` bytes at `owner` (any bytes: Redis keeps
  * whatever was written, and store_redis.c copies up to
- * PICKET_PROTO_OWNER_BYTES_MAX of them), for `ttl_ms` more, or with no expiry at
- * all when ttl_ms < 0 (a key someone PERSISTed: PTTL answers -1), unless a
- * lease already holds it. */
+ * PICKET_PROTO_OWNER_BYTES_MAX of them), for `ttl_ms` more, or with no
+ * expiry at all when ttl_ms < 0 (a key someone PERSISTed: PTTL answers -1),
+ * unless a lease already holds it. */
 void stub_preheld(const char *owner, size_t len, int64_t ttl_ms);
 /* Moves the virtual clock forward (holders expire). */
 void stub_advance_ms(int64_t ms);
