@@ -442,9 +442,20 @@ static void reply_text(api_response *resp, const char *type, char *body, size_t 
 
 static api_result handle_ready(api_response *resp) {
   store_result r = {0};
-  store_status st = store_ready(&r);
+  store_topology topo = {0};
+  store_status st = store_ready(&r, &topo);
   if (st != STORE_OK) return store_failure(resp, st, &r);
-  reply_json(resp, 200, json_pack("{s:s, s:i}", "status", "ready", "replicas", r.replicas));
+  json_t *body = json_pack("{s:s, s:i, s:s}", "status", "ready", "replicas", r.replicas,
+                           "primary", topo.primary);
+  if (body && topo.sentinel >= 0) {
+    /* Still ready without Sentinel: the primary it last named serves, but
+     * a failover would go unnoticed until a sentinel answers again. */
+    json_t *sen = topo.sentinel ? json_pack("{s:b}", "reachable", 1)
+                                : json_pack("{s:b, s:s}", "reachable", 0, "message",
+                                            topo.sentinel_msg);
+    json_object_set_new(body, "sentinel", sen);
+  }
+  reply_json(resp, 200, body);
   return API_DONE;
 }
 

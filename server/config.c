@@ -48,7 +48,17 @@ static const config_option options[] = {
     {"redis", STR(redis_url), "redis://127.0.0.1:6379", NULL,
      "Redis URL: redis://[user:pass@]host:port[/db] or unix:///path/redis.sock"},
     {"redis-password-file", STR(redis_password_file), "", NULL,
-     "file whose first line is the Redis password (overrides one in the URL)"},
+     "file whose first line is the Redis password (overrides one in the URL); with --sentinel, "
+     "the data nodes' password"},
+    {"sentinel", STR(sentinel_list), "", NULL,
+     "HOST:PORT[,HOST:PORT...] of Redis Sentinels: find the primary through them and follow it "
+     "through failovers (instead of --redis; needs --sentinel-master)"},
+    {"sentinel-master", STR(sentinel_master), "", NULL,
+     "the master name the sentinels monitor (sentinel monitor NAME ...)"},
+    {"sentinel-password-file", STR(sentinel_password_file), "", NULL,
+     "file whose first line is the sentinels' password (requirepass of sentinel.conf)"},
+    {"redis-db", INT(redis_db, 0, 1000000), "0", NULL,
+     "with --sentinel, the database number on the data nodes (with --redis, it is in the URL)"},
     {"redis-timeout-ms", INT(redis_timeout_ms, 10, 60000), "1000", NULL,
      "connect and command timeout for Redis; past it a request gets 503"},
     {"key-prefix", STR(key_prefix), PICKET_PROTO_KEY_PREFIX_DEFAULT, NULL,
@@ -77,7 +87,8 @@ static const config_option options[] = {
     {"allow-eviction", BOOL(allow_eviction), "false", NULL,
      "start even if Redis maxmemory-policy is allkeys-* (can evict fence counters)"},
     {"min-replicas", INT(min_replicas, 0, 64), "0", NULL,
-     "after each grant and renewal, WAIT for this many replicas; fewer is 503 not_replicated"},
+     "after each grant and renewal, WAIT for this many replicas; fewer is 503 not_replicated. "
+     "Default 1 with --sentinel, so the replica Sentinel promotes has every grant"},
     {"replica-timeout-ms", INT(replica_timeout_ms, 1, 60000), "500", NULL,
      "how long WAIT may take for --min-replicas"},
     {"fence-floor", ENUM(fence_floor), "clock", floor_choices,
@@ -151,6 +162,10 @@ static const config_option *find_option(const char *name, size_t len) {
     if (strlen(options[i].name) == len && strncmp(options[i].name, name, len) == 0)
       return &options[i];
   return NULL;
+}
+
+static size_t option_index(const char *name) {
+  return (size_t)(find_option(name, strlen(name)) - options);
 }
 
 /* PICKET_MAX_TTL_MS for max-ttl-ms. */
@@ -240,22 +255,87 @@ int config_parse_redis_url(const char *url, redis_target *t, char *err, size_t e
   return 0;
 }
 
-static int read_password_file(const char *path, char *out, size_t cap, char *err, size_t errlen) {
+/* Reads the first line of the file named by --`flag` into out. */
+static int read_password_file(const char *flag, const char *path, char *out, size_t cap,
+                              char *err, size_t errlen) {
   FILE *f = fopen(path, "r");
-  if (f == NULL)
-    return fail(err, errlen, "--redis-password-file: cannot open %s: %s", path, strerror(errno));
+  if (f == NULL) return fail(err, errlen, "--%s: cannot open %s: %s", flag, path, strerror(errno));
   char line[512];
   if (fgets(line, sizeof line, f) == NULL) line[0] = '\0';
   fclose(f);
   line[strcspn(line, "\r\n")] = '\0';
-  if (line[0] == '\0') return fail(err, errlen, "--redis-password-file: %s is empty", path);
-  if (strlen(line) >= cap) return fail(err, errlen, "--redis-password-file: password too long");
+  if (line[0] == '\0') return fail(err, errlen, "--%s: %s is empty", flag, path);
+  if (strlen(line) >= cap) return fail(err, errlen, "--%s: password too long", flag);
   memcpy(out, line, strlen(line) + 1);
+  return 0;
+}
+
+/* --sentinel HOST:PORT[,HOST:PORT...] into cfg->sentinels. */
+static int parse_sentinels(config *cfg, char *err, size_t errlen) {
+  char list[sizeof cfg->sentinel_list];
+  snprintf(list, sizeof list, "%s", cfg->sentinel_list);
+  char *save = NULL;
+  for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (cfg->sentinel_count == CONFIG_SENTINELS_MAX)
+      return fail(err, errlen, "--sentinel: at most %d sentinels", CONFIG_SENTINELS_MAX);
+    sentinel_addr *a = &cfg->sentinels[cfg->sentinel_count];
+    if (config_parse_hostport(tok, a->host, sizeof a->host, &a->port) < 0 || a->port == 0)
+      return fail(err, errlen, "--sentinel: expected HOST:PORT[,HOST:PORT...], got '%s'", tok);
+    cfg->sentinel_count++;
+  }
+  if (cfg->sentinel_count == 0)
+    return fail(err, errlen, "--sentinel: expected HOST:PORT[,HOST:PORT...]");
+  return 0;
+}
+
+/* A master name as sentinel.conf's "sentinel monitor NAME" takes it. */
+static int master_name_valid(const char *s) {
+  if (*s == '\0') return 0;
+  for (; *s; s++)
+    if (!isalnum((unsigned char)*s) && !strchr("._-", *s)) return 0;
+  return 1;
+}
+
+/* The rules between settings: which store, and what each mode needs. */
+static int check_store(config *cfg, const char *given, char *err, size_t errlen) {
+  int sentinel = cfg->sentinel_list[0] != '\0'; /* PICKET_SENTINEL= (empty) is unset */
+  if (sentinel && given[option_index("redis")])
+    return fail(err, errlen, "--redis and --sentinel are exclusive: name the store one way");
+  if (!sentinel) {
+    if (given[option_index("sentinel-master")] || given[option_index("sentinel-password-file")])
+      return fail(err, errlen, "--sentinel-master and --sentinel-password-file need --sentinel");
+    if (given[option_index("redis-db")])
+      return fail(err, errlen, "--redis-db is for --sentinel; with --redis, put the db in the "
+                               "URL (redis://host:port/N)");
+    if (config_parse_redis_url(cfg->redis_url, &cfg->redis, err, errlen) < 0) return -1;
+    if (cfg->redis_password_file[0] &&
+        read_password_file("redis-password-file", cfg->redis_password_file, cfg->redis.password,
+                           sizeof cfg->redis.password, err, errlen) < 0)
+      return -1;
+    return 0;
+  }
+  if (parse_sentinels(cfg, err, errlen) < 0) return -1;
+  if (!master_name_valid(cfg->sentinel_master))
+    return fail(err, errlen, cfg->sentinel_master[0]
+                                 ? "--sentinel-master: up to 127 bytes of [A-Za-z0-9._-]"
+                                 : "--sentinel needs --sentinel-master NAME");
+  memset(&cfg->redis, 0, sizeof cfg->redis); /* the sentinels name host and port */
+  cfg->redis.db = cfg->redis_db;
+  if (cfg->redis_password_file[0] &&
+      read_password_file("redis-password-file", cfg->redis_password_file, cfg->redis.password,
+                         sizeof cfg->redis.password, err, errlen) < 0)
+    return -1;
+  if (cfg->sentinel_password_file[0] &&
+      read_password_file("sentinel-password-file", cfg->sentinel_password_file,
+                         cfg->sentinel_password, sizeof cfg->sentinel_password, err, errlen) < 0)
+    return -1;
+  if (!given[option_index("min-replicas")]) cfg->min_replicas = 1;
   return 0;
 }
 
 int config_load(config *cfg, int argc, char **argv, char **envp, char *err, size_t errlen) {
   memset(cfg, 0, sizeof *cfg);
+  char given[NOPTIONS] = {0}; /* set by the environment or a flag */
   for (size_t i = 0; i < NOPTIONS; i++)
     if (set_option(cfg, &options[i], options[i].def, err, errlen) < 0) return -1;
 
@@ -269,6 +349,7 @@ int config_load(config *cfg, int argc, char **argv, char **envp, char *err, size
         char sub[512];
         if (set_option(cfg, &options[i], *e + nl + 1, sub, sizeof sub) < 0)
           return fail(err, errlen, "%s: %s", name, sub);
+        given[i] = 1;
       }
   }
 
@@ -289,16 +370,13 @@ int config_load(config *cfg, int argc, char **argv, char **envp, char *err, size
       value = argv[++i];
     }
     if (set_option(cfg, o, value, err, errlen) < 0) return -1;
+    given[o - options] = 1;
   }
 
   if (config_parse_hostport(cfg->listen, cfg->listen_host, sizeof cfg->listen_host,
                             &cfg->listen_port) < 0)
     return fail(err, errlen, "--listen: expected HOST:PORT, got '%s'", cfg->listen);
-  if (config_parse_redis_url(cfg->redis_url, &cfg->redis, err, errlen) < 0) return -1;
-  if (cfg->redis_password_file[0] &&
-      read_password_file(cfg->redis_password_file, cfg->redis.password,
-                         sizeof cfg->redis.password, err, errlen) < 0)
-    return -1;
+  if (check_store(cfg, given, err, errlen) < 0) return -1;
   if (cfg->fence_idle_ttl_ms > 0 && cfg->fence_floor != FENCE_FLOOR_CLOCK)
     return fail(err, errlen, "--fence-idle-ttl-ms needs --fence-floor clock: without the clock "
                              "floor an expired counter would send that lock's fences back to 1");

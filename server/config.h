@@ -18,6 +18,14 @@ typedef struct {
   int db;
 } redis_target;
 
+/* One sentinel of --sentinel. */
+typedef struct {
+  char host[256];
+  int port;
+} sentinel_addr;
+
+#define CONFIG_SENTINELS_MAX 16
+
 typedef struct {
   char listen[300];          /* HOST:PORT as given */
   char listen_host[256];
@@ -43,6 +51,14 @@ typedef struct {
   int redis_pipeline;        /* PIPELINE_AUTO, _ON or _OFF */
   int fence_floor;           /* FENCE_FLOOR_CLOCK or _NONE */
   int64_t fence_idle_ttl_ms; /* 0: fence counters never expire */
+  /* --sentinel: the data nodes are found through these (0: --redis) */
+  char sentinel_list[2048];
+  sentinel_addr sentinels[CONFIG_SENTINELS_MAX];
+  int sentinel_count;
+  char sentinel_master[128];
+  char sentinel_password_file[512];
+  char sentinel_password[256];
+  int redis_db;              /* --redis-db, for the data nodes under --sentinel */
 } config;
 
 /* --fence-floor: clock makes each new fence at least Redis TIME in

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "http.h"
 #include "log.h"
+#include "node.h"
 #include "store.h"
 #include "wait.h"
 
@@ -95,6 +96,10 @@ int main(int argc, char **argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
   signal(SIGPIPE, SIG_IGN);
 
+  if (node_init(&cfg, err, sizeof err) < 0) {
+    LOG(LOG_ERROR, "%s", err);
+    return 1;
+  }
   if (store_init(&cfg, err, sizeof err) < 0) {
     LOG(LOG_ERROR, "%s", err);
     fprintf(stderr, "picketd: %s\n", err);
@@ -112,8 +117,17 @@ int main(int argc, char **argv) {
     http_stop();
     return 1;
   }
-  LOG(LOG_INFO, "picketd %s listening on %s port %d (redis %s, %d threads)", PICKET_VERSION,
-      cfg.listen_host, port, cfg.redis.is_unix ? cfg.redis.path : cfg.redis.host, cfg.threads);
+  if (cfg.sentinel_count > 0)
+    LOG(LOG_INFO, "picketd %s listening on %s port %d (Sentinel master '%s' via %d sentinels, "
+                  "%d threads)", PICKET_VERSION, cfg.listen_host, port, cfg.sentinel_master,
+        cfg.sentinel_count, cfg.threads);
+  else
+    LOG(LOG_INFO, "picketd %s listening on %s port %d (redis %s, %d threads)", PICKET_VERSION,
+        cfg.listen_host, port, cfg.redis.is_unix ? cfg.redis.path : cfg.redis.host, cfg.threads);
+  if (cfg.sentinel_count > 0 && cfg.min_replicas == 0)
+    LOG(LOG_WARN, "--min-replicas 0 under --sentinel: a grant is returned before any replica "
+                  "has it, so a failover can lose it and, with --fence-floor none, hand its "
+                  "fence out again");
 
   int sig = 0;
   while (sigwait(&sigs, &sig) != 0) {
@@ -135,6 +149,7 @@ int main(int argc, char **argv) {
   drain(http_inflight, SHUTDOWN_GRACE_MS);
   http_stop();
   wait_stop();
+  node_stop();
   store_thread_done();
   LOG(LOG_INFO, "stopped");
   return 0;

@@ -4,6 +4,7 @@
  * scrape needs. */
 #include "metrics.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -53,6 +54,23 @@ void metrics_add(metrics_counter c, long n) { atomic_fetch_add_explicit(&counter
 void metrics_gauge_set(metrics_gauge g, long v) { atomic_store_explicit(&gauges[g], v, memory_order_relaxed); }
 void metrics_gauge_add(metrics_gauge g, long d) { atomic_fetch_add_explicit(&gauges[g], d, memory_order_relaxed); }
 long metrics_gauge_get(metrics_gauge g) { return atomic_load_explicit(&gauges[g], memory_order_relaxed); }
+
+/* Written on a switch of primary, read by a scrape: rare enough for a mutex. */
+static pthread_mutex_t primary_mu = PTHREAD_MUTEX_INITIALIZER;
+static char primary[280];
+
+void metrics_set_primary(const char *addr) {
+  char v[sizeof primary];
+  size_t n = 0;
+  for (; *addr && n + 3 < sizeof v; addr++) { /* a label value escapes \\, " and newline */
+    if (*addr == '\\' || *addr == '"' || *addr == '\n') v[n++] = '\\';
+    v[n++] = *addr == '\n' ? 'n' : *addr;
+  }
+  v[n] = '\0';
+  pthread_mutex_lock(&primary_mu);
+  memcpy(primary, v, n + 1);
+  pthread_mutex_unlock(&primary_mu);
+}
 
 void metrics_observe(metrics_histogram h, double seconds) {
   size_t i = 0;
@@ -132,6 +150,12 @@ char *metrics_render(size_t *len) {
   for (int g = 0; g < G_COUNT; g++)
     put(&b, "# HELP %s %s\n# TYPE %s gauge\n%s %ld\n", gauge_info[g][0], gauge_info[g][1],
         gauge_info[g][0], gauge_info[g][0], LOAD(gauges[g]));
+
+  put(&b, "# HELP picket_redis_primary_info The Redis node lock calls go to (none while no "
+          "primary is known).\n# TYPE picket_redis_primary_info gauge\n");
+  pthread_mutex_lock(&primary_mu);
+  if (primary[0]) put(&b, "picket_redis_primary_info{addr=\"%s\"} 1\n", primary);
+  pthread_mutex_unlock(&primary_mu);
 
   for (int h = 0; h < H_COUNT; h++) {
     const char *n = hist_info[h][0];

@@ -29,6 +29,7 @@ typedef enum {
   X(REDIS_ERR_MISCONFIGURED, "picket_redis_errors_total", "kind=\"misconfigured\"", "")          \
   X(REDIS_ERR_NOT_REPLICATED, "picket_redis_errors_total", "kind=\"not_replicated\"", "")        \
   X(REDIS_RECONNECTS, "picket_redis_reconnects_total", "", "Redis connections (re)established.") \
+  X(REDIS_FAILOVERS, "picket_redis_failovers_total", "", "Switches to a new Redis primary named by Sentinel.") \
   X(REDIS_PIPELINE_BATCHES, "picket_redis_pipeline_batches_total", "", "Writes of pipelined lock calls to Redis (one per event-loop pass that had calls).") \
   X(REDIS_PIPELINE_CALLS, "picket_redis_pipeline_calls_total", "", "Lock calls sent pipelined (divided by batches: calls per write).") \
   X(WAKE_RELEASE, "picket_wait_wakeups_total", "cause=\"release\"", "Waiter wake-ups by cause.") \
@@ -53,6 +54,9 @@ void metrics_gauge_set(metrics_gauge g, long v);
 void metrics_gauge_add(metrics_gauge g, long delta);
 long metrics_gauge_get(metrics_gauge g);
 void metrics_observe(metrics_histogram h, double seconds);
+/* The address lock calls go to now, for picket_redis_primary_info{addr};
+ * "" when no primary is known (the sample is then left out). */
+void metrics_set_primary(const char *addr);
 /* Counts one served request (status is the HTTP status sent). */
 void metrics_request(metrics_endpoint ep, int status);
 

@@ -53,8 +53,15 @@ store_status store_acquire(const char *name, const char *lease, int64_t ttl_ms, 
 store_status store_renew(const char *name, const char *lease, int64_t ttl_ms, store_result *r);
 store_status store_release(const char *name, const char *lease, store_result *r);
 store_status store_inspect(const char *name, store_result *r);
-/* PING plus the replica count, for /readyz. */
-store_status store_ready(store_result *r);
+/* Where lock calls go, for /readyz. */
+typedef struct {
+  char primary[280];      /* "host:port" or a socket path; "" when no primary is known */
+  int sentinel;           /* -1: no --sentinel; 1: a sentinel answers; 0: none does */
+  char sentinel_msg[240]; /* why none does */
+} store_topology;
+
+/* The replica count (INFO replication) and the topology, for /readyz. */
+store_status store_ready(store_result *r, store_topology *topo);
 
 /* ---- pipelined calls -------------------------------------------------- */
 

@@ -26,6 +26,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "node.h"
 #include "store.h"
 
 enum { SCRIPT_ACQUIRE, SCRIPT_RENEW, SCRIPT_RELEASE, SCRIPT_INSPECT, SCRIPT_COUNT };
@@ -50,6 +51,7 @@ typedef struct {
   int misconfigured;    /* evicting policy seen on this connection */
   int64_t next_policy_check_ms;
   unsigned long opens;  /* successful connects */
+  unsigned long gen;    /* the node table's generation when it opened */
   char last_err[200];   /* why the last connect failed */
 } conn;
 
@@ -140,37 +142,10 @@ static void check_policy(conn *k) {
   k->misconfigured = bad;
 }
 
-static redisContext *redis_open(store_result *r) {
-  struct timeval tv = ms_tv(cfg->redis_timeout_ms);
-  const redis_target *t = &cfg->redis;
-  redisContext *c = t->is_unix ? redisConnectUnixWithTimeout(t->path, tv)
-                               : redisConnectWithTimeout(t->host, t->port, tv);
-  if (c == NULL) {
-    set_err(r, "Redis connection failed: out of memory%s", NULL);
-    return NULL;
-  }
-  if (c->err) {
-    set_err(r, "Redis connection failed: %s", c->errstr);
-    redisFree(c);
-    return NULL;
-  }
-  redisSetTimeout(c, tv);
-  if (!t->is_unix) redisEnableKeepAlive(c);
-  redisReply *rep = NULL;
-  if (t->password[0]) {
-    rep = t->user[0] ? setup_cmd(c, r, "AUTH %s %s", t->user, t->password)
-                     : setup_cmd(c, r, "AUTH %s", t->password);
-    if (rep == NULL) goto fail;
-    freeReplyObject(rep);
-  }
-  if (t->db) {
-    if ((rep = setup_cmd(c, r, "SELECT %d", t->db)) == NULL) goto fail;
-    freeReplyObject(rep);
-  }
-  return c;
-fail:
-  redisFree(c);
-  return NULL;
+/* A connection to the primary (node.c finds it, authenticates and checks
+ * it); NULL with r->err set. *gen gets its generation. */
+static redisContext *redis_open(store_result *r, unsigned long *gen) {
+  return node_connect(cfg->redis_timeout_ms, gen, r->err, sizeof r->err);
 }
 
 static int load_script(conn *k, int s, store_result *r) {
@@ -201,6 +176,12 @@ static conn *conn_ready(conn *k, int at_rest, store_result *r) {
     LOG(LOG_DEBUG, "another connection to Redis failed; reconnecting");
     conn_close(k);
   }
+  if (k->c && k->gen != node_generation()) {
+    /* Sentinel named a new primary: no call goes to the old one. (A pipe
+     * with calls waiting has failed them before it gets here.) */
+    LOG(LOG_DEBUG, "Redis primary changed; reconnecting");
+    conn_close(k);
+  }
   if (k->c) return k;
   int64_t now = now_ms();
   if (now < k->next_try_ms && k->seen_epoch == atomic_load(&connect_epoch)) {
@@ -210,7 +191,7 @@ static conn *conn_ready(conn *k, int at_rest, store_result *r) {
     return NULL;
   }
   k->seen_failure = atomic_load(&failure_epoch);
-  k->c = redis_open(r);
+  k->c = redis_open(r, &k->gen);
   for (int s = 0; k->c && s < SCRIPT_COUNT; s++)
     if (load_script(k, s, r) < 0) conn_close(k);
   if (k->c == NULL) {
@@ -271,6 +252,7 @@ static store_status error_reply(const char *msg, store_result *r) {
   }
   for (int i = 0; transient[i]; i++)
     if (strncmp(msg, transient[i], strlen(transient[i])) == 0) {
+      node_trouble(); /* READONLY: a demoted primary; LOADING: a restarted one */
       set_err(r, "Redis cannot serve now: %s", clean);
       metrics_inc(M_REDIS_ERR_UNAVAILABLE);
       return STORE_EUNAVAIL;
@@ -294,8 +276,23 @@ static void transport_reason(const conn *k, store_result *r) {
  * before its next call. */
 static void conn_lost(conn *k) {
   conn_close(k);
+  node_trouble();
   atomic_fetch_add(&failure_epoch, 1);
   metrics_gauge_set(G_REDIS_UP, 0);
+}
+
+/* A reply that came in after Sentinel named a new primary: the node that
+ * sent it may be a replica now, and whatever it granted or renewed there
+ * may be gone from the new primary. It is not passed on; the caller gets
+ * 503 and retries on the new primary (a same-lease retry of acquire is
+ * idempotent). Frees rep. */
+static store_status primary_moved(conn *k, redisReply *rep, store_result *r) {
+  freeReplyObject(rep);
+  conn_close(k);
+  set_err(r, "the Redis primary changed during the call (failover); its outcome is unknown: "
+             "retry%s", NULL);
+  metrics_inc(M_REDIS_ERR_UNAVAILABLE);
+  return STORE_EUNAVAIL;
 }
 
 static store_status transport_error(conn *k, store_result *r) {
@@ -386,6 +383,7 @@ static store_status op_parse(store_op *op, redisReply *rep) {
     return st;
   }
   metrics_gauge_set(G_REDIS_UP, 1);
+  node_ok();
   redisReply **e = rep->element;
   switch (op->kind) {
     case STORE_OP_ACQUIRE: /* {1, fence, created} or {0, ttl, owner} */
@@ -464,6 +462,7 @@ static store_status op_run(store_op *op) {
   for (int attempt = 0; attempt < 2; attempt++) {
     redisReply *rep = redisCommandArgv(k->c, cmd.argc, cmd.argv, NULL);
     if (rep == NULL) return transport_error(k, &op->r);
+    if (k->gen != node_generation()) return primary_moved(k, rep, &op->r);
     if (!is_noscript(rep) || attempt == 1) return op_parse(op, rep);
     freeReplyObject(rep);
     int s = op_script[op->kind];
@@ -489,6 +488,7 @@ static store_status wait_replicas(store_result *r) {
                                  (long long)cfg->replica_timeout_ms);
   redisSetTimeout(k->c, ms_tv(cfg->redis_timeout_ms));
   if (rep == NULL) return transport_error(k, r);
+  if (k->gen != node_generation()) return primary_moved(k, rep, r);
   store_status st = STORE_OK;
   if (rep->type == REDIS_REPLY_ERROR) {
     st = error_reply(rep->str, r);
@@ -546,7 +546,12 @@ store_status store_inspect(const char *name, store_result *r) {
   return op_run_direct(&op, r);
 }
 
-store_status store_ready(store_result *r) {
+store_status store_ready(store_result *r, store_topology *topo) {
+  node_info ni;
+  node_describe(&ni);
+  snprintf(topo->primary, sizeof topo->primary, "%s", ni.primary);
+  topo->sentinel = ni.sentinel;
+  snprintf(topo->sentinel_msg, sizeof topo->sentinel_msg, "%s", ni.sentinel_msg);
   conn *k = conn_get(r);
   if (k == NULL) {
     metrics_gauge_set(G_REDIS_UP, 0);
@@ -568,6 +573,15 @@ store_status store_ready(store_result *r) {
      * replicas still syncing, which WAIT cannot count yet. */
     for (const char *p = rep->str; (p = strstr(p, ",state=online")) != NULL; p++) r->replicas++;
     metrics_gauge_set(G_REDIS_UP, 1);
+    if (strstr(rep->str, "role:master") == NULL) {
+      /* Demoted since this connection opened (or --redis names a
+       * replica): every grant would meet READONLY. */
+      snprintf(r->err, sizeof r->err, "Redis at %.200s is a replica, not the primary",
+               topo->primary[0] ? topo->primary : "the configured address");
+      node_trouble();
+      freeReplyObject(rep);
+      return STORE_EUNAVAIL;
+    }
     /* Every grant would be refused with not_replicated: not ready. */
     if (r->replicas < cfg->min_replicas) {
       snprintf(r->err, sizeof r->err, "%d of --min-replicas %d replicas online", r->replicas,
@@ -641,6 +655,16 @@ static void pipe_fail(store_pipe *p, const store_result *why) {
   }
 }
 
+/* Sentinel named a new primary while calls wait on p: their replies would
+ * come from a node that may no longer be the primary (see primary_moved). */
+static void pipe_check_primary(store_pipe *p) {
+  if (p->k.c == NULL || p->k.gen == node_generation()) return;
+  store_result why = {0};
+  set_err(&why, "the Redis primary changed during the call (failover); its outcome is unknown: "
+                "retry%s", NULL);
+  pipe_fail(p, &why);
+}
+
 static void pipe_fail_transport(store_pipe *p) {
   store_result why = {0};
   transport_reason(&p->k, &why);
@@ -657,6 +681,7 @@ void store_pipe_free(store_pipe *p) {
 
 int store_pipe_append(store_pipe *p, store_op *op) {
   memset(&op->r, 0, sizeof op->r);
+  pipe_check_primary(p);
   conn *k = conn_for_calls(&p->k, p->waiting == 0, &op->r, &op->st);
   if (k == NULL) return -1;
   op_command cmd;
@@ -710,6 +735,7 @@ int64_t store_pipe_timeout_ms(const store_pipe *p) {
 }
 
 void store_pipe_read(store_pipe *p) {
+  pipe_check_primary(p);
   if (p->k.c == NULL) return;
   /* One read: called when the socket is readable, so it does not block. */
   if (redisBufferRead(p->k.c) != REDIS_OK) {
@@ -773,7 +799,8 @@ int store_init(const config *c, char *err, size_t errlen) {
                   "while Redis's clock does not step back. Not covered: a failover that loses a "
                   "grant can leave two live leases; fenced storage is what keeps that safe");
   store_result r = {0};
-  redisContext *rc = redis_open(&r);
+  unsigned long gen;
+  redisContext *rc = redis_open(&r, &gen);
   if (rc == NULL) {
     LOG(LOG_WARN, "%s; serving 503 until Redis answers", r.err);
     return 0;

@@ -31,6 +31,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "node.h"
 
 enum { W_IDLE = 0, W_PARKING, W_SUSPENDED, W_RUNNING };
 
@@ -289,32 +290,34 @@ static void *timer_main(void *arg) {
 
 /* ---- pub/sub thread ------------------------------------------------- */
 
-static redisContext *pubsub_connect(void) {
-  const redis_target *t = &cfg->redis;
-  struct timeval tv = {(time_t)(cfg->redis_timeout_ms / 1000),
-                       (suseconds_t)((cfg->redis_timeout_ms % 1000) * 1000)};
-  redisContext *c = t->is_unix ? redisConnectUnixWithTimeout(t->path, tv)
-                               : redisConnectWithTimeout(t->host, t->port, tv);
-  if (c == NULL || c->err) goto fail;
-  if (!t->is_unix) redisEnableKeepAlive(c);
-  redisSetTimeout(c, tv);
-  if (t->password[0]) {
-    redisReply *r = t->user[0] ? redisCommand(c, "AUTH %s %s", t->user, t->password)
-                               : redisCommand(c, "AUTH %s", t->password);
-    int ok = r && r->type != REDIS_REPLY_ERROR;
-    if (r) freeReplyObject(r);
-    if (!ok) goto fail;
+/* A subscribed connection to the primary (node.c says which; *gen gets
+ * its generation), or NULL. */
+static redisContext *pubsub_connect(unsigned long *gen) {
+  char err[256];
+  redisContext *c = node_connect(cfg->redis_timeout_ms, gen, err, sizeof err);
+  if (c == NULL) {
+    LOG(LOG_DEBUG, "release channel: %s", err);
+    return NULL;
   }
   redisReply *r = redisCommand(c, "SUBSCRIBE %s", channel);
   int ok = r && r->type == REDIS_REPLY_ARRAY;
   if (r) freeReplyObject(r);
-  if (!ok) goto fail;
+  if (!ok) {
+    redisFree(c);
+    return NULL;
+  }
   struct timeval forever = {0, 0}; /* a subscriber waits for messages */
   redisSetTimeout(c, forever);
   return c;
-fail:
-  if (c) redisFree(c);
-  return NULL;
+}
+
+/* node.c's switch hook: the subscription is on the old primary, which
+ * publishes no more releases. Cut it, so the pub/sub thread resubscribes
+ * on the new one at once and lets every head retry there. */
+static void pubsub_primary_moved(void) {
+  pthread_mutex_lock(&mu);
+  if (pubsub) shutdown(pubsub->fd, SHUT_RDWR);
+  pthread_mutex_unlock(&mu);
 }
 
 /* A subscriber waits for messages with no timeout, so a connection lost
@@ -374,7 +377,8 @@ static void *pubsub_main(void *arg) {
     int stop = stopping;
     pthread_mutex_unlock(&mu);
     if (stop) break;
-    redisContext *c = pubsub_connect();
+    unsigned long gen;
+    redisContext *c = pubsub_connect(&gen);
     if (c == NULL) {
       if (was_up) LOG(LOG_WARN, "release channel lost; waiters retry at holders' expiry");
       was_up = 0;
@@ -395,7 +399,8 @@ static void *pubsub_main(void *arg) {
      * head retry once now instead of sleeping until its holder's expiry. */
     wake_heads(NULL, M_WAKE_RELEASE);
     int idle = 0;
-    while (!stop && !idle && pubsub_next(c, &ping_sent, &next_ping) == 0) {
+    while (!stop && !idle && gen == node_generation() &&
+           pubsub_next(c, &ping_sent, &next_ping) == 0) {
       pthread_mutex_lock(&mu);
       stop = stopping;
       idle = nwaiters == 0 && now_ms() - idle_since_ms >= PUBSUB_LINGER_MS;
@@ -426,6 +431,7 @@ int wait_start(const config *c, void (*resume)(void *conn)) {
   if (epfd < 0 || evfd < 0) return -1;
   struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
   if (epoll_ctl(epfd, EPOLL_CTL_ADD, evfd, &ev) < 0) return -1;
+  node_on_switch(pubsub_primary_moved);
   if (pthread_create(&timer_thread, NULL, timer_main, NULL) != 0) return -1;
   if (pthread_create(&pubsub_thread, NULL, pubsub_main, NULL) != 0) return -1;
   threads_started = 1;

@@ -228,7 +228,9 @@ store_status store_inspect(const char *name, store_result *r) {
   return STORE_OK;
 }
 
-store_status store_ready(store_result *r) {
+store_status store_ready(store_result *r, store_topology *topo) {
+  snprintf(topo->primary, sizeof topo->primary, "stub");
+  topo->sentinel = -1;
   stub_fault f = enter(NULL);
   if (f != STUB_FAULT_NONE) return failed(f, STORE_HELD, r);
   r->replicas = 0;

@@ -301,8 +301,10 @@ harness_picketd *harness_picketd_start(const char *redis_url, const char *const 
   argv[n++] = "127.0.0.1:0";
   argv[n++] = "--port-file";
   argv[n++] = portfile;
-  argv[n++] = "--redis";
-  argv[n++] = (char *)redis_url;
+  if (redis_url) { /* NULL: the args name the store (--sentinel ...) */
+    argv[n++] = "--redis";
+    argv[n++] = (char *)redis_url;
+  }
   for (int i = 0; args && args[i] && n < 79; i++) argv[n++] = (char *)args[i];
   argv[n] = NULL;
   p->pid = spawn(argv, p->log);

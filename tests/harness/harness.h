@@ -45,8 +45,9 @@ redisContext *harness_redis_connect(const harness_redis *r);
  * caller frees it with freeReplyObject. NULL if the connection failed. */
 redisReply *harness_redis_cmd(const harness_redis *r, const char *fmt, ...);
 
-/* Starts picketd on 127.0.0.1 port 0 with --port-file, against redis_url,
- * with more flags from the NULL-terminated `args` (may be NULL), and waits
+/* Starts picketd on 127.0.0.1 port 0 with --port-file, against redis_url
+ * (NULL: no --redis, for args that name the store another way), with more
+ * flags from the NULL-terminated `args` (may be NULL), and waits
  * until it has written its port. Returns NULL on failure. */
 harness_picketd *harness_picketd_start(const char *redis_url, const char *const *args);
 /* Sends `sig` and waits for exit; returns the exit status as the shell

@@ -112,7 +112,8 @@ START_TEST(help_and_version) {
   fclose(f);
   const char *flags[] = {"--listen", "--redis ", "--redis-password-file", "--key-prefix", "--threads",
                          "--max-ttl-ms", "--max-wait-ms", "--log-level", "--log-format",
-                         "--port-file", "PICKET_MAX_WAIT_MS", "--min-replicas"};
+                         "--port-file", "PICKET_MAX_WAIT_MS", "--min-replicas", "--sentinel ",
+                         "--sentinel-master", "--sentinel-password-file", "--redis-db"};
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
     ck_assert_msg(strstr(buf, flags[i]), "--help lacks %s", flags[i]);
 }
@@ -157,6 +158,63 @@ START_TEST(password_file_wins) {
 }
 END_TEST
 
+START_TEST(sentinel_mode) {
+  char *a[] = {"picketd", "--sentinel", "10.0.0.1:26379,[::1]:26380,s3:26381", "--sentinel-master",
+               "picket", "--redis-db", "2", NULL};
+  ck_assert_int_eq(load(a, NULL), CONFIG_RUN);
+  ck_assert_int_eq(cfg.sentinel_count, 3);
+  ck_assert_str_eq(cfg.sentinels[0].host, "10.0.0.1");
+  ck_assert_int_eq(cfg.sentinels[0].port, 26379);
+  ck_assert_str_eq(cfg.sentinels[1].host, "::1");
+  ck_assert_str_eq(cfg.sentinels[2].host, "s3");
+  ck_assert_int_eq(cfg.redis.db, 2);
+  ck_assert_str_eq(cfg.redis.host, ""); /* the sentinels name it */
+  ck_assert_int_eq(cfg.min_replicas, 1); /* safe by default under Sentinel */
+  char *b[] = {"picketd", "--sentinel", "h:1", "--sentinel-master", "m", "--min-replicas", "0", NULL};
+  ck_assert_int_eq(load(b, NULL), CONFIG_RUN);
+  ck_assert_int_eq(cfg.min_replicas, 0); /* explicit: allowed */
+  char *env[] = {"PICKET_SENTINEL=h:1", "PICKET_SENTINEL_MASTER=m", NULL};
+  char *c[] = {"picketd", NULL};
+  ck_assert_int_eq(load(c, env), CONFIG_RUN);
+  ck_assert_int_eq(cfg.sentinel_count, 1);
+  ck_assert_int_eq(cfg.min_replicas, 1);
+  char *d[] = {"picketd", NULL};
+  ck_assert_int_eq(load(d, NULL), CONFIG_RUN);
+  ck_assert_int_eq(cfg.sentinel_count, 0);
+  ck_assert_int_eq(cfg.min_replicas, 0); /* --redis keeps its default */
+
+  struct {
+    char *argv[8];
+    char **env;
+    const char *want;
+  } bad[] = {
+      {{"picketd", "--redis", "redis://h:1", "--sentinel", "h:2", "--sentinel-master", "m"}, NULL,
+       "exclusive"},
+      {{"picketd", "--sentinel", "h:2", "--sentinel-master", "m"}, (char *[]){"PICKET_REDIS=redis://h:1", NULL},
+       "exclusive"},
+      {{"picketd", "--sentinel", "h:2"}, NULL, "needs --sentinel-master"},
+      {{"picketd", "--sentinel-master", "m"}, NULL, "need --sentinel"},
+      {{"picketd", "--sentinel", "h", "--sentinel-master", "m"}, NULL, "HOST:PORT"},
+      {{"picketd", "--sentinel", "h:0", "--sentinel-master", "m"}, NULL, "HOST:PORT"},
+      {{"picketd", "--sentinel", ",", "--sentinel-master", "m"}, NULL, "HOST:PORT"},
+      {{"picketd", "--sentinel", "h:1", "--sentinel-master", "a b"}, NULL, "--sentinel-master"},
+      {{"picketd", "--redis-db", "3"}, NULL, "--redis-db is for --sentinel"},
+      {{"picketd", "--sentinel", "h:1", "--sentinel-master", "m", "--sentinel-password-file",
+        "/nonexistent"}, NULL, "--sentinel-password-file: cannot open"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ck_assert_msg(load(bad[i].argv, bad[i].env) == -1, "case %zu accepted", i);
+    ck_assert_msg(strstr(err, bad[i].want), "case %zu: '%s' lacks '%s'", i, err, bad[i].want);
+    ck_assert_msg(strchr(err, '\n') == NULL, "case %zu: not one line", i);
+  }
+  char many[400] = "";
+  for (int i = 0; i < 17; i++) strcat(many, i ? ",h:1" : "h:1");
+  char *e[] = {"picketd", "--sentinel", many, "--sentinel-master", "m", NULL};
+  ck_assert_int_eq(load(e, NULL), -1);
+  ck_assert_msg(strstr(err, "at most 16"), "%s", err);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("config");
   TCase *tc = tcase_create("config");
@@ -167,6 +225,7 @@ int main(void) {
   tcase_add_test(tc, redis_urls);
   tcase_add_test(tc, password_file_wins);
   tcase_add_test(tc, fence_flags);
+  tcase_add_test(tc, sentinel_mode);
   suite_add_tcase(s, tc);
   return harness_run_suite(s);
 }
