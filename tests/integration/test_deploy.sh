@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # deploy/ is tested, not just written: the systemd unit passes
-# `systemd-analyze verify` (where systemd is present), and deploy/redis.conf
-# loads in a real redis-server that picketd then accepts without a warning.
+# `systemd-analyze verify` (where systemd is present), deploy/redis.conf
+# loads in a real redis-server that picketd then accepts without a warning,
+# and the unit's environment file names only real settings.
+# (deploy/sentinel/sentinel.conf is loaded by tests/fault/test_sentinel.c.)
 set -u
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 src=$PICKET_SOURCE_DIR
@@ -37,4 +39,26 @@ grep -q ' warn ' "$H_DIR/picketd.log" && h_fail "picketd warned against deploy/r
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$PICKETD_URL/v1/locks/deploy/acquire")
 [ "$code" = 200 ] || h_fail "acquire against deploy/redis.conf: $code"
 echo "ok: deploy/redis.conf loads and picketd accepts it without warnings"
-echo "2 passed, 0 failed"
+# deploy/systemd/picketd.env names only settings picketd has, and its
+# Sentinel example (uncommented) is accepted by picketd's flag rules.
+help=$("$PICKET_BIN_DIR/picketd" --help)
+vars=$(grep -oE '^#?PICKET_[A-Z_]+=' "$src/deploy/systemd/picketd.env" | tr -d '#=' | sort -u)
+[ -n "$vars" ] || h_fail "picketd.env names no PICKET_ variable"
+for v in $vars; do
+  grep -q "\[$v;" <<<"$help" || h_fail "deploy/systemd/picketd.env: $v is not a picketd setting"
+done
+env_file=$(grep -E '^#?PICKET_(SENTINEL|SENTINEL_MASTER|REDIS_DB|MIN_REPLICAS)=' \
+  "$src/deploy/systemd/picketd.env" | tr -d '#')
+env -i $env_file "$PICKET_BIN_DIR/picketd" --redis-timeout-ms 50 --listen 127.0.0.1:0 \
+  --port-file "$H_DIR/sentinel.port" > "$H_DIR/sentinel.log" 2>&1 &
+pid=$!
+H_PIDS="$H_PIDS $pid"
+for _ in $(seq 1 500); do [ -s "$H_DIR/sentinel.port" ] && break; sleep 0.02; done
+kill "$pid" 2>/dev/null
+wait "$pid"
+grep -q "Sentinel master 'picket'" "$H_DIR/sentinel.log" ||
+  h_fail "the env file's Sentinel example: $(cat "$H_DIR/sentinel.log")"
+both=$(env -i $env_file PICKET_REDIS=unix:///x "$PICKET_BIN_DIR/picketd" 2>&1; echo "rc=$?")
+grep -q "exclusive" <<<"$both" && grep -q "rc=2" <<<"$both" || h_fail "PICKET_REDIS with PICKET_SENTINEL: $both"
+echo "ok: deploy/systemd/picketd.env names real settings; its Sentinel example starts picketd"
+echo "3 passed, 0 failed"
