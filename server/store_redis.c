@@ -51,7 +51,7 @@ typedef struct {
   int misconfigured;    /* evicting policy seen on this connection */
   int64_t next_policy_check_ms;
   unsigned long opens;  /* successful connects */
-  unsigned long gen;    /* the node table's generation when it opened */
+  unsigned long gen;    /* the node table's generation at the last connect attempt */
   char last_err[200];   /* why the last connect failed */
 } conn;
 
@@ -184,7 +184,10 @@ static conn *conn_ready(conn *k, int at_rest, store_result *r) {
   }
   if (k->c) return k;
   int64_t now = now_ms();
-  if (now < k->next_try_ms && k->seen_epoch == atomic_load(&connect_epoch)) {
+  /* k->gen is the generation of the last attempt: a new primary is tried
+   * at once, whatever the backoff from failures against the old one. */
+  if (now < k->next_try_ms && k->seen_epoch == atomic_load(&connect_epoch) &&
+      k->gen == node_generation()) {
     /* the reason of the last attempt, which may be this call's first
      * sight of it (a loop's pipe connects at start) */
     snprintf(r->err, sizeof r->err, "%s (retrying)", k->last_err);

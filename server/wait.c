@@ -317,6 +317,7 @@ static redisContext *pubsub_connect(unsigned long *gen) {
 static void pubsub_primary_moved(void) {
   pthread_mutex_lock(&mu);
   if (pubsub) shutdown(pubsub->fd, SHUT_RDWR);
+  pthread_cond_broadcast(&wanted); /* ...or ends its backoff */
   pthread_mutex_unlock(&mu);
 }
 
@@ -382,8 +383,18 @@ static void *pubsub_main(void *arg) {
     if (c == NULL) {
       if (was_up) LOG(LOG_WARN, "release channel lost; waiters retry at holders' expiry");
       was_up = 0;
-      struct timespec ts = {0, (long)backoff * 1000000L};
-      nanosleep(&ts, NULL);
+      /* The backoff ends early when the primary moves (the retry is then
+       * against a new node) or picketd stops. */
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_nsec += (long)backoff * 1000000L;
+      until.tv_sec += until.tv_nsec / 1000000000L;
+      until.tv_nsec %= 1000000000L;
+      pthread_mutex_lock(&mu);
+      while (!stopping && gen == node_generation() &&
+             pthread_cond_timedwait(&wanted, &mu, &until) == 0) {
+      }
+      pthread_mutex_unlock(&mu);
       backoff = backoff * 2 > 500 ? 500 : backoff * 2;
       continue;
     }
