@@ -299,6 +299,42 @@ START_TEST(redis_password_from_file_or_url) {
 }
 END_TEST
 
+/* --redis naming a replica: /readyz says so (it said 200 while every
+ * grant met READONLY), and a lock call is a 503 that changes nothing. */
+START_TEST(replica_is_not_ready) {
+  harness_redis_opts po = {.tcp = 1};
+  harness_redis *primary = harness_redis_start(&po);
+  ck_assert_ptr_nonnull(primary);
+  char conf[80];
+  snprintf(conf, sizeof conf, "replicaof 127.0.0.1 %d", harness_redis_port(primary));
+  harness_redis_opts ro = {.extra_conf = conf};
+  harness_redis *replica = harness_redis_start(&ro);
+  ck_assert_ptr_nonnull(replica);
+  harness_picketd *p = harness_picketd_start(harness_redis_url(replica), NULL);
+  ck_assert_ptr_nonnull(p);
+  harness_resp r;
+  ck_assert_int_eq(harness_http(harness_picketd_url(p), "GET", "/readyz", NULL, &r), 0);
+  expect_error(&r, 503, "store_unavailable");
+  ck_assert_msg(strstr(r.body, "is a replica"), "%s", r.body);
+  harness_resp_free(&r);
+  ck_assert_int_eq(harness_http(harness_picketd_url(p), "POST", "/v1/locks/ro/acquire", "{}", &r), 0);
+  expect_error(&r, 503, "store_unavailable");
+  harness_resp_free(&r);
+  /* on the primary it is ready, and says where it goes */
+  harness_picketd *q = harness_picketd_start(harness_redis_url(primary), NULL);
+  ck_assert_ptr_nonnull(q);
+  ck_assert_int_eq(harness_http(harness_picketd_url(q), "GET", "/readyz", NULL, &r), 0);
+  ck_assert_int_eq(r.status, 200);
+  ck_assert_str_eq(harness_json_str(r.json, "primary"), harness_redis_socket(primary));
+  ck_assert_ptr_null(json_object_get(r.json, "sentinel")); /* only under --sentinel */
+  harness_resp_free(&r);
+  harness_picketd_free(q);
+  harness_picketd_free(p);
+  harness_redis_free(replica);
+  harness_redis_free(primary);
+}
+END_TEST
+
 static void setup_aof(void) {
   harness_redis_opts o = {.appendonly = 1};
   start_both(&o, NULL);
@@ -323,7 +359,8 @@ int main(void) {
                {"absent", redis_absent_at_startup},
                {"policy_start", evicting_policy_refused_at_startup},
                {"policy_reconnect", evicting_policy_seen_on_reconnect},
-               {"password", redis_password_from_file_or_url}};
+               {"password", redis_password_from_file_or_url},
+               {"replica", replica_is_not_ready}};
   /* each case its own Redis (AOF on) and picketd: they break them */
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     TCase *tc = tcase_create(cases[i].name);
