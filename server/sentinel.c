@@ -87,28 +87,36 @@ static redisContext *sentinel_open(int i, char *err, size_t errlen) {
   return c;
 }
 
+/* The primary a failover is deposing. From +selected-slave on, no lock
+ * call goes to it: it is still a primary then, and stays one until the
+ * sentinels convert it, seconds after +switch-master. A grant made there
+ * would replicate only to replicas about to resync from the new primary,
+ * and be lost. Nor may it come back after +promoted-slave: a sentinel that
+ * has not heard of the promotion still names it (the leader alone knows
+ * until +switch-master), and asking is routine (a kick, every 5 s, every
+ * resubscribe), and neither does a sentinel that has not yet taken the
+ * new configuration that +switch-master announced. So each of the three
+ * announcements makes the old primary the deposed one. The hold lapses
+ * after HOLD_MS when no promotion followed (the failover aborted: the old
+ * primary is the primary), and DEPOSED_MS after the promotion or the
+ * switch (Sentinel's default failover-timeout), by when every sentinel
+ * names the new primary and has converted the old one. A later failover
+ * back to the old node is announced as such and replaces the hold. */
+#define HOLD_MS 10000
+#define DEPOSED_MS 180000
+static char hold_addr[280];   /* "host:port" of the deposed primary */
+static int64_t hold_until_ms; /* 0: no hold */
+
 /* Acts on an address a sentinel gave for the primary: probes it and, if it
  * says it is the primary (or cannot be reached: then calls fail with the
  * reason until Sentinel names another), makes it the table's primary. A
- * node that says it is a replica is not used. */
-/* The failover that a leader sentinel has started: from +selected-slave
- * until the promoted replica is announced (+promoted-slave, +switch-master)
- * no lock call goes anywhere. The old primary is still a primary then, and
- * stays one until the sentinels convert it: a grant made there in that
- * window would replicate only to replicas about to resync from the new
- * primary, and be lost. The hold ends early when the sentinels name
- * another node, and lapses after HOLD_MS (a failover that aborted). */
-#define HOLD_MS 10000
-static char hold_addr[280];   /* the primary being failed over */
-static int64_t hold_until_ms; /* 0: no hold */
-
+ * node that says it is a replica is not used, nor the one being deposed. */
 static void primary_named(const char *host, int port) {
   char why[240];
-  if (hold_until_ms && now_ms() < hold_until_ms) {
+  if (hold_until_ms) {
     char addr[280];
     snprintf(addr, sizeof addr, "%s:%d", host, port);
-    if (strcmp(addr, hold_addr) == 0) return; /* the primary being failed over: not again */
-    hold_until_ms = 0;
+    if (strcmp(addr, hold_addr) == 0) return;
   }
   int role = node_probe(host, port, why, sizeof why);
   if (role == 0) {
@@ -152,6 +160,11 @@ static int ask(char *err, size_t errlen) {
       snprintf(err, errlen, "sentinel %s:%d gave an odd reply", a->host, a->port);
     if (r) freeReplyObject(r);
     redisFree(c);
+  }
+  if (n > 1) { /* say that all were tried, not only the last */
+    char last[240];
+    snprintf(last, sizeof last, "%s", err);
+    snprintf(err, errlen, "none of %d sentinels answers; last: %.190s", n, last);
   }
   return 0;
 }
@@ -217,7 +230,8 @@ static void on_message(const redisReply *r) {
       return;
     LOG(LOG_INFO, "Sentinel announces +switch-master for '%s': %s:%d -> %s:%d", name, h1, p1, h2,
         p2);
-    hold_until_ms = 0;
+    snprintf(hold_addr, sizeof hold_addr, "%s:%d", h1, p1);
+    hold_until_ms = now_ms() + DEPOSED_MS;
     primary_named(h2, p2);
     return;
   }
@@ -234,7 +248,8 @@ static void on_message(const redisReply *r) {
     node_forget_primary(why);
   } else if (strcmp(chan, "+promoted-slave") == 0) {
     LOG(LOG_INFO, "Sentinel promoted %s:%d for '%s'", h1, p1, name);
-    hold_until_ms = 0;
+    snprintf(hold_addr, sizeof hold_addr, "%s:%d", h2, p2);
+    hold_until_ms = now_ms() + DEPOSED_MS;
     primary_named(h1, p1);
   }
 }
@@ -341,8 +356,8 @@ static void *watch_main(void *arg) {
       if (lost) unsubscribe(i, why);
     }
     if (hold_until_ms && now >= hold_until_ms) {
-      LOG(LOG_WARN, "no new primary announced %d ms after Sentinel began a failover; asking again",
-          HOLD_MS);
+      LOG(LOG_WARN, "Sentinel's failover away from %s was not announced as finished in time; "
+                    "asking the sentinels again", hold_addr);
       hold_until_ms = 0;
       next_ask = now;
     }

@@ -12,3 +12,4 @@ picket_check_test(fault_two_picketd SOURCES ${_d}/test_two_picketd.c LABELS faul
 picket_check_test(fault_min_replicas SOURCES ${_d}/test_min_replicas.c LABELS fault TIMEOUT 60 SERIAL)
 picket_check_test(fault_silent_drop SOURCES ${_d}/test_silent_drop.c ${_d}/fault_proxy.c LABELS fault TIMEOUT 60 SERIAL)
 picket_check_test(fault_client_gone SOURCES ${_d}/test_client_gone.c LABELS fault TIMEOUT 60 SERIAL)
+picket_check_test(fault_sentinel SOURCES ${_d}/test_sentinel.c ${_d}/sentinel_group.c ${_d}/fault_proxy.c LABELS fault TIMEOUT 300 SERIAL)

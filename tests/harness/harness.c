@@ -68,7 +68,7 @@ void harness_sleep_ms(int64_t ms) {
   }
 }
 
-static int make_tmpdir(char *out, size_t cap, const char *what) {
+int harness_make_tmpdir(char *out, size_t cap, const char *what) {
   snprintf(out, cap, "/tmp/picket-%s-XXXXXX", what);
   if (mkdtemp(out) == NULL) {
     perror("harness: mkdtemp");
@@ -77,7 +77,7 @@ static int make_tmpdir(char *out, size_t cap, const char *what) {
   return 0;
 }
 
-static void rm_rf(const char *dir) {
+void harness_rm_rf(const char *dir) {
   DIR *d = opendir(dir);
   if (d == NULL) return;
   struct dirent *e;
@@ -87,7 +87,7 @@ static void rm_rf(const char *dir) {
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     struct stat st;
     if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
-      rm_rf(path);
+      harness_rm_rf(path);
     else
       unlink(path);
   }
@@ -96,7 +96,7 @@ static void rm_rf(const char *dir) {
 }
 
 /* A free loopback TCP port, found by binding port 0. */
-static int free_port(void) {
+int harness_free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t len = sizeof a;
@@ -110,7 +110,7 @@ static int free_port(void) {
 
 /* fork+exec argv with stdout and stderr appended to `log`; the child dies
  * with this process (PR_SET_PDEATHSIG), so no test leaks a server. */
-static pid_t spawn(char *const argv[], const char *log) {
+pid_t harness_spawn(char *const argv[], const char *log) {
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) return -1;
@@ -175,7 +175,7 @@ static int redis_spawn(harness_redis *r) {
   char log[300];
   snprintf(log, sizeof log, "%s/redis.log", r->dir);
   char *argv[] = {"redis-server", r->conf, NULL};
-  r->pid = spawn(argv, log);
+  r->pid = harness_spawn(argv, log);
   if (r->pid < 0) return -1;
   int64_t until = harness_now_ms() + 15000;
   while (harness_now_ms() < until) {
@@ -198,14 +198,14 @@ harness_redis *harness_redis_start(const harness_redis_opts *opts) {
   harness_redis_opts none = {0};
   if (opts == NULL) opts = &none;
   harness_redis *r = calloc(1, sizeof *r);
-  if (r == NULL || make_tmpdir(r->dir, sizeof r->dir, "redis") < 0) {
+  if (r == NULL || harness_make_tmpdir(r->dir, sizeof r->dir, "redis") < 0) {
     free(r);
     return NULL;
   }
   snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
   snprintf(r->url, sizeof r->url, "unix://%s", r->sock);
   snprintf(r->conf, sizeof r->conf, "%s/redis.conf", r->dir);
-  r->port = opts->tcp ? free_port() : 0;
+  r->port = opts->tcp ? harness_free_port() : 0;
   FILE *f = fopen(r->conf, "w");
   if (f == NULL) {
     harness_redis_free(r);
@@ -241,7 +241,7 @@ int harness_redis_restart(harness_redis *r) {
 void harness_redis_free(harness_redis *r) {
   if (r == NULL) return;
   harness_redis_stop(r, SIGKILL);
-  if (getenv("HARNESS_KEEP") == NULL) rm_rf(r->dir);
+  if (getenv("HARNESS_KEEP") == NULL) harness_rm_rf(r->dir);
   free(r);
 }
 
@@ -278,7 +278,7 @@ redisReply *harness_redis_cmd(const harness_redis *r, const char *fmt, ...) {
 
 harness_picketd *harness_picketd_start(const char *redis_url, const char *const *args) {
   harness_picketd *p = calloc(1, sizeof *p);
-  if (p == NULL || make_tmpdir(p->dir, sizeof p->dir, "picketd") < 0) {
+  if (p == NULL || harness_make_tmpdir(p->dir, sizeof p->dir, "picketd") < 0) {
     free(p);
     return NULL;
   }
@@ -307,7 +307,7 @@ harness_picketd *harness_picketd_start(const char *redis_url, const char *const 
   }
   for (int i = 0; args && args[i] && n < 79; i++) argv[n++] = (char *)args[i];
   argv[n] = NULL;
-  p->pid = spawn(argv, p->log);
+  p->pid = harness_spawn(argv, p->log);
   int64_t until = harness_now_ms() + (w && *w ? 60000 : 15000);
   while (p->pid > 0 && harness_now_ms() < until) {
     FILE *f = fopen(portfile, "r");
@@ -374,7 +374,7 @@ static void stop_gently(harness_picketd *p) {
 void harness_picketd_free(harness_picketd *p) {
   if (p == NULL) return;
   if (p->pid > 0) stop_gently(p);
-  if (getenv("HARNESS_KEEP") == NULL) rm_rf(p->dir);
+  if (getenv("HARNESS_KEEP") == NULL) harness_rm_rf(p->dir);
   free(p);
 }
 
