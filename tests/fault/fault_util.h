@@ -75,7 +75,7 @@ static inline long fault_acquire(const char *base, const char *name, int64_t ttl
 /* renew or release (action) of `lease`. */
 static inline long fault_lease_call(const char *base, const char *name, const char *action,
                                     const char *lease, fault_call *out) {
-  char body[80];
+  char body[200];
   snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lease);
   return fault_lock(base, name, action, body, out);
 }
