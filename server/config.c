@@ -216,8 +216,17 @@ int config_parse_redis_url(const char *url, redis_target *t, char *err, size_t e
     }
     return 0;
   }
-  if (strncmp(url, "redis://", 8) != 0)
-    return fail(err, errlen, "--redis: expected redis://host:port or unix:///path, got '%s'", url);
+  if (strncmp(url, "rediss://", 9) == 0)
+    return fail(err, errlen, "--redis: rediss:// (TLS to Redis) is not supported: hiredis 0.14 "
+                             "has no TLS. Run a TLS tunnel (stunnel, spiped) beside picketd and "
+                             "point --redis at its local end");
+  if (strncmp(url, "redis://", 8) != 0) {
+    /* Never echo what may be a password: only the part before "://". */
+    const char *sep = strstr(url, "://");
+    int scheme = sep && sep - url < 16 ? (int)(sep - url) : 0;
+    return fail(err, errlen, "--redis: expected redis://host:port or unix:///path, got %s%.*s%s",
+                scheme ? "a " : "something else", scheme, url, scheme ? ":// URL" : "");
+  }
   const char *p = url + 8;
   const char *at = strrchr(p, '@');
   if (at) {

@@ -215,6 +215,27 @@ START_TEST(sentinel_mode) {
 }
 END_TEST
 
+/* A refused --redis never echoes its password (issue 17: a rediss:// URL
+ * was refused with the whole URL on stderr). */
+START_TEST(redis_url_errors_keep_secrets) {
+  const char *urls[] = {"rediss://user:hunter2@cache:6380", "tcp://:hunter2@cache:6379",
+                        "hunter2@cache:6379", "REDIS://:hunter2@h:1"};
+  for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++) {
+    char *argv[] = {"picketd", "--redis", (char *)urls[i], NULL};
+    ck_assert_int_eq(load(argv, NULL), -1);
+    ck_assert_msg(strstr(err, "hunter2") == NULL, "%s: %s", urls[i], err);
+    ck_assert_msg(strstr(err, "--redis"), "%s: %s", urls[i], err);
+  }
+  char *argv[] = {"picketd", "--redis", "rediss://:hunter2@h:1", NULL};
+  ck_assert_int_eq(load(argv, NULL), -1);
+  ck_assert_msg(strstr(err, "TLS") && strstr(err, "stunnel"), "%s", err);
+  char *env[] = {"PICKET_REDIS=rediss://:hunter2@h:1", NULL};
+  char *none[] = {"picketd", NULL};
+  ck_assert_int_eq(load(none, env), -1);
+  ck_assert_msg(strstr(err, "hunter2") == NULL, "%s", err);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("config");
   TCase *tc = tcase_create("config");
@@ -226,6 +247,7 @@ int main(void) {
   tcase_add_test(tc, password_file_wins);
   tcase_add_test(tc, fence_flags);
   tcase_add_test(tc, sentinel_mode);
+  tcase_add_test(tc, redis_url_errors_keep_secrets);
   suite_add_tcase(s, tc);
   return harness_run_suite(s);
 }
