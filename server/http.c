@@ -59,6 +59,9 @@ typedef struct http_req {
   size_t len, cap;
   int too_large;
   int64_t t0_ms;
+  int seen;             /* on_request has been called for it */
+  const char *target;   /* the request target as uri_logged saw it... */
+  size_t target_len;    /* ...and its length up to the first NUL */
 } http_req;
 
 struct loop {
@@ -243,15 +246,41 @@ static enum MHD_Result resumed(struct MHD_Connection *conn, http_req *r) {
 /* libmicrohttpd 0.9.75 hands the request target over as a C string, so a
  * raw NUL in it would cut the path short: "/v1/locks/a/acquire\0junk"
  * would grant lock "a", and a proxy that routes by path would disagree
- * with us about the lock. In its request-line buffer the version follows
- * the target at once (url + strlen(url) + 1 == version) unless the target
- * held a '?' (cut there, arguments follow) or a NUL. A gap without query
- * arguments is a NUL. If the layout is not the one expected (another
- * libmicrohttpd), no request is refused for it. */
-static int target_has_nul(struct MHD_Connection *conn, const char *url, const char *version) {
-  size_t n = strlen(url);
-  if (version <= url + n + 1 || version > url + n + 1 + 65536) return 0;
-  return MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, NULL, NULL) == 0;
+ * with us about the lock. The URI log callback sees the whole target
+ * before libmicrohttpd splits off the query, and in its request-line
+ * buffer the version follows the target at once; so the target had a NUL
+ * when what the log callback measured (up to the first NUL) is shorter
+ * than the space between target and version. That holds with a query or
+ * without (the check once counted parsed query arguments, and
+ * "acquire\0?x" slipped through). If the layout is not the one expected
+ * (another libmicrohttpd), no request is refused for it. */
+static int target_has_nul(const http_req *r, const char *url, const char *version) {
+  if (r->target != url || version <= url) return 0;
+  size_t raw = (size_t)(version - url - 1); /* the target, less the NUL that ended it */
+  return raw > r->target_len && raw <= r->target_len + 65536;
+}
+
+static http_req *req_new(struct MHD_Connection *conn) {
+  http_req *r = calloc(1, sizeof *r);
+  if (r == NULL) return NULL;
+  r->t0_ms = api_now_ms();
+  r->w.fd = -1;
+  r->loop = cur;
+  r->conn = conn;
+  atomic_fetch_add(&inflight, 1);
+  metrics_gauge_add(G_INFLIGHT, 1);
+  return r;
+}
+
+/* libmicrohttpd's URI log callback: the first sight of a request, with
+ * its target whole. Its return value is the request's state. */
+static void *uri_logged(void *cls, const char *uri, struct MHD_Connection *conn) {
+  http_req *r = req_new(conn);
+  if (r) {
+    r->target = uri;
+    r->target_len = strlen(uri);
+  }
+  return r;
 }
 
 /* Whether a lock call goes through the loop's pipe. It pays when other
@@ -275,16 +304,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **state) {
   http_req *r = *state;
-  if (r == NULL) {
-    r = calloc(1, sizeof *r);
-    if (r == NULL) return MHD_NO;
-    r->t0_ms = api_now_ms();
-    r->w.fd = -1;
-    r->loop = cur;
-    r->conn = conn;
-    *state = r;
-    atomic_fetch_add(&inflight, 1);
-    metrics_gauge_add(G_INFLIGHT, 1);
+  if (r == NULL && (r = req_new(conn)) == NULL) return MHD_NO; /* uri_logged ran out of memory */
+  *state = r;
+  if (!r->seen) { /* the first call: headers are in, the body (if any) follows */
+    r->seen = 1;
     return MHD_YES;
   }
   if (*upload_size) {
@@ -307,7 +330,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
   api_request req = {method, url, r->body, r->len, r->too_large};
   handling_set(r, 1); /* until reply(), or the end of the request */
-  if (target_has_nul(conn, url, version)) {
+  if (target_has_nul(r, url, version)) {
     handling_set(r, 0);
     memset(&resp, 0, sizeof resp);
     resp.endpoint = EP_OTHER;
@@ -480,6 +503,7 @@ static struct MHD_Daemon *daemon_start(const struct sockaddr *addr, MHD_socket l
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
       MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
       MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, NULL,
+      MHD_OPTION_URI_LOG_CALLBACK, uri_logged, NULL,
       MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
       MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
       /* Per-connection pool for the request line, headers and reply

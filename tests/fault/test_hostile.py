@@ -316,8 +316,13 @@ def bad_text(rng):
     nul = [(b"GET", b"/v1/locks/a\x00b", {400, None}),
            (b"POST", b"/v1/locks/nul\x00x/acquire", {400, None}),
            (b"POST", b"/v1/locks/nul/acquire\x00junk", {400, None}),
-           (b"POST", b"/v1/locks/nul/acq\x00uire", CLIENT_ERR_OR_CLOSE)]
-    for i in range(60):
+           (b"POST", b"/v1/locks/nul/acq\x00uire", CLIENT_ERR_OR_CLOSE),
+           # with a query after the NUL (issue 17: both granted the lock
+           # before the NUL, the check looked for a '?' and found one)
+           (b"POST", b"/v1/locks/nulq/acquire\x00/../../mine/acquire?x=1", {400, None}),
+           (b"POST", b"/v1/locks/nulq/acquire\x00?x", {400, None}),
+           (b"POST", b"/v1/locks/nulq/acquire?x=\x00y", {400, None})]
+    for i in range(70):
         m, p, allowed = nul[i % len(nul)]
         yield "nul-path-%d" % (i % len(nul)), m + b" " + p + b" HTTP/1.1\r\n" + HOST + \
             b"Content-Length: 0\r\n\r\n", allowed, None, False
