@@ -48,8 +48,6 @@ typedef struct {
   unsigned long seen_epoch; /* ...unless another thread connected since */
   unsigned long seen_failure; /* failure_epoch when this connection opened */
   int64_t backoff_ms;
-  int misconfigured;    /* evicting policy seen on this connection */
-  int64_t next_policy_check_ms;
   unsigned long opens;  /* successful connects */
   unsigned long gen;    /* the node table's generation at the last connect attempt */
   char last_err[200];   /* why the last connect failed */
@@ -130,16 +128,35 @@ static int config_get(redisContext *c, const char *name, char *out, size_t cap) 
 /* 1 when the policy may evict keys without a TTL, i.e. fence counters. */
 static int policy_evicts_all(const char *policy) { return strncmp(policy, "allkeys-", 8) == 0; }
 
+/* The eviction verdict, one for the whole process: every connection and
+ * every loop refuses lock calls while it is set. It was kept per
+ * connection and checked only when one opened, so after a runtime CONFIG
+ * SET maxmemory-policy allkeys-lru the keep-alive connections went on
+ * granting until memory filled, the counters were evicted and fence 1 was
+ * handed out again (issue 17). Now a connection at rest re-reads the
+ * policy whenever POLICY_RECHECK_MS has passed since anyone last did (one
+ * CONFIG GET a second for the process), and each connect does too. */
+static atomic_int evicting;
+static atomic_llong policy_due_ms;
+
 static void check_policy(conn *k) {
   char policy[64];
-  k->next_policy_check_ms = now_ms() + POLICY_RECHECK_MS;
+  atomic_store(&policy_due_ms, (long long)(now_ms() + POLICY_RECHECK_MS));
   if (config_get(k->c, "maxmemory-policy", policy, sizeof policy) < 0) return;
   int bad = policy_evicts_all(policy) && !cfg->allow_eviction;
-  if (bad && !k->misconfigured)
+  int was = atomic_exchange(&evicting, bad);
+  if (bad && !was)
     LOG(LOG_ERROR, "Redis maxmemory-policy is %s: it can evict fence counters; refusing locks "
                    "(set noeviction, or start with --allow-eviction)", policy);
-  if (!bad && k->misconfigured) LOG(LOG_INFO, "Redis maxmemory-policy is now %s", policy);
-  k->misconfigured = bad;
+  if (!bad && was) LOG(LOG_INFO, "Redis maxmemory-policy is now %s", policy);
+}
+
+/* Re-reads the policy on k (which has no reply outstanding) when the
+ * process's check is due; one connection takes each turn. */
+static void policy_due(conn *k) {
+  long long due = atomic_load(&policy_due_ms), now = (long long)now_ms();
+  if (now >= due && atomic_compare_exchange_strong(&policy_due_ms, &due, now + POLICY_RECHECK_MS))
+    check_policy(k);
 }
 
 /* A connection to the primary (node.c finds it, authenticates and checks
@@ -208,7 +225,6 @@ static conn *conn_ready(conn *k, int at_rest, store_result *r) {
   k->next_try_ms = 0;
   k->opens++;
   atomic_fetch_add(&connect_epoch, 1);
-  k->misconfigured = 0;
   check_policy(k);
   metrics_inc(M_REDIS_RECONNECTS);
   LOG(LOG_DEBUG, "Redis connection opened");
@@ -444,8 +460,8 @@ static conn *conn_for_calls(conn *k, int at_rest, store_result *r, store_status 
     *st = STORE_EUNAVAIL;
     return NULL;
   }
-  if (k->misconfigured && now_ms() >= k->next_policy_check_ms) check_policy(k);
-  if (k->misconfigured) {
+  if (at_rest) policy_due(k);
+  if (atomic_load(&evicting)) {
     set_err(r, "Redis maxmemory-policy evicts keys; fences are unsafe, so no lock calls%s", NULL);
     metrics_inc(M_REDIS_ERR_MISCONFIGURED);
     *st = STORE_EMISCONF;
@@ -560,8 +576,9 @@ store_status store_ready(store_result *r, store_topology *topo) {
     metrics_gauge_set(G_REDIS_UP, 0);
     return STORE_EUNAVAIL;
   }
-  if (k->misconfigured) check_policy(k);
-  if (k->misconfigured) {
+  if (atomic_load(&evicting)) check_policy(k); /* so /readyz sees a fix at once */
+  else policy_due(k);
+  if (atomic_load(&evicting)) {
     set_err(r, "Redis maxmemory-policy evicts keys; fences are unsafe%s", NULL);
     return STORE_EMISCONF;
   }

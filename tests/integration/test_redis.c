@@ -299,6 +299,44 @@ START_TEST(redis_password_from_file_or_url) {
 }
 END_TEST
 
+/* A runtime CONFIG SET to an evicting policy, with no reconnect: every
+ * loop refuses grants within about a second (issue 17: open connections
+ * kept granting until the counters were evicted and fences repeated). */
+START_TEST(evicting_policy_seen_at_run_time) {
+  acquire_ok("policy-rt", "{\"ttl_ms\":60000}", NULL);
+  redisReply *x = harness_redis_cmd(R, "CONFIG SET maxmemory-policy allkeys-lru");
+  freeReplyObject(x);
+  int64_t t0 = harness_now_ms(), seen = -1;
+  harness_resp r;
+  while (seen < 0 && harness_now_ms() - t0 < 5000 * harness_time_scale()) {
+    call("POST", "/v1/locks/policy-rt2/acquire", "{}", &r);
+    const char *code = harness_error_code(&r);
+    if (r.status == 503 && code && strcmp(code, "store_misconfigured") == 0)
+      seen = harness_now_ms() - t0;
+    harness_resp_free(&r);
+    if (seen < 0) harness_sleep_ms(20);
+  }
+  printf("evicting policy refused %lld ms after CONFIG SET\n", (long long)seen);
+  ck_assert_msg(seen >= 0, "still granting 5 s after the policy changed");
+  for (int i = 0; i < 40; i++) { /* every loop and connection agrees */
+    call(i % 4 ? "POST" : "GET", i % 4 ? "/v1/locks/policy-rt3/acquire" : "/readyz",
+         i % 4 ? "{}" : NULL, &r);
+    expect_error(&r, 503, "store_misconfigured");
+    harness_resp_free(&r);
+  }
+  x = harness_redis_cmd(R, "CONFIG SET maxmemory-policy noeviction");
+  freeReplyObject(x);
+  long status = 0;
+  for (int i = 0; i < 150 * harness_time_scale() && status != 200; i++) {
+    call("POST", "/v1/locks/policy-rt3/acquire", "{}", &r);
+    status = r.status;
+    harness_resp_free(&r);
+    if (status != 200) harness_sleep_ms(20);
+  }
+  ck_assert_int_eq(status, 200);
+}
+END_TEST
+
 /* --redis naming a replica: /readyz says so (it said 200 while every
  * grant met READONLY), and a lock call is a 503 that changes nothing. */
 START_TEST(replica_is_not_ready) {
@@ -360,7 +398,8 @@ int main(void) {
                {"policy_start", evicting_policy_refused_at_startup},
                {"policy_reconnect", evicting_policy_seen_on_reconnect},
                {"password", redis_password_from_file_or_url},
-               {"replica", replica_is_not_ready}};
+               {"replica", replica_is_not_ready},
+               {"policy_run_time", evicting_policy_seen_at_run_time}};
   /* each case its own Redis (AOF on) and picketd: they break them */
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     TCase *tc = tcase_create(cases[i].name);
