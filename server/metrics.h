@@ -27,6 +27,7 @@ typedef enum {
   X(REDIS_ERR_UNAVAILABLE, "picket_redis_errors_total", "kind=\"unavailable\"", "Redis failures by kind.") \
   X(REDIS_ERR_REPLY, "picket_redis_errors_total", "kind=\"error_reply\"", "")                    \
   X(REDIS_ERR_MISCONFIGURED, "picket_redis_errors_total", "kind=\"misconfigured\"", "")          \
+  X(REDIS_ERR_FULL, "picket_redis_errors_total", "kind=\"full\"", "")                            \
   X(REDIS_ERR_NOT_REPLICATED, "picket_redis_errors_total", "kind=\"not_replicated\"", "")        \
   X(REDIS_RECONNECTS, "picket_redis_reconnects_total", "", "Redis connections (re)established.") \
   X(REDIS_FAILOVERS, "picket_redis_failovers_total", "", "Switches to a new Redis primary named by Sentinel.") \

@@ -24,6 +24,7 @@ typedef enum {
   STORE_EREPLY,       /* Redis answered with an error (e.g. WRONGTYPE) */
   STORE_EUNAVAIL,     /* Redis unreachable, timed out, loading, read-only */
   STORE_EMISCONF,     /* Redis evicts keys (maxmemory-policy allkeys-*) */
+  STORE_EFULL,        /* Redis is at maxmemory and refuses writes (OOM) */
   STORE_ENOTREPL      /* fewer than --min-replicas acknowledged (grant undone) */
 } store_status;
 

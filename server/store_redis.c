@@ -269,6 +269,13 @@ static store_status error_reply(const char *msg, store_result *r) {
     metrics_inc(M_REDIS_ERR_REPLY);
     return STORE_EREPLY;
   }
+  if (strncmp(msg, "OOM", 3) == 0) {
+    /* maxmemory with noeviction: a 503 the operator can act on (and
+     * /readyz says so), not a 502 as if the request were wrong. */
+    set_err(r, "Redis is out of memory (maxmemory reached) and refuses writes: %s", clean);
+    metrics_inc(M_REDIS_ERR_FULL);
+    return STORE_EFULL;
+  }
   for (int i = 0; transient[i]; i++)
     if (strncmp(msg, transient[i], strlen(transient[i])) == 0) {
       node_trouble(); /* READONLY: a demoted primary; LOADING: a restarted one */
@@ -565,6 +572,14 @@ store_status store_inspect(const char *name, store_result *r) {
   return op_run_direct(&op, r);
 }
 
+/* A number field ("name:" at a line start) of an INFO reply, or -1. */
+static long long info_field(const char *info, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = info; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+    if (strncmp(p, name, n) == 0) return strtoll(p + n, NULL, 10);
+  return -1;
+}
+
 store_status store_ready(store_result *r, store_topology *topo) {
   node_info ni;
   node_describe(&ni);
@@ -582,7 +597,7 @@ store_status store_ready(store_result *r, store_topology *topo) {
     set_err(r, "Redis maxmemory-policy evicts keys; fences are unsafe%s", NULL);
     return STORE_EMISCONF;
   }
-  redisReply *rep = redisCommand(k->c, "INFO replication");
+  redisReply *rep = redisCommand(k->c, "INFO"); /* replication and memory (one section each before Redis 7) */
   if (rep == NULL) return transport_error(k, r);
   store_status st = STORE_OK;
   r->replicas = 0;
@@ -593,6 +608,16 @@ store_status store_ready(store_result *r, store_topology *topo) {
      * replicas still syncing, which WAIT cannot count yet. */
     for (const char *p = rep->str; (p = strstr(p, ",state=online")) != NULL; p++) r->replicas++;
     metrics_gauge_set(G_REDIS_UP, 1);
+    long long used = info_field(rep->str, "used_memory:"), max = info_field(rep->str, "maxmemory:"),
+              exempt = info_field(rep->str, "mem_not_counted_for_evict:");
+    if (max > 0 && used - (exempt > 0 ? exempt : 0) > max) {
+      /* What Redis compares before it refuses a write with OOM. */
+      snprintf(r->err, sizeof r->err, "Redis is out of memory: %lld of maxmemory %lld bytes used; "
+               "writes are refused", used - (exempt > 0 ? exempt : 0), max);
+      metrics_inc(M_REDIS_ERR_FULL);
+      freeReplyObject(rep);
+      return STORE_EFULL;
+    }
     if (strstr(rep->str, "role:master") == NULL) {
       /* Demoted since this connection opened (or --redis names a
        * replica): every grant would meet READONLY. */

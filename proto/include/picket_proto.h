@@ -51,6 +51,7 @@
   X(STORE_ERROR, "store_error", 502, "Redis answered with an error")                  \
   X(STORE_UNAVAILABLE, "store_unavailable", 503, "Redis is unreachable or timed out") \
   X(STORE_MISCONFIGURED, "store_misconfigured", 503, "Redis evicts keys (maxmemory-policy); fences are unsafe") \
+  X(STORE_FULL, "store_full", 503, "Redis is out of memory (maxmemory reached): writes refused") \
   X(NOT_REPLICATED, "not_replicated", 503, "too few replicas acknowledged the write") \
   X(TOO_MANY_WAITERS, "too_many_waiters", 503, "too many waiting acquires")           \
   X(SHUTTING_DOWN, "shutting_down", 503, "the server is shutting down")

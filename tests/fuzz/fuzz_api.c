@@ -205,7 +205,7 @@ static void check_error(const request_ctx *ctx, const api_response *resp, json_t
    * the stub answers when its table is full). */
   if (ctx->fault == STUB_FAULT_NONE)
     CHECK(e != PICKET_PROTO_ERR_STORE_UNAVAILABLE && e != PICKET_PROTO_ERR_STORE_MISCONFIGURED &&
-              e != PICKET_PROTO_ERR_NOT_REPLICATED,
+              e != PICKET_PROTO_ERR_STORE_FULL && e != PICKET_PROTO_ERR_NOT_REPLICATED,
           "%s without a store failure", code);
 }
 

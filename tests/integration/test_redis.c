@@ -337,6 +337,42 @@ START_TEST(evicting_policy_seen_at_run_time) {
 }
 END_TEST
 
+/* Redis at maxmemory (noeviction) refuses writes: every lock call that
+ * writes is 503 store_full and /readyz says so, until memory is freed
+ * (issue 17: it was 502 store_error "OOM command not allowed" with
+ * /readyz at 200). Reads, renewals and releases still work. */
+START_TEST(full_redis_is_store_full) {
+  char lease[33];
+  acquire_ok("full-held", "{\"ttl_ms\":60000}", lease);
+  redisReply *x = harness_redis_cmd(R, "CONFIG SET maxmemory 1");
+  freeReplyObject(x);
+  harness_resp r;
+  call("POST", "/v1/locks/full-new/acquire", "{}", &r);
+  expect_error(&r, 503, "store_full");
+  ck_assert_msg(strstr(r.body, "out of memory"), "%s", r.body);
+  harness_resp_free(&r);
+  /* a holder keeps its lock: renew and release add no memory, and Redis
+   * lets them through */
+  ck_assert_int_eq(lock_call("full-held", "renew", lease, &r), 200);
+  harness_resp_free(&r);
+  call("GET", "/readyz", NULL, &r);
+  expect_error(&r, 503, "store_full");
+  harness_resp_free(&r);
+  call("GET", "/v1/locks/full-held", NULL, &r);
+  ck_assert_int_eq(r.status, 200); /* inspect is read-only */
+  harness_resp_free(&r);
+  ck_assert_int_ge(harness_metric(harness_picketd_url(P), "picket_redis_errors_total{kind=\"full\"}"), 2);
+  ck_assert_int_eq(lock_call("full-held", "release", lease, &r), 200);
+  harness_resp_free(&r);
+  x = harness_redis_cmd(R, "CONFIG SET maxmemory 0");
+  freeReplyObject(x);
+  call("GET", "/readyz", NULL, &r);
+  ck_assert_int_eq(r.status, 200);
+  harness_resp_free(&r);
+  acquire_ok("full-new", "{}", NULL);
+}
+END_TEST
+
 /* --redis naming a replica: /readyz says so (it said 200 while every
  * grant met READONLY), and a lock call is a 503 that changes nothing. */
 START_TEST(replica_is_not_ready) {
@@ -399,7 +435,8 @@ int main(void) {
                {"policy_reconnect", evicting_policy_seen_on_reconnect},
                {"password", redis_password_from_file_or_url},
                {"replica", replica_is_not_ready},
-               {"policy_run_time", evicting_policy_seen_at_run_time}};
+               {"policy_run_time", evicting_policy_seen_at_run_time},
+               {"full", full_redis_is_store_full}};
   /* each case its own Redis (AOF on) and picketd: they break them */
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     TCase *tc = tcase_create(cases[i].name);
