@@ -85,7 +85,7 @@ static const config_option options[] = {
     {"log-format", ENUM(log_format), "text", format_choices, "text or json"},
     {"port-file", STR(port_file), "", NULL, "write the bound HTTP port to this file"},
     {"allow-eviction", BOOL(allow_eviction), "false", NULL,
-     "start even if Redis maxmemory-policy is allkeys-* (can evict fence counters)"},
+     "start even if Redis maxmemory-policy evicts (allkeys-*: fence counters; volatile-*: live leases)"},
     {"min-replicas", INT(min_replicas, 0, 64), "0", NULL,
      "after each grant and renewal, WAIT for this many replicas; fewer is 503 not_replicated. "
      "Default 1 with --sentinel, so the replica Sentinel promotes has every grant"},

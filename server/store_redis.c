@@ -125,8 +125,12 @@ static int config_get(redisContext *c, const char *name, char *out, size_t cap) 
   return ok ? 0 : -1;
 }
 
-/* 1 when the policy may evict keys without a TTL, i.e. fence counters. */
-static int policy_evicts_all(const char *policy) { return strncmp(policy, "allkeys-", 8) == 0; }
+/* 1 when the policy may evict picket's keys: allkeys-* a fence counter
+ * (that lock's fences restart), volatile-* a live lease (the lock frees
+ * while its holder believes it holds it; on a Redis shared with a cache,
+ * another application's memory pressure decides when). Both are refused
+ * unless --allow-eviction. */
+static int policy_evicts(const char *policy) { return strcmp(policy, "noeviction") != 0; }
 
 /* The eviction verdict, one for the whole process: every connection and
  * every loop refuses lock calls while it is set. It was kept per
@@ -143,11 +147,11 @@ static void check_policy(conn *k) {
   char policy[64];
   atomic_store(&policy_due_ms, (long long)(now_ms() + POLICY_RECHECK_MS));
   if (config_get(k->c, "maxmemory-policy", policy, sizeof policy) < 0) return;
-  int bad = policy_evicts_all(policy) && !cfg->allow_eviction;
+  int bad = policy_evicts(policy) && !cfg->allow_eviction;
   int was = atomic_exchange(&evicting, bad);
   if (bad && !was)
-    LOG(LOG_ERROR, "Redis maxmemory-policy is %s: it can evict fence counters; refusing locks "
-                   "(set noeviction, or start with --allow-eviction)", policy);
+    LOG(LOG_ERROR, "Redis maxmemory-policy is %s: it can evict fence counters or live leases; "
+                   "refusing locks (set noeviction, or start with --allow-eviction)", policy);
   if (!bad && was) LOG(LOG_INFO, "Redis maxmemory-policy is now %s", policy);
 }
 
@@ -855,20 +859,25 @@ int store_init(const config *c, char *err, size_t errlen) {
     LOG(LOG_WARN, "cannot read Redis CONFIG (renamed or forbidden): maxmemory-policy and "
                   "appendonly are unchecked");
   } else {
-    if (policy_evicts_all(policy)) {
-      if (!cfg->allow_eviction) {
-        snprintf(err, errlen,
-                 "Redis maxmemory-policy is %s, which can evict fence counters and break fences; "
-                 "set it to noeviction (or start with --allow-eviction)", policy);
-        redisFree(rc);
-        return -1;
-      }
-      LOG(LOG_WARN, "Redis maxmemory-policy is %s and --allow-eviction is set: an evicted "
-                    "fence counter restarts that lock's fences", policy);
-    } else if (strncmp(policy, "volatile-", 9) == 0) {
-      LOG(LOG_WARN, "Redis maxmemory-policy is %s: a live lease may be evicted (the lock frees "
-                    "early; fences still protect storage). noeviction is safer", policy);
+    int counters = strncmp(policy, "volatile-", 9) != 0; /* allkeys-* (or unknown) */
+    if (policy_evicts(policy) && !cfg->allow_eviction) {
+      snprintf(err, errlen,
+               counters ? "Redis maxmemory-policy is %s, which can evict fence counters and "
+                          "break fences; set it to noeviction (or start with --allow-eviction)"
+                        : "Redis maxmemory-policy is %s, which can evict a live lease and free "
+                          "a lock its holder still holds; set it to noeviction (or start with "
+                          "--allow-eviction)",
+               policy);
+      redisFree(rc);
+      return -1;
     }
+    if (policy_evicts(policy))
+      LOG(LOG_WARN, counters ? "Redis maxmemory-policy is %s and --allow-eviction is set: an "
+                               "evicted fence counter restarts that lock's fences"
+                             : "Redis maxmemory-policy is %s and --allow-eviction is set: a live "
+                               "lease may be evicted (the lock frees early; fences still protect "
+                               "storage)",
+          policy);
     if (cfg->fence_floor == FENCE_FLOOR_NONE && config_get(rc, "appendonly", aof, sizeof aof) == 0 &&
         strcmp(aof, "no") == 0)
       LOG(LOG_WARN, "Redis appendonly is no: a Redis restart loses the fence counters, and "
