@@ -276,7 +276,7 @@ static store_status error_reply(const char *msg, store_result *r) {
   if (strncmp(msg, "OOM", 3) == 0) {
     /* maxmemory with noeviction: a 503 the operator can act on (and
      * /readyz says so), not a 502 as if the request were wrong. */
-    set_err(r, "Redis is out of memory (maxmemory reached) and refuses writes: %s", clean);
+    set_err(r, "Redis is at its maxmemory, out of memory: %s", clean);
     metrics_inc(M_REDIS_ERR_FULL);
     return STORE_EFULL;
   }
