@@ -29,6 +29,7 @@ typedef struct {
   const char *allow;      /* Allow header, or NULL */
   char retry_after[24];   /* Retry-After header, or "" */
   metrics_endpoint endpoint;
+  int close;              /* http.c: close the connection after it (framing not trusted) */
 } api_response;
 
 /* The state of one call that may outlive one handler invocation: an

@@ -4,6 +4,8 @@ picket_check_test(picketd_api SOURCES ${_d}/test_api.c LABELS integration TIMEOU
 picket_check_test(picketd_redis SOURCES ${_d}/test_redis.c LABELS integration TIMEOUT 180)
 picket_check_test(picketd_wait SOURCES ${_d}/test_wait.c LABELS integration TIMEOUT 240 SERIAL)
 picket_check_test(picketd_pipeline SOURCES ${_d}/test_pipeline.c LABELS integration TIMEOUT 120)
+# Ambiguous request framing refused (issue 17).
+picket_shell_test(picketd_framing ${_d}/test_framing.sh LABELS integration TIMEOUT 60)
 # Sentinel mode's credentials (issue 12); its failovers are fault_sentinel.
 picket_shell_test(picketd_sentinel_auth ${_d}/test_sentinel_auth.sh LABELS integration TIMEOUT 60)
 # The fence itself (issue 13): exact up to 2^63-1, the clock floor, counters
