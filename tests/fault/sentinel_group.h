@@ -12,7 +12,7 @@
  * Like the harness's servers, every process is started with
  * PR_SET_PDEATHSIG (it dies with the thread that started it: call these
  * from the test's main thread), stopped by pid and its temp dir
- * (/tmp/picket-sentinel-XXXXXX) removed by sg_free ($HARNESS_KEEP keeps
+ * (made by harness_make_tmpdir) removed by sg_free ($HARNESS_KEEP keeps
  * them). Functions that wait assert (Check) when the group does not get
  * where it should within their bound; they print the Sentinels' logs
  * first. */

@@ -229,7 +229,8 @@ store_status store_inspect(const char *name, store_result *r) {
 }
 
 store_status store_ready(store_result *r, store_topology *topo) {
-  snprintf(topo->primary, sizeof topo->primary, "stub");
+  /* The in-memory store is its own (single) node; no Sentinel. */
+  snprintf(topo->primary, sizeof topo->primary, "in-memory");
   topo->sentinel = -1;
   stub_fault f = enter(NULL);
   if (f != STUB_FAULT_NONE) return failed(f, STORE_HELD, r);

@@ -117,10 +117,11 @@ int harness_run_suite(void *suite);
 int64_t harness_time_scale(void);
 
 /* For suites that run servers of their own (tests/fault/sentinel_group.c):
- * a new /tmp/picket-WHAT-XXXXXX dir (0, or -1 after printing why); rm -r
- * of a dir; a free loopback TCP port (-1 on error); fork+exec of argv
- * (found on PATH) with stdout and stderr appended to `log` and
- * PR_SET_PDEATHSIG, so the child dies with the test (its pid, or -1). */
+ * a new mkdtemp(3) dir named /tmp/picket-<what>-<random> (0, or -1 after
+ * printing why); rm -r of a dir; a free loopback TCP port (-1 on error);
+ * fork+exec of argv (found on PATH) with stdout and stderr appended to
+ * `log` and PR_SET_PDEATHSIG, so the child dies with the test (its pid, or
+ * -1). */
 int harness_make_tmpdir(char *out, size_t cap, const char *what);
 void harness_rm_rf(const char *dir);
 int harness_free_port(void);

@@ -237,11 +237,33 @@ START_TEST(evicting_policy_refused_at_startup) {
 }
 END_TEST
 
+/* CONFIG SET on the suite's Redis. */
+static void config_set(const char *name, const char *value) {
+  redisReply *x = harness_redis_cmd(R, "CONFIG SET %s %s", name, value);
+  ck_assert_msg(x && x->type == REDIS_REPLY_STATUS, "CONFIG SET %s %s failed", name, value);
+  freeReplyObject(x);
+}
+
+/* Acquires `name` until it is granted, for up to 3 s (times the scale):
+ * picketd notices a fixed Redis within its recheck. */
+static void acquire_granted_soon(const char *name) {
+  char path[300];
+  snprintf(path, sizeof path, "/v1/locks/%s/acquire", name);
+  long status = 0;
+  for (int i = 0; i < 150 * harness_time_scale() && status != 200; i++) {
+    harness_resp r;
+    call("POST", path, "{}", &r);
+    status = r.status;
+    harness_resp_free(&r);
+    if (status != 200) harness_sleep_ms(20);
+  }
+  ck_assert_int_eq(status, 200);
+}
+
 START_TEST(evicting_policy_seen_on_reconnect) {
   acquire_ok("policy", "{\"ttl_ms\":60000}", NULL);
-  redisReply *x = harness_redis_cmd(R, "CONFIG SET maxmemory-policy allkeys-lru");
-  freeReplyObject(x);
-  x = harness_redis_cmd(R, "CLIENT KILL TYPE normal SKIPME no");
+  config_set("maxmemory-policy", "allkeys-lru");
+  redisReply *x = harness_redis_cmd(R, "CLIENT KILL TYPE normal SKIPME no");
   freeReplyObject(x);
   harness_resp r;
   call("POST", "/v1/locks/policy2/acquire", "{}", &r);
@@ -250,16 +272,8 @@ START_TEST(evicting_policy_seen_on_reconnect) {
   call("GET", "/readyz", NULL, &r);
   expect_error(&r, 503, "store_misconfigured");
   harness_resp_free(&r);
-  x = harness_redis_cmd(R, "CONFIG SET maxmemory-policy noeviction");
-  freeReplyObject(x);
-  long status = 0;
-  for (int i = 0; i < 150 * harness_time_scale() && status != 200; i++) {
-    call("POST", "/v1/locks/policy2/acquire", "{}", &r);
-    status = r.status;
-    harness_resp_free(&r);
-    if (status != 200) harness_sleep_ms(20);
-  }
-  ck_assert_int_eq(status, 200);
+  config_set("maxmemory-policy", "noeviction");
+  acquire_granted_soon("policy2");
 }
 END_TEST
 
@@ -307,8 +321,7 @@ END_TEST
  * kept granting until the counters were evicted and fences repeated). */
 START_TEST(evicting_policy_seen_at_run_time) {
   acquire_ok("policy-rt", "{\"ttl_ms\":60000}", NULL);
-  redisReply *x = harness_redis_cmd(R, "CONFIG SET maxmemory-policy allkeys-lru");
-  freeReplyObject(x);
+  config_set("maxmemory-policy", "allkeys-lru");
   int64_t t0 = harness_now_ms(), seen = -1;
   harness_resp r;
   while (seen < 0 && harness_now_ms() - t0 < 5000 * harness_time_scale()) {
@@ -327,16 +340,8 @@ START_TEST(evicting_policy_seen_at_run_time) {
     expect_error(&r, 503, "store_misconfigured");
     harness_resp_free(&r);
   }
-  x = harness_redis_cmd(R, "CONFIG SET maxmemory-policy noeviction");
-  freeReplyObject(x);
-  long status = 0;
-  for (int i = 0; i < 150 * harness_time_scale() && status != 200; i++) {
-    call("POST", "/v1/locks/policy-rt3/acquire", "{}", &r);
-    status = r.status;
-    harness_resp_free(&r);
-    if (status != 200) harness_sleep_ms(20);
-  }
-  ck_assert_int_eq(status, 200);
+  config_set("maxmemory-policy", "noeviction");
+  acquire_granted_soon("policy-rt3");
 }
 END_TEST
 
@@ -347,8 +352,7 @@ END_TEST
 START_TEST(full_redis_is_store_full) {
   char lease[33];
   acquire_ok("full-held", "{\"ttl_ms\":60000}", lease);
-  redisReply *x = harness_redis_cmd(R, "CONFIG SET maxmemory 1");
-  freeReplyObject(x);
+  config_set("maxmemory", "1");
   harness_resp r;
   call("POST", "/v1/locks/full-new/acquire", "{}", &r);
   expect_error(&r, 503, "store_full");
@@ -367,8 +371,7 @@ START_TEST(full_redis_is_store_full) {
   ck_assert_int_ge(harness_metric(harness_picketd_url(P), "picket_redis_errors_total{kind=\"full\"}"), 2);
   ck_assert_int_eq(lock_call("full-held", "release", lease, &r), 200);
   harness_resp_free(&r);
-  x = harness_redis_cmd(R, "CONFIG SET maxmemory 0");
-  freeReplyObject(x);
+  config_set("maxmemory", "0");
   call("GET", "/readyz", NULL, &r);
   ck_assert_int_eq(r.status, 200);
   harness_resp_free(&r);
