@@ -188,6 +188,12 @@ int picket_proto_key_fence(char *buf, size_t cap, const char *prefix, const char
   return key_fmt(buf, cap, prefix, name, "fence");
 }
 
+int picket_proto_key_token_leases(char *buf, size_t cap, const char *prefix, const char *token) {
+  /* '/' is no lock-name byte: "{/token/x}" is never a lock's hash tag. */
+  int n = snprintf(buf, cap, "%s{/token/%s}:leases", prefix, token);
+  return (n < 0 || (size_t)n >= cap) ? -1 : n;
+}
+
 int picket_proto_channel(char *buf, size_t cap, const char *prefix) {
   int n = snprintf(buf, cap, "%srelease", prefix);
   return (n < 0 || (size_t)n >= cap) ? -1 : n;

@@ -13,7 +13,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "auth.h"
 #include "log.h"
+#include "quota.h"
 #include "store.h"
 
 static const config *cfg;
@@ -120,6 +122,11 @@ static json_t *owner_json(const char *owner) {
   return s ? s : json_null();
 }
 
+/* Retry-After in whole seconds, rounded up. */
+static void set_retry_after(api_response *resp, int64_t ms) {
+  snprintf(resp->retry_after, sizeof resp->retry_after, "%lld", (long long)((ms + 999) / 1000));
+}
+
 /* 409 lock_held with when to retry: in the body, and as Retry-After in
  * whole seconds, rounded up. */
 static void reply_held(api_response *resp, const char *name, int64_t ttl_ms, const char *owner) {
@@ -130,7 +137,7 @@ static void reply_held(api_response *resp, const char *name, int64_t ttl_ms, con
   json_object_set_new(err, "retry_after_ms", json_integer(ttl_ms));
   json_object_set_new(err, "owner", owner_json(owner));
   reply_json(resp, 409, json_pack("{s:o}", "error", err));
-  snprintf(resp->retry_after, sizeof resp->retry_after, "%lld", (long long)((ttl_ms + 999) / 1000));
+  set_retry_after(resp, ttl_ms);
 }
 
 /* Maps a failed store call to its reply. */
@@ -213,18 +220,23 @@ static int64_t ttl_default(void) {
                                                        : cfg->max_ttl_ms;
 }
 
-static int get_lease(json_t *o, int required, char out[PICKET_PROTO_LEASE_LEN + 1],
-                     api_response *resp) {
+/* The lease id a client knows, and the one Redis holds for it: the same
+ * without --auth-file, else bound to the caller's token. */
+static void bind_lease(api_call *call) {
+  if (call->who) auth_bind_lease(call->who, call->client_lease, call->lease);
+  else memcpy(call->lease, call->client_lease, sizeof call->lease);
+}
+
+static int get_lease(json_t *o, int required, api_call *call, api_response *resp) {
   json_t *v = json_object_get(o, "lease");
-  if (v == NULL && !required) {
-    out[0] = '\0';
-    return 0;
-  }
+  call->client_lease[0] = call->lease[0] = '\0';
+  if (v == NULL && !required) return 0;
   if (v == NULL) return bad_field(resp, "%s is required", "lease", 0, 0);
   if (!json_is_string(v) ||
       !picket_proto_lease_valid(json_string_value(v), json_string_length(v)))
     return bad_field(resp, "%s must be 32 lowercase hex digits", "lease", 0, 0);
-  memcpy(out, json_string_value(v), PICKET_PROTO_LEASE_LEN + 1);
+  memcpy(call->client_lease, json_string_value(v), PICKET_PROTO_LEASE_LEN + 1);
+  bind_lease(call);
   return 0;
 }
 
@@ -237,6 +249,118 @@ static int get_owner(json_t *o, char out[PICKET_PROTO_OWNER_BYTES_MAX + 1], api_
                      "owner", PICKET_PROTO_OWNER_MAX, 0);
   memcpy(out, json_string_value(v), json_string_length(v) + 1);
   return 0;
+}
+
+/* ---- who may call (auth.c, quota.c) ------------------------------------ */
+
+static int is_loopback(const char *addr) {
+  return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0 ||
+         strncmp(addr, "::ffff:127.", 11) == 0;
+}
+
+/* Without --auth-file, the limits of a client address, or NULL when none
+ * apply. By default loopback is not limited: there, one address is every
+ * sidecar and worker of the host, not one client. */
+static quota_subject *address_subject(const char *peer) {
+  int64_t waiters = cfg->max_waiters_per_ip;
+  if (waiters < 0) waiters = is_loopback(peer) ? 0 : cfg->max_waiters >= 4 ? cfg->max_waiters / 4 : 1;
+  if (waiters == 0 && cfg->acquire_rate_per_ip == 0) return NULL;
+  char key[80];
+  snprintf(key, sizeof key, "ip %.64s", peer);
+  quota_limits ip = {0, waiters, cfg->acquire_rate_per_ip};
+  return quota_get(key, &ip);
+}
+
+/* A refusal: counted against the caller, answered with e. */
+static api_result deny(api_call *call, api_response *resp, picket_proto_err e, quota_deny why,
+                       const char *msg) {
+  quota_count_denied(call->subject, why);
+  return fail(resp, e, msg);
+}
+
+/* With --auth-file, the caller's token: 0, or -1 with a 401 in *resp. The
+ * token itself is never quoted back, logged or counted by value. */
+static int authenticate(const api_request *req, api_call *call, api_response *resp) {
+  if (!auth_enabled()) return 0;
+  char msg[160];
+  quota_deny why;
+  if (auth_resolve(req->authorization, &call->who, msg, sizeof msg, &why) != 0) {
+    quota_count_denied(NULL, why);
+    /* RFC 6750 3.1: a token that was sent but is no good is invalid_token */
+    resp->www_authenticate = why == QUOTA_DENY_NO_TOKEN
+                                 ? "Bearer realm=\"picket\""
+                                 : "Bearer realm=\"picket\", error=\"invalid_token\"";
+    fail(resp, PICKET_PROTO_ERR_UNAUTHENTICATED, msg);
+    return -1;
+  }
+  call->subject = quota_ref(auth_subject(call->who));
+  return 0;
+}
+
+/* Whether the caller's token has `verb` (and, for a lock, covers its
+ * name): 0, or -1 with a 403 in *resp. */
+static int authorize(api_call *call, auth_verb verb, const char *name, api_response *resp) {
+  if (call->who == NULL) return 0;
+  static const char *const verb_names[] = {[AUTH_LOCK] = "lock", [AUTH_READ] = "read",
+                                           [AUTH_METRICS] = "metrics"};
+  char msg[300];
+  if (!auth_allows(call->who, verb)) {
+    snprintf(msg, sizeof msg, "token '%s' lacks the verb '%s'", auth_name(call->who),
+             verb_names[verb]);
+    deny(call, resp, PICKET_PROTO_ERR_PERMISSION_DENIED, QUOTA_DENY_VERB, msg);
+    return -1;
+  }
+  if (name && !auth_covers(call->who, name)) {
+    snprintf(msg, sizeof msg, "token '%s' may not use lock '%s' (outside its prefixes)",
+             auth_name(call->who), name);
+    deny(call, resp, PICKET_PROTO_ERR_PERMISSION_DENIED, QUOTA_DENY_PREFIX, msg);
+    return -1;
+  }
+  return 0;
+}
+
+/* The token's max_leases, counted in Redis before the grant is tried, so
+ * concurrent acquires (on any picketd of this Redis) cannot overshoot it:
+ * API_STORE to go on, or API_DONE with a 429 or the store's failure. */
+static api_result store_call(api_call *call, store_op_kind kind);
+static api_result lease_quota_take(api_call *call, api_response *resp) {
+  const char *token = call->subject ? quota_token(call->subject) : NULL;
+  int64_t max = call->subject ? quota_limits_of(call->subject)->max_leases : 0;
+  if (token == NULL || max <= 0) return store_call(call, STORE_OP_ACQUIRE);
+  store_result r = {0};
+  store_status st = store_quota(token, "take", call->name, call->ttl_ms, max, &r);
+  if (st != STORE_OK) {
+    metrics_inc(M_ACQUIRE_ERROR);
+    return store_failure(resp, st, &r);
+  }
+  if (r.counted == 0) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "token '%s' holds its max_leases (%lld); release one first", token,
+             (long long)max);
+    return deny(call, resp, PICKET_PROTO_ERR_TOO_MANY_LEASES, QUOTA_DENY_LEASES, msg);
+  }
+  call->lease_counted = r.counted == 1;
+  return store_call(call, STORE_OP_ACQUIRE);
+}
+
+/* A lease-count update after a lock call ("touch" or "drop"): best
+ * effort. A failure leaves a count that expires with the lease's TTL. */
+static void lease_quota_note(api_call *call, const char *verb) {
+  const char *token = call->subject ? quota_token(call->subject) : NULL;
+  if (token == NULL || quota_limits_of(call->subject)->max_leases <= 0) return;
+  store_result r = {0};
+  if (store_quota(token, verb, call->name, call->ttl_ms, 0, &r) != STORE_OK)
+    LOG(LOG_WARN, "token '%s': lease count of %s not updated (%s): it expires with the lease",
+        token, call->name, r.err);
+}
+
+void api_call_end(api_call *call) {
+  if (call->waiter_counted) quota_waiter_leave(call->subject);
+  call->waiter_counted = 0;
+  quota_put(call->subject);
+  call->subject = NULL;
+  auth_put(call->who);
+  call->who = NULL;
 }
 
 /* ---- lock endpoints ------------------------------------------------- */
@@ -265,6 +389,7 @@ void api_run_store(api_call *call) {
     case STORE_OP_RENEW: op->st = store_renew(op->name, op->lease, op->ttl_ms, &op->r); break;
     case STORE_OP_RELEASE: op->st = store_release(op->name, op->lease, &op->r); break;
     case STORE_OP_INSPECT: op->st = store_inspect(op->name, &op->r); break;
+    case STORE_OP_QUOTA: break; /* never an API_STORE call: lease_quota_take runs it */
   }
 }
 
@@ -274,14 +399,20 @@ static api_result acquire_outcome(api_call *call, api_response *resp) {
   const store_result *r = &call->op.r;
   if (st == STORE_OK) {
     metrics_inc(M_ACQUIRE_GRANTED);
+    if (r->created && call->subject) quota_count_grant(call->subject);
+    call->lease_counted = 0; /* the count is the grant's now */
     char lease_log[16];
     LOG(LOG_DEBUG, "granted %s fence %lld lease %s ttl %lld ms", call->name, (long long)r->fence,
-        log_lease(call->lease, lease_log), (long long)call->ttl_ms);
+        log_lease(call->client_lease, lease_log), (long long)call->ttl_ms);
     char owner[OWNER_LITERAL_MAX];
     reply_fmt(resp, "{\"lock\":\"%s\",\"lease\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld,\"owner\":%s}",
-              call->name, call->lease, (long long)r->fence, (long long)call->ttl_ms,
+              call->name, call->client_lease, (long long)r->fence, (long long)call->ttl_ms,
               owner_literal(call->owner, owner));
     return API_DONE;
+  }
+  if (call->lease_counted) { /* no grant: the count taken for it goes back */
+    lease_quota_note(call, "drop");
+    call->lease_counted = 0;
   }
   if (st != STORE_HELD) {
     metrics_inc(M_ACQUIRE_ERROR);
@@ -291,6 +422,17 @@ static api_result acquire_outcome(api_call *call, api_response *resp) {
   call->held_ttl_ms = r->ttl_ms;
   memcpy(call->held_owner, r->owner, sizeof r->owner);
   if (call->wait_ms > 0 && now < call->deadline_ms) {
+    if (call->subject && !call->waiter_counted) {
+      if (quota_waiter_enter(call->subject) < 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "this %s has %lld waiting acquires, its max_waiters",
+                 call->who ? "token" : "address",
+                 (long long)quota_limits_of(call->subject)->max_waiters);
+        metrics_inc(M_WAIT_REJECTED);
+        return deny(call, resp, PICKET_PROTO_ERR_QUOTA_WAITERS, QUOTA_DENY_WAITERS, msg);
+      }
+      call->waiter_counted = 1;
+    }
     /* Retry at the holder's expiry unless a release wakes us first. */
     call->retry_at_ms = now + (r->ttl_ms > 0 ? r->ttl_ms : 1);
     return API_WAIT;
@@ -310,9 +452,18 @@ int api_granted(const api_call *call) {
 api_result api_retry_acquire(api_call *call, api_response *resp) {
   memset(resp, 0, sizeof *resp);
   resp->endpoint = EP_ACQUIRE;
-  store_call(call, STORE_OP_ACQUIRE);
+  if (lease_quota_take(call, resp) == API_DONE) return API_DONE;
   api_run_store(call);
   return acquire_outcome(call, resp);
+}
+
+void api_undo_grant(api_call *call) {
+  store_result sr = {0};
+  store_release(call->name, call->lease, &sr);
+  lease_quota_note(call, "drop");
+  char lease_log[16];
+  LOG(LOG_INFO, "grant of %s (lease %s) was not delivered; released it", call->name,
+      log_lease(call->client_lease, lease_log));
 }
 
 void api_wait_expired(api_call *call, api_response *resp) {
@@ -346,13 +497,30 @@ static api_result handle_acquire(const api_request *req, api_call *call, api_res
   if (b == NULL) return API_DONE;
   int bad = get_int(b, "ttl_ms", 1, cfg->max_ttl_ms, ttl_default(), &call->ttl_ms, resp) < 0 ||
             get_int(b, "wait_ms", 0, cfg->max_wait_ms, 0, &call->wait_ms, resp) < 0 ||
-            get_owner(b, call->owner, resp) < 0 || get_lease(b, 0, call->lease, resp) < 0;
+            get_owner(b, call->owner, resp) < 0 || get_lease(b, 0, call, resp) < 0;
   json_decref(b);
   if (bad) return API_DONE;
-  if (call->lease[0] == '\0' && lease_new(call->lease) < 0)
-    return fail(resp, PICKET_PROTO_ERR_INTERNAL, "cannot read the kernel's random source");
+  if (call->lease[0] == '\0') {
+    if (lease_new(call->client_lease) < 0)
+      return fail(resp, PICKET_PROTO_ERR_INTERNAL, "cannot read the kernel's random source");
+    bind_lease(call);
+  }
   call->deadline_ms = call->started_ms + call->wait_ms;
-  return store_call(call, STORE_OP_ACQUIRE);
+  if (call->subject == NULL) call->subject = address_subject(req->peer ? req->peer : "");
+  int64_t retry_ms = 0;
+  if (call->subject && quota_rate_take(call->subject, &retry_ms) < 0) {
+    quota_count_denied(call->subject, QUOTA_DENY_RATE);
+    char msg[160];
+    snprintf(msg, sizeof msg, "more than %lld acquires per second from this %s",
+             (long long)quota_limits_of(call->subject)->acquire_rate,
+             call->who ? "token" : "address");
+    json_t *err = error_object(PICKET_PROTO_ERR_RATE_LIMITED, msg);
+    json_object_set_new(err, "retry_after_ms", json_integer(retry_ms));
+    reply_json(resp, 429, json_pack("{s:o}", "error", err));
+    set_retry_after(resp, retry_ms);
+    return API_DONE;
+  }
+  return lease_quota_take(call, resp);
 }
 
 /* A renew or release that did not succeed: lease_lost is the signal of a
@@ -363,7 +531,7 @@ static api_result renew_or_release_failed(api_call *call, const char *what, metr
     metrics_inc(lost);
     char lease_log[16];
     LOG(LOG_INFO, "%s of %s by lease %s: lease lost (expired, released or never held)", what,
-        call->name, log_lease(call->lease, lease_log));
+        call->name, log_lease(call->client_lease, lease_log));
     return fail(resp, PICKET_PROTO_ERR_LEASE_LOST, NULL);
   }
   metrics_inc(error);
@@ -374,7 +542,7 @@ static api_result handle_renew(const api_request *req, api_call *call, api_respo
   static const char *const allowed[] = {"lease", "ttl_ms", NULL};
   json_t *b = parse_body(req, allowed, resp);
   if (b == NULL) return API_DONE;
-  int bad = get_lease(b, 1, call->lease, resp) < 0 ||
+  int bad = get_lease(b, 1, call, resp) < 0 ||
             get_int(b, "ttl_ms", 1, cfg->max_ttl_ms, ttl_default(), &call->ttl_ms, resp) < 0;
   json_decref(b);
   if (bad) return API_DONE;
@@ -385,6 +553,7 @@ static api_result renew_outcome(api_call *call, api_response *resp) {
   if (call->op.st != STORE_OK)
     return renew_or_release_failed(call, "renew", M_RENEW_LOST, M_RENEW_ERROR, resp);
   metrics_inc(M_RENEW_RENEWED);
+  lease_quota_note(call, "touch");
   reply_fmt(resp, "{\"lock\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld}", call->name,
             (long long)call->op.r.fence, (long long)call->ttl_ms);
   return API_DONE;
@@ -394,7 +563,7 @@ static api_result handle_release(const api_request *req, api_call *call, api_res
   static const char *const allowed[] = {"lease", NULL};
   json_t *b = parse_body(req, allowed, resp);
   if (b == NULL) return API_DONE;
-  int bad = get_lease(b, 1, call->lease, resp) < 0;
+  int bad = get_lease(b, 1, call, resp) < 0;
   json_decref(b);
   if (bad) return API_DONE;
   return store_call(call, STORE_OP_RELEASE);
@@ -404,6 +573,7 @@ static api_result release_outcome(api_call *call, api_response *resp) {
   if (call->op.st != STORE_OK)
     return renew_or_release_failed(call, "release", M_RELEASE_LOST, M_RELEASE_ERROR, resp);
   metrics_inc(M_RELEASE_RELEASED);
+  lease_quota_note(call, "drop");
   reply_fmt(resp, "{\"lock\":\"%s\",\"released\":true}", call->name);
   return API_DONE;
 }
@@ -522,7 +692,10 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
         reply_json(resp, 200, json_pack("{s:s}", "status", "ok"));
         return API_DONE;
       case EP_READYZ: return handle_ready(resp);
-      case EP_METRICS: return handle_metrics(resp);
+      case EP_METRICS:
+        if (authenticate(req, call, resp) < 0 || authorize(call, AUTH_METRICS, NULL, resp) < 0)
+          return API_DONE;
+        return handle_metrics(resp);
       default: return handle_openapi(resp);
     }
   }
@@ -554,10 +727,15 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
   resp->endpoint = call->endpoint;
   if (action && !method_is(req, "POST")) return wrong_method(resp, ALLOW_POST);
   if (!action && !is_get) return wrong_method(resp, ALLOW_GET);
+  /* Who calls comes before what they send: a stranger learns nothing from
+   * the checks of names and bodies. */
+  auth_verb verb = action ? AUTH_LOCK : AUTH_READ;
+  if (authenticate(req, call, resp) < 0 || authorize(call, verb, NULL, resp) < 0) return API_DONE;
   if (picket_proto_name_from_path(rest, seg_len, call->name) < 0)
     return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
                 "lock names are 1 to 200 bytes of A-Z a-z 0-9 . _ : - (percent-encoded or not), "
                 "other than . and ..");
+  if (authorize(call, verb, call->name, resp) < 0) return API_DONE;
   if (req->body_too_large) {
     char msg[80];
     snprintf(msg, sizeof msg, "request bodies are limited to %d bytes", PICKET_PROTO_BODY_MAX);

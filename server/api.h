@@ -19,6 +19,8 @@ typedef struct {
   const char *body;
   size_t body_len;
   int body_too_large;     /* the body passed PICKET_PROTO_BODY_MAX and was cut */
+  const char *authorization; /* the Authorization header, or NULL */
+  const char *peer;       /* the client's address ("" if unknown), for per-address limits */
 } api_request;
 
 typedef struct {
@@ -28,6 +30,7 @@ typedef struct {
   const char *content_type;
   const char *allow;      /* Allow header, or NULL */
   char retry_after[24];   /* Retry-After header, or "" */
+  const char *www_authenticate; /* WWW-Authenticate header (401), or NULL */
   metrics_endpoint endpoint;
   int close;              /* http.c: close the connection after it (framing not trusted) */
 } api_response;
@@ -37,7 +40,8 @@ typedef struct {
 typedef struct {
   metrics_endpoint endpoint;
   char name[PICKET_PROTO_NAME_MAX + 1];
-  char lease[PICKET_PROTO_LEASE_LEN + 1];
+  char lease[PICKET_PROTO_LEASE_LEN + 1];        /* the id in Redis (see auth_bind_lease) */
+  char client_lease[PICKET_PROTO_LEASE_LEN + 1]; /* the id the client knows */
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
   int64_t ttl_ms;
   int64_t wait_ms;
@@ -47,6 +51,10 @@ typedef struct {
   int64_t held_ttl_ms;    /* the last lock_held answer, for the timeout reply */
   char held_owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
   store_op op;            /* the store call of API_STORE, and its result */
+  struct auth_principal *who;    /* with --auth-file: the caller (a reference) */
+  struct quota_subject *subject; /* whose limits apply (a reference), or NULL */
+  int lease_counted;      /* 1: this call counted the lock into the token's leases */
+  int waiter_counted;     /* 1: counted as one of the subject's waiters */
 } api_call;
 
 typedef enum { API_DONE = 0, API_WAIT, API_STORE } api_result;
@@ -73,6 +81,12 @@ api_result api_finish(api_call *call, api_response *resp);
  * Read from the store result itself, so it holds whether or not
  * api_finish has run (a piped call whose client left while suspended). */
 int api_granted(const api_call *call);
+/* Gives back a new grant whose reply never reached its client (the lock,
+ * and its place in the token's lease count). */
+void api_undo_grant(api_call *call);
+/* The end of a call, whatever happened: gives back what api_prepare took
+ * (the principal, the quota subject, a waiter's place). */
+void api_call_end(api_call *call);
 /* Tries a parked acquire again: API_DONE (granted, or an error, or the
  * wait is over) or API_WAIT (still held; retry_at_ms updated). */
 api_result api_retry_acquire(api_call *call, api_response *resp);

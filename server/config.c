@@ -75,6 +75,17 @@ static const config_option options[] = {
      "largest wait_ms a client may ask for"},
     {"max-waiters", INT(max_waiters, 0, 1000000), "10000", NULL,
      "waiting acquires across all locks; past it, 503 too_many_waiters"},
+    {"max-waiters-per-ip", INT(max_waiters_per_ip, -1, 1000000), "-1", NULL,
+     "without --auth-file: waiting acquires from one client address; past it, 429 "
+     "too_many_waiters. -1: a quarter of --max-waiters for addresses other than loopback "
+     "(sidecars and local workers are not limited); 0: no limit; N: N for every address. With "
+     "--auth-file, each token's max_waiters applies instead"},
+    {"acquire-rate-per-ip", INT(acquire_rate_per_ip, 0, 10000000), "0", NULL,
+     "without --auth-file: acquires per second from one client address; past it, 429 "
+     "rate_limited with Retry-After (0: no limit)"},
+    {"auth-file", STR(auth_file), "", NULL,
+     "tokens, their lock-name prefixes, verbs and quotas (see docs/security.md); every /v1/locks "
+     "call and /metrics then needs Authorization: Bearer. Reloaded on SIGHUP"},
     {"max-connections", INT(max_connections, 1, 1000000), "4096", NULL,
      "open HTTP connections; past it new ones are refused"},
     {"connection-timeout-s", INT(conn_timeout_s, 1, 86400), "60", NULL,

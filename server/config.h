@@ -39,6 +39,9 @@ typedef struct {
   int64_t max_ttl_ms;
   int64_t max_wait_ms;
   int max_waiters;
+  int max_waiters_per_ip;     /* -1: auto (api.c); 0: none; without --auth-file only */
+  int acquire_rate_per_ip;    /* per second; 0: none; without --auth-file only */
+  char auth_file[512];        /* "": no authentication */
   int max_connections;
   int64_t conn_timeout_s;
   int64_t shutdown_timeout_ms;

@@ -172,6 +172,8 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, http_req *r, a
   MHD_add_response_header(m, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
   if (resp->allow) MHD_add_response_header(m, MHD_HTTP_HEADER_ALLOW, resp->allow);
   if (resp->retry_after[0]) MHD_add_response_header(m, MHD_HTTP_HEADER_RETRY_AFTER, resp->retry_after);
+  if (resp->www_authenticate)
+    MHD_add_response_header(m, MHD_HTTP_HEADER_WWW_AUTHENTICATE, resp->www_authenticate);
   if (resp->close) MHD_add_response_header(m, MHD_HTTP_HEADER_CONNECTION, "close");
   enum MHD_Result ok = MHD_queue_response(conn, (unsigned)resp->status, m);
   MHD_destroy_response(m);
@@ -260,6 +262,18 @@ static int target_has_nul(const http_req *r, const char *url, const char *versio
   if (r->target != url || version <= url) return 0;
   size_t raw = (size_t)(version - url - 1); /* the target, less the NUL that ended it */
   return raw > r->target_len && raw <= r->target_len + 65536;
+}
+
+/* The client's address, numeric ("" if unknown), for per-address limits. */
+static const char *peer_address(struct MHD_Connection *conn, char out[INET6_ADDRSTRLEN]) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+  out[0] = '\0';
+  if (sa && sa->sa_family == AF_INET)
+    inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, INET6_ADDRSTRLEN);
+  else if (sa && sa->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, INET6_ADDRSTRLEN);
+  return out;
 }
 
 static http_req *req_new(struct MHD_Connection *conn) {
@@ -401,7 +415,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   }
   if (r->waiting) return resumed(conn, r);
 
-  api_request req = {method, url, r->body, r->len, r->too_large};
+  char peer[INET6_ADDRSTRLEN];
+  api_request req = {method, url, r->body, r->len, r->too_large,
+                     MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+                     peer_address(conn, peer)};
   handling_set(r, 1); /* until reply(), or the end of the request */
   if (target_has_nul(r, url, version)) {
     handling_set(r, 0);
@@ -469,16 +486,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
      * holders; leaving it costs its TTL at most. */
     char lease_log[16];
     LOG(LOG_INFO, "grant of %s (lease %s) may have been delivered as picketd stopped; "
-        "left to expire", r->call.name, log_lease(r->call.lease, lease_log));
+        "left to expire", r->call.name, log_lease(r->call.client_lease, lease_log));
   } else if (api_granted(&r->call) && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
     /* The grant never reached its client: give the lock back now rather
      * than leave it held for a whole TTL by nobody. */
-    store_result sr = {0};
-    store_release(r->call.name, r->call.lease, &sr);
-    char lease_log[16];
-    LOG(LOG_INFO, "grant of %s (lease %s) was not delivered; released it", r->call.name,
-        log_lease(r->call.lease, lease_log));
+    api_undo_grant(&r->call);
   }
+  api_call_end(&r->call);
   free(r->body);
   free(r);
   *state = NULL;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "auth.h"
 #include "config.h"
 #include "http.h"
 #include "log.h"
@@ -93,6 +94,7 @@ int main(int argc, char **argv) {
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
   sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
   signal(SIGPIPE, SIG_IGN);
 
@@ -104,6 +106,11 @@ int main(int argc, char **argv) {
     LOG(LOG_ERROR, "%s", err);
     fprintf(stderr, "picketd: %s\n", err);
     return 1;
+  }
+  if (auth_init(&cfg, err, sizeof err) < 0) {
+    LOG(LOG_ERROR, "%s", err);
+    fprintf(stderr, "picketd: %s\n", err);
+    return 2;
   }
   api_init(&cfg);
   if (wait_start(&cfg, http_resume) < 0) {
@@ -130,7 +137,11 @@ int main(int argc, char **argv) {
                   "fence out again");
 
   int sig = 0;
-  while (sigwait(&sigs, &sig) != 0) {
+  for (;;) {
+    if (sigwait(&sigs, &sig) != 0) continue;
+    if (sig != SIGHUP) break;
+    /* SIGHUP reloads what can change without a restart; nothing stops */
+    auth_reload();
   }
   LOG(LOG_INFO, "got %s: stopping (waiters get 503, in-flight requests finish)",
       sig == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -150,6 +161,7 @@ int main(int argc, char **argv) {
   http_stop();
   wait_stop();
   node_stop();
+  auth_stop();
   store_thread_done();
   LOG(LOG_INFO, "stopped");
   return 0;

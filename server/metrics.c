@@ -3,6 +3,7 @@
  * rendering reads each value once with relaxed loads, which is all a
  * scrape needs. */
 #include "metrics.h"
+#include "quota.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -23,7 +24,7 @@ static const char *const endpoint_names[EP_COUNT] = {
     "acquire", "renew", "release", "inspect", "healthz", "readyz", "metrics", "openapi", "other"};
 
 /* The statuses picketd sends; anything else is counted as "other". */
-static const int statuses[] = {200, 400, 404, 405, 409, 413, 500, 502, 503};
+static const int statuses[] = {200, 400, 401, 403, 404, 405, 409, 413, 429, 500, 502, 503};
 #define NSTATUS (sizeof statuses / sizeof statuses[0])
 
 static const char *const gauge_info[G_COUNT][2] = {
@@ -86,14 +87,13 @@ void metrics_request(metrics_endpoint ep, int status) {
   atomic_fetch_add_explicit(&requests[ep][i], 1, memory_order_relaxed);
 }
 
-typedef struct {
+typedef struct metrics_buf {
   char *buf;
   size_t len, cap;
   int oom;
 } sbuf;
 
-static void put(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(sbuf *b, const char *fmt, ...) {
+void metrics_put(sbuf *b, const char *fmt, ...) {
   if (b->oom) return;
   for (;;) {
     va_list ap;
@@ -121,17 +121,17 @@ char *metrics_render(size_t *len) {
   sbuf b = {malloc(8192), 0, 8192, 0};
   if (b.buf == NULL) return NULL;
 
-  put(&b, "# HELP picket_http_requests_total HTTP requests by endpoint and status.\n"
+  metrics_put(&b, "# HELP picket_http_requests_total HTTP requests by endpoint and status.\n"
           "# TYPE picket_http_requests_total counter\n");
   for (int e = 0; e < EP_COUNT; e++)
     for (size_t s = 0; s <= NSTATUS; s++) {
       unsigned long v = LOAD(requests[e][s]);
       if (v == 0 && s != 0) continue; /* keep the scrape short; 200 always shows */
       if (s < NSTATUS)
-        put(&b, "picket_http_requests_total{endpoint=\"%s\",status=\"%d\"} %lu\n",
+        metrics_put(&b, "picket_http_requests_total{endpoint=\"%s\",status=\"%d\"} %lu\n",
             endpoint_names[e], statuses[s], v);
       else
-        put(&b, "picket_http_requests_total{endpoint=\"%s\",status=\"other\"} %lu\n",
+        metrics_put(&b, "picket_http_requests_total{endpoint=\"%s\",status=\"other\"} %lu\n",
             endpoint_names[e], v);
     }
 
@@ -139,36 +139,37 @@ char *metrics_render(size_t *len) {
   for (int c = 0; c < M_COUNT; c++) {
     if (strcmp(family, counter_info[c].name) != 0) {
       family = counter_info[c].name;
-      put(&b, "# HELP %s %s\n# TYPE %s counter\n", family, counter_info[c].help, family);
+      metrics_put(&b, "# HELP %s %s\n# TYPE %s counter\n", family, counter_info[c].help, family);
     }
     if (counter_info[c].labels[0])
-      put(&b, "%s{%s} %lu\n", family, counter_info[c].labels, LOAD(counters[c]));
+      metrics_put(&b, "%s{%s} %lu\n", family, counter_info[c].labels, LOAD(counters[c]));
     else
-      put(&b, "%s %lu\n", family, LOAD(counters[c]));
+      metrics_put(&b, "%s %lu\n", family, LOAD(counters[c]));
   }
 
   for (int g = 0; g < G_COUNT; g++)
-    put(&b, "# HELP %s %s\n# TYPE %s gauge\n%s %ld\n", gauge_info[g][0], gauge_info[g][1],
+    metrics_put(&b, "# HELP %s %s\n# TYPE %s gauge\n%s %ld\n", gauge_info[g][0], gauge_info[g][1],
         gauge_info[g][0], gauge_info[g][0], LOAD(gauges[g]));
 
-  put(&b, "# HELP picket_redis_primary_info The Redis node lock calls go to (none while no "
+  metrics_put(&b, "# HELP picket_redis_primary_info The Redis node lock calls go to (none while no "
           "primary is known).\n# TYPE picket_redis_primary_info gauge\n");
   pthread_mutex_lock(&primary_mu);
-  if (primary[0]) put(&b, "picket_redis_primary_info{addr=\"%s\"} 1\n", primary);
+  if (primary[0]) metrics_put(&b, "picket_redis_primary_info{addr=\"%s\"} 1\n", primary);
   pthread_mutex_unlock(&primary_mu);
 
   for (int h = 0; h < H_COUNT; h++) {
     const char *n = hist_info[h][0];
-    put(&b, "# HELP %s %s\n# TYPE %s histogram\n", n, hist_info[h][1], n);
+    metrics_put(&b, "# HELP %s %s\n# TYPE %s histogram\n", n, hist_info[h][1], n);
     unsigned long cum = 0;
     for (size_t i = 0; i < NBOUNDS; i++) {
       cum += LOAD(hists[h].buckets[i]);
-      put(&b, "%s_bucket{le=\"%g\"} %lu\n", n, bounds[i], cum);
+      metrics_put(&b, "%s_bucket{le=\"%g\"} %lu\n", n, bounds[i], cum);
     }
     cum += LOAD(hists[h].buckets[NBOUNDS]);
-    put(&b, "%s_bucket{le=\"+Inf\"} %lu\n%s_sum %.6f\n%s_count %lu\n", n, cum, n,
+    metrics_put(&b, "%s_bucket{le=\"+Inf\"} %lu\n%s_sum %.6f\n%s_count %lu\n", n, cum, n,
         LOAD(hists[h].sum_us) / 1e6, n, LOAD(hists[h].count));
   }
+  quota_render_metrics(&b);
   if (b.oom) {
     free(b.buf);
     return NULL;

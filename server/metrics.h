@@ -55,6 +55,10 @@ void metrics_gauge_set(metrics_gauge g, long v);
 void metrics_gauge_add(metrics_gauge g, long delta);
 long metrics_gauge_get(metrics_gauge g);
 void metrics_observe(metrics_histogram h, double seconds);
+/* A scrape being rendered, for the subsystems that add their own families
+ * (quota.c: per-token rows) to it. */
+typedef struct metrics_buf metrics_buf;
+void metrics_put(metrics_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The address lock calls go to now, for picket_redis_primary_info{addr};
  * "" when no primary is known (the sample is then left out). */
 void metrics_set_primary(const char *addr);

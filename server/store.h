@@ -34,6 +34,7 @@ typedef struct {
   int held;          /* inspect: 1 when a lease is live */
   int created;       /* acquire: 1 for a new grant, 0 for a same-lease retry */
   int replicas;      /* ready: connected replicas */
+  int counted;       /* quota take: 1 added, 2 counted already, 0 at the limit */
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
   char err[256];     /* a message for the E* results */
 } store_result;
@@ -54,6 +55,12 @@ store_status store_acquire(const char *name, const char *lease, int64_t ttl_ms, 
 store_status store_renew(const char *name, const char *lease, int64_t ttl_ms, store_result *r);
 store_status store_release(const char *name, const char *lease, store_result *r);
 store_status store_inspect(const char *name, store_result *r);
+/* A token's count of held leases (proto/redis/quota.lua), for its
+ * max_leases: "take" (r->counted: 1 added, 2 counted already, 0 at `max`),
+ * "touch" (a renew moved its expiry) or "drop" (released, or a take whose
+ * grant failed). */
+store_status store_quota(const char *token, const char *verb, const char *name, int64_t ttl_ms,
+                         int64_t max, store_result *r);
 /* Where lock calls go, for /readyz. */
 typedef struct {
   char primary[280];      /* "host:port" or a socket path; "" when no primary is known */
@@ -66,7 +73,10 @@ store_status store_ready(store_result *r, store_topology *topo);
 
 /* ---- pipelined calls -------------------------------------------------- */
 
-typedef enum { STORE_OP_ACQUIRE, STORE_OP_RENEW, STORE_OP_RELEASE, STORE_OP_INSPECT } store_op_kind;
+typedef enum {
+  STORE_OP_ACQUIRE, STORE_OP_RENEW, STORE_OP_RELEASE, STORE_OP_INSPECT,
+  STORE_OP_QUOTA /* direct calls only */
+} store_op_kind;
 
 /* One lock call for a store_pipe. The caller owns it and the strings it
  * points to, and keeps them alive until `done` has been called. */
@@ -75,7 +85,9 @@ typedef struct store_op {
   const char *name;
   const char *lease;               /* acquire, renew, release */
   const char *owner;               /* acquire; "" for none */
-  int64_t ttl_ms;                  /* acquire, renew */
+  int64_t ttl_ms;                  /* acquire, renew, quota */
+  const char *token, *verb;        /* quota: whose count, and "take", "touch" or "drop" */
+  int64_t max;                     /* quota take: the token's max_leases */
   store_status st;                 /* the outcome, as the direct call returns it */
   store_result r;
   void (*done)(struct store_op *); /* called once, on the pipe's thread */

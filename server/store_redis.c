@@ -29,12 +29,13 @@
 #include "node.h"
 #include "store.h"
 
-enum { SCRIPT_ACQUIRE, SCRIPT_RENEW, SCRIPT_RELEASE, SCRIPT_INSPECT, SCRIPT_COUNT };
+enum { SCRIPT_ACQUIRE, SCRIPT_RENEW, SCRIPT_RELEASE, SCRIPT_INSPECT, SCRIPT_QUOTA, SCRIPT_COUNT };
 
 static const char *const script_src[SCRIPT_COUNT] = {
     picket_proto_lua_acquire, picket_proto_lua_renew, picket_proto_lua_release,
-    picket_proto_lua_inspect};
-static const char *const script_name[SCRIPT_COUNT] = {"acquire", "renew", "release", "inspect"};
+    picket_proto_lua_inspect, picket_proto_lua_quota};
+static const char *const script_name[SCRIPT_COUNT] = {"acquire", "renew", "release", "inspect",
+                                                      "quota"};
 
 #define BACKOFF_MIN_MS 20
 #define BACKOFF_MAX_MS 250 /* so a returning Redis is found well within 1 s */
@@ -336,17 +337,30 @@ static store_status transport_error(conn *k, store_result *r) {
 
 static const int op_script[] = {
     [STORE_OP_ACQUIRE] = SCRIPT_ACQUIRE, [STORE_OP_RENEW] = SCRIPT_RENEW,
-    [STORE_OP_RELEASE] = SCRIPT_RELEASE, [STORE_OP_INSPECT] = SCRIPT_INSPECT};
+    [STORE_OP_RELEASE] = SCRIPT_RELEASE, [STORE_OP_INSPECT] = SCRIPT_INSPECT,
+    [STORE_OP_QUOTA] = SCRIPT_QUOTA};
 
 /* The EVALSHA command of one call; the strings live in the struct. */
 typedef struct {
   const char *argv[12];
   int argc;
-  char lease_key[KEY_MAX], fence_key[KEY_MAX], ttl[24];
+  char lease_key[KEY_MAX], fence_key[KEY_MAX], ttl[24], max[24];
 } op_command;
 
 /* Fills cmd for op on connection k; -1 when the name cannot make a key. */
 static int op_command_build(const conn *k, const store_op *op, op_command *cmd) {
+  if (op->kind == STORE_OP_QUOTA) {
+    /* (token_key; verb, name, ttl, max) */
+    if (picket_proto_key_token_leases(cmd->lease_key, KEY_MAX, cfg->key_prefix, op->token) < 0)
+      return -1;
+    snprintf(cmd->ttl, sizeof cmd->ttl, "%lld", (long long)op->ttl_ms);
+    snprintf(cmd->max, sizeof cmd->max, "%lld", (long long)op->max);
+    const char *q[] = {"EVALSHA", k->sha[SCRIPT_QUOTA], "1", cmd->lease_key, op->verb, op->name,
+                       cmd->ttl, cmd->max};
+    memcpy(cmd->argv, q, sizeof q);
+    cmd->argc = (int)(sizeof q / sizeof q[0]);
+    return 0;
+  }
   if (picket_proto_key_lease(cmd->lease_key, KEY_MAX, cfg->key_prefix, op->name) < 0 ||
       picket_proto_key_fence(cmd->fence_key, KEY_MAX, cfg->key_prefix, op->name) < 0)
     return -1;
@@ -369,6 +383,7 @@ static int op_command_build(const conn *k, const store_op *op, op_command *cmd) 
       a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key, a[n++] = op->lease;
       a[n++] = channel, a[n++] = op->name, a[n++] = idle_arg;
       break;
+    case STORE_OP_QUOTA: break; /* built above */
     case STORE_OP_INSPECT: /* (lease_key, fence_key) */
       a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
       break;
@@ -437,6 +452,10 @@ static store_status op_parse(store_op *op, redisReply *rep) {
     case STORE_OP_RELEASE: /* 1 released, 0 not held */
       if (!is_int(rep)) goto odd;
       if (rep->integer != 1) st = STORE_LOST;
+      break;
+    case STORE_OP_QUOTA: /* take: 0, 1 or 2; touch, drop: 1 */
+      if (!is_int(rep) || rep->integer < 0 || rep->integer > 2) goto odd;
+      r->counted = (int)rep->integer;
       break;
     case STORE_OP_INSPECT: /* {fence, held, pttl, owner} */
       if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 ||
@@ -574,6 +593,16 @@ store_status store_release(const char *name, const char *lease, store_result *r)
 store_status store_inspect(const char *name, store_result *r) {
   store_op op = {.kind = STORE_OP_INSPECT, .name = name};
   return op_run_direct(&op, r);
+}
+
+store_status store_quota(const char *token, const char *verb, const char *name, int64_t ttl_ms,
+                         int64_t max, store_result *r) {
+  store_op op = {.kind = STORE_OP_QUOTA, .name = name, .token = token, .verb = verb,
+                 .ttl_ms = ttl_ms, .max = max};
+  memset(&op.r, 0, sizeof op.r);
+  store_status st = op_run(&op);
+  *r = op.r;
+  return st;
 }
 
 /* A number field ("name:" at a line start) of an INFO reply, or -1. */

@@ -46,7 +46,12 @@
   X(LEASE_LOST, "lease_lost", 409, "the lease is no longer held (expired, released or never yours)") \
   X(STALE_FENCE, "stale_fence", 409, "a newer fence has been seen for this lock")     \
   X(VERSION_MISMATCH, "version_mismatch", 412, "the stored version does not match If-Match") \
+  X(UNAUTHENTICATED, "unauthenticated", 401, "authentication required")               \
+  X(PERMISSION_DENIED, "permission_denied", 403, "this token may not do that")         \
   X(BODY_TOO_LARGE, "body_too_large", 413, "request body too large")                  \
+  X(TOO_MANY_LEASES, "too_many_leases", 429, "this token holds as many leases as it may") \
+  X(QUOTA_WAITERS, "too_many_waiters", 429, "this client has as many waiting acquires as it may") \
+  X(RATE_LIMITED, "rate_limited", 429, "too many acquires per second from this client") \
   X(INTERNAL, "internal_error", 500, "internal error")                                \
   X(STORE_ERROR, "store_error", 502, "Redis answered with an error")                  \
   X(STORE_UNAVAILABLE, "store_unavailable", 503, "Redis is unreachable or timed out") \
@@ -106,6 +111,9 @@ void picket_proto_lease_format(const unsigned char raw[PICKET_PROTO_LEASE_LEN / 
  * -1 when it does not fit. */
 int picket_proto_key_lease(char *buf, size_t cap, const char *prefix, const char *name);
 int picket_proto_key_fence(char *buf, size_t cap, const char *prefix, const char *name);
+/* P{/token/TOKEN}:leases: the count of a token's held leases (its
+ * max_leases; proto/redis/quota.lua). */
+int picket_proto_key_token_leases(char *buf, size_t cap, const char *prefix, const char *token);
 int picket_proto_channel(char *buf, size_t cap, const char *prefix);
 
 /* Prefixes: 0..64 bytes of [A-Za-z0-9._:-] (no braces: they would change
@@ -119,6 +127,8 @@ extern const char picket_proto_lua_renew[];
 extern const size_t picket_proto_lua_renew_len;
 extern const char picket_proto_lua_release[];
 extern const size_t picket_proto_lua_release_len;
+extern const char picket_proto_lua_quota[];
+extern const size_t picket_proto_lua_quota_len;
 extern const char picket_proto_lua_inspect[];
 extern const size_t picket_proto_lua_inspect_len;
 extern const char picket_proto_openapi[];

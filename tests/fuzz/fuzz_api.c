@@ -356,6 +356,7 @@ static void run_request(const api_request *req, const config *cfg, stub_fault fa
            req->body_len, resp.status, (int)(resp.body_len > 200 ? 200 : resp.body_len),
            resp.body ? resp.body : "");
   check_reply(&ctx, &resp, &call);
+  api_call_end(&call);
   api_response_free(&resp);
 }
 
@@ -410,7 +411,7 @@ static void run_one(const uint8_t *data, size_t size) {
   api_init(cfg);
   stub_request_begin(fault, when);
   if (flags & FLAG_PREHELD) stub_preheld(owner, olen, flags & FLAG_NO_EXPIRY ? -1 : 5000);
-  api_request req = {method, path, body, blen, too_large};
+  api_request req = {method, path, body, blen, too_large, NULL, ""};
   run_request(&req, cfg, fault, flags);
   free(body);
 }

@@ -1,0 +1,68 @@
+/* auth.h: who is calling (--auth-file): bearer tokens resolved to
+ * principals with lock-name prefixes, verbs and quotas.
+ *
+ * The file is parsed once into a table that requests share by reference;
+ * SIGHUP parses it again and swaps the table atomically, so a request
+ * keeps the principal it started with and none fails for a reload. */
+#ifndef PICKETD_AUTH_H
+#define PICKETD_AUTH_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "picket_proto.h"
+#include "quota.h"
+
+#define AUTH_TOKENS_MAX 4096
+#define AUTH_PREFIXES_MAX 64   /* per token */
+#define AUTH_LINE_MAX 4096
+#define AUTH_FILE_MAX (1 << 20)
+#define AUTH_NAME_MAX 64
+#define AUTH_TOKEN_MAX 512     /* bytes of a presented token */
+
+typedef enum { AUTH_LOCK = 1, AUTH_READ = 2, AUTH_METRICS = 4 } auth_verb;
+
+typedef struct auth_table auth_table;
+typedef struct auth_principal auth_principal;
+
+/* Loads --auth-file when set. 0, or -1 with the file, line and reason in
+ * err. Call once, before any other auth function. */
+int auth_init(const config *cfg, char *err, size_t errlen);
+/* 1 when --auth-file is set: every lock call and /metrics needs a token. */
+int auth_enabled(void);
+/* SIGHUP: parses the file again and swaps it in; a file that does not
+ * parse keeps the old table, and the log says which line and why. */
+void auth_reload(void);
+/* Frees the current table (at exit, for leak checkers). */
+void auth_stop(void);
+
+/* The principal of an Authorization header value (NULL: none sent). On
+ * success returns 0 and a reference in *who (give it back with auth_put).
+ * Otherwise returns PICKET_PROTO_ERR_UNAUTHENTICATED with a message for
+ * the client (never the token) and the reason in *why. Tokens are compared
+ * by their SHA-256, in constant time, against every token of the table. */
+int auth_resolve(const char *authorization, auth_principal **who, char *msg, size_t cap,
+                 quota_deny *why);
+void auth_put(auth_principal *who); /* NULL is allowed */
+
+const char *auth_name(const auth_principal *who);
+int auth_allows(const auth_principal *who, auth_verb verb);
+/* 1 when `name` starts with one of the token's prefixes (or it has "*"). */
+int auth_covers(const auth_principal *who, const char *name);
+/* The token's quota subject (owned by the table: do not put it). */
+quota_subject *auth_subject(const auth_principal *who);
+/* The lease id stored in Redis for a client's lease id: the first 128 bits
+ * of SHA-256("lease:" token name ":" lease), in hex. Another token's same
+ * id is another lease, so a leaked or guessed lease id is worth nothing
+ * without its token. A token replaced under the same name keeps its
+ * leases (a rotation does not drop the locks it holds). */
+void auth_bind_lease(const auth_principal *who, const char *lease,
+                     char out[PICKET_PROTO_LEASE_LEN + 1]);
+
+/* The parser alone (the fuzzer's entry point): a table, or NULL with the
+ * line and reason in err. The table owns its quota subjects. */
+auth_table *auth_parse(const char *text, size_t len, char *err, size_t errlen);
+void auth_table_free(auth_table *t);
+int auth_table_count(const auth_table *t);
+
+#endif
