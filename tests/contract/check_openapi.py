@@ -17,7 +17,8 @@ of picket:
     generated types are exact; lock_held requires retry_after_ms and owner);
   * request schemas carry no `default:` (generators would make the field
     required); the server's defaults are x-picket-default;
-  * every response header is one the harness records (Retry-After, Allow),
+  * every response header is one the harness records (Retry-After, Allow,
+    WWW-Authenticate),
     so validate_responses.py can check it, and the x-picket-fallback
     responses exist (404 for unknown paths, 405 with Allow).
 
@@ -39,13 +40,14 @@ import openapi_util as oa  # noqa: E402
 
 # Codes that only fenced storage (fenced-kv) answers with.
 STORAGE_ONLY_CODES = {"stale_fence", "version_mismatch"}
-RECORDED_HEADERS = {"retry-after", "allow"}
+RECORDED_HEADERS = {"retry-after", "allow", "www-authenticate"}
 
 
 class Rules:
     def __init__(self, spec, header):
         self.spec = spec
         self.codes = oa.error_code_map(header)
+        self.code_statuses = oa.error_code_statuses(header)
         self.defines = oa.header_defines(header)
         self.tally = oa.Tally()
 
@@ -175,9 +177,9 @@ class Rules:
                         problems.append("%s: %s is not in ErrorCode" % (where, code))
                     if code not in self.codes:
                         problems.append("%s: %s is not in PICKET_PROTO_ERROR_MAP" % (where, code))
-                    elif str(self.codes[code]) != status:
-                        problems.append("%s: %s is HTTP %d in PICKET_PROTO_ERROR_MAP"
-                                        % (where, code, self.codes[code]))
+                    elif int(status) not in self.code_statuses[code]:
+                        problems.append("%s: %s is HTTP %s in PICKET_PROTO_ERROR_MAP"
+                                        % (where, code, "/".join(map(str, sorted(self.code_statuses[code])))))
         if want - used:
             problems.append("no response carries %s" % ", ".join(sorted(want - used)))
         self.rule("error codes equal PICKET_PROTO_ERROR_MAP (less %s), each under its status"

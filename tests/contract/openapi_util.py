@@ -147,7 +147,19 @@ def error_code_map(header_path):
     rows = re.findall(r'X\(\s*\w+\s*,\s*"([a-z_]+)"\s*,\s*(\d+)\s*,', m.group(1))
     if not rows:
         raise SpecError("PICKET_PROTO_ERROR_MAP in %s has no rows" % header_path)
-    return {code: int(status) for code, status in rows}
+    return {code: int(status) for code, status in reversed(rows)}  # the first row wins
+
+
+def error_code_statuses(header_path):
+    """{wire code: {HTTP statuses}}: a code may have a row per status
+    (too_many_waiters: 429 for a client's own limit, 503 for the server's)."""
+    with open(header_path, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"#define PICKET_PROTO_ERROR_MAP\(X\)(.*?)\n\s*\n", text, re.S)
+    out = {}
+    for code, status in re.findall(r'X\(\s*\w+\s*,\s*"([a-z_]+)"\s*,\s*(\d+)\s*,', m.group(1)):
+        out.setdefault(code, set()).add(int(status))
+    return out
 
 
 class Tally:

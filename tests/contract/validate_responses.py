@@ -44,7 +44,8 @@ import openapi_util as oa  # noqa: E402
 OTHER_SERVERS = re.compile(r"^/(kv|fence)(/|$)")
 
 # Headers the harness records, by the key it logs them under.
-LOGGED_HEADERS = {"retry-after": "retry_after", "allow": "allow"}
+LOGGED_HEADERS = {"retry-after": "retry_after", "allow": "allow",
+                  "www-authenticate": "www_authenticate"}
 
 PROM_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 PROM_LABELS = r'\{(\s*[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*"(\\.|[^"\\\n])*"\s*,?)*\s*\}'
@@ -166,7 +167,7 @@ class Checker:
                     problems.append("%s: body does not match the schema: %s; body: %.300s"
                                     % (where, err, body))
             op_id = (op or {}).get("operationId")
-            if op_id == "getMetrics":
+            if op_id == "getMetrics" and ex["status"] == 200:
                 problems += ["%s: %s" % (where, p) for p in prometheus_problems(body)]
             elif op_id == "getOpenApi" and body.encode("utf-8") != self.spec_bytes:
                 problems.append("%s: the served document differs from proto/openapi.yaml" % where)

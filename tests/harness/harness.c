@@ -420,6 +420,7 @@ static size_t on_header(char *data, size_t size, size_t n, void *ud) {
   header_value(data, len, "Content-Type", r->content_type, sizeof r->content_type);
   header_value(data, len, "Retry-After", r->retry_after, sizeof r->retry_after);
   header_value(data, len, "Allow", r->allow, sizeof r->allow);
+  header_value(data, len, "WWW-Authenticate", r->www_authenticate, sizeof r->www_authenticate);
   return len;
 }
 
@@ -469,11 +470,12 @@ static void contract_log(const char *method, const char *path, const char *body,
     for (size_t i = 0; hex != NULL && i < body_len; i++)
       snprintf(hex + 2 * i, 3, "%02x", (unsigned char)body[i]);
   }
-  json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:s%, s:s, s:s, s:o, s:s}", "method", method, "path",
-                        path, "status", (json_int_t)r->status, "content_type", r->content_type,
-                        "body", r->body ? r->body : "", r->body ? r->body_len : (size_t)0,
-                        "retry_after", r->retry_after, "allow", r->allow, "request_body", req_body,
-                        "request_content_type", req_type);
+  json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:s%, s:s, s:s, s:s, s:o, s:s}", "method", method,
+                        "path", path, "status", (json_int_t)r->status, "content_type",
+                        r->content_type, "body", r->body ? r->body : "",
+                        r->body ? r->body_len : (size_t)0, "retry_after", r->retry_after, "allow",
+                        r->allow, "www_authenticate", r->www_authenticate, "request_body",
+                        req_body, "request_content_type", req_type);
   if (j != NULL && hex != NULL) json_object_set_new(j, "request_body_hex", json_string(hex));
   free(hex);
   if (j == NULL) return;

@@ -70,6 +70,7 @@ typedef struct {
   char content_type[128];
   char retry_after[32];
   char allow[64];
+  char www_authenticate[128];
   double seconds;      /* total time of the exchange */
 } harness_resp;
 

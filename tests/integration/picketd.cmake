@@ -22,3 +22,6 @@ foreach(t picketd_api picketd_redis picketd_pipeline picketd_fence)
                        FIXTURES_REQUIRED contract
                        ENVIRONMENT "${PICKET_TEST_ENV};PICKET_FENCE_FLOOR=none")
 endforeach()
+# Who may lock what (issue 16): tokens, prefixes, verbs, lease binding,
+# quotas, per-address limits and SIGHUP reloads.
+picket_shell_test(picketd_auth ${_d}/test_auth.sh LABELS integration TIMEOUT 120)

@@ -60,7 +60,7 @@ const USAGE =
 const OTHER_SERVERS = /^\/(kv|fence)(\/|$)/;
 
 // The reply headers the harness records, by the key it logs them under.
-const LOGGED_HEADERS = { 'retry-after': 'retry_after', allow: 'allow' };
+const LOGGED_HEADERS = { 'retry-after': 'retry_after', allow: 'allow', 'www-authenticate': 'www_authenticate' };
 
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 

@@ -70,9 +70,10 @@ function concreteMedia(content) {
     .sort((a, b) => (b === 'application/json') - (a === 'application/json'));
 }
 
-function ex(method, p, status, { body = '', ctype = '', reqBody = '', reqType = '', retryAfter = '', allow = '' } = {}) {
+function ex(method, p, status, { body = '', ctype = '', reqBody = '', reqType = '', retryAfter = '', allow = '', wwwAuthenticate = '' } = {}) {
   return {
     method, path: p, status, content_type: ctype, body, retry_after: retryAfter, allow,
+    www_authenticate: wwwAuthenticate,
     request_body: reqBody, request_content_type: reqType,
   };
 }
@@ -91,7 +92,7 @@ function fillPath(tmpl, op, value) {
 }
 
 function replyHeaders(resp, parsed, tmpl) {
-  const out = { retryAfter: '', allow: '' };
+  const out = { retryAfter: '', allow: '', wwwAuthenticate: '' };
   for (const [name, h] of Object.entries(resp.headers || {})) {
     const lower = name.toLowerCase();
     if (lower === 'retry-after') {
@@ -99,6 +100,8 @@ function replyHeaders(resp, parsed, tmpl) {
       out.retryAfter = String(Number.isInteger(ms) ? Math.ceil(ms / 1000) : exampleOf(h));
     } else if (lower === 'allow') {
       out.allow = methodsOf(tmpl).join(', ');
+    } else if (lower === 'www-authenticate') {
+      out.wwwAuthenticate = String(exampleOf(h));
     }
   }
   return out;

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# test_auth.sh: who may lock what (issue 16), against a real redis-server
+# and real picketd processes: two picketd with one --auth-file on one
+# Redis (a token's max_leases holds across both), and one without it (the
+# per-address limits). test_auth.py makes the requests; this script starts
+# the processes, and checks what happens at startup with a bad file.
+set -u
+. "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
+h_start_redis
+
+# The tokens: their SHA-256 goes into the file, never the tokens.
+sha() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
+export T_BILLING=pkt_billing_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+export T_OPS=pkt_ops_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+export T_READER=pkt_reader_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+export T_LOCKER=pkt_locker_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+export T_HOG=pkt_hog_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+export T_FAST=pkt_fast_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+export T_NEW=pkt_new_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+export AUTH_FILE="$H_DIR/auth"
+cat > "$AUTH_FILE" <<AUTH
+# picket auth file of test_auth.sh
+billing   sha256:$(sha "$T_BILLING") billing. lock,read max_leases=3
+ops       sha256:$(sha "$T_OPS")     *        lock,read,metrics
+	reader  sha256:$(sha "$T_READER") billing.,payroll. read
+
+locker    sha256:$(sha "$T_LOCKER")  *        lock
+hog       sha256:$(sha "$T_HOG")     hog.     lock max_waiters=4
+fast      sha256:$(sha "$T_FAST")    fast.    lock acquire_rate=5
+AUTH
+# The line test_auth.py adds on a reload.
+export NEW_LINE="new sha256:$(sha "$T_NEW") new. lock"
+
+# A file that does not parse: picketd refuses to start, names the line,
+# and prints no token hash.
+printf 'ok sha256:%s * lock\nbad sha256:%s * lock,write\n' "$(sha a)" "$(sha b)" > "$H_DIR/bad"
+out=$("$PICKET_BIN_DIR/picketd" --listen 127.0.0.1:0 --redis "$REDIS_URL" \
+      --auth-file "$H_DIR/bad" 2>&1); rc=$?
+[ "$rc" -eq 2 ] || h_fail "a bad --auth-file: exit $rc, want 2 ($out)"
+echo "$out" | grep -q "line 2: unknown verb 'write'" || h_fail "bad --auth-file message: $out"
+echo "$out" | grep -q "$(sha b)" && h_fail "the error quotes a token hash: $out"
+out=$("$PICKET_BIN_DIR/picketd" --listen 127.0.0.1:0 --redis "$REDIS_URL" \
+      --auth-file "$H_DIR/missing" 2>&1); rc=$?
+[ "$rc" -eq 2 ] || h_fail "a missing --auth-file: exit $rc, want 2 ($out)"
+
+h_start_picketd --auth-file "$AUTH_FILE" --max-waiters 10 --log-level debug
+export P1_PORT=$PICKETD_PORT P1_PID=$PICKETD_PID
+h_start_picketd --auth-file "$AUTH_FILE" --max-waiters 10
+export P2_PORT=$PICKETD_PORT
+# Without --auth-file: explicit per-address limits, so that loopback (every
+# client of a test is) is limited too.
+h_start_picketd --max-waiters-per-ip 2 --acquire-rate-per-ip 5
+export P3_PORT=$PICKETD_PORT
+export PICKETD_LOG="$H_DIR/picketd.log"
+
+python3 "$PICKET_SOURCE_DIR/tests/integration/test_auth.py" || h_fail "auth checks (see above)"
+kill -0 "$P1_PID" 2>/dev/null || h_fail "picketd died"
+echo "PASS: tokens, prefixes, verbs, lease binding, quotas and reloads"
