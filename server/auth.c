@@ -50,6 +50,7 @@ struct auth_table {
 static const config *cfg;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* guards `current` */
 static auth_table *current;
+static atomic_int enabled; /* --auth-file, or auth_set_table */
 
 static void sha256(const void *data, size_t len, unsigned char out[HASH_LEN]) {
   gnutls_hash_fast(GNUTLS_DIG_SHA256, data, len, out);
@@ -270,14 +271,25 @@ int auth_init(const config *c, char *err, size_t errlen) {
   cfg = c;
   if (cfg->auth_file[0] == '\0') return 0;
   if ((current = load(cfg->auth_file, err, errlen)) == NULL) return -1;
+  atomic_store(&enabled, 1);
   LOG(LOG_INFO, "--auth-file %s: %d tokens", cfg->auth_file, current->n);
   return 0;
 }
 
-int auth_enabled(void) { return cfg && cfg->auth_file[0] != '\0'; }
+int auth_enabled(void) { return atomic_load(&enabled); }
+
+void auth_set_table(auth_table *t) {
+  if (t) atomic_fetch_add(&t->refs, 1);
+  pthread_mutex_lock(&mu);
+  auth_table *old = current;
+  current = t;
+  atomic_store(&enabled, t != NULL);
+  pthread_mutex_unlock(&mu);
+  table_put(old);
+}
 
 void auth_reload(void) {
-  if (!auth_enabled()) return;
+  if (cfg == NULL || cfg->auth_file[0] == '\0') return;
   char err[400];
   auth_table *t = load(cfg->auth_file, err, sizeof err);
   if (t == NULL) {

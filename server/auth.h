@@ -62,6 +62,10 @@ void auth_bind_lease(const auth_principal *who, const char *lease,
 /* The parser alone (the fuzzer's entry point): a table, or NULL with the
  * line and reason in err. The table owns its quota subjects. */
 auth_table *auth_parse(const char *text, size_t len, char *err, size_t errlen);
+/* Makes t the table requests resolve against (the fuzzer's switch): NULL
+ * turns authentication off. Takes a reference to t; the caller keeps its
+ * own. */
+void auth_set_table(auth_table *t);
 void auth_table_free(auth_table *t);
 int auth_table_count(const auth_table *t);
 

@@ -8,7 +8,7 @@
  * grant can be followed by its renew and release:
  *
  *   input   = request *( "\n--\n" request )
- *   request = M S F path "\n" [ owner "\n" ] body
+ *   request = M S F path "\n" [ owner "\n" ] [ authorization "\n" ] body
  *
  *   M     method: METHODS[M % 8]
  *   S     store failure: stub_fault S % 8, on the calls chosen by S >> 6
@@ -17,6 +17,9 @@
  *   F     flags (FLAG_*); the digits '0'..'9' use only the low four bits
  *   path  as libmicrohttpd hands it over: not decoded, ends at a NUL
  *   owner present when FLAG_OWNER_LINE: the raw owner of a foreign holder
+ *   authorization  present when FLAG_AUTH (bit 4 without bit 5), which also turns --auth-file
+ *         on (AUTH_FILE below): the Authorization header's value, or no
+ *         header when the line is "NONE"
  *   body  the rest; past PICKET_PROTO_BODY_MAX it is cut and flagged too
  *         large, as server/http.c does
  *
@@ -38,8 +41,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api.h"
+#include "auth.h"
 #include "config.h"
 #include "log.h"
 #include "picket_proto.h"
@@ -58,12 +63,25 @@ enum {
   FLAG_PREHELD = 1 << 1,     /* a foreign lease holds the lock named first */
   FLAG_OWNER_LINE = 1 << 2,  /* a line with the foreign holder's owner follows the path */
   FLAG_EXPIRE = 1 << 3,      /* before each retry of a waiting acquire, holders expire */
+  /* bits 4 and 5 are both set in the digits: AUTH is bit 4 without bit 5
+   * (flag bytes 0x10-0x1f, 0x50-0x5f, ...), so no digit seed turns it on */
+  FLAG_AUTH = 1 << 4,        /* --auth-file AUTH_FILE, and an Authorization line follows */
+  FLAG_AUTH_MASK = 3 << 4,
   FLAG_SMALL_CONFIG = 1 << 6, /* --max-ttl-ms 20000 --max-wait-ms 50 */
   FLAG_NO_EXPIRY = 1 << 7    /* the foreign holder's key has no expiry (PTTL -1) */
 };
 
 static const char *const METHODS[8] = {"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "post"};
 static config default_cfg, small_cfg;
+
+/* The tokens "good-billing" (locks under billing. and inventory-sync, no
+ * metrics) and "good-ops" (everything); the hashes are their SHA-256. */
+static const char AUTH_FILE[] =
+    "# the fuzzer's tokens\n"
+    "billing sha256:b0e2cf3235af051355db534510b944501f3e302085bbf8e4c6082e6ad48fdd97 "
+    "billing.,inventory-sync lock,read max_waiters=1 acquire_rate=1000000\n"
+    "ops sha256:59cc1dd12be1df5ec22b4db45b6e6a342c8f7b7c5d4e74282dafa130c9292225 * lock,read,metrics\n";
+static auth_table *fuzz_auth;
 static int verbose;       /* PICKET_FUZZ_VERBOSE=1: print each exchange */
 
 /* What one request was, for the checks and for the report of a failure. */
@@ -72,6 +90,7 @@ typedef struct {
   const config *cfg;
   stub_fault fault;
   int retried;            /* the reply came from a retry or a wait's end */
+  int auth;               /* --auth-file is on (FLAG_AUTH) */
 } request_ctx;
 
 static void load_config(config *cfg, int argc, char **argv) {
@@ -90,8 +109,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   log_setup(LOG_WARN, LOG_FORMAT_TEXT); /* api.c logs at debug and info only */
   const char *v = getenv("PICKET_FUZZ_VERBOSE");
   verbose = v && strcmp(v, "1") == 0;
-  char err[100];
+  char err[300];
   store_init(&default_cfg, err, sizeof err);
+  if ((fuzz_auth = auth_parse(AUTH_FILE, sizeof AUTH_FILE - 1, err, sizeof err)) == NULL) {
+    fprintf(stderr, "fuzz_api: AUTH_FILE: %s\n", err);
+    abort();
+  }
   return 0;
 }
 
@@ -169,8 +192,11 @@ static void check_error(const request_ctx *ctx, const api_response *resp, json_t
   CHECK(code != NULL, "error.code is not a string");
   int e = picket_proto_err_from_code(code);
   CHECK(e >= 0, "error.code '%s' is not in PICKET_PROTO_ERROR_MAP", code);
-  CHECK(picket_proto_err_status(e) == resp->status, "status %d does not match code %s",
-        resp->status, code);
+  int status_ok = 0; /* a code may have a row per status (too_many_waiters: 429, 503) */
+  for (int i = 0; i < PICKET_PROTO_ERR_COUNT; i++)
+    status_ok |= strcmp(picket_proto_err_code(i), code) == 0 &&
+                 picket_proto_err_status(i) == resp->status;
+  CHECK(status_ok, "status %d does not match code %s", resp->status, code);
   const char *msg = json_string_value(json_object_get(err, "message"));
   CHECK(msg && msg[0], "error.message is not a non-empty string");
   /* picketd never says these: they are fenced-kv's, or an out-of-memory
@@ -192,6 +218,14 @@ static void check_error(const request_ctx *ctx, const api_response *resp, json_t
     snprintf(want, sizeof want, "%lld", (long long)((ms + 999) / 1000));
     CHECK(strcmp(resp->retry_after, want) == 0, "Retry-After '%s' is not %s (retry_after_ms %lld)",
           resp->retry_after, want, (long long)ms);
+  } else if (e == PICKET_PROTO_ERR_RATE_LIMITED) {
+    json_int_t ms = int_member(ctx, resp, err, "retry_after_ms", 1);
+    CHECK(json_object_size(err) == 3, "rate_limited has members beyond code, message, "
+                                      "retry_after_ms");
+    char want[24];
+    snprintf(want, sizeof want, "%lld", (long long)((ms + 999) / 1000));
+    CHECK(strcmp(resp->retry_after, want) == 0, "Retry-After '%s' is not %s", resp->retry_after,
+          want);
   } else {
     CHECK(resp->retry_after[0] == '\0', "Retry-After on a %s", code);
     CHECK(json_object_size(err) == 2, "%s has members beyond code and message", code);
@@ -207,6 +241,49 @@ static void check_error(const request_ctx *ctx, const api_response *resp, json_t
     CHECK(e != PICKET_PROTO_ERR_STORE_UNAVAILABLE && e != PICKET_PROTO_ERR_STORE_MISCONFIGURED &&
               e != PICKET_PROTO_ERR_STORE_FULL && e != PICKET_PROTO_ERR_NOT_REPLICATED,
           "%s without a store failure", code);
+}
+
+/* The token a valid Authorization value names: 1 billing, 2 ops, 0 none
+ * (the scheme is case-insensitive, spaces or tabs follow it). */
+static int token_of(const char *h) {
+  if (h == NULL || strncasecmp(h, "Bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t')) return 0;
+  h += 6 + strspn(h + 6, " \t");
+  size_t n = strcspn(h, " \t");
+  if (h[n + strspn(h + n, " \t")] != '\0') return 0;
+  if (n == 12 && strncmp(h, "good-billing", 12) == 0) return 1;
+  if (n == 8 && strncmp(h, "good-ops", 8) == 0) return 2;
+  return 0;
+}
+
+/* With --auth-file: a lock call or /metrics without a known token is 401
+ * with WWW-Authenticate, and never reaches the store; billing's token
+ * gets nothing outside its prefixes nor /metrics. */
+static void check_auth(const request_ctx *ctx, const api_response *resp, const api_call *call) {
+  CHECK((resp->status == 401) == (resp->www_authenticate != NULL),
+        "WWW-Authenticate must come with 401 and only with it");
+  if (!ctx->auth) {
+    CHECK(resp->status != 401 && resp->status != 403, "%d without --auth-file", resp->status);
+    CHECK(strcmp(call->lease, call->client_lease) == 0, "a lease bound without --auth-file");
+    return;
+  }
+  const char *path = ctx->req->path;
+  int guarded = strncmp(path, "/v1/locks/", 10) == 0 || strcmp(path, "/metrics") == 0;
+  int who = token_of(ctx->req->authorization);
+  if (resp->status == 401 || resp->status == 403)
+    CHECK(stub_calls() == 0, "a %d reached the store", resp->status);
+  if (!guarded || resp->status == 404 || resp->status == 405) return;
+  CHECK(who != 0 || resp->status == 401, "no known token, and %d", resp->status);
+  if (resp->status != 200) return;
+  char name[PATH_CAP];
+  const char *action;
+  if (who == 1) {
+    CHECK(strcmp(path, "/metrics") != 0, "billing's token read /metrics");
+    CHECK(path_lock(path, name, sizeof name, &action) &&
+              (strncmp(name, "billing.", 8) == 0 || strncmp(name, "inventory-sync", 14) == 0),
+          "billing's token got a 200 outside its prefixes");
+  }
+  if (call->client_lease[0])
+    CHECK(strcmp(call->lease, call->client_lease) != 0, "a lease not bound to its token");
 }
 
 /* The checks on a 200 from a lock endpoint, against the store. */
@@ -233,7 +310,9 @@ static void check_lock_ok(const request_ctx *ctx, const api_response *resp, cons
     CHECK(api_granted(call) == stub_last_created(),
           "api_granted is %d for a grant that is %s", api_granted(call),
           stub_last_created() ? "new" : "a same-lease refresh");
-    CHECK(known && held && strcmp(lease, l) == 0, "granted a lease the store does not hold");
+    CHECK(strcmp(l, call->client_lease) == 0, "the reply's lease is not the client's");
+    CHECK(known && held && strcmp(lease, call->lease) == 0,
+          "granted a lease the store does not hold");
     CHECK(int_member(ctx, resp, j, "fence", 1) == fence, "fence is not the store's (%lld)",
           (long long)fence);
     json_int_t ttl = int_member(ctx, resp, j, "ttl_ms", 1);
@@ -279,10 +358,12 @@ static void check_lock_ok(const request_ctx *ctx, const api_response *resp, cons
 }
 
 static void check_reply(const request_ctx *ctx, const api_response *resp, const api_call *call) {
-  CHECK(resp->status == 200 || resp->status == 400 || resp->status == 404 ||
-            resp->status == 405 || resp->status == 409 || resp->status == 413 ||
+  CHECK(resp->status == 200 || resp->status == 400 || resp->status == 401 ||
+            resp->status == 403 || resp->status == 404 || resp->status == 405 ||
+            resp->status == 409 || resp->status == 413 || resp->status == 429 ||
             resp->status == 502 || resp->status == 503,
         "status %d is not one picketd answers", resp->status);
+  check_auth(ctx, resp, call);
   CHECK(resp->content_type != NULL, "no Content-Type");
   CHECK(resp->body != NULL, "no body");
   const char *path = ctx->req->path;
@@ -339,7 +420,7 @@ static void run_request(const api_request *req, const config *cfg, stub_fault fa
   api_call call;
   api_response resp;
   memset(&call, 0, sizeof call);
-  request_ctx ctx = {req, cfg, fault, 0};
+  request_ctx ctx = {req, cfg, fault, 0, (flags & FLAG_AUTH_MASK) == FLAG_AUTH};
   api_result r = api_handle(req, &call, &resp);
   for (int i = 0; r == API_WAIT; i++) {
     check_wait(&ctx, &resp, &call);
@@ -396,6 +477,19 @@ static void run_one(const uint8_t *data, size_t size) {
     data += used;
     size -= used;
   }
+  static char authz[PATH_CAP + 1];
+  const char *authorization = NULL;
+  if ((flags & FLAG_AUTH_MASK) == FLAG_AUTH) {
+    nl = memchr(data, '\n', size);
+    size_t alen = nl ? (size_t)(nl - data) : size;
+    if (alen > PATH_CAP) alen = PATH_CAP;
+    memcpy(authz, data, alen);
+    authz[alen] = '\0'; /* as libmicrohttpd hands a header over: a C string */
+    authorization = strcmp(authz, "NONE") == 0 ? NULL : authz;
+    used = nl ? (size_t)(nl - data) + 1 : size;
+    data += used;
+    size -= used;
+  }
   /* A copy of the body in its own allocation, so that ASan catches a read
    * past its end; no body is NULL, as in server/http.c. */
   int too_large = (flags & FLAG_TOO_LARGE) || size > PICKET_PROTO_BODY_MAX;
@@ -411,8 +505,10 @@ static void run_one(const uint8_t *data, size_t size) {
   api_init(cfg);
   stub_request_begin(fault, when);
   if (flags & FLAG_PREHELD) stub_preheld(owner, olen, flags & FLAG_NO_EXPIRY ? -1 : 5000);
-  api_request req = {method, path, body, blen, too_large, NULL, ""};
+  api_request req = {method, path, body, blen, too_large, authorization, "192.0.2.1"};
+  auth_set_table((flags & FLAG_AUTH_MASK) == FLAG_AUTH ? fuzz_auth : NULL);
   run_request(&req, cfg, fault, flags);
+  auth_set_table(NULL);
   free(body);
 }
 
