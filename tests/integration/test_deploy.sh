@@ -61,4 +61,11 @@ grep -q "Sentinel master 'picket'" "$H_DIR/sentinel.log" ||
 both=$(env -i $env_file PICKET_REDIS=unix:///x "$PICKET_BIN_DIR/picketd" 2>&1; echo "rc=$?")
 grep -q "exclusive" <<<"$both" && grep -q "rc=2" <<<"$both" || h_fail "PICKET_REDIS with PICKET_SENTINEL: $both"
 echo "ok: deploy/systemd/picketd.env names real settings; its Sentinel example starts picketd"
-echo "3 passed, 0 failed"
+# deploy/auth/picketd.auth parses: picketd starts with it and counts its
+# tokens, and a lock call without a token is refused.
+h_start_picketd --auth-file "$src/deploy/auth/picketd.auth"
+grep -q "picketd.auth: 4 tokens" "$H_DIR/picketd.log" || h_fail "deploy/auth/picketd.auth: $(tail -3 "$H_DIR/picketd.log")"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$PICKETD_URL/v1/locks/billing.x/acquire")
+[ "$code" = 401 ] || h_fail "acquire without a token under deploy/auth/picketd.auth: $code"
+echo "ok: deploy/auth/picketd.auth loads; a lock call without a token is 401"
+echo "4 passed, 0 failed"
