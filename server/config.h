@@ -41,6 +41,8 @@ typedef struct {
   int max_waiters;
   int max_connections;
   int64_t conn_timeout_s;
+  int64_t request_timeout_ms; /* a request's bytes must all arrive within this of its first */
+  int max_conns_per_ip;      /* CONFIG_AUTO, 0 (no cap) or a cap for every address */
   int64_t shutdown_timeout_ms;
   int log_level;
   int log_format;
@@ -69,6 +71,9 @@ enum { FENCE_FLOOR_CLOCK = 0, FENCE_FLOOR_NONE };
 /* --redis-pipeline: when lock calls go through their event loop's
  * pipelined Redis connection (store.h) instead of its direct one. */
 enum { PIPELINE_AUTO = 0, PIPELINE_ON, PIPELINE_OFF };
+
+/* --max-connections-per-ip auto (conns.c says what it means). */
+enum { CONFIG_AUTO = -1 };
 
 /* What config_load found on the command line. */
 enum { CONFIG_RUN = 0, CONFIG_HELP, CONFIG_VERSION };
