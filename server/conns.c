@@ -11,12 +11,15 @@
  * connection's socket sits there with EPOLLIN|EPOLLONESHOT, armed when the
  * connection opens and again when its previous request is over, so one
  * event per request marks its start. Bytes that libmicrohttpd has already
- * read never wake that set: a pipelined request already in its buffer is
- * marked when libmicrohttpd reports its request line, and bytes that came
- * with the connection are looked for (MSG_PEEK) when it opens. (Should
- * libmicrohttpd read a request's first bytes between that peek and this
- * set's next poll, the next byte or the request line marks the start: a
- * dribbler gains one interval at most.) Once the
+ * read never wake that set (epoll looks again before it reports), so: a
+ * pipelined request already in libmicrohttpd's buffer starts when
+ * libmicrohttpd reports its request line; a new connection's first
+ * request starts at the accept (connections come in bursts, and a burst's
+ * first bytes may be read before the set is polled), restarted at its
+ * first byte if that comes later, and left idle if no byte ever came
+ * (TCP_INFO says how many have). Should libmicrohttpd win that race for a
+ * later request's first byte, its next byte or its request line starts
+ * it: a dribbler gains one interval at most. Once the
  * request is complete (the handler's last call) the deadline is off:
  * handling, a waiting acquire and the reply are not the client's to
  * hurry. An idle keep-alive connection has no request, so no deadline
@@ -45,13 +48,16 @@
 #include "conns.h"
 
 #include <arpa/inet.h>
+#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received (glibc's lacks it) */
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -81,6 +87,7 @@ struct conns_client {
   struct MHD_Connection *mhd;
   int fd;
   int state;
+  int from_accept;        /* ARRIVING since its accept, no byte seen yet */
   int64_t started_ms;     /* the first byte of the arriving request */
   conns_client *prev, *next; /* in loop->head while ARRIVING */
   ip_entry *ip;           /* the address's count it holds, or NULL */
@@ -264,6 +271,7 @@ static void arm(conns_client *c, int op) {
 
 static void unlink_arriving(conns_client *c) {
   if (c->state != ARRIVING) return;
+  c->from_accept = 0;
   conns_loop *cl = c->loop;
   if (c->prev) c->prev->next = c->next;
   else cl->head = c->next;
@@ -284,6 +292,25 @@ static void start(conns_client *c) {
   cl->tail = c;
 }
 
+/* Bytes the peer has sent on fd so far, read or not; -1 if unknown. */
+static long long bytes_received(int fd) {
+  struct tcp_info ti;
+  socklen_t len = sizeof ti;
+  memset(&ti, 0, sizeof ti);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+      len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
+    return -1;
+  return (long long)ti.tcpi_bytes_received;
+}
+
+/* 1 when every byte c's peer has sent still waits in the socket: none has
+ * reached libmicrohttpd. */
+static int none_read(const conns_client *c) {
+  int unread = 0;
+  long long got = bytes_received(c->fd);
+  return got >= 0 && ioctl(c->fd, FIONREAD, &unread) == 0 && unread >= got;
+}
+
 conns_client *conns_opened(conns_loop *cl, struct MHD_Connection *mc) {
   ip_entry *ip = held;
   held = NULL;
@@ -301,8 +328,13 @@ conns_client *conns_opened(conns_loop *cl, struct MHD_Connection *mc) {
   c->ip = ip;
   if (ai == NULL || !addr_key(ai->client_addr, c->addr)) memset(c->addr, 0, sizeof c->addr);
   arm(c, EPOLL_CTL_ADD);
-  char b;
-  if (recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0) start(c);
+  /* The first request's clock starts at the accept: its first bytes often
+   * come in a burst of connections that libmicrohttpd may read before this
+   * loop's set is polled, and then no event would start it. A byte that
+   * comes later restarts it (conns_readable); a connection that sends
+   * nothing is idle, and its deadline finds so and lets it be. */
+  start(c);
+  c->from_accept = 1;
   return c;
 }
 
@@ -316,7 +348,14 @@ void conns_closed(conns_client *c) {
 }
 
 void conns_readable(conns_client *c) {
-  if (c && c->state == IDLE) start(c);
+  if (c == NULL) return;
+  if (c->state == IDLE) {
+    start(c);
+  } else if (c->state == ARRIVING && c->from_accept && none_read(c)) {
+    unlink_arriving(c); /* the first byte came after the accept: it starts the clock */
+    start(c);
+  }
+  c->from_accept = 0;
 }
 
 void conns_request_started(conns_client *c) {
@@ -365,7 +404,15 @@ static void cut(conns_client *c) {
 void conns_expire(conns_loop *cl) {
   if (cl->head == NULL) return;
   int64_t now = api_now_ms();
-  while (cl->head && cl->head->started_ms + cfg->request_timeout_ms <= now) cut(cl->head);
+  for (conns_client *c; (c = cl->head) && c->started_ms + cfg->request_timeout_ms <= now;) {
+    if (c->from_accept && bytes_received(c->fd) == 0) {
+      unlink_arriving(c); /* it never sent a byte: idle, not slow; still armed */
+      c->state = IDLE;
+      c->from_accept = 0;
+    } else {
+      cut(c);
+    }
+  }
 }
 
 int64_t conns_timeout_ms(const conns_loop *cl) {

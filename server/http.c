@@ -563,24 +563,36 @@ static void take_resumes(loop *l) {
   }
 }
 
+/* Events taken from a loop's epoll set per call. */
+#define LOOP_EVENTS 32
+
 static void *loop_main(void *arg) {
   loop *l = arg;
   cur = l;
   if (l->pipe) store_pipe_connect(l->pipe);
-  struct epoll_event evs[8];
+  struct epoll_event evs[LOOP_EVENTS];
   while (!atomic_load(&stop_req)) {
     if (atomic_load(&quiesce_req) && l->quiesced == MHD_INVALID_SOCKET)
       l->quiesced = MHD_quiesce_daemon(l->d);
     watch_pipe(l);
-    int n = epoll_wait(l->ep, evs, 8, loop_timeout(l));
-    for (int i = 0; i < n; i++) {
-      void *tag = evs[i].data.ptr;
-      if (tag == &l->wake) take_resumes(l);
-      else if (tag == &l->pipe_fd) {
-        if (l->pipe) store_pipe_read(l->pipe);
-      } else if (tag != l->d) {
-        conns_readable(tag); /* the rest are client sockets, tagged by conns.c */
+    int n = epoll_wait(l->ep, evs, LOOP_EVENTS, loop_timeout(l));
+    /* Every event is taken before the daemon runs: once libmicrohttpd has
+     * read a client's first byte, epoll no longer reports it, and the
+     * request's deadline would start late (conns.c). So a full batch is
+     * followed by another; only client sockets' events, which are
+     * one-shot, can fill one, so this ends. */
+    for (;;) {
+      for (int i = 0; i < n; i++) {
+        void *tag = evs[i].data.ptr;
+        if (tag == &l->wake) take_resumes(l);
+        else if (tag == &l->pipe_fd) {
+          if (l->pipe) store_pipe_read(l->pipe);
+        } else if (tag != l->d) {
+          conns_readable(tag); /* the rest are client sockets, tagged by conns.c */
+        }
       }
+      if (n < LOOP_EVENTS) break;
+      n = epoll_wait(l->ep, evs, LOOP_EVENTS, 0);
     }
     conns_expire(l->conns);
     if (l->pipe) store_pipe_expire(l->pipe);
