@@ -88,7 +88,7 @@ struct conns_client {
   int fd;
   int state;
   int from_accept;        /* ARRIVING since its accept, no byte seen yet */
-  int64_t started_ms;     /* the first byte of the arriving request */
+  int64_t started_ms;     /* the arriving request's start: its first byte, or the accept */
   conns_client *prev, *next; /* in loop->head while ARRIVING */
   ip_entry *ip;           /* the address's count it holds, or NULL */
   unsigned char addr[16]; /* for the log */
@@ -408,7 +408,6 @@ void conns_expire(conns_loop *cl) {
     if (c->from_accept && bytes_received(c->fd) == 0) {
       unlink_arriving(c); /* it never sent a byte: idle, not slow; still armed */
       c->state = IDLE;
-      c->from_accept = 0;
     } else {
       cut(c);
     }
