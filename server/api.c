@@ -263,7 +263,7 @@ static int is_loopback(const char *addr) {
  * sidecar and worker of the host, not one client. */
 static quota_subject *address_subject(const char *peer) {
   int64_t waiters = cfg->max_waiters_per_ip;
-  if (waiters < 0) waiters = is_loopback(peer) ? 0 : cfg->max_waiters >= 4 ? cfg->max_waiters / 4 : 1;
+  if (waiters == CONFIG_AUTO) waiters = is_loopback(peer) ? 0 : cfg->max_waiters >= 4 ? cfg->max_waiters / 4 : 1;
   if (waiters == 0 && cfg->acquire_rate_per_ip == 0) return NULL;
   char key[80];
   snprintf(key, sizeof key, "ip %.64s", peer);

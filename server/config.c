@@ -19,13 +19,13 @@
 
 extern char **environ;
 
-typedef enum { OPT_STRING, OPT_INT, OPT_BOOL, OPT_ENUM } opt_type;
+typedef enum { OPT_STRING, OPT_INT, OPT_INT_AUTO, OPT_BOOL, OPT_ENUM } opt_type;
 
 typedef struct {
   const char *name;
   opt_type type;
   size_t offset;
-  size_t size;       /* OPT_STRING: buffer size; OPT_INT: 4 or 8 */
+  size_t size;       /* OPT_STRING: buffer size; OPT_INT: 4 or 8; OPT_INT_AUTO: 4 */
   long long min, max;
   const char *def;
   const char *const *choices; /* OPT_ENUM: names, index = value */
@@ -39,6 +39,8 @@ static const char *const floor_choices[] = {"clock", "none", NULL};         /* F
 
 #define STR(field) OPT_STRING, offsetof(config, field), sizeof(((config *)0)->field), 0, 0
 #define INT(field, lo, hi) OPT_INT, offsetof(config, field), sizeof(((config *)0)->field), lo, hi
+/* An int that may also be the word "auto", stored as CONFIG_AUTO. */
+#define INT_AUTO(field, lo, hi) OPT_INT_AUTO, offsetof(config, field), sizeof(int), lo, hi
 #define BOOL(field) OPT_BOOL, offsetof(config, field), sizeof(int), 0, 1
 #define ENUM(field) OPT_ENUM, offsetof(config, field), sizeof(int), 0, 0
 
@@ -75,9 +77,9 @@ static const config_option options[] = {
      "largest wait_ms a client may ask for"},
     {"max-waiters", INT(max_waiters, 0, 1000000), "10000", NULL,
      "waiting acquires across all locks; past it, 503 too_many_waiters"},
-    {"max-waiters-per-ip", INT(max_waiters_per_ip, -1, 1000000), "-1", NULL,
+    {"max-waiters-per-ip", INT_AUTO(max_waiters_per_ip, 0, 1000000), "auto", NULL,
      "without --auth-file: waiting acquires from one client address; past it, 429 "
-     "too_many_waiters. -1: a quarter of --max-waiters for addresses other than loopback "
+     "too_many_waiters. auto: a quarter of --max-waiters for addresses other than loopback "
      "(sidecars and local workers are not limited); 0: no limit; N: N for every address. With "
      "--auth-file, each token's max_waiters applies instead"},
     {"acquire-rate-per-ip", INT(acquire_rate_per_ip, 0, 10000000), "0", NULL,
@@ -90,6 +92,18 @@ static const config_option options[] = {
      "open HTTP connections; past it new ones are refused"},
     {"connection-timeout-s", INT(conn_timeout_s, 1, 86400), "60", NULL,
      "close a connection idle (or stuck mid-request) this long"},
+    {"request-timeout-ms", INT(request_timeout_ms, 100, 600000), "10000", NULL,
+     "a request's line, headers and body must all arrive within this long of its first byte, "
+     "however slowly they come (a byte every few seconds keeps --connection-timeout-s from "
+     "ever firing); past it the connection is answered 408 (if no reply has begun) and closed. "
+     "Not timed: handling, a waiting acquire, the reply, an idle keep-alive connection. "
+     "10 s: a lock call (at most 8 KiB) arrives in milliseconds even from a loaded client, "
+     "and a slow-loris connection holds its slot no longer than that"},
+    {"max-connections-per-ip", INT_AUTO(max_conns_per_ip, 0, 1000000), "auto", NULL,
+     "open connections from one client address (IPv6: the whole address), across all loops; "
+     "past it new ones are refused at accept. auto: 256 for each address but loopback "
+     "(127.0.0.0/8, ::1), which is not capped, so sidecars on the host are never refused; "
+     "N: N for every address, loopback included; 0: no cap"},
     {"shutdown-timeout-ms", INT(shutdown_timeout_ms, 0, 600000), "10000", NULL,
      "on SIGTERM, how long in-flight requests may take to finish"},
     {"log-level", ENUM(log_level), "info", level_choices, "debug, info, warn or error"},
@@ -147,6 +161,14 @@ static int set_option(config *cfg, const config_option *o, const char *value, ch
         *(int *)field = (int)v;
       else
         *(int64_t *)field = v;
+      return 0;
+    }
+    case OPT_INT_AUTO: {
+      long long v = CONFIG_AUTO;
+      if (strcmp(value, "auto") != 0 && (parse_ll(value, &v) < 0 || v < o->min || v > o->max))
+        return fail(err, errlen, "--%s: expected auto or an integer in %lld..%lld, got '%s'",
+                    o->name, o->min, o->max, value);
+      *(int *)field = (int)v;
       return 0;
     }
     case OPT_BOOL:

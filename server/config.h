@@ -39,11 +39,13 @@ typedef struct {
   int64_t max_ttl_ms;
   int64_t max_wait_ms;
   int max_waiters;
-  int max_waiters_per_ip;     /* -1: auto (api.c); 0: none; without --auth-file only */
+  int max_waiters_per_ip;     /* CONFIG_AUTO (api.c says what), 0 (none) or N; without --auth-file */
   int acquire_rate_per_ip;    /* per second; 0: none; without --auth-file only */
   char auth_file[512];        /* "": no authentication */
   int max_connections;
   int64_t conn_timeout_s;
+  int64_t request_timeout_ms; /* a request's bytes must all arrive within this of its first */
+  int max_conns_per_ip;      /* CONFIG_AUTO, 0 (no cap) or a cap for every address */
   int64_t shutdown_timeout_ms;
   int log_level;
   int log_format;
@@ -72,6 +74,9 @@ enum { FENCE_FLOOR_CLOCK = 0, FENCE_FLOOR_NONE };
 /* --redis-pipeline: when lock calls go through their event loop's
  * pipelined Redis connection (store.h) instead of its direct one. */
 enum { PIPELINE_AUTO = 0, PIPELINE_ON, PIPELINE_OFF };
+
+/* --max-connections-per-ip auto (conns.c says what it means). */
+enum { CONFIG_AUTO = -1 };
 
 /* What config_load found on the command line. */
 enum { CONFIG_RUN = 0, CONFIG_HELP, CONFIG_VERSION };

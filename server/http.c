@@ -18,7 +18,11 @@
  * handle it). A piped lock call suspends the connection until its reply
  * is in, and re-enters on_request to answer. A waiting acquire is
  * suspended after its first attempt and re-enters on_request each time
- * wait.c resumes it. */
+ * wait.c resumes it.
+ *
+ * conns.c keeps the limits on connections that libmicrohttpd lacks (a
+ * deadline for each request, a cap per client address); this file only
+ * tells it what happens to a connection and its requests. */
 #include "http.h"
 
 #include <arpa/inet.h>
@@ -38,6 +42,7 @@
 #include <stdio.h>
 
 #include "api.h"
+#include "conns.h"
 #include "log.h"
 #include "metrics.h"
 #include "store.h"
@@ -49,6 +54,7 @@ typedef struct http_req {
   api_call call;
   loop *loop;           /* the loop that serves its connection */
   struct MHD_Connection *conn;
+  conns_client *sock;   /* its connection's state in conns.c, or NULL */
   struct http_req *resume_next; /* in loop->resume_head, while queued */
   waiter w;
   int waiting;          /* parked in wait.c at least once */
@@ -72,6 +78,7 @@ struct loop {
   int wake;             /* eventfd: resumes asked by other threads, quiesce, stop */
   int pipe_fd;          /* the pipe socket now in ep, or -1 */
   unsigned long pipe_opens; /* ...and which one it is */
+  conns_loop *conns;    /* its connections' deadlines (their sockets are in ep too) */
   MHD_socket quiesced;  /* the listen socket after quiesce: closed after the stop */
   pthread_t thread;
   int started;
@@ -264,16 +271,11 @@ static int target_has_nul(const http_req *r, const char *url, const char *versio
   return raw > r->target_len && raw <= r->target_len + 65536;
 }
 
-/* The client's address, numeric ("" if unknown), for per-address limits. */
-static const char *peer_address(struct MHD_Connection *conn, char out[INET6_ADDRSTRLEN]) {
-  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-  const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-  out[0] = '\0';
-  if (sa && sa->sa_family == AF_INET)
-    inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, INET6_ADDRSTRLEN);
-  else if (sa && sa->sa_family == AF_INET6)
-    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, INET6_ADDRSTRLEN);
-  return out;
+/* A connection's state in conns.c (its socket context). */
+static conns_client *sock_of(struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return ci ? ci->socket_context : NULL;
 }
 
 static http_req *req_new(struct MHD_Connection *conn) {
@@ -283,6 +285,7 @@ static http_req *req_new(struct MHD_Connection *conn) {
   r->w.fd = -1;
   r->loop = cur;
   r->conn = conn;
+  r->sock = sock_of(conn);
   atomic_fetch_add(&inflight, 1);
   metrics_gauge_add(G_INFLIGHT, 1);
   return r;
@@ -291,6 +294,9 @@ static http_req *req_new(struct MHD_Connection *conn) {
 /* libmicrohttpd's URI log callback: the first sight of a request, with
  * its target whole. Its return value is the request's state. */
 static void *uri_logged(void *cls, const char *uri, struct MHD_Connection *conn) {
+  /* A pipelined request already in libmicrohttpd's buffer woke no epoll
+   * set: its deadline starts here, if no byte started it already. */
+  conns_request_started(sock_of(conn));
   http_req *r = req_new(conn);
   if (r) {
     r->target = uri;
@@ -402,6 +408,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     *upload_size = 0;
     return MHD_YES;
   }
+  conns_request_complete(r->sock); /* all in: what follows is ours to finish */
   if (r->replied) {
     /* Seen while the daemon stops: libmicrohttpd 0.9.75 may drop a queued
      * response and call again. Handling the request afresh would make a
@@ -418,7 +425,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   char peer[INET6_ADDRSTRLEN];
   api_request req = {method, url, r->body, r->len, r->too_large,
                      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
-                     peer_address(conn, peer)};
+                     conns_peer(r->sock, peer)};
   handling_set(r, 1); /* until reply(), or the end of the request */
   if (target_has_nul(r, url, version)) {
     handling_set(r, 0);
@@ -477,6 +484,7 @@ static enum MHD_Result reply(struct MHD_Connection *conn, http_req *r, api_resul
 static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
                          enum MHD_RequestTerminationCode toe) {
   http_req *r = *state;
+  conns_request_finished(r ? r->sock : sock_of(conn));
   if (r == NULL) return;
   handling_set(r, 0); /* a piped call whose client left while suspended */
   if (r->waiting) wait_leave(&r->w, api_granted(&r->call));
@@ -502,7 +510,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
-  atomic_fetch_add(&connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+  int started = code == MHD_CONNECTION_NOTIFY_STARTED;
+  if (started) *socket_context = conns_opened(cur->conns, conn); /* accepted on this loop */
+  else conns_closed(*socket_context);
+  atomic_fetch_add(&connections, started ? 1 : -1);
+  metrics_gauge_add(G_CONNECTIONS, started ? 1 : -1);
 }
 
 /* ---- the event loops -------------------------------------------------- */
@@ -524,15 +536,17 @@ static void watch_pipe(loop *l) {
   l->pipe_opens = opens;
 }
 
-/* How long a pass may wait: until the daemon's next timeout or the oldest
- * piped call's, and never more than a second (a safety net: every event
- * that matters wakes the loop). */
+/* How long a pass may wait: until the daemon's next timeout, the oldest
+ * piped call's or the next request deadline, and never more than a second
+ * (a safety net: every event that matters wakes the loop). */
 static int loop_timeout(loop *l) {
   int64_t t = 1000;
   MHD_UNSIGNED_LONG_LONG mt;
   if (MHD_get_timeout(l->d, &mt) == MHD_YES && (int64_t)mt < t) t = (int64_t)mt;
   int64_t pt = l->pipe ? store_pipe_timeout_ms(l->pipe) : -1;
   if (pt >= 0 && pt < t) t = pt;
+  int64_t ct = conns_timeout_ms(l->conns);
+  if (ct >= 0 && ct < t) t = ct;
   return (int)t;
 }
 
@@ -551,20 +565,38 @@ static void take_resumes(loop *l) {
   }
 }
 
+/* Events taken from a loop's epoll set per call. */
+#define LOOP_EVENTS 32
+
 static void *loop_main(void *arg) {
   loop *l = arg;
   cur = l;
   if (l->pipe) store_pipe_connect(l->pipe);
-  struct epoll_event evs[8];
+  struct epoll_event evs[LOOP_EVENTS];
   while (!atomic_load(&stop_req)) {
     if (atomic_load(&quiesce_req) && l->quiesced == MHD_INVALID_SOCKET)
       l->quiesced = MHD_quiesce_daemon(l->d);
     watch_pipe(l);
-    int n = epoll_wait(l->ep, evs, 8, loop_timeout(l));
-    for (int i = 0; i < n; i++) {
-      if (evs[i].data.ptr == &l->wake) take_resumes(l);
-      else if (evs[i].data.ptr == &l->pipe_fd && l->pipe) store_pipe_read(l->pipe);
+    int n = epoll_wait(l->ep, evs, LOOP_EVENTS, loop_timeout(l));
+    /* Every event is taken before the daemon runs: once libmicrohttpd has
+     * read a client's first byte, epoll no longer reports it, and the
+     * request's deadline would start late (conns.c). So a full batch is
+     * followed by another; only client sockets' events, which are
+     * one-shot, can fill one, so this ends. */
+    for (;;) {
+      for (int i = 0; i < n; i++) {
+        void *tag = evs[i].data.ptr;
+        if (tag == &l->wake) take_resumes(l);
+        else if (tag == &l->pipe_fd) {
+          if (l->pipe) store_pipe_read(l->pipe);
+        } else if (tag != l->d) {
+          conns_readable(tag); /* the rest are client sockets, tagged by conns.c */
+        }
+      }
+      if (n < LOOP_EVENTS) break;
+      n = epoll_wait(l->ep, evs, LOOP_EVENTS, 0);
     }
+    conns_expire(l->conns);
     if (l->pipe) store_pipe_expire(l->pipe);
     MHD_run(l->d);
     if (l->pipe) store_pipe_flush(l->pipe);
@@ -583,7 +615,7 @@ static struct MHD_Daemon *daemon_start(const struct sockaddr *addr, MHD_socket l
            : (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, (intptr_t)listen_fd, NULL},
       {MHD_OPTION_END, 0, NULL}};
   return MHD_start_daemon(
-      flags, 0, NULL, NULL, on_request, NULL,
+      flags, 0, conns_accept, NULL, on_request, NULL,
       MHD_OPTION_ARRAY, where,
       MHD_OPTION_CONNECTION_LIMIT, limit,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
@@ -610,12 +642,17 @@ static int loop_init(loop *l, const struct sockaddr *addr, MHD_socket listen_fd,
   if (di == NULL || l->ep < 0 || l->wake < 0) return -1;
   epoll_watch(l->ep, di->epoll_fd, l->d);
   epoll_watch(l->ep, l->wake, &l->wake);
+  if ((l->conns = conns_loop_new(l->ep)) == NULL) return -1;
   if (store_pipeline_enabled() && (l->pipe = store_pipe_new()) == NULL) return -1;
   return 0;
 }
 
 int http_start(const config *c, int *port) {
   cfg = c;
+  if (conns_init(cfg) < 0) {
+    LOG(LOG_ERROR, "out of memory");
+    return -1;
+  }
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                            .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
   struct addrinfo *ai = NULL;
@@ -700,6 +737,8 @@ void http_stop(void) {
     l->pipe = NULL;
     if (l->d) MHD_stop_daemon(l->d); /* on_completed runs here, on this thread */
     l->d = NULL;
+    conns_loop_free(l->conns); /* every connection has closed */
+    l->conns = NULL;
     if (l->quiesced != MHD_INVALID_SOCKET) close(l->quiesced);
     if (l->ep >= 0) close(l->ep);
     if (l->wake >= 0) close(l->wake);
@@ -708,4 +747,5 @@ void http_stop(void) {
   free(loops);
   loops = NULL;
   nloops = 0;
+  conns_free();
 }

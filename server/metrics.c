@@ -31,6 +31,7 @@ static const char *const gauge_info[G_COUNT][2] = {
     {"picket_redis_up", "1 when the last Redis call of any worker succeeded."},
     {"picket_waiters", "Acquires waiting for a lock now."},
     {"picket_http_inflight_requests", "Requests being handled now (waiters included)."},
+    {"picket_http_connections", "Open client connections."},
 };
 
 static const char *const hist_info[H_COUNT][2] = {

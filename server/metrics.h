@@ -37,7 +37,9 @@ typedef enum {
   X(WAKE_EXPIRY, "picket_wait_wakeups_total", "cause=\"expiry\"", "")                            \
   X(WAKE_TIMEOUT, "picket_wait_wakeups_total", "cause=\"timeout\"", "")                          \
   X(WAKE_DISCONNECT, "picket_wait_wakeups_total", "cause=\"disconnect\"", "")                    \
-  X(WAIT_REJECTED, "picket_wait_rejected_total", "", "Waits refused with too_many_waiters.")
+  X(WAIT_REJECTED, "picket_wait_rejected_total", "", "Waits refused with too_many_waiters.") \
+  X(CONN_REFUSED_PER_IP, "picket_connections_refused_total", "reason=\"per_ip\"", "Client connections refused at accept, by reason (per_ip: --max-connections-per-ip).") \
+  X(CONN_CUT_REQUEST_TIMEOUT, "picket_connections_cut_total", "reason=\"request_timeout\"", "Client connections picketd closed mid-request, by reason (request_timeout: --request-timeout-ms).")
 
 typedef enum {
 #define METRICS_ENUM(e, name, labels, help) M_##e,
@@ -46,7 +48,7 @@ typedef enum {
   M_COUNT
 } metrics_counter;
 
-typedef enum { G_REDIS_UP, G_WAITERS, G_INFLIGHT, G_COUNT } metrics_gauge;
+typedef enum { G_REDIS_UP, G_WAITERS, G_INFLIGHT, G_CONNECTIONS, G_COUNT } metrics_gauge;
 typedef enum { H_REQUEST, H_WAIT, H_COUNT } metrics_histogram;
 
 void metrics_inc(metrics_counter c);

@@ -113,7 +113,8 @@ START_TEST(help_and_version) {
   const char *flags[] = {"--listen", "--redis ", "--redis-password-file", "--key-prefix", "--threads",
                          "--max-ttl-ms", "--max-wait-ms", "--log-level", "--log-format",
                          "--port-file", "PICKET_MAX_WAIT_MS", "--min-replicas", "--sentinel ",
-                         "--sentinel-master", "--sentinel-password-file", "--redis-db"};
+                         "--sentinel-master", "--sentinel-password-file", "--redis-db",
+                         "--request-timeout-ms", "--max-connections-per-ip", "default: auto"};
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
     ck_assert_msg(strstr(buf, flags[i]), "--help lacks %s", flags[i]);
 }
@@ -217,6 +218,51 @@ END_TEST
 
 /* A refused --redis never echoes its password (issue 17: a rediss:// URL
  * was refused with the whole URL on stderr). */
+START_TEST(connection_limits) {
+  char *d[] = {"picketd", NULL};
+  ck_assert_int_eq(load(d, NULL), CONFIG_RUN);
+  ck_assert_int_eq(cfg.request_timeout_ms, 10000);
+  ck_assert_int_eq(cfg.max_conns_per_ip, CONFIG_AUTO);
+  struct {
+    const char *flag, *value;
+    int ok;
+    long long want;
+  } cases[] = {
+      {"--request-timeout-ms", "100", 1, 100},      {"--request-timeout-ms", "600000", 1, 600000},
+      {"--request-timeout-ms", "99", 0, 0},         {"--request-timeout-ms", "600001", 0, 0},
+      {"--request-timeout-ms", "auto", 0, 0},       {"--max-connections-per-ip", "auto", 1, CONFIG_AUTO},
+      {"--max-connections-per-ip", "0", 1, 0},      {"--max-connections-per-ip", "64", 1, 64},
+      {"--max-connections-per-ip", "1000000", 1, 1000000},
+      {"--max-connections-per-ip", "-1", 0, 0},     {"--max-connections-per-ip", "1000001", 0, 0},
+      {"--max-connections-per-ip", "Auto", 0, 0},   {"--max-connections-per-ip", "", 0, 0},
+      {"--max-connections-per-ip", "8x", 0, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *a[] = {"picketd", (char *)cases[i].flag, (char *)cases[i].value, NULL};
+    err[0] = '\0';
+    int rc = load(a, NULL);
+    if (!cases[i].ok) {
+      ck_assert_msg(rc == -1, "%s %s accepted", cases[i].flag, cases[i].value);
+      ck_assert_msg(strstr(err, cases[i].flag + 2) && strchr(err, '\n') == NULL, "%s", err);
+      continue;
+    }
+    ck_assert_msg(rc == CONFIG_RUN, "%s %s: %s", cases[i].flag, cases[i].value, err);
+    long long got = cases[i].flag[2] == 'r' ? cfg.request_timeout_ms : cfg.max_conns_per_ip;
+    ck_assert_msg(got == cases[i].want, "%s %s gave %lld", cases[i].flag, cases[i].value, got);
+  }
+  char *env[] = {"PICKET_MAX_CONNECTIONS_PER_IP=16", "PICKET_REQUEST_TIMEOUT_MS=2500", NULL};
+  ck_assert_int_eq(load(d, env), CONFIG_RUN);
+  ck_assert_int_eq(cfg.max_conns_per_ip, 16);
+  ck_assert_int_eq(cfg.request_timeout_ms, 2500);
+  char *e[] = {"picketd", "--max-connections-per-ip=auto", NULL}; /* the flag beats env */
+  ck_assert_int_eq(load(e, env), CONFIG_RUN);
+  ck_assert_int_eq(cfg.max_conns_per_ip, CONFIG_AUTO);
+  char *bad_env[] = {"PICKET_MAX_CONNECTIONS_PER_IP=lots", NULL};
+  ck_assert_int_eq(load(d, bad_env), -1);
+  ck_assert_msg(strstr(err, "PICKET_MAX_CONNECTIONS_PER_IP") && strstr(err, "auto"), "%s", err);
+}
+END_TEST
+
 START_TEST(redis_url_errors_keep_secrets) {
   const char *urls[] = {"rediss://user:hunter2@cache:6380", "tcp://:hunter2@cache:6379",
                         "hunter2@cache:6379", "REDIS://:hunter2@h:1"};
@@ -248,6 +294,7 @@ int main(void) {
   tcase_add_test(tc, fence_flags);
   tcase_add_test(tc, sentinel_mode);
   tcase_add_test(tc, redis_url_errors_keep_secrets);
+  tcase_add_test(tc, connection_limits);
   suite_add_tcase(s, tc);
   return harness_run_suite(s);
 }

@@ -1,0 +1,429 @@
+/* conns.c: the client connections' own limits (see conns.h), so that a
+ * flood of slow or many sockets from one client cannot starve the rest
+ * (issue 16: 4,096 sockets from one host, each sending a header line
+ * every 5 s, held every slot of --max-connections, and honest requests
+ * hung). libmicrohttpd 0.9.75's idle timeout (--connection-timeout-s)
+ * cannot help there: every byte resets it.
+ *
+ * The request deadline. A request starts at its first byte and must be
+ * whole (line, headers, body) within --request-timeout-ms. The first byte
+ * is seen by the loop's own epoll set (not libmicrohttpd's): each
+ * connection's socket sits there with EPOLLIN|EPOLLONESHOT, armed when the
+ * connection opens and again when its previous request is over, so one
+ * event per request marks its start. Bytes that libmicrohttpd has already
+ * read never wake that set (epoll looks again before it reports), so: a
+ * pipelined request already in libmicrohttpd's buffer starts when
+ * libmicrohttpd reports its request line; a new connection's first
+ * request starts at the accept (connections come in bursts, and a burst's
+ * first bytes may be read before the set is polled), restarted at its
+ * first byte if that comes later, and left idle if no byte ever came
+ * (TCP_INFO says how many have). Should libmicrohttpd win that race for a
+ * later request's first byte, its next byte or its request line starts
+ * it: a dribbler gains one interval at most. Once the
+ * request is complete (the handler's last call) the deadline is off:
+ * handling, a waiting acquire and the reply are not the client's to
+ * hurry. An idle keep-alive connection has no request, so no deadline
+ * (--connection-timeout-s closes it). Every loop has one timeout, so its
+ * arriving requests, appended as they start, are in deadline order: each
+ * pass looks at the head only. A connection past its deadline gets a bare
+ * 408 when no byte of a reply can have gone out, then shutdown(): libmicrohttpd
+ * sees the end of the stream, closes the socket (it owns it) and runs its
+ * callbacks as for a client that left.
+ *
+ * The cap per address. One table for all loops (a connection's address
+ * says nothing of its loop) under a mutex, taken once per accept and once
+ * per close of a capped address. The accept policy counts the connection
+ * in; libmicrohttpd may still drop it before NOTIFY_STARTED (out of
+ * memory), so the count is held for the loop's thread until its
+ * conns_opened takes it, and given back by the next accept if none did.
+ * Under `auto` loopback peers are not counted at all. IPv6 peers are
+ * grouped by the whole address, not by /64: a data centre gives each host
+ * its own address in a shared /64 (one per subnet on AWS), and a /64 cap
+ * would throttle the whole subnet; a host with a /64 of its own can spread
+ * past the cap, and --max-connections and the request deadline still
+ * bound what it holds.
+ *
+ * Everything of one connection happens on its loop's thread, so a loop's
+ * list needs no lock. */
+#include "conns.h"
+
+#include <arpa/inet.h>
+#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received (glibc's lacks it) */
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "log.h"
+#include "metrics.h"
+
+/* --max-connections-per-ip auto, for addresses other than loopback: far
+ * above what one honest host opens (a pool per process, a few processes),
+ * far below --max-connections' default of 4096. */
+#define AUTO_PER_IP 256
+
+/* The table's entries are counted, up to --max-connections plus one held
+ * per loop between accept and conns_opened; buckets at most this many. */
+#define MAX_BUCKETS (1u << 16)
+
+typedef struct ip_entry {
+  unsigned char addr[16]; /* IPv6, or IPv4 mapped into it (::ffff:a.b.c.d) */
+  int count;              /* open connections, and one held by an accept */
+  struct ip_entry *next;  /* in its bucket */
+} ip_entry;
+
+enum { IDLE, ARRIVING, COMPLETE, CUT }; /* conns_client.state: where its request is */
+
+struct conns_client {
+  conns_loop *loop;
+  struct MHD_Connection *mhd;
+  int fd;
+  int state;
+  int from_accept;        /* ARRIVING since its accept, no byte seen yet */
+  int64_t started_ms;     /* the arriving request's start: its first byte, or the accept */
+  conns_client *prev, *next; /* in loop->head while ARRIVING */
+  ip_entry *ip;           /* the address's count it holds, or NULL */
+  unsigned char addr[16]; /* for the log */
+};
+
+struct conns_loop {
+  int ep;
+  conns_client *head, *tail; /* ARRIVING, oldest first: the next deadline is the head's */
+};
+
+static const config *cfg;
+
+static struct {
+  pthread_mutex_t mu;
+  ip_entry **buckets;
+  size_t mask;
+  size_t entries, max_entries;
+  uint64_t seed; /* so that a client cannot pick addresses that share a bucket */
+} ips = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* Counted by this thread's last accept and not yet taken by conns_opened. */
+static __thread ip_entry *held;
+
+/* ---- addresses ----------------------------------------------------------- */
+
+/* What an IPv4 address mapped into IPv6 starts with. */
+static const unsigned char v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+/* The 16-byte key of an IP address; 0 for another family. An IPv4 peer
+ * of a dual-stack listener comes mapped, so both forms give one key. */
+static int addr_key(const struct sockaddr *sa, unsigned char key[16]) {
+  if (sa && sa->sa_family == AF_INET6) {
+    memcpy(key, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+    return 1;
+  }
+  if (sa && sa->sa_family == AF_INET) {
+    memcpy(key, v4_prefix, 12);
+    memcpy(key + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    return 1;
+  }
+  return 0;
+}
+
+static int is_v4(const unsigned char key[16]) { return memcmp(key, v4_prefix, 12) == 0; }
+
+/* 127.0.0.0/8 (plain or IPv4-mapped) and ::1. */
+static int is_loopback(const unsigned char key[16]) {
+  if (is_v4(key)) return key[12] == 127;
+  return memcmp(key, &in6addr_loopback, 16) == 0;
+}
+
+static const char *addr_text(const unsigned char key[16], char out[INET6_ADDRSTRLEN]) {
+  if (!inet_ntop(is_v4(key) ? AF_INET : AF_INET6, is_v4(key) ? key + 12 : key, out,
+                 INET6_ADDRSTRLEN))
+    snprintf(out, INET6_ADDRSTRLEN, "?");
+  return out;
+}
+
+const char *conns_peer(const conns_client *c, char out[INET6_ADDRSTRLEN]) {
+  if (c == NULL) {
+    out[0] = '\0';
+    return out;
+  }
+  return addr_text(c->addr, out);
+}
+
+/* How many connections the address may have; 0: no cap. */
+static int cap_of(const unsigned char key[16]) {
+  if (cfg->max_conns_per_ip != CONFIG_AUTO) return cfg->max_conns_per_ip;
+  return is_loopback(key) ? 0 : AUTO_PER_IP;
+}
+
+/* ---- the table of addresses (ips.mu held) ------------------------------- */
+
+static ip_entry **bucket_of(const unsigned char key[16]) {
+  uint64_t a, b;
+  memcpy(&a, key, 8);
+  memcpy(&b, key + 8, 8);
+  uint64_t h = (a ^ ips.seed) * 0x9e3779b97f4a7c15ULL;
+  h = (h ^ (h >> 32) ^ b) * 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 31;
+  return &ips.buckets[h & ips.mask];
+}
+
+/* The address's entry, made if need be; NULL when the table is full. */
+static ip_entry *ip_find(const unsigned char key[16]) {
+  ip_entry **b = bucket_of(key);
+  for (ip_entry *e = *b; e; e = e->next)
+    if (memcmp(e->addr, key, 16) == 0) return e;
+  if (ips.entries == ips.max_entries) return NULL;
+  ip_entry *e = calloc(1, sizeof *e);
+  if (e == NULL) return NULL;
+  memcpy(e->addr, key, 16);
+  e->next = *b;
+  *b = e;
+  ips.entries++;
+  return e;
+}
+
+/* Gives back one count of e (NULL is fine); an address with none left
+ * leaves the table. */
+static void ip_put(ip_entry *e) {
+  if (e == NULL) return;
+  pthread_mutex_lock(&ips.mu);
+  if (--e->count == 0) {
+    for (ip_entry **p = bucket_of(e->addr); *p; p = &(*p)->next)
+      if (*p == e) {
+        *p = e->next;
+        break;
+      }
+    free(e);
+    ips.entries--;
+  }
+  pthread_mutex_unlock(&ips.mu);
+}
+
+int conns_init(const config *c) {
+  cfg = c;
+  if (cfg->max_conns_per_ip == 0) return 0;
+  size_t n = 1;
+  while (n < (size_t)cfg->max_connections && n < MAX_BUCKETS) n *= 2;
+  ips.buckets = calloc(n, sizeof *ips.buckets);
+  if (ips.buckets == NULL) return -1;
+  ips.mask = n - 1;
+  ips.entries = 0;
+  ips.max_entries = (size_t)cfg->max_connections + (size_t)cfg->threads;
+  if (getrandom(&ips.seed, sizeof ips.seed, GRND_NONBLOCK) != sizeof ips.seed)
+    ips.seed = (uint64_t)api_now_ms() ^ ((uint64_t)getpid() << 32);
+  return 0;
+}
+
+void conns_free(void) {
+  for (size_t i = 0; ips.buckets && i <= ips.mask; i++)
+    for (ip_entry *e = ips.buckets[i], *next; e; e = next) {
+      next = e->next;
+      free(e);
+    }
+  free(ips.buckets);
+  ips.buckets = NULL;
+}
+
+/* At most one line a second, however many are refused. */
+static void log_refused(const unsigned char key[16], int cap) {
+  static atomic_llong next_ms;
+  static atomic_long refused;
+  atomic_fetch_add(&refused, 1);
+  long long now = api_now_ms(), due = atomic_load(&next_ms);
+  if (now < due || !atomic_compare_exchange_strong(&next_ms, &due, now + 1000)) return;
+  char a[INET6_ADDRSTRLEN];
+  LOG(LOG_WARN, "connections over --max-connections-per-ip (%d) refused since the last such "
+      "line: %ld, the last from %s", cap, atomic_exchange(&refused, 0), addr_text(key, a));
+}
+
+enum MHD_Result conns_accept(void *cls, const struct sockaddr *addr, socklen_t len) {
+  ip_put(held); /* the last connection let in here never opened */
+  held = NULL;
+  unsigned char key[16];
+  int cap = ips.buckets && addr_key(addr, key) ? cap_of(key) : 0;
+  if (cap == 0) return MHD_YES;
+  pthread_mutex_lock(&ips.mu);
+  ip_entry *e = ip_find(key);
+  int ok = e && e->count < cap;
+  if (ok) e->count++;
+  pthread_mutex_unlock(&ips.mu);
+  if (!ok) {
+    metrics_inc(M_CONN_REFUSED_PER_IP);
+    log_refused(key, cap);
+    return MHD_NO;
+  }
+  held = e;
+  return MHD_YES;
+}
+
+/* ---- request deadlines ---------------------------------------------------- */
+
+conns_loop *conns_loop_new(int ep) {
+  conns_loop *cl = calloc(1, sizeof *cl);
+  if (cl) cl->ep = ep;
+  return cl;
+}
+
+void conns_loop_free(conns_loop *cl) { free(cl); }
+
+static void arm(conns_client *c, int op) {
+  struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = c};
+  epoll_ctl(c->loop->ep, op, c->fd, &ev);
+}
+
+static void unlink_arriving(conns_client *c) {
+  if (c->state != ARRIVING) return;
+  c->from_accept = 0;
+  conns_loop *cl = c->loop;
+  if (c->prev) c->prev->next = c->next;
+  else cl->head = c->next;
+  if (c->next) c->next->prev = c->prev;
+  else cl->tail = c->prev;
+  c->prev = c->next = NULL;
+}
+
+/* The first byte of a request: its deadline runs from now. */
+static void start(conns_client *c) {
+  conns_loop *cl = c->loop;
+  c->state = ARRIVING;
+  c->started_ms = api_now_ms(); /* never earlier than the tail's: the list stays in order */
+  c->prev = cl->tail;
+  c->next = NULL;
+  if (cl->tail) cl->tail->next = c;
+  else cl->head = c;
+  cl->tail = c;
+}
+
+/* Bytes the peer has sent on fd so far, read or not; -1 if unknown. */
+static long long bytes_received(int fd) {
+  struct tcp_info ti;
+  socklen_t len = sizeof ti;
+  memset(&ti, 0, sizeof ti);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+      len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
+    return -1;
+  return (long long)ti.tcpi_bytes_received;
+}
+
+/* 1 when every byte c's peer has sent still waits in the socket: none has
+ * reached libmicrohttpd. */
+static int none_read(const conns_client *c) {
+  int unread = 0;
+  long long got = bytes_received(c->fd);
+  return got >= 0 && ioctl(c->fd, FIONREAD, &unread) == 0 && unread >= got;
+}
+
+conns_client *conns_opened(conns_loop *cl, struct MHD_Connection *mc) {
+  ip_entry *ip = held;
+  held = NULL;
+  const union MHD_ConnectionInfo *fi = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+  const union MHD_ConnectionInfo *ai = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  conns_client *c = fi ? calloc(1, sizeof *c) : NULL;
+  if (c == NULL) { /* untracked, it could dodge the limits: refuse it */
+    ip_put(ip);
+    if (fi) shutdown(fi->connect_fd, SHUT_RDWR);
+    return NULL;
+  }
+  c->loop = cl;
+  c->mhd = mc;
+  c->fd = fi->connect_fd;
+  c->ip = ip;
+  if (ai == NULL || !addr_key(ai->client_addr, c->addr)) memset(c->addr, 0, sizeof c->addr);
+  arm(c, EPOLL_CTL_ADD);
+  /* The first request's clock starts at the accept: its first bytes often
+   * come in a burst of connections that libmicrohttpd may read before this
+   * loop's set is polled, and then no event would start it. A byte that
+   * comes later restarts it (conns_readable); a connection that sends
+   * nothing is idle, and its deadline finds so and lets it be. */
+  start(c);
+  c->from_accept = 1;
+  return c;
+}
+
+void conns_closed(conns_client *c) {
+  if (c == NULL) return;
+  unlink_arriving(c);
+  /* Out of the set before c is freed; the socket is still open here. */
+  epoll_ctl(c->loop->ep, EPOLL_CTL_DEL, c->fd, NULL);
+  ip_put(c->ip);
+  free(c);
+}
+
+void conns_readable(conns_client *c) {
+  if (c == NULL) return;
+  if (c->state == IDLE) {
+    start(c);
+  } else if (c->state == ARRIVING && c->from_accept && none_read(c)) {
+    unlink_arriving(c); /* the first byte came after the accept: it starts the clock */
+    start(c);
+  }
+  c->from_accept = 0;
+}
+
+void conns_request_started(conns_client *c) {
+  if (c && (c->state == IDLE || c->state == COMPLETE)) start(c);
+}
+
+void conns_request_complete(conns_client *c) {
+  if (c == NULL || c->state == CUT) return;
+  unlink_arriving(c);
+  c->state = COMPLETE;
+}
+
+void conns_request_finished(conns_client *c) {
+  if (c == NULL || c->state == CUT) return;
+  unlink_arriving(c);
+  c->state = IDLE;
+  arm(c, EPOLL_CTL_MOD);
+}
+
+/* A 408 only while no byte of a reply can have been written: none is
+ * queued (picketd's, or libmicrohttpd's own error), and no "100 Continue"
+ * (libmicrohttpd sends one for "Expect" once the headers are in). Bytes of
+ * ours inside one of those would garble it. No body: no endpoint was
+ * reached, so there is no API error to give. */
+static void answer_408(conns_client *c) {
+  static const char reply[] =
+      "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+  if (MHD_get_connection_info(c->mhd, MHD_CONNECTION_INFO_HTTP_STATUS) != NULL ||
+      MHD_lookup_connection_value(c->mhd, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT) != NULL)
+    return;
+  ssize_t n = send(c->fd, reply, sizeof reply - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  (void)n; /* best effort: the close follows either way */
+}
+
+static void cut(conns_client *c) {
+  unlink_arriving(c);
+  c->state = CUT;
+  answer_408(c);
+  shutdown(c->fd, SHUT_RDWR);
+  metrics_inc(M_CONN_CUT_REQUEST_TIMEOUT);
+  char a[INET6_ADDRSTRLEN];
+  LOG(LOG_DEBUG, "closed a connection from %s: its request did not arrive within "
+      "--request-timeout-ms (%lld ms)", addr_text(c->addr, a), (long long)cfg->request_timeout_ms);
+}
+
+void conns_expire(conns_loop *cl) {
+  if (cl->head == NULL) return;
+  int64_t now = api_now_ms();
+  for (conns_client *c; (c = cl->head) && c->started_ms + cfg->request_timeout_ms <= now;) {
+    if (c->from_accept && bytes_received(c->fd) == 0) {
+      unlink_arriving(c); /* it never sent a byte: idle, not slow; still armed */
+      c->state = IDLE;
+    } else {
+      cut(c);
+    }
+  }
+}
+
+int64_t conns_timeout_ms(const conns_loop *cl) {
+  if (cl->head == NULL) return -1;
+  int64_t left = cl->head->started_ms + cfg->request_timeout_ms - api_now_ms();
+  return left > 0 ? left : 0;
+}

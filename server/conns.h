@@ -1,0 +1,64 @@
+/* conns.h: limits on client connections that libmicrohttpd 0.9.75 does
+ * not have: a deadline for a whole request (--request-timeout-ms) and a
+ * cap on open connections per client address (--max-connections-per-ip).
+ * http.c calls these from its libmicrohttpd callbacks and event loops;
+ * conns.c says how they work. */
+#ifndef PICKETD_CONNS_H
+#define PICKETD_CONNS_H
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "config.h"
+
+typedef struct conns_client conns_client; /* one client connection: its socket context */
+typedef struct conns_loop conns_loop; /* the connections of one event loop */
+
+/* Sets up the per-address table. Call once before any daemon starts;
+ * cfg must outlive every connection. Returns 0, or -1 if out of memory. */
+int conns_init(const config *cfg);
+/* Frees the table, once every daemon has stopped. */
+void conns_free(void);
+
+/* The connections of the loop whose own epoll set is `ep` (each waits
+ * there for the first byte of its next request). NULL if out of memory.
+ * conns_loop_free frees it once its daemon has stopped (NULL is fine). */
+conns_loop *conns_loop_new(int ep);
+void conns_loop_free(conns_loop *cl);
+
+/* libmicrohttpd's accept policy: MHD_NO when the client's address already
+ * has as many connections as it may. Runs on the accepting loop's thread,
+ * and the connection it lets in is the next conns_opened on that thread. */
+enum MHD_Result conns_accept(void *cls, const struct sockaddr *addr, socklen_t len);
+
+/* MHD_CONNECTION_NOTIFY_STARTED, on the loop cl that accepted mc: returns
+ * the socket context for it, or NULL when out of memory (the connection
+ * is then cut at once, and never counted). */
+conns_client *conns_opened(conns_loop *cl, struct MHD_Connection *mc);
+/* MHD_CONNECTION_NOTIFY_CLOSED: frees c (NULL is fine). */
+void conns_closed(conns_client *c);
+
+/* The events of a connection's request, from http.c (NULL c is fine):
+ * readable: the loop's epoll set reported c, tagged with c (a byte came);
+ * started: libmicrohttpd has the request line (uri_logged);
+ * complete: the whole request is in, so the deadline no longer applies;
+ * finished: the request is over (on_completed), the next one may come. */
+/* The client's address as text (IPv4-mapped addresses as IPv4), for
+ * per-address limits; "" when unknown (c NULL). Returns out. */
+const char *conns_peer(const conns_client *c, char out[INET6_ADDRSTRLEN]);
+
+void conns_readable(conns_client *c);
+void conns_request_started(conns_client *c);
+void conns_request_complete(conns_client *c);
+void conns_request_finished(conns_client *c);
+
+/* Each pass of the loop: cuts every connection whose request is past its
+ * deadline. */
+void conns_expire(conns_loop *cl);
+/* Milliseconds until the loop's next deadline (0 if one is past), or -1
+ * when no request is arriving. */
+int64_t conns_timeout_ms(const conns_loop *cl);
+
+#endif
