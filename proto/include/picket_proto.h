@@ -40,6 +40,7 @@
  * wire code back. One table, so a new code cannot be half added. */
 #define PICKET_PROTO_ERROR_MAP(X)                                                      \
   X(INVALID_ARGUMENT, "invalid_argument", 400, "invalid argument")                    \
+  X(UNAUTHENTICATED, "unauthenticated", 401, "authentication required")              \
   X(NOT_FOUND, "not_found", 404, "no such resource")                                   \
   X(METHOD_NOT_ALLOWED, "method_not_allowed", 405, "method not allowed")               \
   X(LOCK_HELD, "lock_held", 409, "the lock is held by another lease")                 \

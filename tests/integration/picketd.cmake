@@ -22,3 +22,6 @@ foreach(t picketd_api picketd_redis picketd_pipeline picketd_fence)
                        FIXTURES_REQUIRED contract
                        ENVIRONMENT "${PICKET_TEST_ENV};PICKET_FENCE_FLOOR=none")
 endforeach()
+# TLS (issue 16): --tls-cert/--tls-key/--tls-client-ca, SIGHUP reloads under
+# load, mutual TLS; certificates made by openssl at test time.
+picket_shell_test(picketd_tls ${_d}/test_tls.sh LABELS integration TIMEOUT 120)
