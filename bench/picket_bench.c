@@ -29,6 +29,11 @@
  * Blocking waits exist only in picketd, so contended with --wait-ms and
  * wait have no floor.
  *
+ * --server https://... runs the same over TLS (GnuTLS, the library picketd
+ * itself uses): each connection's handshake happens when it opens, before
+ * the measured window, so the figures are the cost of TLS records on
+ * keep-alive connections, not of handshakes.
+ *
  * Everything is bounded: --duration (and --ops) end the run, a drain of at
  * most a few seconds releases what is still held, and only loopback or
  * unix-socket targets are accepted. Exit codes: 0 ran (errors are in the
@@ -38,6 +43,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <gnutls/gnutls.h>
 #include <hiredis/hiredis.h>
 #include <hiredis/read.h>
 #include <netinet/in.h>
@@ -82,9 +88,11 @@ static struct {
   int64_t ttl_ms, wait_ms;
   int wait_ms_set;
   char server[256], redis[256], prefix[PICKET_PROTO_KEY_PREFIX_MAX + 1];
+  const char *cacert;
   /* parsed targets */
   char http_host[64];
   int http_port;
+  int https;
   int redis_unix;
   char redis_path[100], redis_host[64]; /* sun_path holds 108 */
   int redis_port;
@@ -97,7 +105,9 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: picket-bench [options]\n"
           "  --workload W      cycle (default), contended, renew, wait or idle\n"
-          "  --server URL      picketd to load, http://127.0.0.1:PORT (loopback only)\n"
+          "  --server URL      picketd to load, http://127.0.0.1:PORT or https://127.0.0.1:PORT\n"
+          "                    (loopback only)\n"
+          "  --cacert FILE     https: the PEM CA bundle to verify picketd's certificate with\n"
           "  --redis URL       Redis for the floor: unix:///path.sock or redis://127.0.0.1:PORT\n"
           "                    (with both, picketd runs first, then the floor, and the ratio)\n"
           "  --conns N         connections, i.e. requests in flight (default 16)\n"
@@ -149,13 +159,16 @@ static int is_loopback(const char *host) {
   return strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0;
 }
 
-/* "http://127.0.0.1:PORT[/]": the benchmark never leaves the machine. */
+/* "http[s]://127.0.0.1:PORT[/]": the benchmark never leaves the machine. */
 static void parse_server(const char *url) {
   char host[64];
   int port, n = 0;
-  if (sscanf(url, "http://%63[^:/]:%d%n", host, &port, &n) != 2 || port < 1 || port > 65535 ||
-      (url[n] != '\0' && strcmp(url + n, "/") != 0))
-    die2("--server must be http://127.0.0.1:PORT, not '%s'", url);
+  opt.https = strncmp(url, "https://", 8) == 0;
+  const char *rest = url + (opt.https ? 8 : 7);
+  if ((!opt.https && strncmp(url, "http://", 7) != 0) ||
+      sscanf(rest, "%63[^:/]:%d%n", host, &port, &n) != 2 || port < 1 || port > 65535 ||
+      (rest[n] != '\0' && strcmp(rest + n, "/") != 0))
+    die2("--server must be http://127.0.0.1:PORT or https://127.0.0.1:PORT, not '%s'", url);
   if (!is_loopback(host)) die2("--server must be a loopback address, not '%s'", host);
   snprintf(opt.http_host, sizeof opt.http_host, "%s", strcmp(host, "localhost") ? host : "127.0.0.1");
   opt.http_port = port;
@@ -181,14 +194,15 @@ static void parse_redis(const char *url) {
 
 static void parse_args(int argc, char **argv) {
   enum { O_WL = 1, O_SERVER, O_REDIS, O_CONNS, O_THREADS, O_NAMES, O_DUR, O_WARM, O_OPS, O_TTL,
-         O_WAIT, O_PREFIX, O_PID, O_RPID, O_FMT, O_LABEL, O_HELP };
+         O_WAIT, O_PREFIX, O_PID, O_RPID, O_FMT, O_LABEL, O_CACERT, O_HELP };
   static const struct option lo[] = {
       {"workload", 1, 0, O_WL},   {"server", 1, 0, O_SERVER},   {"redis", 1, 0, O_REDIS},
       {"conns", 1, 0, O_CONNS},   {"threads", 1, 0, O_THREADS}, {"names", 1, 0, O_NAMES},
       {"duration", 1, 0, O_DUR},  {"warmup", 1, 0, O_WARM},     {"ops", 1, 0, O_OPS},
       {"ttl-ms", 1, 0, O_TTL},    {"wait-ms", 1, 0, O_WAIT},    {"key-prefix", 1, 0, O_PREFIX},
       {"pid", 1, 0, O_PID},       {"redis-pid", 1, 0, O_RPID},  {"format", 1, 0, O_FMT},
-      {"label", 1, 0, O_LABEL},   {"help", 0, 0, O_HELP},       {0, 0, 0, 0}};
+      {"label", 1, 0, O_LABEL},   {"cacert", 1, 0, O_CACERT},   {"help", 0, 0, O_HELP},
+      {0, 0, 0, 0}};
   opt.wl = WL_CYCLE;
   opt.conns = 16;
   opt.threads = 1;
@@ -240,6 +254,7 @@ static void parse_args(int argc, char **argv) {
           die2("--label must be 1..64 of A-Z a-z 0-9 space , . _ = -");
         opt.label = optarg;
         break;
+      case O_CACERT: opt.cacert = optarg; break;
       case O_HELP: usage(stdout); exit(0);
       default: die2("unknown or incomplete option '%s'", argv[optind - 1]);
     }
@@ -247,6 +262,7 @@ static void parse_args(int argc, char **argv) {
   if (optind < argc) die2("unexpected argument '%s'", argv[optind]);
   if (!opt.server[0] && !opt.redis[0]) die2("give --server, --redis or both");
   if (opt.wl == WL_IDLE && !opt.server[0]) die2("--workload idle needs --server");
+  if (opt.https != (opt.cacert != NULL)) die2("an https:// --server goes with --cacert FILE, and only it");
   if (opt.wl == WL_CONTENDED) {
     if (opt.names > 1) die2("--workload contended uses one lock; leave out --names");
     opt.names = 1;
@@ -390,6 +406,7 @@ typedef struct {
   char in[IO_BUF];
   size_t in_len;
   redisReader *reader; /* floor only */
+  gnutls_session_t tls; /* https only */
 } bconn;
 
 typedef struct {
@@ -423,6 +440,49 @@ static void note_error(bthread *t, const char *fmt, ...) {
   va_end(ap);
 }
 
+static gnutls_certificate_credentials_t tls_cred; /* --cacert */
+
+/* The TLS handshake on a new (still blocking) socket, verifying picketd's
+ * certificate against --cacert and its address. 0, or -1 with errno set. */
+static int tls_open(bconn *c, int fd) {
+  int rc = gnutls_init(&c->tls, GNUTLS_CLIENT);
+  if (rc == 0) rc = gnutls_set_default_priority(c->tls);
+  if (rc == 0) rc = gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, tls_cred);
+  if (rc == 0) {
+    gnutls_session_set_verify_cert(c->tls, opt.http_host, 0);
+    gnutls_transport_set_int(c->tls, fd);
+    gnutls_handshake_set_timeout(c->tls, GNUTLS_DEFAULT_HANDSHAKE_TIMEOUT);
+    do rc = gnutls_handshake(c->tls);
+    while (rc < 0 && !gnutls_error_is_fatal(rc));
+  }
+  if (rc == 0) return 0;
+  note_error(c->t, "connection %d: TLS: %s", c->id, gnutls_strerror(rc));
+  gnutls_deinit(c->tls);
+  c->tls = NULL;
+  errno = EPROTO;
+  return -1;
+}
+
+/* read(2) and write(2) of a connection, through TLS when it has it, with
+ * read's and write's returns (GnuTLS's "again" is EAGAIN: the same call
+ * is made again with the same buffer, as GnuTLS asks). */
+static ssize_t conn_recv(bconn *c, void *buf, size_t n) {
+  if (c->tls == NULL) return read(c->fd, buf, n);
+  ssize_t r = gnutls_record_recv(c->tls, buf, n);
+  if (r >= 0) return r;
+  if (r == GNUTLS_E_PREMATURE_TERMINATION) return 0;
+  errno = r == GNUTLS_E_AGAIN ? EAGAIN : r == GNUTLS_E_INTERRUPTED ? EINTR : EPROTO;
+  return -1;
+}
+
+static ssize_t conn_send(bconn *c, const void *buf, size_t n) {
+  if (c->tls == NULL) return write(c->fd, buf, n);
+  ssize_t r = gnutls_record_send(c->tls, buf, n);
+  if (r >= 0) return r;
+  errno = r == GNUTLS_E_AGAIN ? EAGAIN : r == GNUTLS_E_INTERRUPTED ? EINTR : EPROTO;
+  return -1;
+}
+
 static int conn_open(bconn *c) {
   int fd;
   if (c->t->tg == TG_PICKETD || !opt.redis_unix) {
@@ -449,6 +509,10 @@ static int conn_open(bconn *c) {
       return -1;
     }
   }
+  if (c->t->tg == TG_PICKETD && opt.https && tls_open(c, fd) < 0) {
+    close(fd);
+    return -1;
+  }
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
   if (epoll_ctl(c->t->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -467,6 +531,8 @@ static int conn_open(bconn *c) {
 }
 
 static void conn_close(bconn *c) {
+  if (c->tls) gnutls_deinit(c->tls);
+  c->tls = NULL;
   if (c->fd >= 0) close(c->fd); /* closing also removes it from epoll */
   c->fd = -1;
   if (c->reader) redisReaderFree(c->reader);
@@ -490,7 +556,7 @@ static void conn_broken(bconn *c, const char *why) {
 /* Writes what is left of c->out; waits for EPOLLOUT when the socket is full. */
 static void conn_flush(bconn *c) {
   while (c->out_off < c->out_len) {
-    ssize_t n = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+    ssize_t n = conn_send(c, c->out + c->out_off, c->out_len - c->out_off);
     if (n > 0) {
       c->out_off += (size_t)n;
       continue;
@@ -774,7 +840,7 @@ static int redis_parse(bconn *c) {
 
 static void conn_readable(bconn *c) {
   for (;;) {
-    ssize_t n = read(c->fd, c->in + c->in_len, sizeof c->in - c->in_len);
+    ssize_t n = conn_recv(c, c->in + c->in_len, sizeof c->in - c->in_len);
     if (n == 0) {
       conn_broken(c, c->req == REQ_NONE ? "the server closed an idle connection"
                                         : "the server closed the connection mid-request");
@@ -925,8 +991,8 @@ static int run_target(target tg, result *res) {
       c->t = t;
       c->fd = -1;
       if (conn_open(c) < 0) {
-        snprintf(res->err, sizeof res->err, "cannot connect to %.100s: %s",
-                 tg == TG_PICKETD ? opt.server : opt.redis, strerror(errno));
+        snprintf(res->err, sizeof res->err, "cannot connect to %.100s: %.78s",
+                 tg == TG_PICKETD ? opt.server : opt.redis, t->err[0] ? t->err : strerror(errno));
         rc = -1;
         break;
       }
@@ -1082,6 +1148,14 @@ static void raise_fd_limit(void) {
 
 int main(int argc, char **argv) {
   parse_args(argc, argv);
+  if (opt.https) {
+    if (gnutls_certificate_allocate_credentials(&tls_cred) < 0 ||
+        gnutls_certificate_set_x509_trust_file(tls_cred, opt.cacert, GNUTLS_X509_FMT_PEM) <= 0) {
+      fprintf(stderr, "picket-bench: --cacert %s: no PEM certificate could be read from it\n",
+              opt.cacert);
+      return 1;
+    }
+  }
   raise_fd_limit();
   signal(SIGPIPE, SIG_IGN);
   int floor_possible = opt.redis[0] && opt.wait_ms == 0 && opt.wl != WL_IDLE;

@@ -39,6 +39,7 @@ struct picket_client {
   struct curl_slist *headers;
   char *base_url;
   char *token;
+  char *ca_file;
   picket_options opts;
   char curl_err[CURL_ERROR_SIZE];
   char *body; /* reply body being read */
@@ -207,6 +208,14 @@ int picket_client_new(const char *base_url, const picket_options *opts, picket_c
     if (h == NULL) goto nomem;
     c->headers = h;
   }
+  c->opts.ca_file = NULL;
+  if (opts->ca_file != NULL) {
+    if ((c->ca_file = strdup(opts->ca_file)) == NULL) goto nomem;
+    c->opts.ca_file = c->ca_file;
+    /* Only this bundle: no CA directory of the system's beside it. */
+    curl_easy_setopt(c->curl, CURLOPT_CAINFO, c->ca_file);
+    curl_easy_setopt(c->curl, CURLOPT_CAPATH, NULL);
+  }
   /* No "Expect: 100-continue" round trip; bodies are tiny. */
   const char *fixed[] = {"Content-Type: application/json", "Accept: application/json",
                          "Expect:", "User-Agent: libpicket/" PICKET_VERSION};
@@ -247,6 +256,7 @@ void picket_client_free(picket_client *c) {
   curl_slist_free_all(c->headers);
   free(c->base_url);
   free(c->token);
+  free(c->ca_file);
   free(c->body);
   free(c);
 }

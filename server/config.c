@@ -122,6 +122,13 @@ static const config_option options[] = {
     {"fence-idle-ttl-ms", INT(fence_idle_ttl_ms, 0, 86400000LL * 3650), "0", NULL,
      "with --fence-floor clock: a lock's fence counter expires after this long unused (never "
      "before its lease), so names used once cost Redis nothing; 0: counters never expire"},
+    {"tls-cert", STR(tls_cert), "", NULL,
+     "PEM certificate chain (leaf first) to serve HTTPS with; needs --tls-key. Reread on SIGHUP"},
+    {"tls-key", STR(tls_key), "", NULL,
+     "PEM private key (unencrypted) of --tls-cert. Reread on SIGHUP"},
+    {"tls-client-ca", STR(tls_client_ca), "", NULL,
+     "PEM CA bundle: mutual TLS, every request needs a client certificate signed by one of "
+     "these CAs, else 401 unauthenticated (needs --tls-cert). Reread on SIGHUP"},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
@@ -422,6 +429,11 @@ int config_load(config *cfg, int argc, char **argv, char **envp, char *err, size
   if (cfg->fence_idle_ttl_ms > 0 && cfg->fence_floor != FENCE_FLOOR_CLOCK)
     return fail(err, errlen, "--fence-idle-ttl-ms needs --fence-floor clock: without the clock "
                              "floor an expired counter would send that lock's fences back to 1");
+  if (!cfg->tls_cert[0] != !cfg->tls_key[0])
+    return fail(err, errlen, "--tls-cert and --tls-key go together: give both or neither");
+  if (cfg->tls_client_ca[0] && !cfg->tls_cert[0])
+    return fail(err, errlen, "--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is "
+                             "TLS with client certificates)");
   if (!picket_proto_prefix_valid(cfg->key_prefix, strlen(cfg->key_prefix)))
     return fail(err, errlen, "--key-prefix: up to %d bytes of [A-Za-z0-9._:-]",
                 PICKET_PROTO_KEY_PREFIX_MAX);

@@ -64,6 +64,10 @@ typedef struct {
   char sentinel_password_file[512];
   char sentinel_password[256];
   int redis_db;              /* --redis-db, for the data nodes under --sentinel */
+  /* TLS (tls.c): PEM files, "" when not given; the files are read by tls_init */
+  char tls_cert[512];
+  char tls_key[512];
+  char tls_client_ca[512];
 } config;
 
 /* --fence-floor: clock makes each new fence at least Redis TIME in

@@ -46,6 +46,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "store.h"
+#include "tls.h"
 #include "wait.h"
 
 typedef struct loop loop;
@@ -359,16 +360,22 @@ static const char *framing_refused(struct MHD_Connection *conn) {
   return NULL;
 }
 
-/* Answers 400 and closes: nothing after the headers can be trusted. */
-static enum MHD_Result refuse(struct MHD_Connection *conn, http_req *r, const char *why) {
+/* Answers err and closes: nothing after the headers is read. */
+static enum MHD_Result refuse_as(struct MHD_Connection *conn, http_req *r, picket_proto_err err,
+                                 const char *msg) {
   api_response resp = {0};
   resp.endpoint = EP_OTHER;
   resp.close = 1;
-  char msg[160];
-  snprintf(msg, sizeof msg, "ambiguous request framing: %s", why);
-  api_error(&resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, msg);
+  api_error(&resp, err, msg);
   r->refused = 1;
   return send_response(conn, r, &resp);
+}
+
+/* Answers 400 and closes: nothing after the headers can be trusted. */
+static enum MHD_Result refuse(struct MHD_Connection *conn, http_req *r, const char *why) {
+  char msg[160];
+  snprintf(msg, sizeof msg, "ambiguous request framing: %s", why);
+  return refuse_as(conn, r, PICKET_PROTO_ERR_INVALID_ARGUMENT, msg);
 }
 
 /* Whether a lock call goes through the loop's pipe. It pays when other
@@ -396,7 +403,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   *state = r;
   if (!r->seen) { /* the first call: headers are in, the body (if any) follows */
     r->seen = 1;
-    const char *why = framing_refused(conn);
+    const char *why = tls_peer_refused(conn); /* mutual TLS: 401 on every path */
+    if (why) return refuse_as(conn, r, PICKET_PROTO_ERR_UNAUTHENTICATED, why);
+    why = framing_refused(conn);
     return why ? refuse(conn, r, why) : MHD_YES;
   }
   if (r->refused) { /* libmicrohttpd may still pass the body on: drop it */
@@ -609,6 +618,7 @@ static struct MHD_Daemon *daemon_start(const struct sockaddr *addr, MHD_socket l
                                        unsigned limit, int ipv6) {
   unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
   if (ipv6) flags |= MHD_USE_IPv6;
+  if (tls_enabled()) flags |= MHD_USE_TLS;
   /* The first daemon binds the address; the others share its socket. */
   struct MHD_OptionItem where[] = {
       addr ? (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, (void *)addr}
@@ -617,6 +627,7 @@ static struct MHD_Daemon *daemon_start(const struct sockaddr *addr, MHD_socket l
   return MHD_start_daemon(
       flags, 0, conns_accept, NULL, on_request, NULL,
       MHD_OPTION_ARRAY, where,
+      MHD_OPTION_ARRAY, tls_mhd_options(), /* only MHD_OPTION_END without TLS */
       MHD_OPTION_CONNECTION_LIMIT, limit,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,

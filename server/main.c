@@ -5,7 +5,8 @@
  * answers), start the waiter threads and the HTTP daemon, write the port.
  * Stop (SIGTERM/SIGINT): answer every waiter 503 shutting_down, stop
  * accepting, let in-flight requests finish (bounded by
- * --shutdown-timeout-ms), then close everything and exit 0. */
+ * --shutdown-timeout-ms), then close everything and exit 0. SIGHUP
+ * rereads the TLS files (tls.c) and serves on. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,6 +24,7 @@
 #include "log.h"
 #include "node.h"
 #include "store.h"
+#include "tls.h"
 #include "wait.h"
 
 #ifndef PICKET_VERSION
@@ -86,6 +88,10 @@ int main(int argc, char **argv) {
     return 0;
   }
   log_setup(cfg.log_level, cfg.log_format);
+  if (tls_init(&cfg, err, sizeof err) < 0) { /* a TLS file is config: exit 2 like a flag */
+    fprintf(stderr, "picketd: %s\n", err);
+    return 2;
+  }
   raise_fd_limit(&cfg);
 
   /* Every thread inherits this mask; only main receives the signals, in
@@ -137,11 +143,11 @@ int main(int argc, char **argv) {
                   "fence out again");
 
   int sig = 0;
-  for (;;) {
+  for (;;) { /* SIGHUP reloads and serves on; SIGTERM and SIGINT stop */
     if (sigwait(&sigs, &sig) != 0) continue;
     if (sig != SIGHUP) break;
-    /* SIGHUP reloads what can change without a restart; nothing stops */
     auth_reload();
+    tls_reload();
   }
   LOG(LOG_INFO, "got %s: stopping (waiters get 503, in-flight requests finish)",
       sig == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -159,6 +165,7 @@ int main(int argc, char **argv) {
   drain(http_piped, cfg.redis_timeout_ms + SHUTDOWN_GRACE_MS); /* the limit: a safety net */
   drain(http_inflight, SHUTDOWN_GRACE_MS);
   http_stop();
+  tls_stop();
   wait_stop();
   node_stop();
   auth_stop();

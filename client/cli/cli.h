@@ -27,7 +27,11 @@ typedef struct {
   int64_t wait_ms;
   int64_t grace_ms;
   const char *owner;
-  const char *lease;
+  const char *lease;      /* --lease, --lease-file or $PICKET_LEASE (renew, release) */
+  const char *lease_file;
+  const char *ca_file;    /* --cacert or $PICKET_CACERT; NULL: the system's CAs */
+  const char *token_file; /* --token-file; else $PICKET_TOKEN */
+  const char *token;      /* the bearer token, never from argv; NULL: none */
   int shell;
   char **argv; /* run: the child's argv, NULL-terminated */
 } cli_args;
@@ -38,5 +42,8 @@ int cli_report(picket_client *c, const char *what, int err);
 
 /* `picket run`; returns the exit code. */
 int cli_run(picket_client *c, const cli_args *a);
+
+/* `picket token ...` (token.c); argv[0] is "token". Returns the exit code. */
+int cli_token(int argc, char **argv);
 
 #endif

@@ -1,10 +1,16 @@
 /* main.c: the `picket` command: flag parsing, help, and the one-shot
  * commands (acquire, renew, release, status) on libpicket. `run` lives in
- * run.c. Output is one JSON object per command on stdout (or shell
- * assignments with acquire --shell); errors are one line on stderr, with an
- * exit code from cli.h that scripts can act on. */
+ * run.c, `token` in token.c. Output is one JSON object per command on
+ * stdout (or shell assignments with acquire --shell); errors are one line
+ * on stderr, with an exit code from cli.h that scripts can act on.
+ *
+ * Secrets never come from argv, which any user can read in ps: the bearer
+ * token only from a file (--token-file) or $PICKET_TOKEN, and a lease id
+ * may come from --lease-file or $PICKET_LEASE instead of --lease. Neither
+ * is ever printed, in an error or anywhere else. */
 #include <errno.h>
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +19,7 @@
 #include "picket_proto.h"
 
 static const char usage_text[] =
-    "usage: picket [--server URL] COMMAND NAME [FLAGS]\n"
+    "usage: picket [--server URL] [--cacert FILE] [--token-file FILE] COMMAND NAME [FLAGS]\n"
     "\n"
     "A client of picketd, the lock service whose every grant carries a fencing token.\n"
     "\n"
@@ -21,9 +27,9 @@ static const char usage_text[] =
     "  acquire NAME [--ttl 30s] [--wait 0s] [--owner X] [--lease ID] [--shell]\n"
     "      take the lock; print the grant as JSON {lock, lease, fence, ttl_ms, owner},\n"
     "      or with --shell as PICKET_LOCK=, PICKET_FENCE=, PICKET_LEASE= lines\n"
-    "  renew NAME --lease ID [--ttl 30s]\n"
+    "  renew NAME (--lease ID | --lease-file FILE) [--ttl 30s]\n"
     "      extend a lease; print {lock, fence, ttl_ms}\n"
-    "  release NAME --lease ID\n"
+    "  release NAME (--lease ID | --lease-file FILE)\n"
     "      give the lock back; print {lock, released}\n"
     "  status NAME\n"
     "      print {lock, held, fence, ttl_ms, owner} (never the lease id)\n"
@@ -34,15 +40,26 @@ static const char usage_text[] =
     "      when it exits and exit with its status (128+N if killed by signal N).\n"
     "      If the lease is lost: SIGTERM the child's group, SIGKILL it after --grace,\n"
     "      exit 76.\n"
+    "  token new NAME PREFIXES VERBS [max_leases=N] [max_waiters=N] [acquire_rate=N]\n"
+    "      print a new random bearer token, and on the next line its line for\n"
+    "      picketd's --auth-file (NAME sha256:HEX PREFIXES VERBS [limits]); PREFIXES is\n"
+    "      a comma list of lock-name prefixes or *, VERBS a comma list of lock, read,\n"
+    "      metrics. Contacts no server.\n"
     "\n"
     "flags:\n"
     "  --server URL   picketd to talk to (default $PICKET_SERVER, else " PICKET_DEFAULT_SERVER ")\n"
+    "  --cacert FILE  https: trust the CAs in this PEM file instead of the system's\n"
+    "                 (default $PICKET_CACERT)\n"
+    "  --token-file FILE  send the token on the file's first line as Authorization: Bearer\n"
+    "                 (default: the token in $PICKET_TOKEN; a token is never a flag's value)\n"
     "  --ttl D        lease time to live (default 30s)\n"
     "  --wait D       how long the server may wait for the lock (default 0s: fail at once;\n"
     "                 at most the server's --max-wait-ms, 60s by default)\n"
     "  --grace D      run: time between SIGTERM and SIGKILL after a lost lease (default 5s)\n"
     "  --owner X      a label others see in status and lock_held (up to 128 characters)\n"
     "  --lease ID     the lease id (32 lowercase hex); acquire: choose it (default random)\n"
+    "  --lease-file FILE  renew, release: the lease id is the file's first line; without\n"
+    "                 --lease or --lease-file, $PICKET_LEASE (as `picket run` exports it)\n"
     "  --shell        acquire: print shell assignments instead of JSON\n"
     "  -h, --help     this text;  --version  the version\n"
     "  Durations are an integer with a unit: 250ms, 30s, 5m, 1h (a bare number is an error).\n"
@@ -51,7 +68,8 @@ static const char usage_text[] =
     "exit codes:\n"
     "  0    success (run: the command's own status, 128+N if killed by signal N)\n"
     "  1    failure: server unreachable or unavailable, store error, unexpected reply\n"
-    "  2    usage: bad command, flag, duration, name or lease id (or the server said 400)\n"
+    "  2    usage: bad command, flag, duration, name, lease id, token or CA file\n"
+    "       (or the server said 400)\n"
     "  75   the lock is held by another lease (after --wait); run: CMD was not started\n"
     "  76   the lease was lost (renew/release: no longer held; run: CMD was stopped)\n"
     "  125  run: picket failed around the command (e.g. could not fork)\n"
@@ -116,14 +134,15 @@ static int parse_duration(const char *s, int64_t *out) {
 }
 
 /* Which flags each command takes. */
-enum { F_TTL = 1, F_WAIT = 2, F_GRACE = 4, F_OWNER = 8, F_LEASE = 16, F_SHELL = 32 };
+enum { F_TTL = 1, F_WAIT = 2, F_GRACE = 4, F_OWNER = 8, F_LEASE = 16, F_SHELL = 32,
+       F_LEASE_FILE = 64 };
 static const struct {
   const char *name;
   int flags;
 } commands[] = {
     {"acquire", F_TTL | F_WAIT | F_OWNER | F_LEASE | F_SHELL},
-    {"renew", F_TTL | F_LEASE},
-    {"release", F_LEASE},
+    {"renew", F_TTL | F_LEASE | F_LEASE_FILE},
+    {"release", F_LEASE | F_LEASE_FILE},
     {"status", 0},
     {"run", F_TTL | F_WAIT | F_GRACE | F_OWNER},
 };
@@ -133,10 +152,104 @@ static int flag_bit(const char *name) {
     const char *name;
     int bit;
   } flags[] = {{"ttl", F_TTL},     {"wait", F_WAIT},   {"grace", F_GRACE},
-               {"owner", F_OWNER}, {"lease", F_LEASE}, {"shell", F_SHELL}};
+               {"owner", F_OWNER}, {"lease", F_LEASE}, {"shell", F_SHELL},
+               {"lease-file", F_LEASE_FILE}};
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
     if (strcmp(flags[i].name, name) == 0) return flags[i].bit;
   return 0;
+}
+
+/* Flags any command takes, before or after it. */
+static int global_flag(const char *flag) {
+  return strcmp(flag, "server") == 0 || strcmp(flag, "cacert") == 0 ||
+         strcmp(flag, "token-file") == 0;
+}
+
+#define TOKEN_MAX 4096
+static char token_buf[TOKEN_MAX + 1], lease_buf[TOKEN_MAX + 1]; /* read whole, then checked */
+
+/* A token or lease id: 1..cap-1 bytes of printable ASCII without spaces
+ * (what fits an Authorization header unquoted). Returns 0 or -1. */
+static int secret_valid(const char *s, size_t cap) {
+  size_t n = strlen(s);
+  if (n == 0 || n >= cap) return -1;
+  for (; *s; s++)
+    if ((unsigned char)*s <= ' ' || (unsigned char)*s >= 0x7f) return -1;
+  return 0;
+}
+
+/* Reads the first line of `path` (named by --`flag`) into out, trailing
+ * whitespace stripped. The content is a secret and is never printed.
+ * Returns -1 when all is well, else CLI_EXIT_USAGE after one line. */
+static int read_secret(const char *flag, const char *path, char *out, size_t cap) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    fprintf(stderr, "picket: --%s %s: %s\n", flag, path, strerror(errno));
+    return CLI_EXIT_USAGE;
+  }
+  char line[TOKEN_MAX + 2];
+  if (fgets(line, sizeof line, f) == NULL) line[0] = '\0';
+  int more = strchr(line, '\n') == NULL && !feof(f); /* the line did not fit */
+  fclose(f);
+  size_t n = strlen(line);
+  while (n > 0 && strchr(" \t\r\n\v\f", line[n - 1])) line[--n] = '\0';
+  const char *why = n == 0 ? "its first line is empty"
+                    : more || secret_valid(line, cap) < 0
+                        ? "its first line is too long or has a space, control or non-ASCII byte"
+                        : NULL;
+  if (why == NULL) memcpy(out, line, n + 1);
+  explicit_bzero(line, sizeof line);
+  if (why == NULL) return -1;
+  fprintf(stderr, "picket: --%s %s: %s\n", flag, path, why);
+  return CLI_EXIT_USAGE;
+}
+
+/* $NAME, or NULL when unset or empty (an empty variable counts as unset). */
+static const char *env_value(const char *name) {
+  const char *v = getenv(name);
+  return v && *v ? v : NULL;
+}
+
+/* The lease id, token and CA file that did not come as flags: from their
+ * files and the environment. Returns -1 when all is well, else an exit code. */
+static int resolve_secrets(cli_args *a) {
+  int rc;
+  int lease_cmd = strcmp(a->command, "renew") == 0 || strcmp(a->command, "release") == 0;
+  if (lease_cmd && a->lease == NULL && a->lease_file != NULL) {
+    if ((rc = read_secret("lease-file", a->lease_file, lease_buf, sizeof lease_buf)) >= 0) return rc;
+    if (!picket_proto_lease_valid(lease_buf, strlen(lease_buf))) {
+      fprintf(stderr, "picket: --lease-file %s: not a lease id (32 lowercase hex digits)\n",
+              a->lease_file);
+      return CLI_EXIT_USAGE;
+    }
+    a->lease = lease_buf;
+  } else if (lease_cmd && a->lease == NULL && env_value(PICKET_PROTO_ENV_LEASE) != NULL) {
+    a->lease = env_value(PICKET_PROTO_ENV_LEASE);
+    if (!picket_proto_lease_valid(a->lease, strlen(a->lease))) {
+      fprintf(stderr, "picket: %s is not a lease id (32 lowercase hex digits)\n",
+              PICKET_PROTO_ENV_LEASE);
+      return CLI_EXIT_USAGE;
+    }
+  }
+  if (a->token_file != NULL) {
+    if ((rc = read_secret("token-file", a->token_file, token_buf, sizeof token_buf)) >= 0) return rc;
+    a->token = token_buf;
+  } else if ((a->token = env_value("PICKET_TOKEN")) != NULL &&
+             secret_valid(a->token, TOKEN_MAX + 1) < 0) {
+    fprintf(stderr, "picket: PICKET_TOKEN is too long or has a space, control or non-ASCII byte\n");
+    return CLI_EXIT_USAGE;
+  }
+  if (a->ca_file == NULL) a->ca_file = env_value("PICKET_CACERT");
+  if (a->ca_file != NULL) {
+    /* libcurl would only say so at the first call, as a transport error. */
+    FILE *f = fopen(a->ca_file, "r");
+    if (f == NULL) {
+      fprintf(stderr, "picket: --cacert %s: %s\n", a->ca_file, strerror(errno));
+      return CLI_EXIT_USAGE;
+    }
+    fclose(f);
+  }
+  return -1;
 }
 
 /* Parses argv into *a. Returns -1 when all is well, else an exit code
@@ -175,7 +288,12 @@ static int parse(int argc, char **argv, cli_args *a) {
       memcpy(flag, arg + 2, n);
       flag[n] = '\0';
       int bit = flag_bit(flag);
-      if (strcmp(flag, "server") != 0) {
+      if (strcmp(flag, "token") == 0) { /* never echo it: its value may be a token */
+        fprintf(stderr, "picket: there is no --token: a token in argv is visible to every user "
+                        "(ps); use --token-file FILE or PICKET_TOKEN\n");
+        return CLI_EXIT_USAGE;
+      }
+      if (!global_flag(flag)) {
         if (bit == 0) return usage_error("unknown flag %s", arg);
         if (a->command == NULL) return usage_error("%s must come after the command", arg);
         if (!(allowed & bit)) {
@@ -193,6 +311,12 @@ static int parse(int argc, char **argv, cli_args *a) {
       if (strcmp(flag, "server") == 0) {
         a->server = val;
         a->server_from_env = 0;
+      } else if (strcmp(flag, "cacert") == 0) {
+        a->ca_file = val;
+      } else if (strcmp(flag, "token-file") == 0) {
+        a->token_file = val;
+      } else if (bit == F_LEASE_FILE) {
+        a->lease_file = val;
       } else if (bit == F_OWNER) {
         if (!picket_proto_owner_valid(val, strlen(val)))
           return usage_error("--owner: at most 128 characters of UTF-8 without control characters: %s",
@@ -239,8 +363,11 @@ static int parse(int argc, char **argv, cli_args *a) {
     fprintf(stderr, "picket: %s needs a lock NAME (see picket --help)\n", a->command);
     return CLI_EXIT_USAGE;
   }
+  int rc = resolve_secrets(a);
+  if (rc >= 0) return rc;
   if ((strcmp(a->command, "renew") == 0 || strcmp(a->command, "release") == 0) && a->lease == NULL) {
-    fprintf(stderr, "picket: %s needs --lease ID (see picket --help)\n", a->command);
+    fprintf(stderr, "picket: %s needs --lease ID, --lease-file FILE or PICKET_LEASE (see picket "
+                    "--help)\n", a->command);
     return CLI_EXIT_USAGE;
   }
   if (strcmp(a->command, "run") == 0 && a->argv == NULL)
@@ -318,12 +445,17 @@ static int cmd_status(picket_client *c, const cli_args *a) {
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "token") == 0) return cli_token(argc - 1, argv + 1);
   cli_args a = {0};
   int rc = parse(argc, argv, &a);
   if (rc >= 0) return rc;
 
   picket_client *c = NULL;
-  int err = picket_client_new(a.server, NULL, &c);
+  picket_options o;
+  picket_options_init(&o);
+  o.bearer_token = a.token;
+  o.ca_file = a.ca_file;
+  int err = picket_client_new(a.server, &o, &c);
   if (err == PICKET_EINVAL) {
     fprintf(stderr, "picket: %s: '%s' is not an http:// or https:// URL (see picket --help)\n",
             a.server_from_env ? "PICKET_SERVER" : "--server", a.server);

@@ -9,6 +9,11 @@
 #   client_run      picket run: environment, exit status, signals, lost lease
 #   client_install  cmake --install, then client/examples/hello.c built with
 #                   pkg-config against the installed library and run
+#   client_tls      libpicket against an HTTPS picketd: ca_file, a keeper's
+#                   cloned handle, untrusted servers, mutual TLS without a
+#                   certificate (issue 16)
+#   client_secrets  picket --cacert/PICKET_CACERT, --token-file/PICKET_TOKEN,
+#                   --lease-file/PICKET_LEASE, `picket token new`, and run
 if(NOT TARGET picket_static OR NOT TARGET picketd)
   return()
 endif()
@@ -22,6 +27,12 @@ add_test(NAME client_keeper COMMAND client_lib)
 set_tests_properties(client_keeper PROPERTIES TIMEOUT 120 LABELS "integration;client"
                      FIXTURES_REQUIRED contract
                      ENVIRONMENT "${PICKET_TEST_ENV};CK_RUN_SUITE=keeper")
+
+picket_check_test(client_tls SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_client_tls.c
+                  LIBS picket_static LABELS integration client TIMEOUT 120)
+add_dependencies(client_tls picketd)
+picket_shell_test(client_secrets ${CMAKE_CURRENT_LIST_DIR}/test_cli_secrets.sh
+                  LABELS integration client TIMEOUT 120)
 
 picket_shell_test(client_cli ${CMAKE_CURRENT_LIST_DIR}/test_cli.sh
                   LABELS integration client TIMEOUT 120)

@@ -25,3 +25,6 @@ endforeach()
 # Who may lock what (issue 16): tokens, prefixes, verbs, lease binding,
 # quotas, per-address limits and SIGHUP reloads.
 picket_shell_test(picketd_auth ${_d}/test_auth.sh LABELS integration TIMEOUT 120)
+# TLS (issue 16): --tls-cert/--tls-key/--tls-client-ca, SIGHUP reloads under
+# load, mutual TLS; certificates made by openssl at test time.
+picket_shell_test(picketd_tls ${_d}/test_tls.sh LABELS integration TIMEOUT 120)

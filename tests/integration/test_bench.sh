@@ -1,7 +1,8 @@
 # test_bench.sh: picket-bench against a real picketd and redis-server at low
 # load: every workload reports ops and zero errors, the floor runs
 # picketd's scripts on the same key layout, the idle workload reads
-# picketd's memory, and bad arguments exit 2 without running anything.
+# picketd's memory, the cycle runs over TLS against an HTTPS picketd, and
+# bad arguments exit 2 without running anything.
 # Each run is bounded by --ops as well as --duration, to keep the load low.
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 B="$PICKET_BIN_DIR/picket-bench"
@@ -56,6 +57,28 @@ run idle --workload idle --conns 20 --duration 0.5
 [ "$(field "$H_DIR/idle.json" 0 answered)" = 20 ] || h_fail "idle: not every connection answered"
 [ "$(field "$H_DIR/idle.json" 0 rss_kib)" -gt 0 ] || h_fail "idle: no RSS"
 
+# Over TLS: a second picketd with a throwaway self-signed certificate; the
+# same cycle over https:// with --cacert is clean (handshakes verified).
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -keyout "$H_DIR/tls.key" \
+  -out "$H_DIR/tls.crt" -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null ||
+  h_fail "openssl could not make a certificate"
+PLAIN_URL=$PICKETD_URL PLAIN_PID=$PICKETD_PID
+h_start_picketd --log-level warn --tls-cert "$H_DIR/tls.crt" --tls-key "$H_DIR/tls.key"
+PICKETD_URL="https://127.0.0.1:$PICKETD_PORT"
+run tls --redis "$REDIS_URL" --duration 2 --ops 2000 --names 100 --cacert "$H_DIR/tls.crt"
+expect_clean tls 0 picketd
+expect_clean tls 1 floor
+# A certificate that does not verify: exit 1 and why, not a run of errors.
+echo "not a certificate" > "$H_DIR/garbage.pem"
+"$B" --server "$PICKETD_URL" --cacert "$H_DIR/garbage.pem" --duration 0.5 > /dev/null 2> "$H_DIR/tls.err"
+[ $? = 1 ] || h_fail "picket-bench with an unreadable --cacert should exit 1: $(cat "$H_DIR/tls.err")"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -keyout "$H_DIR/other.key" \
+  -out "$H_DIR/other.crt" -subj /CN=other 2>/dev/null
+"$B" --server "$PICKETD_URL" --cacert "$H_DIR/other.crt" --duration 0.5 > /dev/null 2> "$H_DIR/tls.err"
+[ $? = 1 ] && grep -q "certificate verification" "$H_DIR/tls.err" ||
+  h_fail "picket-bench against an untrusted certificate: $(cat "$H_DIR/tls.err")"
+PICKETD_URL=$PLAIN_URL PICKETD_PID=$PLAIN_PID
+
 # Text output carries the same report for people.
 "$B" --server "$PICKETD_URL" --redis "$REDIS_URL" --conns 2 --duration 0.5 --warmup 0 > "$H_DIR/text" ||
   h_fail "text run failed"
@@ -67,7 +90,8 @@ grep -q '^ratio picketd/floor' "$H_DIR/text" || h_fail "text: no ratio"
 for args in "--conns 0" "--workload nope --server $PICKETD_URL" "--server http://10.1.2.3:80" \
             "--server $PICKETD_URL --duration x" "--redis redis://example.com:6379" \
             "--server $PICKETD_URL --workload renew --conns 8 --names 2" \
-            "--redis $REDIS_URL --workload wait" ""; do
+            "--redis $REDIS_URL --workload wait" "--server https://127.0.0.1:1" \
+            "--server $PICKETD_URL --cacert $H_DIR/tls.crt" ""; do
   # shellcheck disable=SC2086
   "$B" $args > "$H_DIR/bad.out" 2> "$H_DIR/bad.err"
   rc=$?
@@ -104,7 +128,12 @@ bash "$R" --bin "$H_DIR/rbin" --quick --duration 0.5 --repeat 2 --picketd-flags 
 grep -q '^picket-bench .*0.5 s measured' "$H_DIR/run.out" || h_fail "bench/run: no header: $(cat "$H_DIR/run.out")"
 grep -q 'picketd (default threads; flags --redis-pipeline off) reaches Redis' "$H_DIR/run.out" ||
   h_fail "bench/run: picketd's flags not in the header: $(cat "$H_DIR/run.out")"
-[ "$(grep -c 'run [12] of 2' "$H_DIR/run.err")" = 20 ] || h_fail "bench/run: not 2 runs of each of 10 rows: $(cat "$H_DIR/run.err")"
+[ "$(grep -c 'run [12] of 2' "$H_DIR/run.err")" = 22 ] || h_fail "bench/run: not 2 runs of each of 11 rows: $(cat "$H_DIR/run.err")"
+# The TLS row beside the plain one, and the line that compares them.
+grep -Eq '^\| cycle TLS \| 16 \| 1000 \| [0-9]+ \| [0-9]+ \|' "$H_DIR/run.out" ||
+  h_fail "bench/run: no TLS row: $(cat "$H_DIR/run.out")"
+grep -Eq '^TLS, cycle at 16 connections and 1,000 names \(median runs\): [0-9]+ ops/s over HTTPS against [0-9]+ over HTTP' \
+  "$H_DIR/run.out" || h_fail "bench/run: no TLS comparison: $(cat "$H_DIR/run.out")"
 # The target row's ratio cell is median (min–max); one line per run under
 # the table, one of them the median; the Targets line says so.
 grep -Eq '^\| cycle \| 16 \| 1000 \| [0-9]+ \| [0-9]+ \| [0-9.]+ \([0-9.]+–[0-9.]+\) \|' "$H_DIR/run.out" ||

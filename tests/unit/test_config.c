@@ -263,6 +263,32 @@ START_TEST(connection_limits) {
 }
 END_TEST
 
+/* TLS files go in pairs; their contents are read by tls_init, not here. */
+START_TEST(tls_flags) {
+  char *a[] = {"picketd", "--tls-cert", "/c.pem", "--tls-key", "/k.pem", "--tls-client-ca",
+               "/ca.pem", NULL};
+  ck_assert_int_eq(load(a, NULL), CONFIG_RUN);
+  ck_assert_str_eq(cfg.tls_cert, "/c.pem");
+  ck_assert_str_eq(cfg.tls_key, "/k.pem");
+  ck_assert_str_eq(cfg.tls_client_ca, "/ca.pem");
+  char *env[] = {"PICKET_TLS_CERT=/e.pem", "PICKET_TLS_KEY=/ek.pem", NULL};
+  char *b[] = {"picketd", NULL};
+  ck_assert_int_eq(load(b, env), CONFIG_RUN);
+  ck_assert_str_eq(cfg.tls_cert, "/e.pem");
+  ck_assert_str_eq(cfg.tls_key, "/ek.pem");
+  char *c[] = {"picketd", "--tls-cert", "/c.pem", NULL};
+  ck_assert_int_eq(load(c, NULL), -1);
+  ck_assert_msg(strstr(err, "--tls-cert and --tls-key go together"), "%s", err);
+  char *d[] = {"picketd", "--tls-key", "/k.pem", NULL};
+  ck_assert_int_eq(load(d, NULL), -1);
+  char *e[] = {"picketd", "--tls-client-ca", "/ca.pem", NULL};
+  ck_assert_int_eq(load(e, NULL), -1);
+  ck_assert_msg(strstr(err, "--tls-client-ca needs --tls-cert"), "%s", err);
+  ck_assert_int_eq(load(b, NULL), CONFIG_RUN); /* neither: plain HTTP */
+  ck_assert_str_eq(cfg.tls_cert, "");
+}
+END_TEST
+
 START_TEST(redis_url_errors_keep_secrets) {
   const char *urls[] = {"rediss://user:hunter2@cache:6380", "tcp://:hunter2@cache:6379",
                         "hunter2@cache:6379", "REDIS://:hunter2@h:1"};
@@ -295,6 +321,7 @@ int main(void) {
   tcase_add_test(tc, sentinel_mode);
   tcase_add_test(tc, redis_url_errors_keep_secrets);
   tcase_add_test(tc, connection_limits);
+  tcase_add_test(tc, tls_flags);
   suite_add_tcase(s, tc);
   return harness_run_suite(s);
 }

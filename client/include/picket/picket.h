@@ -88,7 +88,8 @@ PICKET_EXTERN int64_t picket_now_ms(void);
 typedef struct picket_client picket_client;
 
 /* Client options. Fill them with picket_options_init() and change what you
- * need; picket_client_new copies them (and the token string). */
+ * need; picket_client_new copies them (and the token and CA file strings).
+ * New fields are only ever added at the end. */
 typedef struct picket_options {
   int64_t connect_timeout_ms; /* TCP connect bound; default 2000 */
   int64_t request_timeout_ms; /* whole-request bound; default 10000 (a waiting
@@ -101,6 +102,10 @@ typedef struct picket_options {
                                  sleep is a random point in [cap/2, cap]) */
   int drift_permille;         /* drift margin, per mille of the TTL; default 10 */
   int64_t drift_min_ms;       /* drift margin, fixed part; default 2 */
+  const char *ca_file;        /* https:// servers: a PEM bundle of the CAs to trust
+                                 instead of the system's store; NULL: the system's.
+                                 libcurl reads it when it connects: an unreadable
+                                 file makes calls fail with PICKET_ETRANSPORT */
 } picket_options;
 
 /* Sets the defaults above. */
