@@ -320,6 +320,13 @@ static int from_reply(picket_client *c, long status, json_t *j) {
   else
     snprintf(c->message, sizeof c->message, "HTTP status %ld", status);
 
+  if (status == 429) {
+    /* too_many_leases, too_many_waiters (this client's own limit; 503
+     * too_many_waiters is the server's) or rate_limited, which says when */
+    json_t *ra = json_object_get(e, "retry_after_ms");
+    c->retry_after_ms = json_is_integer(ra) ? json_integer_value(ra) : -1;
+    return PICKET_ELIMIT;
+  }
   switch (code ? picket_proto_err_from_code(code) : -1) {
   case PICKET_PROTO_ERR_LOCK_HELD: {
     json_t *ra = json_object_get(e, "retry_after_ms");
@@ -342,7 +349,7 @@ static int from_reply(picket_client *c, long status, json_t *j) {
   case PICKET_PROTO_ERR_STORE_MISCONFIGURED:
   case PICKET_PROTO_ERR_STORE_FULL:
   case PICKET_PROTO_ERR_NOT_REPLICATED:
-  case PICKET_PROTO_ERR_TOO_MANY_WAITERS:
+  case PICKET_PROTO_ERR_QUOTA_WAITERS: /* the code's first row; at 503 it is the server's limit */
   case PICKET_PROTO_ERR_SHUTTING_DOWN:
     return PICKET_EUNAVAIL;
   }

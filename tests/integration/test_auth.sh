@@ -54,5 +54,31 @@ export P3_PORT=$PICKETD_PORT
 export PICKETD_LOG="$H_DIR/picketd.log"
 
 python3 "$PICKET_SOURCE_DIR/tests/integration/test_auth.py" || h_fail "auth checks (see above)"
+
+# The picket command against the real thing: the token by file or by
+# environment, the lease by environment; never in argv, never echoed.
+export PICKET_SERVER="http://127.0.0.1:$P1_PORT"
+picket() { "$PICKET_BIN_DIR/picket" "$@"; }
+out=$(picket acquire billing.cli 2>&1); rc=$?
+[ "$rc" -eq 1 ] && grep -q "Bearer" <<<"$out" || h_fail "picket without a token: rc $rc: $out"
+printf '%s\n' "$T_BILLING" > "$H_DIR/billing.token"
+chmod 600 "$H_DIR/billing.token"
+grant=$(picket --token-file "$H_DIR/billing.token" acquire billing.cli --ttl 60s) ||
+  h_fail "picket --token-file acquire: $grant"
+lease=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["lease"])' <<<"$grant")
+out=$(PICKET_TOKEN=$T_OPS PICKET_LEASE=$lease picket release billing.cli 2>&1); rc=$?
+[ "$rc" -eq 76 ] || h_fail "another token's release through picket: rc $rc: $out"
+out=$(PICKET_TOKEN=$T_BILLING picket acquire payroll.cli 2>&1); rc=$?
+[ "$rc" -eq 1 ] && grep -q "outside its prefixes" <<<"$out" || h_fail "payroll.cli: rc $rc: $out"
+PICKET_TOKEN=$T_BILLING PICKET_LEASE=$lease picket release billing.cli >/dev/null ||
+  h_fail "picket release with PICKET_TOKEN and PICKET_LEASE"
+# At max_leases (3): picket says why, exit 1, and never shows a token.
+for n in 1 2 3; do picket --token-file "$H_DIR/billing.token" acquire billing.cli$n >/dev/null ||
+  h_fail "billing.cli$n"; done
+out=$(picket --token-file "$H_DIR/billing.token" acquire billing.cli4 2>&1); rc=$?
+[ "$rc" -eq 1 ] && grep -q "quota" <<<"$out" && grep -q "max_leases" <<<"$out" ||
+  h_fail "a 4th lease through picket: rc $rc: $out"
+for t in "$T_BILLING" "$T_OPS"; do grep -qF "$t" <<<"$out$grant" && h_fail "picket printed a token"; done
+echo "ok: picket --token-file, PICKET_TOKEN and PICKET_LEASE against --auth-file"
 kill -0 "$P1_PID" 2>/dev/null || h_fail "picketd died"
 echo "PASS: tokens, prefixes, verbs, lease binding, quotas and reloads"

@@ -67,7 +67,8 @@ extern "C" {
   X(EAUTH, -11, "the server refused the credentials (401/403)")                           \
   X(ESERVER, -12, "the server refused the request")                                       \
   X(ECANCELED, -13, "the request was canceled")                                           \
-  X(ESYS, -14, "a system call failed")
+  X(ESYS, -14, "a system call failed")                                                    \
+  X(ELIMIT, -15, "a quota of this client was reached (429)")
 
 typedef enum {
 #define PICKET_ERRNO_ENUM(name, value, msg) PICKET_##name = value,
@@ -125,7 +126,8 @@ PICKET_EXTERN long picket_client_status(const picket_client *c); /* HTTP status,
 PICKET_EXTERN const char *picket_client_error_code(const picket_client *c); /* "lock_held", "" */
 PICKET_EXTERN const char *picket_client_error_message(const picket_client *c); /* "" if none */
 /* After PICKET_EHELD: how long until the holder's lease expires, and its
- * owner (NULL when it has none). -1 / NULL after any other result. */
+ * owner (NULL when it has none). After PICKET_ELIMIT with the code
+ * "rate_limited": when the next acquire is allowed. -1 / NULL otherwise. */
 PICKET_EXTERN int64_t picket_client_retry_after_ms(const picket_client *c);
 PICKET_EXTERN const char *picket_client_holder(const picket_client *c);
 
@@ -169,7 +171,9 @@ typedef struct picket_acquire_opts {
  * on the client by default, so a retry after a lost reply returns the same
  * grant (same fence); retries then happen on 503 and transport errors.
  * Returns 0 and sets *out (free with picket_lease_free), PICKET_EHELD when
- * another lease holds it (see picket_client_retry_after_ms), or another
+ * another lease holds it (see picket_client_retry_after_ms), PICKET_ELIMIT
+ * when a quota of the caller's token or address says no (429; the code
+ * says which: too_many_leases, too_many_waiters, rate_limited), or another
  * PICKET_E* code. */
 PICKET_EXTERN int picket_acquire(picket_client *c, const char *name,
                                  const picket_acquire_opts *opts, picket_lease **out);
