@@ -89,6 +89,7 @@ static struct {
   int wait_ms_set;
   char server[256], redis[256], prefix[PICKET_PROTO_KEY_PREFIX_MAX + 1];
   const char *cacert;
+  char auth_header[600];  /* "Authorization: Bearer ...\r\n" from --token-file, or "" */
   /* parsed targets */
   char http_host[64];
   int http_port;
@@ -101,6 +102,18 @@ static struct {
   const char *label;
 } opt;
 
+static void die2(const char *fmt, ...);
+/* --token-file: its first line, sent on every picketd request. */
+static void read_token(const char *path) {
+  FILE *f = fopen(path, "r");
+  char tok[520] = "";
+  if (f == NULL || fgets(tok, sizeof tok, f) == NULL) die2("--token-file %s: cannot read a line", path);
+  fclose(f);
+  tok[strcspn(tok, "\r\n")] = '\0';
+  if (tok[0] == '\0' || strlen(tok) > 512) die2("--token-file %s: no token of 1 to 512 bytes", path);
+  snprintf(opt.auth_header, sizeof opt.auth_header, "Authorization: Bearer %s\r\n", tok);
+}
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: picket-bench [options]\n"
@@ -108,6 +121,7 @@ static void usage(FILE *f) {
           "  --server URL      picketd to load, http://127.0.0.1:PORT or https://127.0.0.1:PORT\n"
           "                    (loopback only)\n"
           "  --cacert FILE     https: the PEM CA bundle to verify picketd's certificate with\n"
+          "  --token-file FILE send the file's first line as Authorization: Bearer (--auth-file)\n"
           "  --redis URL       Redis for the floor: unix:///path.sock or redis://127.0.0.1:PORT\n"
           "                    (with both, picketd runs first, then the floor, and the ratio)\n"
           "  --conns N         connections, i.e. requests in flight (default 16)\n"
@@ -194,7 +208,7 @@ static void parse_redis(const char *url) {
 
 static void parse_args(int argc, char **argv) {
   enum { O_WL = 1, O_SERVER, O_REDIS, O_CONNS, O_THREADS, O_NAMES, O_DUR, O_WARM, O_OPS, O_TTL,
-         O_WAIT, O_PREFIX, O_PID, O_RPID, O_FMT, O_LABEL, O_CACERT, O_HELP };
+         O_WAIT, O_PREFIX, O_PID, O_RPID, O_FMT, O_LABEL, O_CACERT, O_TOKEN, O_HELP };
   static const struct option lo[] = {
       {"workload", 1, 0, O_WL},   {"server", 1, 0, O_SERVER},   {"redis", 1, 0, O_REDIS},
       {"conns", 1, 0, O_CONNS},   {"threads", 1, 0, O_THREADS}, {"names", 1, 0, O_NAMES},
@@ -202,6 +216,7 @@ static void parse_args(int argc, char **argv) {
       {"ttl-ms", 1, 0, O_TTL},    {"wait-ms", 1, 0, O_WAIT},    {"key-prefix", 1, 0, O_PREFIX},
       {"pid", 1, 0, O_PID},       {"redis-pid", 1, 0, O_RPID},  {"format", 1, 0, O_FMT},
       {"label", 1, 0, O_LABEL},   {"cacert", 1, 0, O_CACERT},   {"help", 0, 0, O_HELP},
+      {"token-file", 1, 0, O_TOKEN},
       {0, 0, 0, 0}};
   opt.wl = WL_CYCLE;
   opt.conns = 16;
@@ -255,6 +270,7 @@ static void parse_args(int argc, char **argv) {
         opt.label = optarg;
         break;
       case O_CACERT: opt.cacert = optarg; break;
+      case O_TOKEN: read_token(optarg); break;
       case O_HELP: usage(stdout); exit(0);
       default: die2("unknown or incomplete option '%s'", argv[optind - 1]);
     }
@@ -578,12 +594,12 @@ static void http_request(bconn *c, const char *method, const char *path, const c
   int n;
   if (body)
     n = snprintf(c->out, sizeof c->out,
-                 "%s %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
+                 "%s %s HTTP/1.1\r\nHost: %s:%d\r\n%sContent-Type: application/json\r\n"
                  "Content-Length: %zu\r\n\r\n%s",
-                 method, path, opt.http_host, opt.http_port, strlen(body), body);
+                 method, path, opt.http_host, opt.http_port, opt.auth_header, strlen(body), body);
   else
-    n = snprintf(c->out, sizeof c->out, "%s %s HTTP/1.1\r\nHost: %s:%d\r\n\r\n", method, path,
-                 opt.http_host, opt.http_port);
+    n = snprintf(c->out, sizeof c->out, "%s %s HTTP/1.1\r\nHost: %s:%d\r\n%s\r\n", method, path,
+                 opt.http_host, opt.http_port, opt.auth_header);
   c->out_len = n > 0 && (size_t)n < sizeof c->out ? (size_t)n : 0;
 }
 

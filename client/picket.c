@@ -40,6 +40,7 @@ struct picket_client {
   char *base_url;
   char *token;
   char *ca_file;
+  char *cert_file, *key_file;
   picket_options opts;
   char curl_err[CURL_ERROR_SIZE];
   char *body; /* reply body being read */
@@ -158,7 +159,8 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
 static int options_valid(const picket_options *o) {
   return o->connect_timeout_ms > 0 && o->request_timeout_ms > 0 && o->retries >= 0 &&
          o->retry_base_ms >= 0 && o->retry_max_ms >= o->retry_base_ms &&
-         o->drift_permille >= 0 && o->drift_permille < 1000 && o->drift_min_ms >= 0;
+         o->drift_permille >= 0 && o->drift_permille < 1000 && o->drift_min_ms >= 0 &&
+         (o->cert_file == NULL) == (o->key_file == NULL);
 }
 
 static int url_valid(const char *u) {
@@ -216,6 +218,16 @@ int picket_client_new(const char *base_url, const picket_options *opts, picket_c
     curl_easy_setopt(c->curl, CURLOPT_CAINFO, c->ca_file);
     curl_easy_setopt(c->curl, CURLOPT_CAPATH, NULL);
   }
+  c->opts.cert_file = c->opts.key_file = NULL;
+  if (opts->cert_file != NULL) { /* and key_file: options_valid */
+    if ((c->cert_file = strdup(opts->cert_file)) == NULL ||
+        (c->key_file = strdup(opts->key_file)) == NULL)
+      goto nomem;
+    c->opts.cert_file = c->cert_file;
+    c->opts.key_file = c->key_file;
+    curl_easy_setopt(c->curl, CURLOPT_SSLCERT, c->cert_file);
+    curl_easy_setopt(c->curl, CURLOPT_SSLKEY, c->key_file);
+  }
   /* No "Expect: 100-continue" round trip; bodies are tiny. */
   const char *fixed[] = {"Content-Type: application/json", "Accept: application/json",
                          "Expect:", "User-Agent: libpicket/" PICKET_VERSION};
@@ -257,6 +269,8 @@ void picket_client_free(picket_client *c) {
   free(c->base_url);
   free(c->token);
   free(c->ca_file);
+  free(c->cert_file);
+  free(c->key_file);
   free(c->body);
   free(c);
 }

@@ -41,10 +41,17 @@ struct auth_principal {
   quota_subject *subject;       /* a reference */
 };
 
+/* Tokens are found by their hash: a chained hash table on the hash's first
+ * bytes, then a constant-time compare of the whole hash with each entry of
+ * that chain (about one). What the time can tell is how long one chain of
+ * stored SHA-256 values is, which says nothing about any token; a scan of
+ * every entry cost 70 us a request with 1,000 tokens (bench/run). */
 struct auth_table {
   atomic_int refs;
   int n;
   auth_principal *tokens;
+  unsigned mask;          /* buckets - 1 (a power of two, at least 2n) */
+  int *head, *next;       /* chains of token indexes, -1 ends one */
 };
 
 static const config *cfg;
@@ -182,6 +189,27 @@ static int parse_line(parse_ctx *p, char *line, auth_table *t) {
   return 0;
 }
 
+static unsigned bucket_of(const auth_table *t, const unsigned char h[HASH_LEN]) {
+  return ((unsigned)h[0] | (unsigned)h[1] << 8 | (unsigned)h[2] << 16 | (unsigned)h[3] << 24) &
+         t->mask;
+}
+
+static int index_tokens(auth_table *t) {
+  unsigned buckets = 2;
+  while (buckets < 2u * (unsigned)t->n) buckets *= 2;
+  t->mask = buckets - 1;
+  t->head = malloc(buckets * sizeof *t->head);
+  t->next = malloc(((size_t)t->n + 1) * sizeof *t->next);
+  if (t->head == NULL || t->next == NULL) return -1;
+  for (unsigned b = 0; b < buckets; b++) t->head[b] = -1;
+  for (int i = 0; i < t->n; i++) {
+    unsigned b = bucket_of(t, t->tokens[i].hash);
+    t->next[i] = t->head[b];
+    t->head[b] = i;
+  }
+  return 0;
+}
+
 auth_table *auth_parse(const char *text, size_t len, char *err, size_t errlen) {
   parse_ctx p = {err, errlen, 0};
   auth_table *t = calloc(1, sizeof *t);
@@ -221,7 +249,8 @@ auth_table *auth_parse(const char *text, size_t len, char *err, size_t errlen) {
     if (*s == '\0' || *s == '#') continue;
     if (parse_line(&p, s, t) < 0) goto fail;
   }
-  return t;
+  if (index_tokens(t) == 0) return t;
+  snprintf(err, errlen, "out of memory");
 fail:
   auth_table_free(t);
   return NULL;
@@ -234,6 +263,8 @@ void auth_table_free(auth_table *t) {
     quota_put(t->tokens[i].subject);
   }
   free(t->tokens);
+  free(t->head);
+  free(t->next);
   free(t);
 }
 
@@ -353,10 +384,10 @@ int auth_resolve(const char *authorization, auth_principal **who, char *msg, siz
   auth_table *t = current;
   if (t) atomic_fetch_add(&t->refs, 1);
   pthread_mutex_unlock(&mu);
-  /* Every entry is compared, whole, whichever matches: the time taken
-   * says how many tokens there are, never which one came close. */
+  /* Each entry of the chain is compared whole, whichever matches: no
+   * early exit says how many bytes of a stored hash came close. */
   int found = -1;
-  for (int i = 0; t && i < t->n; i++) {
+  for (int i = t ? t->head[bucket_of(t, h)] : -1; i >= 0; i = t->next[i]) {
     unsigned diff = 0;
     for (int j = 0; j < HASH_LEN; j++) diff |= t->tokens[i].hash[j] ^ h[j];
     int match = -(int)(diff == 0); /* all ones on a match, else 0: no branch */

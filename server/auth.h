@@ -39,8 +39,9 @@ void auth_stop(void);
 /* The principal of an Authorization header value (NULL: none sent). On
  * success returns 0 and a reference in *who (give it back with auth_put).
  * Otherwise returns PICKET_PROTO_ERR_UNAUTHENTICATED with a message for
- * the client (never the token) and the reason in *why. Tokens are compared
- * by their SHA-256, in constant time, against every token of the table. */
+ * the client (never the token) and the reason in *why. A presented token
+ * is hashed (SHA-256), found through an index of the stored hashes, and its
+ * hash compared with theirs in constant time. */
 int auth_resolve(const char *authorization, auth_principal **who, char *msg, size_t cap,
                  quota_deny *why);
 void auth_put(auth_principal *who); /* NULL is allowed */

@@ -30,6 +30,8 @@ typedef struct {
   const char *lease;      /* --lease, --lease-file or $PICKET_LEASE (renew, release) */
   const char *lease_file;
   const char *ca_file;    /* --cacert or $PICKET_CACERT; NULL: the system's CAs */
+  const char *cert_file;  /* --cert or $PICKET_CERT: mutual TLS; with key_file */
+  const char *key_file;   /* --key or $PICKET_KEY */
   const char *token_file; /* --token-file; else $PICKET_TOKEN */
   const char *token;      /* the bearer token, never from argv; NULL: none */
   int shell;

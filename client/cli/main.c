@@ -19,7 +19,8 @@
 #include "picket_proto.h"
 
 static const char usage_text[] =
-    "usage: picket [--server URL] [--cacert FILE] [--token-file FILE] COMMAND NAME [FLAGS]\n"
+    "usage: picket [--server URL] [--cacert FILE] [--cert FILE --key FILE] [--token-file FILE]\n"
+    "              COMMAND NAME [FLAGS]\n"
     "\n"
     "A client of picketd, the lock service whose every grant carries a fencing token.\n"
     "\n"
@@ -50,6 +51,8 @@ static const char usage_text[] =
     "  --server URL   picketd to talk to (default $PICKET_SERVER, else " PICKET_DEFAULT_SERVER ")\n"
     "  --cacert FILE  https: trust the CAs in this PEM file instead of the system's\n"
     "                 (default $PICKET_CACERT)\n"
+    "  --cert FILE --key FILE  https to a picketd with --tls-client-ca: this client's PEM\n"
+    "                 certificate and key (default $PICKET_CERT and $PICKET_KEY)\n"
     "  --token-file FILE  send the token on the file's first line as Authorization: Bearer\n"
     "                 (default: the token in $PICKET_TOKEN; a token is never a flag's value)\n"
     "  --ttl D        lease time to live (default 30s)\n"
@@ -162,7 +165,7 @@ static int flag_bit(const char *name) {
 /* Flags any command takes, before or after it. */
 static int global_flag(const char *flag) {
   return strcmp(flag, "server") == 0 || strcmp(flag, "cacert") == 0 ||
-         strcmp(flag, "token-file") == 0;
+         strcmp(flag, "token-file") == 0 || strcmp(flag, "cert") == 0 || strcmp(flag, "key") == 0;
 }
 
 #define TOKEN_MAX 4096
@@ -240,11 +243,19 @@ static int resolve_secrets(cli_args *a) {
     return CLI_EXIT_USAGE;
   }
   if (a->ca_file == NULL) a->ca_file = env_value("PICKET_CACERT");
-  if (a->ca_file != NULL) {
-    /* libcurl would only say so at the first call, as a transport error. */
-    FILE *f = fopen(a->ca_file, "r");
+  if (a->cert_file == NULL) a->cert_file = env_value("PICKET_CERT");
+  if (a->key_file == NULL) a->key_file = env_value("PICKET_KEY");
+  if ((a->cert_file == NULL) != (a->key_file == NULL)) {
+    fprintf(stderr, "picket: --cert and --key (or PICKET_CERT and PICKET_KEY) go together\n");
+    return CLI_EXIT_USAGE;
+  }
+  /* libcurl would only say so at the first call, as a transport error. */
+  const char *files[][2] = {{"--cacert", a->ca_file}, {"--cert", a->cert_file}, {"--key", a->key_file}};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    if (files[i][1] == NULL) continue;
+    FILE *f = fopen(files[i][1], "r");
     if (f == NULL) {
-      fprintf(stderr, "picket: --cacert %s: %s\n", a->ca_file, strerror(errno));
+      fprintf(stderr, "picket: %s %s: %s\n", files[i][0], files[i][1], strerror(errno));
       return CLI_EXIT_USAGE;
     }
     fclose(f);
@@ -313,6 +324,10 @@ static int parse(int argc, char **argv, cli_args *a) {
         a->server_from_env = 0;
       } else if (strcmp(flag, "cacert") == 0) {
         a->ca_file = val;
+      } else if (strcmp(flag, "cert") == 0) {
+        a->cert_file = val;
+      } else if (strcmp(flag, "key") == 0) {
+        a->key_file = val;
       } else if (strcmp(flag, "token-file") == 0) {
         a->token_file = val;
       } else if (bit == F_LEASE_FILE) {
@@ -455,6 +470,8 @@ int main(int argc, char **argv) {
   picket_options_init(&o);
   o.bearer_token = a.token;
   o.ca_file = a.ca_file;
+  o.cert_file = a.cert_file;
+  o.key_file = a.key_file;
   int err = picket_client_new(a.server, &o, &c);
   if (err == PICKET_EINVAL) {
     fprintf(stderr, "picket: %s: '%s' is not an http:// or https:// URL (see picket --help)\n",

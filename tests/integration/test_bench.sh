@@ -128,12 +128,19 @@ bash "$R" --bin "$H_DIR/rbin" --quick --duration 0.5 --repeat 2 --picketd-flags 
 grep -q '^picket-bench .*0.5 s measured' "$H_DIR/run.out" || h_fail "bench/run: no header: $(cat "$H_DIR/run.out")"
 grep -q 'picketd (default threads; flags --redis-pipeline off) reaches Redis' "$H_DIR/run.out" ||
   h_fail "bench/run: picketd's flags not in the header: $(cat "$H_DIR/run.out")"
-[ "$(grep -c 'run [12] of 2' "$H_DIR/run.err")" = 22 ] || h_fail "bench/run: not 2 runs of each of 11 rows: $(cat "$H_DIR/run.err")"
+[ "$(grep -c 'run [12] of 2' "$H_DIR/run.err")" = 26 ] || h_fail "bench/run: not 2 runs of each of 13 rows: $(cat "$H_DIR/run.err")"
 # The TLS row beside the plain one, and the line that compares them.
 grep -Eq '^\| cycle TLS \| 16 \| 1000 \| [0-9]+ \| [0-9]+ \|' "$H_DIR/run.out" ||
   h_fail "bench/run: no TLS row: $(cat "$H_DIR/run.out")"
-grep -Eq '^TLS, cycle at 16 connections and 1,000 names \(median runs\): [0-9]+ ops/s over HTTPS against [0-9]+ over HTTP' \
+grep -Eq '^TLS, cycle at 16 connections and 1,000 names \(median runs\): [0-9]+ ops/s against [0-9]+ plain' \
   "$H_DIR/run.out" || h_fail "bench/run: no TLS comparison: $(cat "$H_DIR/run.out")"
+# The --auth-file rows: served (no 401 counted as an error), and compared.
+for r in "cycle auth" "cycle auth quota"; do
+  grep -Eq "^\| $r \| 16 \| 1000 \| [0-9]+ \| [0-9]+ \|" "$H_DIR/run.out" ||
+    h_fail "bench/run: no '$r' row: $(cat "$H_DIR/run.out")"
+done
+grep -Eq '^--auth-file \(1,000 tokens\), cycle at 16 connections and 1,000 names \(median runs\): [0-9]+ ops/s' \
+  "$H_DIR/run.out" || h_fail "bench/run: no auth comparison: $(cat "$H_DIR/run.out")"
 # The target row's ratio cell is median (min–max); one line per run under
 # the table, one of them the median; the Targets line says so.
 grep -Eq '^\| cycle \| 16 \| 1000 \| [0-9]+ \| [0-9]+ \| [0-9.]+ \([0-9.]+–[0-9.]+\) \|' "$H_DIR/run.out" ||

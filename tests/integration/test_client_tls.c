@@ -148,6 +148,45 @@ START_TEST(mtls_without_certificate_is_eauth) {
 }
 END_TEST
 
+/* With its certificate (cert_file, key_file) a client gets through mutual
+ * TLS, its keeper too; a certificate of another CA gets PICKET_EAUTH; a
+ * certificate without its key is refused at once. */
+START_TEST(mtls_with_certificate) {
+  picket_options o;
+  picket_options_init(&o);
+  char cert[300], key[300], other[300], other_key[300];
+  snprintf(cert, sizeof cert, "%s/cliC.crt", pki);
+  snprintf(key, sizeof key, "%s/cliC.key", pki);
+  snprintf(other, sizeof other, "%s/cliB.crt", pki);
+  snprintf(other_key, sizeof other_key, "%s/cliB.key", pki);
+  o.ca_file = ca_a;
+  o.retries = 0;
+  o.cert_file = cert;
+  picket_client *c = NULL;
+  ck_assert_int_eq(picket_client_new(mtls_url, &o, &c), PICKET_EINVAL); /* no key */
+  o.key_file = key;
+  ck_assert_int_eq(picket_client_new(mtls_url, &o, &c), 0);
+  memset(cert, 'x', sizeof cert - 1); /* copied */
+  picket_lease *l = NULL;
+  ck_assert_int_eq(picket_acquire(c, "ctls-mc", &(picket_acquire_opts){.ttl_ms = 900}, &l), 0);
+  picket_keeper *k = NULL;
+  ck_assert_int_eq(picket_keeper_start(c, l, NULL, &k), 0);
+  harness_sleep_ms(1500); /* past the TTL: only the keeper's renewals keep it */
+  ck_assert_int_eq(picket_keeper_lost(k), 0);
+  ck_assert_int_ge(picket_keeper_renewals(k), 1);
+  ck_assert_int_eq(picket_keeper_stop(k), 0);
+  ck_assert_int_eq(picket_release(c, l), 0);
+  picket_lease_free(l);
+  picket_client_free(c);
+  o.cert_file = other;
+  o.key_file = other_key;
+  ck_assert_int_eq(picket_client_new(mtls_url, &o, &c), 0);
+  ck_assert_int_eq(picket_acquire(c, "ctls-mc", NULL, &l), PICKET_EAUTH);
+  ck_assert_str_eq(picket_client_error_code(c), "unauthenticated");
+  picket_client_free(c);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("client_tls");
   TCase *t = tcase_create("tls");
@@ -157,6 +196,7 @@ int main(void) {
   tcase_add_test(t, keeper_over_tls);
   tcase_add_test(t, untrusted_fails);
   tcase_add_test(t, mtls_without_certificate_is_eauth);
+  tcase_add_test(t, mtls_with_certificate);
   suite_add_tcase(s, t);
   return harness_run_suite(s);
 }

@@ -225,6 +225,21 @@ grep -q '^picket_tls_refused_total{reason="no_certificate"} 2$' "$H_DIR/metrics"
   h_fail "mTLS metrics: $(grep -e tls -e 401 "$H_DIR/metrics")"
 ok "mTLS: 401 unauthenticated without a certificate or with another CA's, on every path; a good one passes; counted"
 
+# The picket command through mutual TLS: --cert/--key, or PICKET_CERT and
+# PICKET_KEY; without them the server's 401 (exit 1); one without the other
+# is a usage error (exit 2).
+pk() { "$PICKET_BIN_DIR/picket" --server "$M" --cacert "$K/caA.crt" "$@"; }
+out=$(pk --cert "$K/cliC.crt" --key "$K/cliC.key" acquire mtls-cli --ttl 60s) ||
+  h_fail "picket --cert --key through mTLS: $out"
+lease=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["lease"])' <<<"$out")
+PICKET_CERT="$K/cliC.crt" PICKET_KEY="$K/cliC.key" pk release mtls-cli --lease "$lease" >/dev/null ||
+  h_fail "picket with PICKET_CERT and PICKET_KEY through mTLS"
+out=$(pk status mtls-cli 2>&1); rc=$?
+[ "$rc" -eq 1 ] && grep -q "client certificate" <<<"$out" || h_fail "picket without a certificate: rc $rc: $out"
+out=$(pk --cert "$K/cliC.crt" status mtls-cli 2>&1); rc=$?
+[ "$rc" -eq 2 ] && grep -q "go together" <<<"$out" || h_fail "picket --cert without --key: rc $rc: $out"
+ok "mTLS: picket --cert/--key and PICKET_CERT/PICKET_KEY get through; without, the 401; one alone, exit 2"
+
 # SIGHUP swaps the client CA too, for connections already open as well.
 cp "$K/caB.crt" "$H_DIR/client-ca.crt"
 kill -HUP "$MTLS_PID"

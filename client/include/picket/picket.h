@@ -107,6 +107,10 @@ typedef struct picket_options {
                                  instead of the system's store; NULL: the system's.
                                  libcurl reads it when it connects: an unreadable
                                  file makes calls fail with PICKET_ETRANSPORT */
+  const char *cert_file;      /* https:// to a picketd with --tls-client-ca: this
+                                 client's PEM certificate (chain, leaf first)... */
+  const char *key_file;       /* ...and its unencrypted PEM key; both or neither
+                                 (else PICKET_EINVAL); NULL: no client certificate */
 } picket_options;
 
 /* Sets the defaults above. */
