@@ -102,6 +102,36 @@ int picket_proto_lease_new(char out[PICKET_PROTO_LEASE_LEN + 1]);
  * random bytes: n bytes from getrandom (0, or -1 with errno set), and 16
  * random bytes as a lease id. */
 int picket_proto_random(void *buf, size_t n);
+
+/* Signed fences (fence_token.c; proto/README.md "Signed fences"): a fence
+ * token is "v1." KID "." and the hex HMAC-SHA256, under the key KID, of
+ * "picket-fence-v1" NUL KID NUL PREFIX NUL LOCK NUL FENCE. */
+#define PICKET_PROTO_FENCE_KEYS_MAX 16
+#define PICKET_PROTO_FENCE_KID_MAX 32
+#define PICKET_PROTO_FENCE_TOKEN_MAX (3 + PICKET_PROTO_FENCE_KID_MAX + 1 + 64)
+typedef struct {
+  char kid[PICKET_PROTO_FENCE_KID_MAX + 1];
+  unsigned char key[64];
+  size_t key_len;
+} picket_proto_fence_key;
+typedef struct {
+  int n;                                       /* keys[0] signs; all verify */
+  picket_proto_fence_key keys[PICKET_PROTO_FENCE_KEYS_MAX];
+} picket_proto_fence_keys;
+/* A key file's text ("KID HEX" per line, '#' comments): 0, or -1 with the
+ * line and why in err (never key material). */
+int picket_proto_fence_keys_parse(const char *text, size_t len, picket_proto_fence_keys *out,
+                                  char *err, size_t errlen);
+int picket_proto_fence_keys_load(const char *path, picket_proto_fence_keys *out, char *err,
+                                 size_t errlen);
+/* The token of (prefix, lock, fence) under k: 0, or -1 (fence < 1). */
+int picket_proto_fence_token(const picket_proto_fence_key *k, const char *prefix, const char *lock,
+                             int64_t fence, char out[PICKET_PROTO_FENCE_TOKEN_MAX + 1]);
+/* 1 when token (len bytes) is a valid token of (prefix, lock, fence) under
+ * one of ks's keys, else 0. Compared in constant time. */
+int picket_proto_fence_token_verify(const picket_proto_fence_keys *ks, const char *prefix,
+                                    const char *lock, int64_t fence, const char *token,
+                                    size_t len);
 void picket_proto_lease_format(const unsigned char raw[PICKET_PROTO_LEASE_LEN / 2],
                                char out[PICKET_PROTO_LEASE_LEN + 1]);
 

@@ -136,6 +136,59 @@ START_TEST(keys_and_errors) {
 }
 END_TEST
 
+/* Signed fences: the format is pinned by a vector computed outside picket
+ * (python3: hmac.new(bytes(range(32)), b"picket-fence-v1\0k1\0picket:\0"
+ * b"inventory-sync\042", hashlib.sha256).hexdigest()), so another
+ * language's verifier can be checked against the same bytes. */
+START_TEST(fence_tokens) {
+  const char file[] =
+      "# signing key first\n"
+      "k1 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"
+      "\n"
+      "  old\t" "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff  \r\n";
+  picket_proto_fence_keys ks;
+  char err[200];
+  ck_assert_int_eq(picket_proto_fence_keys_parse(file, sizeof file - 1, &ks, err, sizeof err), 0);
+  ck_assert_int_eq(ks.n, 2);
+  ck_assert_str_eq(ks.keys[1].kid, "old");
+  char tok[PICKET_PROTO_FENCE_TOKEN_MAX + 1];
+  ck_assert_int_eq(picket_proto_fence_token(&ks.keys[0], "picket:", "inventory-sync", 42, tok), 0);
+  ck_assert_str_eq(tok, "v1.k1.112fa84b00300fd99a9de4a5c8b55e076027d493039e951dc45777d035bf0397");
+  ck_assert_int_eq(picket_proto_fence_token_verify(&ks, "picket:", "inventory-sync", 42, tok, strlen(tok)), 1);
+  /* any other lock, fence, prefix, digit or key id: no */
+  ck_assert_int_eq(picket_proto_fence_token_verify(&ks, "picket:", "inventory-syn", 42, tok, strlen(tok)), 0);
+  ck_assert_int_eq(picket_proto_fence_token_verify(&ks, "picket:", "inventory-sync", 43, tok, strlen(tok)), 0);
+  ck_assert_int_eq(picket_proto_fence_token_verify(&ks, "other:", "inventory-sync", 42, tok, strlen(tok)), 0);
+  ck_assert_int_eq(picket_proto_fence_token_verify(&ks, "picket:", "inventory-sync", 42, tok, strlen(tok) - 1), 0);
+  char bad[sizeof tok];
+  strcpy(bad, tok);
+  bad[strlen(bad) - 1] = bad[strlen(bad) - 1] == '7' ? '8' : '7';
+  ck_assert_int_eq(picket_proto_fence_token_verify(&ks, "picket:", "inventory-sync", 42, bad, strlen(bad)), 0);
+  strcpy(bad, tok);
+  memcpy(bad + 3, "kx", 2); /* a key id nobody has */
+  ck_assert_int_eq(picket_proto_fence_token_verify(&ks, "picket:", "inventory-sync", 42, bad, strlen(bad)), 0);
+  /* rotation: a token of the second key still verifies */
+  ck_assert_int_eq(picket_proto_fence_token(&ks.keys[1], "picket:", "x", 9223372036854775807LL, tok), 0);
+  ck_assert_int_eq(picket_proto_fence_token_verify(&ks, "picket:", "x", 9223372036854775807LL, tok, strlen(tok)), 1);
+  ck_assert_int_eq(picket_proto_fence_token(&ks.keys[0], "picket:", "x", 0, tok), -1);
+  /* files that are refused, with the line; never the key */
+  struct { const char *text, *want; } refused[] = {
+      {"", "no key"},
+      {"# only a comment\n", "no key"},
+      {"k1\n", "line 1: expected KID"},
+      {"k1 0011\n", "line 1: a key is 32 to 64 bytes"},
+      {"k/1 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n", "line 1: a key id"},
+      {"k1 zz0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n", "not hex"},
+      {"a 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n"
+       "a 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n", "line 2: key id 'a' given twice"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    ck_assert_int_eq(picket_proto_fence_keys_parse(refused[i].text, strlen(refused[i].text), &ks, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, refused[i].want) && !strstr(err, "0102030405"), "%s: %s", refused[i].want, err);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("proto");
   TCase *tc = tcase_create("proto");
@@ -145,6 +198,7 @@ int main(void) {
   tcase_add_test(tc, owners);
   tcase_add_test(tc, fences);
   tcase_add_test(tc, keys_and_errors);
+  tcase_add_test(tc, fence_tokens);
   suite_add_tcase(s, tc);
   return harness_run_suite(s);
 }
