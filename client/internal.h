@@ -15,6 +15,7 @@ struct picket_lease {
   char lock[PICKET_NAME_MAX + 1];
   char id[PICKET_LEASE_ID_LEN + 1];
   int64_t fence;
+  char fence_token[PICKET_FENCE_TOKEN_MAX + 1]; /* "" when picketd signs no fences */
   int has_owner;
   char owner[PICKET_OWNER_BYTES_MAX + 1];
   /* Written by whichever thread renews, read by any: atomics, so that

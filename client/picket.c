@@ -503,6 +503,22 @@ void picket_lease_free(picket_lease *l) { free(l); }
 const char *picket_lease_lock(const picket_lease *l) { return l->lock; }
 const char *picket_lease_id(const picket_lease *l) { return l->id; }
 int64_t picket_lease_fence(const picket_lease *l) { return l->fence; }
+
+const char *picket_lease_fence_token(const picket_lease *l) {
+  return l->fence_token[0] ? l->fence_token : NULL;
+}
+
+/* A reply's fence_token, when picketd signs fences: copied to l, or -1
+ * when it is there but no token (too long, not a string, a control byte). */
+static int take_fence_token(picket_lease *l, json_t *reply) {
+  json_t *t = json_object_get(reply, "fence_token");
+  if (t == NULL) return 0;
+  const char *s = json_string_value(t);
+  size_t n = s ? json_string_length(t) : 0;
+  if (s == NULL || n == 0 || n > PICKET_FENCE_TOKEN_MAX || strcspn(s, "\r\n\t ") != n) return -1;
+  memcpy(l->fence_token, s, n + 1);
+  return 0;
+}
 int64_t picket_lease_ttl_ms(const picket_lease *l) { return atomic_load(&l->ttl_ms); }
 const char *picket_lease_owner(const picket_lease *l) { return l->has_owner ? l->owner : NULL; }
 int64_t picket_lease_deadline_ms(const picket_lease *l) { return atomic_load(&l->deadline_ms); }
@@ -579,6 +595,11 @@ int picket_acquire(picket_client *c, const char *name, const picket_acquire_opts
     return fail(c, err, "out of memory");
   }
   l->fence = fence;
+  if (take_fence_token(l, reply) < 0) {
+    json_decref(reply);
+    picket_lease_free(l);
+    return proto_error(c, "acquire reply has a fence_token that is no token");
+  }
   if (json_is_string(owner) && json_string_length(owner) > 0) {
     l->has_owner = 1;
     snprintf(l->owner, sizeof l->owner, "%s", json_string_value(owner));
@@ -632,8 +653,12 @@ int picket__renew(picket_client *c, picket_lease *l, int64_t ttl_ms, int64_t unt
   int64_t fence = get_int(reply, "fence", 1);
   const char *lock = json_string_value(json_object_get(reply, "lock"));
   int same = lock != NULL && strcmp(lock, l->lock) == 0;
+  /* the keeper renews while the caller may read the token: a renewal
+   * only ever confirms it (same lock and fence), so it is not rewritten */
+  int token_ok = json_object_get(reply, "fence_token") == NULL ||
+                 json_is_string(json_object_get(reply, "fence_token"));
   json_decref(reply);
-  if (ttl < 1 || fence < 1 || !same || (l->fence != 0 && fence != l->fence))
+  if (ttl < 1 || fence < 1 || !same || !token_ok || (l->fence != 0 && fence != l->fence))
     return proto_error(c, "renew reply lacks lock, fence or ttl_ms, or names another fence");
   l->fence = fence;
   atomic_store(&l->ttl_ms, ttl);

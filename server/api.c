@@ -16,6 +16,7 @@
 #include "auth.h"
 #include "log.h"
 #include "quota.h"
+#include "signer.h"
 #include "store.h"
 
 static const config *cfg;
@@ -72,6 +73,18 @@ static void reply_fmt(api_response *resp, const char *fmt, ...) {
 }
 
 #define OWNER_LITERAL_MAX (2 * PICKET_PROTO_OWNER_BYTES_MAX + 3)
+#define FENCE_TOKEN_MEMBER_MAX (PICKET_PROTO_FENCE_TOKEN_MAX + 20)
+
+/* With --fence-key-file, the grant's signed fence as a JSON member
+ * (",\"fence_token\":\"v1...\"", nothing to escape), else "". */
+static const char *fence_token_member(const char *lock, int64_t fence,
+                                      char out[FENCE_TOKEN_MEMBER_MAX]) {
+  char token[PICKET_PROTO_FENCE_TOKEN_MAX + 1];
+  out[0] = '\0';
+  if (signer_sign(lock, fence, token) == 0)
+    snprintf(out, FENCE_TOKEN_MEMBER_MAX, ",\"fence_token\":\"%s\"", token);
+  return out;
+}
 
 /* A validated owner as a JSON value: null when empty, else quoted. */
 static const char *owner_literal(const char *owner, char out[OWNER_LITERAL_MAX]) {
@@ -404,10 +417,10 @@ static api_result acquire_outcome(api_call *call, api_response *resp) {
     char lease_log[16];
     LOG(LOG_DEBUG, "granted %s fence %lld lease %s ttl %lld ms", call->name, (long long)r->fence,
         log_lease(call->client_lease, lease_log), (long long)call->ttl_ms);
-    char owner[OWNER_LITERAL_MAX];
-    reply_fmt(resp, "{\"lock\":\"%s\",\"lease\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld,\"owner\":%s}",
+    char owner[OWNER_LITERAL_MAX], token[FENCE_TOKEN_MEMBER_MAX];
+    reply_fmt(resp, "{\"lock\":\"%s\",\"lease\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld,\"owner\":%s%s}",
               call->name, call->client_lease, (long long)r->fence, (long long)call->ttl_ms,
-              owner_literal(call->owner, owner));
+              owner_literal(call->owner, owner), fence_token_member(call->name, r->fence, token));
     return API_DONE;
   }
   if (call->lease_counted) { /* no grant: the count taken for it goes back */
@@ -554,8 +567,10 @@ static api_result renew_outcome(api_call *call, api_response *resp) {
     return renew_or_release_failed(call, "renew", M_RENEW_LOST, M_RENEW_ERROR, resp);
   metrics_inc(M_RENEW_RENEWED);
   lease_quota_note(call, "touch");
-  reply_fmt(resp, "{\"lock\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld}", call->name,
-            (long long)call->op.r.fence, (long long)call->ttl_ms);
+  char token[FENCE_TOKEN_MEMBER_MAX];
+  reply_fmt(resp, "{\"lock\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld%s}", call->name,
+            (long long)call->op.r.fence, (long long)call->ttl_ms,
+            fence_token_member(call->name, call->op.r.fence, token));
   return API_DONE;
 }
 

@@ -85,6 +85,9 @@ static const config_option options[] = {
     {"acquire-rate-per-ip", INT(acquire_rate_per_ip, 0, 10000000), "0", NULL,
      "without --auth-file: acquires per second from one client address; past it, 429 "
      "rate_limited with Retry-After (0: no limit)"},
+    {"fence-key-file", STR(fence_key_file), "", NULL,
+     "HMAC keys (\"KID HEX\" per line; the first signs) to sign each grant's fence: replies "
+     "carry fence_token, which storage verifies (proto/README.md). Reloaded on SIGHUP"},
     {"auth-file", STR(auth_file), "", NULL,
      "tokens, their lock-name prefixes, verbs and quotas (see docs/security.md); every /v1/locks "
      "call and /metrics then needs Authorization: Bearer. Reloaded on SIGHUP"},

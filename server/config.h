@@ -42,6 +42,7 @@ typedef struct {
   int max_waiters_per_ip;     /* CONFIG_AUTO (api.c says what), 0 (none) or N; without --auth-file */
   int acquire_rate_per_ip;    /* per second; 0: none; without --auth-file only */
   char auth_file[512];        /* "": no authentication */
+  char fence_key_file[512];   /* "": fences are not signed */
   int max_connections;
   int64_t conn_timeout_s;
   int64_t request_timeout_ms; /* a request's bytes must all arrive within this of its first */

@@ -23,6 +23,7 @@
 #include "http.h"
 #include "log.h"
 #include "node.h"
+#include "signer.h"
 #include "store.h"
 #include "tls.h"
 #include "wait.h"
@@ -113,7 +114,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "picketd: %s\n", err);
     return 1;
   }
-  if (auth_init(&cfg, err, sizeof err) < 0) {
+  if (signer_init(&cfg, err, sizeof err) < 0 || auth_init(&cfg, err, sizeof err) < 0) {
     LOG(LOG_ERROR, "%s", err);
     fprintf(stderr, "picketd: %s\n", err);
     return 2;
@@ -147,6 +148,7 @@ int main(int argc, char **argv) {
     if (sigwait(&sigs, &sig) != 0) continue;
     if (sig != SIGHUP) break;
     auth_reload();
+    signer_reload();
     tls_reload();
   }
   LOG(LOG_INFO, "got %s: stopping (waiters get 503, in-flight requests finish)",

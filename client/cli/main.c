@@ -414,16 +414,20 @@ static int cmd_acquire(picket_client *c, const cli_args *a) {
   int err = picket_acquire(c, a->name, &o, &l);
   if (err != 0) return cli_report(c, what, err);
   int rc;
+  const char *token = picket_lease_fence_token(l);
   if (a->shell) {
     printf("%s=%s\n%s=%lld\n%s=%s\n", PICKET_PROTO_ENV_LOCK, picket_lease_lock(l),
            PICKET_PROTO_ENV_FENCE, (long long)picket_lease_fence(l), PICKET_PROTO_ENV_LEASE,
            picket_lease_id(l));
+    if (token) printf("%s=%s\n", PICKET_PROTO_ENV_FENCE_TOKEN, token);
     rc = fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
   } else {
-    rc = print_json(json_pack("{ss ss sI sI so}", "lock", picket_lease_lock(l), "lease",
-                              picket_lease_id(l), "fence", (json_int_t)picket_lease_fence(l),
-                              "ttl_ms", (json_int_t)picket_lease_ttl_ms(l), "owner",
-                              string_or_null(picket_lease_owner(l))));
+    json_t *j = json_pack("{ss ss sI sI so}", "lock", picket_lease_lock(l), "lease",
+                          picket_lease_id(l), "fence", (json_int_t)picket_lease_fence(l),
+                          "ttl_ms", (json_int_t)picket_lease_ttl_ms(l), "owner",
+                          string_or_null(picket_lease_owner(l)));
+    if (j && token) json_object_set_new(j, "fence_token", json_string(token));
+    rc = print_json(j);
   }
   picket_lease_free(l);
   return rc;

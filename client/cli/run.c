@@ -52,6 +52,10 @@ static int set_env(const picket_lease *l) {
    * later; this one is what holds if renewing stops. */
   snprintf(deadline, sizeof deadline, "%lld",
            (long long)(realtime_ms() + picket_lease_remaining_ms(l)));
+  /* the signed fence, for storage that verifies (picketd --fence-key-file) */
+  const char *token = picket_lease_fence_token(l);
+  if (token ? setenv(PICKET_PROTO_ENV_FENCE_TOKEN, token, 1) : unsetenv(PICKET_PROTO_ENV_FENCE_TOKEN))
+    return -1;
   return setenv(PICKET_PROTO_ENV_LOCK, picket_lease_lock(l), 1) |
          setenv(PICKET_PROTO_ENV_FENCE, fence, 1) |
          setenv(PICKET_PROTO_ENV_LEASE, picket_lease_id(l), 1) |

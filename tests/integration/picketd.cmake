@@ -28,3 +28,6 @@ picket_shell_test(picketd_auth ${_d}/test_auth.sh LABELS integration TIMEOUT 120
 # TLS (issue 16): --tls-cert/--tls-key/--tls-client-ca, SIGHUP reloads under
 # load, mutual TLS; certificates made by openssl at test time.
 picket_shell_test(picketd_tls ${_d}/test_tls.sh LABELS integration TIMEOUT 120)
+# Signed fences on picketd's side (issue 17): --fence-key-file, fence_token
+# in grants and renewals, the picket command, rotation on SIGHUP.
+picket_shell_test(picketd_fence_token ${_d}/test_fence_token.sh LABELS integration TIMEOUT 60)

@@ -49,6 +49,7 @@ extern "C" {
 #define PICKET_OWNER_MAX 128 /* owner: 0..128 characters (code points) of UTF-8 */
 #define PICKET_OWNER_BYTES_MAX 512 /* ... which is at most 512 bytes */
 #define PICKET_LEASE_ID_LEN 32 /* lease ids: 32 lowercase hex digits */
+#define PICKET_FENCE_TOKEN_MAX 100 /* a signed fence: "v1." KID "." 64 hex (proto/README.md) */
 #define PICKET_DEFAULT_SERVER "http://127.0.0.1:7070"
 
 /* Error codes: X(NAME, value, message). One table, so a code cannot be half
@@ -149,6 +150,9 @@ PICKET_EXTERN void picket_lease_free(picket_lease *l);
 PICKET_EXTERN const char *picket_lease_lock(const picket_lease *l);
 PICKET_EXTERN const char *picket_lease_id(const picket_lease *l); /* a secret: do not log */
 PICKET_EXTERN int64_t picket_lease_fence(const picket_lease *l);  /* 0 if unknown */
+/* The grant's signed fence (picketd with --fence-key-file), for storage
+ * that verifies fences (picket/fence.h); NULL when picketd signs none. */
+PICKET_EXTERN const char *picket_lease_fence_token(const picket_lease *l);
 PICKET_EXTERN int64_t picket_lease_ttl_ms(const picket_lease *l); /* of the last grant/renew */
 PICKET_EXTERN const char *picket_lease_owner(const picket_lease *l); /* NULL: none */
 /* Local deadline, monotonic ms (0 if unknown). */
