@@ -240,6 +240,32 @@ out=$(pk --cert "$K/cliC.crt" status mtls-cli 2>&1); rc=$?
 [ "$rc" -eq 2 ] && grep -q "go together" <<<"$out" || h_fail "picket --cert without --key: rc $rc: $out"
 ok "mTLS: picket --cert/--key and PICKET_CERT/PICKET_KEY get through; without, the 401; one alone, exit 2"
 
+# TLS and tokens together (issue 16's "done when"): a stranger who can
+# reach the port, and trusts the CA, can neither take, read, renew nor
+# release a lock; the token's holder can; another token's renew of the
+# holder's lease is lease_lost.
+TOK=pkt_tls_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+OTHER=pkt_tls_other_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+printf 'holder sha256:%s tls. lock,read\nother sha256:%s * lock,read\n' \
+  "$(printf %s "$TOK" | sha256sum | cut -c1-64)" "$(printf %s "$OTHER" | sha256sum | cut -c1-64)" > "$H_DIR/auth"
+h_start_picketd --tls-cert "$K/srvA.crt" --tls-key "$K/srvA.key" --auth-file "$H_DIR/auth"
+A="https://127.0.0.1:$PICKETD_PORT"
+code() { curl -s -o "$H_DIR/body" -w '%{http_code}' --cacert "$K/caA.crt" "$@"; }
+[ "$(code -H "Authorization: Bearer $TOK" -X POST "$A/v1/locks/tls.x/acquire" -d '{}')" = 200 ] ||
+  h_fail "TLS+auth: the holder's acquire: $(cat "$H_DIR/body")"
+L=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["lease"])' "$H_DIR/body")
+for req in "-X POST $A/v1/locks/tls.x/acquire -d {}" "$A/v1/locks/tls.x" \
+           "-X POST $A/v1/locks/tls.x/renew -d {\"lease\":\"$L\"}" \
+           "-X POST $A/v1/locks/tls.x/release -d {\"lease\":\"$L\"}"; do
+  # shellcheck disable=SC2086
+  [ "$(code $req)" = 401 ] || h_fail "TLS+auth: a stranger's $req: $(cat "$H_DIR/body")"
+done
+[ "$(code -H "Authorization: Bearer $OTHER" -X POST "$A/v1/locks/tls.x/renew" -d "{\"lease\":\"$L\"}")" = 409 ] &&
+  grep -q lease_lost "$H_DIR/body" || h_fail "TLS+auth: another token renews the lease: $(cat "$H_DIR/body")"
+[ "$(code -H "Authorization: Bearer $TOK" -X POST "$A/v1/locks/tls.x/release" -d "{\"lease\":\"$L\"}")" = 200 ] ||
+  h_fail "TLS+auth: the holder's release: $(cat "$H_DIR/body")"
+ok "TLS with --auth-file: a stranger can neither take, read, renew nor release; the holder can"
+
 # SIGHUP swaps the client CA too, for connections already open as well.
 cp "$K/caB.crt" "$H_DIR/client-ca.crt"
 kill -HUP "$MTLS_PID"
