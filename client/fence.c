@@ -8,10 +8,16 @@
  * caller's write callback so that "check, write, record" is one step for
  * that resource. Entries are allocated one by one and never freed before
  * the register, so an entry pointer stays valid after the table mutex is
- * dropped, even while the bucket array grows. */
+ * dropped, even while the bucket array grows.
+ *
+ * It also holds the verifier of signed fences (picket_fence_keys_*,
+ * picket_fence_token_verify): a thin, validating wrapper around
+ * proto/fence_token.c, which picketd signs with, so both sides share one
+ * implementation of the format. */
 #include "picket/fence.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -215,4 +221,44 @@ const char *picket_fence_verdict_str(picket_fence_verdict v) {
   case PICKET_FENCE_WRITE_FAILED: return "write_failed";
   }
   return "unknown";
+}
+
+/* ---- signed fences ---- */
+
+struct picket_fence_keys {
+  picket_proto_fence_keys k;
+};
+
+picket_fence_keys *picket_fence_keys_load(const char *path, char *err, size_t errlen) {
+  char why[256];
+  picket_fence_keys *keys = calloc(1, sizeof *keys);
+  if (keys == NULL) {
+    snprintf(why, sizeof why, "out of memory");
+  } else if (path == NULL) {
+    snprintf(why, sizeof why, "no key file given");
+  } else if (picket_proto_fence_keys_load(path, &keys->k, why, sizeof why) == 0) {
+    return keys;
+  }
+  picket_fence_keys_free(keys);
+  if (err != NULL && errlen > 0) snprintf(err, errlen, "%s", why);
+  return NULL;
+}
+
+void picket_fence_keys_free(picket_fence_keys *keys) {
+  if (keys == NULL) return;
+  /* volatile: the wipe of memory about to be freed is not optimised away */
+  volatile unsigned char *p = (volatile unsigned char *)keys;
+  for (size_t i = 0; i < sizeof *keys; i++) p[i] = 0;
+  free(keys);
+}
+
+int picket_fence_token_verify(const picket_fence_keys *keys, const char *prefix,
+                              const char *lock, int64_t fence, const char *token) {
+  if (prefix == NULL) prefix = PICKET_PROTO_KEY_PREFIX_DEFAULT;
+  if (keys == NULL || lock == NULL || token == NULL || fence < 1) return 0;
+  size_t pl = strnlen(prefix, PICKET_PROTO_KEY_PREFIX_MAX + 1);
+  size_t ll = strnlen(lock, PICKET_PROTO_NAME_MAX + 1);
+  if (!picket_proto_prefix_valid(prefix, pl) || !picket_proto_name_valid(lock, ll)) return 0;
+  size_t tl = strnlen(token, PICKET_PROTO_FENCE_TOKEN_MAX + 1);
+  return picket_proto_fence_token_verify(&keys->k, prefix, lock, fence, token, tl);
 }

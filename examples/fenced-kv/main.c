@@ -11,6 +11,15 @@
  *   POST /fence/{lock}/claim Picket-Fence -> {lock, fence}
  *   GET  /fence/{lock}       -> {lock, highest}
  *
+ * It verifies instead of trusting (issue 17). With --fence-key-file, a write
+ * or claim must carry the grant's signed fence (Picket-Fence-Token), checked
+ * before anything else touches the store, so a made-up fence (2^63-1, say)
+ * is a 403 fence_invalid that changes nothing; without a key file the
+ * fences are trusted as given, and the startup log says so. A key is bound
+ * to the lock of its first write (store.c), the number of locks is bounded
+ * (--max-locks), and so are connections: --max-connections in all,
+ * --max-connections-per-ip, and a whole-request deadline (conns.c).
+ *
  * libmicrohttpd runs one internal thread, so requests are handled one at a
  * time on one SQLite connection: simple, and each write is fsynced before
  * its reply anyway (synchronous=FULL), so the disk, not the thread, bounds
@@ -23,30 +32,53 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "conns.h"
 #include "picket/fence.h"
 #include "picket_proto.h"
 #include "store.h"
 
 #define FKV_VALUE_MAX (64 * 1024) /* values: at most 64 KiB of UTF-8 */
-#define FKV_CONN_MAX 256
-#define FKV_CONN_TIMEOUT_S 30
+#define FKV_CONN_TIMEOUT_S 30     /* idle: a client that reads no reply */
 #define FKV_LISTEN_DEFAULT "127.0.0.1:7071"
+#define FKV_MAX_LOCKS_DEFAULT 100000
+#define FKV_MAX_CONNS_DEFAULT 256
+#define FKV_MAX_CONNS_PER_IP_DEFAULT 32
+#define FKV_REQUEST_TIMEOUT_MS_DEFAULT 10000
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 typedef struct {
   const char *listen;
   const char *db;
   const char *port_file;
+  const char *key_file;
+  const char *key_prefix;
   int no_fence;
+  long long max_locks, max_conns, max_conns_per_ip, request_timeout_ms;
 } config;
 
+static config cfg = {
+    .listen = FKV_LISTEN_DEFAULT,
+    .key_prefix = PICKET_PROTO_KEY_PREFIX_DEFAULT,
+    .max_locks = FKV_MAX_LOCKS_DEFAULT,
+    .max_conns = FKV_MAX_CONNS_DEFAULT,
+    .max_conns_per_ip = FKV_MAX_CONNS_PER_IP_DEFAULT,
+    .request_timeout_ms = FKV_REQUEST_TIMEOUT_MS_DEFAULT,
+};
+
 static store *db;
-static int no_fence;
+/* The verifying keys (NULL without --fence-key-file). SIGHUP swaps them on
+ * the main thread while the HTTP thread verifies: keys_mu guards the swap. */
+static picket_fence_keys *keys;
+static pthread_mutex_t keys_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Per-request state, kept between libmicrohttpd's calls of one request. */
 typedef struct {
@@ -72,6 +104,9 @@ static enum MHD_Result reply_json(struct MHD_Connection *c, unsigned status, jso
     return MHD_NO;
   }
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+  /* One request a connection: the request deadline (conns.c) can then
+   * start at the accept, and no idle keep-alive connection holds a slot. */
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
   if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
   enum MHD_Result ret = MHD_queue_response(c, status, r);
   MHD_destroy_response(r);
@@ -99,8 +134,25 @@ static enum MHD_Result reply_store_error(struct MHD_Connection *c) {
                      -1, NULL);
 }
 
-static enum MHD_Result reply_stale(struct MHD_Connection *c, int64_t highest) {
-  return reply_error(c, PICKET_PROTO_ERR_STALE_FENCE, NULL, highest, NULL);
+/* The replies of a refused fenced write or claim (store_put, store_claim)
+ * that are not particular to it; anything else is a database failure. */
+static enum MHD_Result reply_refused(struct MHD_Connection *c, store_result r, int64_t highest) {
+  switch (r) {
+  case STORE_STALE:
+    return reply_error(c, PICKET_PROTO_ERR_STALE_FENCE, NULL, highest, NULL);
+  case STORE_WRONG_LOCK:
+    return reply_error(c, PICKET_PROTO_ERR_WRONG_LOCK,
+                       "this key is bound to the lock of its first write; this write names another",
+                       -1, NULL);
+  case STORE_FULL: {
+    char msg[128];
+    snprintf(msg, sizeof msg, "this store tracks %lld locks (--max-locks): a new lock is refused",
+             cfg.max_locks);
+    return reply_error(c, PICKET_PROTO_ERR_TOO_MANY_LOCKS, msg, -1, NULL);
+  }
+  default:
+    return reply_store_error(c);
+  }
 }
 
 /* ---- request checks ---- */
@@ -163,6 +215,24 @@ static int fence_header(struct MHD_Connection *c, int64_t *fence, const char **w
   return 1;
 }
 
+/* With --fence-key-file: 1 when the request's Picket-Fence-Token verifies
+ * for (--key-prefix, lock, fence), else 0 with a message for the 403 in
+ * *why (which never quotes the token). Without a key file: 1. */
+static int token_ok(struct MHD_Connection *c, const char *lock, int64_t fence, const char **why) {
+  if (cfg.key_file == NULL) return 1;
+  const char *t = header(c, PICKET_PROTO_HEADER_FENCE_TOKEN);
+  if (t == NULL) {
+    *why = "missing Picket-Fence-Token header: this store admits only fences that picketd "
+           "signed (the grant's fence_token, PICKET_FENCE_TOKEN under picket run)";
+    return 0;
+  }
+  pthread_mutex_lock(&keys_mu);
+  int ok = picket_fence_token_verify(keys, cfg.key_prefix, lock, fence, t);
+  pthread_mutex_unlock(&keys_mu);
+  if (!ok) *why = "the Picket-Fence-Token is not picketd's signature of this lock and fence";
+  return ok;
+}
+
 /* If-Match: a decimal version (0 means "the key must not exist yet").
  * Returns the version, -1 when absent, -2 when malformed. */
 static int64_t if_match_header(struct MHD_Connection *c) {
@@ -178,7 +248,7 @@ static int64_t if_match_header(struct MHD_Connection *c) {
 static enum MHD_Result kv_put(struct MHD_Connection *c, const char *key, request *rq) {
   int64_t fence = 0, version, highest;
   const char *lock = NULL, *why;
-  if (!no_fence) {
+  if (!cfg.no_fence) {
     lock = header(c, PICKET_PROTO_HEADER_LOCK);
     if (lock == NULL) return reply_bad(c, "missing Picket-Lock header (the lock guarding this key)");
     if (!name_ok(lock)) return reply_bad(c, "malformed Picket-Lock header: want [A-Za-z0-9._:-]{1,200}");
@@ -188,35 +258,35 @@ static enum MHD_Result kv_put(struct MHD_Connection *c, const char *key, request
   if (if_match == -2) return reply_bad(c, "malformed If-Match header: want a decimal version");
   if (!utf8_text_valid((const unsigned char *)rq->body, rq->len))
     return reply_bad(c, "the value must be UTF-8 text without NUL bytes");
+  if (!cfg.no_fence && !token_ok(c, lock, fence, &why))
+    return reply_error(c, PICKET_PROTO_ERR_FENCE_INVALID, why, -1, NULL);
 
-  switch (store_put(db, key, rq->body ? rq->body : "", rq->len, lock, fence, if_match, &version,
-                    &highest)) {
-  case STORE_OK:
+  store_result r = store_put(db, key, rq->body ? rq->body : "", rq->len, lock, fence, if_match,
+                             &version, &highest);
+  if (r == STORE_OK)
     return reply_json(c, MHD_HTTP_OK,
                       json_pack("{s:s, s:I, s:I}", "key", key, "version", (json_int_t)version,
                                 "fence", (json_int_t)fence),
                       NULL);
-  case STORE_STALE:
-    return reply_stale(c, highest);
-  case STORE_MISMATCH: {
+  if (r == STORE_MISMATCH) {
     char msg[96];
     snprintf(msg, sizeof msg, "the stored version is %lld, not %lld", (long long)version,
              (long long)if_match);
     return reply_error(c, PICKET_PROTO_ERR_VERSION_MISMATCH, msg, -1, NULL);
   }
-  default:
-    return reply_store_error(c);
-  }
+  return reply_refused(c, r, highest);
 }
 
 static enum MHD_Result kv_get(struct MHD_Connection *c, const char *key) {
-  char *value;
+  char *value, lock[PICKET_PROTO_NAME_MAX + 1];
   size_t len;
   int64_t version, fence;
-  switch (store_get(db, key, &value, &len, &version, &fence)) {
+  switch (store_get(db, key, &value, &len, &version, &fence, lock, sizeof lock)) {
   case STORE_OK: {
-    json_t *j = json_pack("{s:s, s:s%, s:I, s:I}", "key", key, "value", value, len, "version",
-                          (json_int_t)version, "fence", (json_int_t)fence);
+    /* "lock": null for a key no fenced write has bound yet */
+    json_t *j = json_pack("{s:s, s:s%, s:I, s:I, s:s?}", "key", key, "value", value, len,
+                          "version", (json_int_t)version, "fence", (json_int_t)fence, "lock",
+                          lock[0] ? lock : NULL);
     free(value);
     return reply_json(c, MHD_HTTP_OK, j, NULL);
   }
@@ -233,15 +303,13 @@ static enum MHD_Result fence_claim(struct MHD_Connection *c, const char *lock) {
   if (hl != NULL && strcmp(hl, lock) != 0)
     return reply_bad(c, "the Picket-Lock header names another lock than the path");
   if (!fence_header(c, &fence, &why)) return reply_bad(c, why);
-  switch (store_claim(db, lock, fence, &highest)) {
-  case STORE_OK:
+  if (!token_ok(c, lock, fence, &why))
+    return reply_error(c, PICKET_PROTO_ERR_FENCE_INVALID, why, -1, NULL);
+  store_result r = store_claim(db, lock, fence, &highest);
+  if (r == STORE_OK)
     return reply_json(c, MHD_HTTP_OK, json_pack("{s:s, s:I}", "lock", lock, "fence", (json_int_t)fence),
                       NULL);
-  case STORE_STALE:
-    return reply_stale(c, highest);
-  default:
-    return reply_store_error(c);
-  }
+  return reply_refused(c, r, highest);
 }
 
 static enum MHD_Result fence_get(struct MHD_Connection *c, const char *lock) {
@@ -256,6 +324,7 @@ static enum MHD_Result fence_get(struct MHD_Connection *c, const char *lock) {
  * before anything else, so "/kv/a%2Fb" is a 400, never a file path. */
 static enum MHD_Result route(struct MHD_Connection *c, const char *url, const char *method,
                              request *rq) {
+  if (!conns_request_complete(c)) return MHD_NO; /* too late: it has its 408 */
   int get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
   if (strncmp(url, "/kv/", 4) == 0) {
     const char *key = url + 4;
@@ -332,54 +401,121 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 /* ---- process ---- */
 
+/* Every flag, for parsing and --help alike: a string (str), a whole number
+ * in min..max (num), or a switch (on). */
+static const struct {
+  const char *name, *arg, *help;
+  const char **str;
+  long long *num, min, max;
+  int *on;
+} flags[] = {
+    {"--db", "FILE", "SQLite database (created if missing; required)", .str = &cfg.db},
+    {"--listen", "HOST:PORT",
+     "address to serve on (default " FKV_LISTEN_DEFAULT ";\n"
+     "port 0 picks one)",
+     .str = &cfg.listen},
+    {"--port-file", "PATH", "write the bound port there once listening", .str = &cfg.port_file},
+    {"--fence-key-file", "PATH",
+     "picketd's --fence-key-file: admit a write or\n"
+     "claim only with a Picket-Fence-Token that\n"
+     "verifies for its lock and fence (else 403\n"
+     "fence_invalid); SIGHUP rereads it. Without it,\n"
+     "fences are trusted as given",
+     .str = &cfg.key_file},
+    {"--key-prefix", "P",
+     "picketd's --key-prefix, which tokens sign\n"
+     "(default " PICKET_PROTO_KEY_PREFIX_DEFAULT ")",
+     .str = &cfg.key_prefix},
+    {"--max-locks", "N",
+     "locks with a highest fence at most; a write or\n"
+     "claim that would add one more is 507\n"
+     "too_many_locks (default " STR(FKV_MAX_LOCKS_DEFAULT) ")",
+     .num = &cfg.max_locks, .min = 1, .max = INT64_MAX},
+    {"--max-connections", "N", "open connections at most (default " STR(FKV_MAX_CONNS_DEFAULT) ")",
+     .num = &cfg.max_conns, .min = 1, .max = 65536},
+    {"--max-connections-per-ip", "N",
+     "open connections from one address at most,\n"
+     "loopback too; 0: no cap (default " STR(FKV_MAX_CONNS_PER_IP_DEFAULT) ")",
+     .num = &cfg.max_conns_per_ip, .min = 0, .max = 65536},
+    {"--request-timeout-ms", "MS",
+     "a request must arrive whole (line, headers,\n"
+     "body) within MS of its connection's accept,\n"
+     "else a bare 408 and close (default " STR(FKV_REQUEST_TIMEOUT_MS_DEFAULT) ")",
+     .num = &cfg.request_timeout_ms, .min = 100, .max = 3600000},
+    {"--no-fence", NULL,
+     "act as a plain store: PUT needs and checks no\n"
+     "fence (demos only)",
+     .on = &cfg.no_fence},
+};
+#define NFLAGS (sizeof flags / sizeof flags[0])
+
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: fenced-kv --db FILE [--listen HOST:PORT] [--port-file PATH] [--no-fence]\n"
-          "  --db FILE          SQLite database (created if missing)\n"
-          "  --listen HOST:PORT address to serve on (default " FKV_LISTEN_DEFAULT "; port 0 picks one)\n"
-          "  --port-file PATH   write the bound port there once listening\n"
-          "  --no-fence         act as a plain store: PUT needs and checks no fence (demos only)\n");
+  fputs("usage: fenced-kv --db FILE [options]\n", f);
+  for (size_t i = 0; i < NFLAGS; i++) {
+    char left[64];
+    snprintf(left, sizeof left, "%s%s%s", flags[i].name, flags[i].arg ? " " : "",
+             flags[i].arg ? flags[i].arg : "");
+    fprintf(f, "  %-29s ", left);
+    for (const char *h = flags[i].help; *h; h++) { /* continued lines are indented */
+      if (*h == '\n') fprintf(f, "\n%32s", "");
+      else fputc(*h, f);
+    }
+    fputc('\n', f);
+  }
 }
 
-static void die_usage(const char *fmt, const char *arg) {
+__attribute__((format(printf, 1, 2), noreturn)) static void die_usage(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
   fputs("fenced-kv: ", stderr);
-  fprintf(stderr, fmt, arg);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
   fputs(" (see --help)\n", stderr);
   exit(2);
 }
 
-static void parse_flags(int argc, char **argv, config *cfg) {
-  cfg->listen = FKV_LISTEN_DEFAULT;
+static void parse_flags(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *eq = strchr(a, '=');
-    char name[32];
-    size_t n = eq ? (size_t)(eq - a) : strlen(a);
-    if (n >= sizeof name) die_usage("unknown flag %s", a);
-    memcpy(name, a, n);
-    name[n] = '\0';
-    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+    const char *a = argv[i], *eq = strchr(a, '='), *val;
+    size_t n = eq ? (size_t)(eq - a) : strlen(a), k;
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       exit(0);
     }
-    if (strcmp(name, "--no-fence") == 0 && eq == NULL) {
-      cfg->no_fence = 1;
+    for (k = 0; k < NFLAGS; k++)
+      if (strlen(flags[k].name) == n && strncmp(a, flags[k].name, n) == 0) break;
+    if (k == NFLAGS) die_usage("unknown flag %s", a);
+    if (flags[k].on) {
+      if (eq) die_usage("%s takes no value", flags[k].name);
+      *flags[k].on = 1;
       continue;
     }
-    const char **dst = strcmp(name, "--listen") == 0      ? &cfg->listen
-                       : strcmp(name, "--db") == 0        ? &cfg->db
-                       : strcmp(name, "--port-file") == 0 ? &cfg->port_file
-                                                          : NULL;
-    if (dst == NULL) die_usage("unknown flag %s", a);
     if (eq) {
-      *dst = eq + 1;
+      val = eq + 1;
     } else if (i + 1 < argc) {
-      *dst = argv[++i];
+      val = argv[++i];
     } else {
-      die_usage("%s needs a value", name);
+      die_usage("%s needs a value", flags[k].name);
     }
-    if (**dst == '\0') die_usage("%s needs a value", name);
+    /* An empty prefix is picketd's too; nothing else may be empty. */
+    if (*val == '\0' && flags[k].str != &cfg.key_prefix) die_usage("%s needs a value", flags[k].name);
+    if (flags[k].str) {
+      *flags[k].str = val;
+      continue;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(val, &end, 10);
+    if (errno || *end || end == val || v < flags[k].min || v > flags[k].max)
+      die_usage("%s wants a whole number from %lld to %lld", flags[k].name, flags[k].min,
+                flags[k].max);
+    *flags[k].num = v;
   }
-  if (cfg->db == NULL) die_usage("%s is required", "--db FILE");
+  if (cfg.db == NULL) die_usage("%s is required", "--db FILE");
+  if (!picket_proto_prefix_valid(cfg.key_prefix, strlen(cfg.key_prefix)))
+    die_usage("--key-prefix: up to %d bytes of [A-Za-z0-9._:-]", PICKET_PROTO_KEY_PREFIX_MAX);
+  if (cfg.no_fence && cfg.key_file)
+    die_usage("--no-fence checks no fence: it cannot go with --fence-key-file");
 }
 
 /* Resolves HOST:PORT ("[::1]:0" for IPv6) into *ss. Exits 2 when bad. */
@@ -418,36 +554,88 @@ static int write_port_file(const char *path, int port) {
   return 0;
 }
 
+/* libmicrohttpd's messages (a connection past a limit, a client gone in
+ * mid-request), at most 10 a second: a flood of hostile sockets must not
+ * become a flood of log lines. Called on its thread only. */
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  static time_t second;
+  static unsigned shown, dropped;
+  (void)cls;
+  time_t now = time(NULL);
+  if (now != second) {
+    if (dropped) fprintf(stderr, "fenced-kv: (%u more libmicrohttpd messages not shown)\n", dropped);
+    second = now;
+    shown = dropped = 0;
+  }
+  if (shown++ >= 10) {
+    dropped++;
+    return;
+  }
+  fputs("fenced-kv: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  if (fmt[0] == '\0' || fmt[strlen(fmt) - 1] != '\n') fputc('\n', stderr);
+}
+
+/* SIGHUP: rereads --fence-key-file (to add a key before picketd signs with
+ * it, or drop a retired one). A file that does not load leaves the keys as
+ * they were. */
+static void reload_keys(void) {
+  char err[512];
+  if (cfg.key_file == NULL) {
+    fprintf(stderr, "fenced-kv: SIGHUP: no --fence-key-file to reread\n");
+    return;
+  }
+  picket_fence_keys *k = picket_fence_keys_load(cfg.key_file, err, sizeof err);
+  if (k == NULL) {
+    fprintf(stderr, "fenced-kv: SIGHUP: keeping the keys in use: %s\n", err);
+    return;
+  }
+  pthread_mutex_lock(&keys_mu);
+  picket_fence_keys *old = keys;
+  keys = k;
+  pthread_mutex_unlock(&keys_mu);
+  picket_fence_keys_free(old);
+  fprintf(stderr, "fenced-kv: SIGHUP: reread the keys of %s\n", cfg.key_file);
+}
+
 int main(int argc, char **argv) {
-  config cfg = {0};
-  parse_flags(argc, argv, &cfg);
+  parse_flags(argc, argv);
   struct sockaddr_storage ss;
   socklen_t sslen;
   parse_listen(cfg.listen, &ss, &sslen);
-  no_fence = cfg.no_fence;
 
   char err[512];
-  if ((db = store_open(cfg.db, err, sizeof err)) == NULL) {
+  if (cfg.key_file && (keys = picket_fence_keys_load(cfg.key_file, err, sizeof err)) == NULL) {
+    fprintf(stderr, "fenced-kv: --fence-key-file: %s\n", err);
+    return 1;
+  }
+  if ((db = store_open(cfg.db, cfg.max_locks, err, sizeof err)) == NULL) {
     fprintf(stderr, "fenced-kv: cannot open database %s\n", err);
+    picket_fence_keys_free(keys);
     return 1;
   }
 
-  /* Block the stop signals before libmicrohttpd starts its thread, so they
-   * reach only sigwait below. */
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, NULL);
+  /* Block the signals before libmicrohttpd and the deadline's watchdog
+   * start their threads, so they reach only sigwait below. */
+  sigset_t wanted;
+  sigemptyset(&wanted);
+  sigaddset(&wanted, SIGINT);
+  sigaddset(&wanted, SIGTERM);
+  sigaddset(&wanted, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &wanted, NULL);
   signal(SIGPIPE, SIG_IGN);
 
-  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
-  if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
-  struct MHD_Daemon *d = MHD_start_daemon(
-      flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-      MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_CONNECTION_LIMIT,
-      (unsigned)FKV_CONN_MAX, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)FKV_CONN_TIMEOUT_S,
-      MHD_OPTION_END);
+  unsigned mhd_flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
+  if (ss.ss_family == AF_INET6) mhd_flags |= MHD_USE_IPv6;
+  struct MHD_Daemon *d = NULL;
+  if (conns_start(cfg.request_timeout_ms) == 0)
+    d = MHD_start_daemon(mhd_flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_SOCK_ADDR,
+                         (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                         MHD_OPTION_NOTIFY_CONNECTION, conns_notify, NULL,
+                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg.max_conns,
+                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg.max_conns_per_ip,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)FKV_CONN_TIMEOUT_S,
+                         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
   if (d == NULL) {
     fprintf(stderr, "fenced-kv: cannot listen on %s: %s\n", cfg.listen, strerror(errno));
     store_close(db);
@@ -467,13 +655,24 @@ int main(int argc, char **argv) {
     return 1;
   }
   fprintf(stderr, "fenced-kv: serving on port %d, database %s%s\n", port, cfg.db,
-          no_fence ? ", UNFENCED (--no-fence: stale writes are accepted)" : "");
+          cfg.no_fence ? ", UNFENCED (--no-fence: stale writes are accepted)" : "");
+  if (cfg.key_file)
+    fprintf(stderr, "fenced-kv: fences must be signed: verified with the keys of %s, prefix '%s'\n",
+            cfg.key_file, cfg.key_prefix);
+  else if (!cfg.no_fence)
+    fprintf(stderr, "fenced-kv: warning: no --fence-key-file: fences are trusted as given, so any "
+                    "client can claim any fence (2^63-1 locks every honest holder out)\n");
 
   int sig;
-  while (sigwait(&stop, &sig) != 0) {
+  for (;;) {
+    if (sigwait(&wanted, &sig) != 0) continue;
+    if (sig != SIGHUP) break;
+    reload_keys();
   }
   fprintf(stderr, "fenced-kv: %s, stopping\n", strsignal(sig));
   MHD_stop_daemon(d); /* waits for the request in progress */
+  conns_stop();
   store_close(db);
+  picket_fence_keys_free(keys);
   return 0;
 }

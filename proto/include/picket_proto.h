@@ -28,6 +28,9 @@
 /* Headers a fenced write carries (fenced-kv and any storage that checks). */
 #define PICKET_PROTO_HEADER_LOCK "Picket-Lock"
 #define PICKET_PROTO_HEADER_FENCE "Picket-Fence"
+/* The grant's signed fence (proto/README.md "Signed fences"), which storage
+ * with the key file requires beside Picket-Fence. */
+#define PICKET_PROTO_HEADER_FENCE_TOKEN "Picket-Fence-Token"
 
 /* Environment that `picket run` gives the child. */
 #define PICKET_PROTO_ENV_LOCK "PICKET_LOCK"
@@ -47,6 +50,9 @@
   X(LEASE_LOST, "lease_lost", 409, "the lease is no longer held (expired, released or never yours)") \
   X(STALE_FENCE, "stale_fence", 409, "a newer fence has been seen for this lock")     \
   X(VERSION_MISMATCH, "version_mismatch", 412, "the stored version does not match If-Match") \
+  X(WRONG_LOCK, "wrong_lock", 409, "this key is written under another lock")          \
+  X(FENCE_INVALID, "fence_invalid", 403, "the fence is not signed by picketd for this lock") \
+  X(TOO_MANY_LOCKS, "too_many_locks", 507, "the store tracks as many locks as it may (--max-locks)") \
   X(UNAUTHENTICATED, "unauthenticated", 401, "authentication required")               \
   X(PERMISSION_DENIED, "permission_denied", 403, "this token may not do that")         \
   X(BODY_TOO_LARGE, "body_too_large", 413, "request body too large")                  \

@@ -39,7 +39,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import openapi_util as oa  # noqa: E402
 
 # Codes that only fenced storage (fenced-kv) answers with.
-STORAGE_ONLY_CODES = {"stale_fence", "version_mismatch"}
+STORAGE_ONLY_CODES = {"stale_fence", "version_mismatch", "wrong_lock", "fence_invalid",
+                      "too_many_locks"}
 RECORDED_HEADERS = {"retry-after", "allow", "www-authenticate"}
 
 

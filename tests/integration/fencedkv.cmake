@@ -1,6 +1,7 @@
 # fenced-kv end to end (examples/fenced-kv): every status path, flags, the
-# --no-fence plain store, a busy database, and restart with the highest
-# fences intact.
+# --no-fence plain store, a busy database, restart with the highest fences
+# intact, and issue 17: signed fences, keys bound to their lock, --max-locks,
+# dribbling sockets (the per-address cap and the request deadline).
 picket_check_test(test_fencedkv SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_fencedkv.c LIBS PkgConfig::SQLITE
                   LABELS integration TIMEOUT 120)
 add_dependencies(test_fencedkv fenced-kv)

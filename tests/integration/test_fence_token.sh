@@ -77,4 +77,28 @@ tok=$(json fence_token <<<"$g")
 [ "${tok:0:6}" = "v1.k2." ] && verify "$tok" rot2 "$(json fence <<<"$g")" || h_fail "after a broken reload: $g"
 grep -q "${K1:0:16}\|${K2:0:16}" "$H_DIR/picketd.log" && h_fail "key material in the log"
 echo "ok: SIGHUP rotates the signing key; a broken file keeps the old; no key in the log"
+# End to end: fenced-kv with the same keys admits the grant's token and
+# nothing forged (a made-up 2^63-1 would otherwise lock honest writers out).
+"$PICKET_BIN_DIR/fenced-kv" --listen 127.0.0.1:0 --db "$H_DIR/kv.db" --port-file "$H_DIR/kv.port" \
+  --fence-key-file "$H_DIR/keys.all" > "$H_DIR/fenced-kv.log" 2>&1 &
+H_PIDS="$H_PIDS $!"
+for _ in $(seq 1 250); do [ -s "$H_DIR/kv.port" ] && break; sleep 0.02; done
+KV="http://127.0.0.1:$(cat "$H_DIR/kv.port")"
+put() { # put LOCK FENCE TOKEN: the status of PUT /kv/stock
+  curl -s -o "$H_DIR/kv.body" -w '%{http_code}' -X PUT "$KV/kv/stock" -H "Picket-Lock: $1" \
+    -H "Picket-Fence: $2" ${3:+-H "Picket-Fence-Token: $3"} --data-binary 'v'
+}
+g=$(curl -s -X POST "$PICKETD_URL/v1/locks/inventory-sync/acquire" -d '{}')
+[ "$(put inventory-sync "$(json fence <<<"$g")" "$(json fence_token <<<"$g")")" = 200 ] ||
+  h_fail "fenced-kv refused picketd's own token: $(cat "$H_DIR/kv.body")"
+[ "$(put inventory-sync 9223372036854775807)" = 403 ] && grep -q fence_invalid "$H_DIR/kv.body" ||
+  h_fail "fenced-kv admitted an unsigned 2^63-1: $(cat "$H_DIR/kv.body")"
+[ "$(put inventory-sync 9223372036854775807 "$(json fence_token <<<"$g")")" = 403 ] ||
+  h_fail "fenced-kv admitted a token for another fence: $(cat "$H_DIR/kv.body")"
+curl -s -X POST "$PICKETD_URL/v1/locks/inventory-sync/release" -d "{\"lease\":\"$(json lease <<<"$g")\"}" >/dev/null
+out=$("$PICKET_BIN_DIR/picket" run inventory-sync -- sh -c \
+  "curl -s -o /dev/null -w '%{http_code}' -X PUT '$KV/kv/stock' -H \"Picket-Lock: \$PICKET_LOCK\" \
+   -H \"Picket-Fence: \$PICKET_FENCE\" -H \"Picket-Fence-Token: \$PICKET_FENCE_TOKEN\" --data-binary w")
+[ "$out" = 200 ] || h_fail "picket run's write through fenced-kv: $out"
+echo "ok: fenced-kv with the same keys admits picketd's tokens (picket run's too), refuses a forged 2^63-1"
 echo "PASS: signed fences"

@@ -2,22 +2,34 @@
  * port with its SQLite file in a temp dir: every status of the contract in
  * DESIGN.md ("Validator and fenced-kv"), that a refused request changes
  * nothing (also when the database fails), its flags, the --no-fence plain
- * store, and that the highest fences survive a clean stop and a crash. */
+ * store, and that the highest fences survive a clean stop and a crash.
+ *
+ * Issue 17 (a store that verifies instead of trusting): signed fences
+ * (--fence-key-file: unsigned, forged and misapplied tokens are 403 and
+ * change nothing; key rotation; SIGHUP), keys bound to their lock
+ * (wrong_lock, and the migration of an older database), --max-locks, and
+ * dribbling sockets (the per-address cap and the whole-request deadline). */
 #include <check.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "picket_proto.h"
 
 /* ---- one fenced-kv process ---- */
 
@@ -27,6 +39,7 @@ typedef struct {
   char port_file[128];
   char log[128];
   char url[64];
+  const char *const *args; /* more flags for every start, or NULL */
   pid_t pid;
 } fkv;
 
@@ -37,11 +50,23 @@ static const char *bin_path(void) {
   return path;
 }
 
-/* fork+exec fenced-kv with argv[1..] = args, stderr to `log`. */
-static pid_t spawn_fkv(const char *const *args, const char *log) {
-  const char *argv[16] = {bin_path()};
+/* The key of proto/README.md's test vector (the bytes 0..31). */
+#define KEY_K1 "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+
+/* `fenced-kv --help` as a shell command (static buffer). */
+static const char *bin_path_help(void) {
+  static char cmd[1100];
+  snprintf(cmd, sizeof cmd, "'%s' --help", bin_path());
+  return cmd;
+}
+
+/* fork+exec fenced-kv with argv[1..] = args then more (may be NULL),
+ * stderr to `log`. */
+static pid_t spawn_fkv2(const char *const *args, const char *const *more, const char *log) {
+  const char *argv[32] = {bin_path()};
   int n = 1;
-  for (; args[n - 1] && n < 15; n++) argv[n] = args[n - 1];
+  for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
+  for (int i = 0; more && more[i] && n < 31; i++) argv[n++] = more[i];
   argv[n] = NULL;
   pid_t parent = getpid(), pid = fork();
   if (pid == 0) {
@@ -59,13 +84,17 @@ static pid_t spawn_fkv(const char *const *args, const char *log) {
   return pid;
 }
 
-/* Starts fenced-kv on port 0 with the db in f->dir; waits for the port
- * file. `extra` is one more flag or NULL. */
+static pid_t spawn_fkv(const char *const *args, const char *log) {
+  return spawn_fkv2(args, NULL, log);
+}
+
+/* Starts fenced-kv on port 0 with the db in f->dir and f->args; waits for
+ * the port file. `extra` is one more flag or NULL. */
 static void fkv_start(fkv *f, const char *extra) {
   unlink(f->port_file);
   const char *args[] = {"--db", f->db, "--listen", "127.0.0.1:0", "--port-file", f->port_file,
                         extra, NULL};
-  f->pid = spawn_fkv(args, f->log);
+  f->pid = spawn_fkv2(args, f->args, f->log);
   ck_assert_int_gt(f->pid, 0);
   for (int i = 0; i < 1000; i++) {
     FILE *pf = fopen(f->port_file, "r");
@@ -94,15 +123,40 @@ static int fkv_stop(fkv *f, int sig) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static fkv *fkv_new(const char *extra) {
+/* A new temp dir for a fenced-kv, not started yet. */
+static fkv *fkv_alloc(void) {
   fkv *f = calloc(1, sizeof *f);
   strcpy(f->dir, "/tmp/picket-fkv-XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(f->dir));
   snprintf(f->db, sizeof f->db, "%s/kv.db", f->dir);
   snprintf(f->port_file, sizeof f->port_file, "%s/port", f->dir);
   snprintf(f->log, sizeof f->log, "%s/fenced-kv.log", f->dir);
+  return f;
+}
+
+static fkv *fkv_new(const char *extra) {
+  fkv *f = fkv_alloc();
   fkv_start(f, extra);
   return f;
+}
+
+/* A fenced-kv started, and restarted, with the flags `args` (NULL-ended,
+ * which must outlive it). */
+static fkv *fkv_new_args(const char *const *args) {
+  fkv *f = fkv_alloc();
+  f->args = args;
+  fkv_start(f, NULL);
+  return f;
+}
+
+/* Its log so far (static buffer). */
+static const char *fkv_log(fkv *f) {
+  static char log[16384];
+  FILE *lf = fopen(f->log, "r");
+  size_t n = lf ? fread(log, 1, sizeof log - 1, lf) : 0;
+  log[n] = '\0';
+  if (lf) fclose(lf);
+  return log;
 }
 
 static void fkv_free(fkv *f) {
@@ -117,15 +171,16 @@ static void fkv_free(fkv *f) {
 
 static harness_resp R; /* the last reply; each request frees the one before */
 
-/* One request with optional Picket-Lock, Picket-Fence and If-Match headers
- * (NULL leaves one out). Returns the status. */
-static long req(fkv *f, const char *method, const char *path, const char *lock,
-                const char *fence, const char *if_match, const char *body) {
-  char h[3][256];
-  const char *hs[4];
+/* One request with optional Picket-Lock, Picket-Fence, Picket-Fence-Token
+ * and If-Match headers (NULL leaves one out). Returns the status. */
+static long req_t(fkv *f, const char *method, const char *path, const char *lock,
+                  const char *fence, const char *token, const char *if_match, const char *body) {
+  char h[4][256];
+  const char *hs[5];
   int n = 0;
   if (lock) snprintf(h[n], sizeof h[n], "Picket-Lock: %s", lock), hs[n] = h[n], n++;
   if (fence) snprintf(h[n], sizeof h[n], "Picket-Fence: %s", fence), hs[n] = h[n], n++;
+  if (token) snprintf(h[n], sizeof h[n], "Picket-Fence-Token: %s", token), hs[n] = h[n], n++;
   if (if_match) snprintf(h[n], sizeof h[n], "If-Match: %s", if_match), hs[n] = h[n], n++;
   hs[n] = NULL;
   harness_resp_free(&R);
@@ -133,6 +188,11 @@ static long req(fkv *f, const char *method, const char *path, const char *lock,
   ck_assert_str_eq(R.content_type, "application/json");
   ck_assert_ptr_nonnull(R.json);
   return R.status;
+}
+
+static long req(fkv *f, const char *method, const char *path, const char *lock,
+                const char *fence, const char *if_match, const char *body) {
+  return req_t(f, method, path, lock, fence, NULL, if_match, body);
 }
 
 static long put(fkv *f, const char *key, const char *lock, const char *fence, const char *value) {
@@ -521,6 +581,14 @@ START_TEST(test_flags) {
       {"--db", "/tmp/x.db", "--listen", "127.0.0.1:8x", NULL},
       {"--db", "/tmp/x.db", "--no-fence=1", NULL},
       {"--db=", NULL},
+      {"--db", "/tmp/x.db", "--max-locks", "0", NULL},
+      {"--db", "/tmp/x.db", "--max-locks", "12x", NULL},
+      {"--db", "/tmp/x.db", "--max-connections", "0", NULL},
+      {"--db", "/tmp/x.db", "--max-connections-per-ip", "-1", NULL},
+      {"--db", "/tmp/x.db", "--request-timeout-ms", "5", NULL},
+      {"--db", "/tmp/x.db", "--key-prefix", "a{b}", NULL},
+      {"--db", "/tmp/x.db", "--fence-key-file=", NULL},
+      {"--db", "/tmp/x.db", "--no-fence", "--fence-key-file", "/tmp/k", NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int code = run_flags(cases[i], line, sizeof line, &lines);
@@ -536,6 +604,31 @@ START_TEST(test_flags) {
   ck_assert_int_eq(run_flags(nodb, line, sizeof line, &lines), 1);
   ck_assert_int_eq(lines, 1);
   ck_assert_ptr_nonnull(strstr(line, "/nonexistent-dir/x.db"));
+  /* So is a key file that does not load: the path and the line, never the
+   * key. */
+  char keys[] = "/tmp/picket-fkv-keys-XXXXXX";
+  int fd = mkstemp(keys);
+  const char bad[] = "k1 " KEY_K1 "\nk1 " KEY_K1 "\n";
+  ck_assert_int_eq(write(fd, bad, sizeof bad - 1), (ssize_t)(sizeof bad - 1));
+  close(fd);
+  const char *badkeys[] = {"--db", "/tmp/x.db", "--fence-key-file", keys, NULL};
+  ck_assert_int_eq(run_flags(badkeys, line, sizeof line, &lines), 1);
+  unlink(keys);
+  ck_assert_msg(strstr(line, keys) && strstr(line, "line 2") && !strstr(line, "0102030405"), "%s", line);
+  const char *nokeys[] = {"--db", "/tmp/x.db", "--fence-key-file", "/nonexistent-dir/keys", NULL};
+  ck_assert_int_eq(run_flags(nokeys, line, sizeof line, &lines), 1);
+  ck_assert_ptr_nonnull(strstr(line, "/nonexistent-dir/keys"));
+  /* --help names every flag. */
+  FILE *h = popen(bin_path_help(), "r");
+  char text[8192];
+  size_t n = fread(text, 1, sizeof text - 1, h);
+  text[n] = '\0';
+  pclose(h);
+  const char *all[] = {"--db", "--listen", "--port-file", "--fence-key-file", "--key-prefix",
+                       "--max-locks", "--max-connections", "--max-connections-per-ip",
+                       "--request-timeout-ms", "--no-fence"};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    ck_assert_msg(strstr(text, all[i]) != NULL, "--help lacks %s:\n%s", all[i], text);
 }
 END_TEST
 
@@ -565,6 +658,471 @@ START_TEST(test_listen_fixed_port) {
 }
 END_TEST
 
+/* ---- issue 17: signed fences ---- */
+
+#define KEY_K2 "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"
+#define KEY_K3 "3333333333333333333333333333333333333333333333333333333333333333"
+#define KEY_K9 "9999999999999999999999999999999999999999999999999999999999999999"
+/* What the store's key file holds: k1 signs (picketd's), k2 is the old key
+ * of a rotation, still verified. */
+static const char store_keys[] = "# picketd signs with the first key\nk1 " KEY_K1 "\nk2 " KEY_K2 "\n";
+
+typedef char token_buf[PICKET_PROTO_FENCE_TOKEN_MAX + 1];
+
+/* The token of (prefix, lock, fence) under key `kid`: k1, k2, k3 or k9 (a
+ * key no store has), as picketd makes it. Returns out. */
+static const char *token(token_buf out, const char *kid, const char *prefix, const char *lock,
+                         int64_t fence) {
+  static const char all[] = "k1 " KEY_K1 "\nk2 " KEY_K2 "\nk3 " KEY_K3 "\nk9 " KEY_K9 "\n";
+  picket_proto_fence_keys ks;
+  char err[128];
+  ck_assert_int_eq(picket_proto_fence_keys_parse(all, sizeof all - 1, &ks, err, sizeof err), 0);
+  for (int i = 0; i < ks.n; i++)
+    if (strcmp(ks.keys[i].kid, kid) == 0) {
+      ck_assert_int_eq(picket_proto_fence_token(&ks.keys[i], prefix, lock, fence, out), 0);
+      return out;
+    }
+  ck_abort_msg("no key %s", kid);
+  return NULL;
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *fp = fopen(path, "w");
+  ck_assert_ptr_nonnull(fp);
+  ck_assert_int_eq(fputs(text, fp) >= 0, 1);
+  ck_assert_int_eq(fclose(fp), 0);
+}
+
+/* A fenced-kv with --fence-key-file (store_keys, at f->keys) and `more`
+ * flags (may be NULL), which must outlive it. */
+typedef struct {
+  fkv *f;
+  char keys[160];
+  const char *args[8];
+} signed_fkv;
+
+static fkv *fkv_new_signed(signed_fkv *sf, const char *const *more) {
+  sf->f = fkv_alloc();
+  snprintf(sf->keys, sizeof sf->keys, "%s/keys", sf->f->dir);
+  write_file(sf->keys, store_keys);
+  int n = 0;
+  sf->args[n++] = "--fence-key-file";
+  sf->args[n++] = sf->keys;
+  for (int i = 0; more && more[i] && n < 7; i++) sf->args[n++] = more[i];
+  sf->args[n] = NULL;
+  sf->f->args = sf->args;
+  fkv_start(sf->f, NULL);
+  return sf->f;
+}
+
+/* A fenced PUT or claim (key NULL) with fence and token (NULL: none). */
+static long sput(fkv *f, const char *key, const char *lock, int64_t fence, const char *tok,
+                 const char *value) {
+  char path[512], fs[24];
+  snprintf(fs, sizeof fs, "%lld", (long long)fence);
+  if (key == NULL) {
+    snprintf(path, sizeof path, "/fence/%s/claim", lock);
+    return req_t(f, "POST", path, NULL, fs, tok, NULL, NULL);
+  }
+  snprintf(path, sizeof path, "/kv/%s", key);
+  return req_t(f, "PUT", path, lock, fs, tok, NULL, value);
+}
+
+/* One integer that `sql` reads from f's database (as another process). */
+static int64_t db_int(fkv *f, const char *sql) {
+  sqlite3 *d;
+  sqlite3_stmt *st;
+  ck_assert_int_eq(sqlite3_open(f->db, &d), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_prepare_v2(d, sql, -1, &st, NULL), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+  int64_t v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(d);
+  return v;
+}
+
+/* The hostile review's lock-out: one made-up fence of 2^63-1 (unsigned, or
+ * with a forged or borrowed token) must not raise the highest; signed
+ * writes and claims go through; every refusal is 403 fence_invalid, comes
+ * before the fence check, and changes nothing. Without the key file (the
+ * old behaviour, test_claim) the same claim of 2^63-1 is admitted. */
+START_TEST(test_signed_fences) {
+  signed_fkv sf;
+  fkv *f = fkv_new_signed(&sf, NULL);
+  token_buf t, t2;
+  const char *log = fkv_log(f);
+  ck_assert_msg(strstr(log, "fences must be signed") && !strstr(log, "trusted as given") &&
+                    !strstr(log, "0102030405") && !strstr(log, "ffffffff"),
+                "%s", log);
+  ck_assert_int_eq(sput(f, "stock", "inventory-sync", 100,
+                        token(t, "k1", "picket:", "inventory-sync", 100), "100"), 200);
+  ck_assert_int_eq(harness_json_int(R.json, "fence"), 100);
+  ck_assert_int_eq(sput(f, NULL, "inventory-sync", 100, t, NULL), 200); /* a signed claim */
+
+  const int64_t max = INT64_MAX;
+  const char *forged = "v1.k1.0000000000000000000000000000000000000000000000000000000000000000";
+  struct {
+    const char *what, *tok;
+  } refused[] = {
+      {"no token", NULL},
+      {"empty", ""},
+      {"forged", forged},
+      {"not a token", "hello"},
+      {"another lock's", token(t, "k1", "picket:", "whatever", max)},
+      {"another fence's", token(t2, "k1", "picket:", "inventory-sync", max - 1)},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    long st = sput(f, "stock", "inventory-sync", max, refused[i].tok, "0");
+    ck_assert_msg(st == 403, "PUT with %s token: %ld", refused[i].what, st);
+    expect_error("fence_invalid");
+    ck_assert_ptr_null(strstr(R.body, "0000000000000000"));
+    st = sput(f, NULL, "inventory-sync", max, refused[i].tok, NULL);
+    ck_assert_msg(st == 403, "claim with %s token: %ld", refused[i].what, st);
+    expect_error("fence_invalid");
+  }
+  /* Another prefix (another deployment sharing the key), a key the store
+   * does not have, and a stale fence with a forged token: 403 too (the
+   * token is checked before the fence). */
+  ck_assert_int_eq(sput(f, "stock", "inventory-sync", 101, token(t, "k1", "other:", "inventory-sync", 101), "0"), 403);
+  ck_assert_int_eq(sput(f, "stock", "inventory-sync", 101, token(t, "k9", "picket:", "inventory-sync", 101), "0"), 403);
+  ck_assert_int_eq(sput(f, "stock", "inventory-sync", 1, forged, "0"), 403);
+  expect_error("fence_invalid");
+  /* The header Picket-Fence-Token is the token; the body is not. */
+  expect_kv(f, "stock", "100", 1, 100);
+  expect_highest(f, "inventory-sync", 100);
+  expect_highest(f, "whatever", 0);
+
+  /* Honest holders go on: a signed stale fence is 409 as before, the next
+   * fence is admitted, and so is a token of the old key k2 (rotation). */
+  ck_assert_int_eq(sput(f, "stock", "inventory-sync", 99, token(t, "k1", "picket:", "inventory-sync", 99), "1"), 409);
+  ck_assert_int_eq(stale_highest(), 100);
+  ck_assert_int_eq(sput(f, NULL, "inventory-sync", 101, token(t, "k1", "picket:", "inventory-sync", 101), NULL), 200);
+  ck_assert_int_eq(sput(f, "stock", "inventory-sync", 102, token(t, "k2", "picket:", "inventory-sync", 102), "99"), 200);
+  expect_kv(f, "stock", "99", 2, 102);
+  ck_assert_int_eq(sput(f, NULL, "orders", max, token(t, "k2", "picket:", "orders", max), NULL), 200);
+
+  /* 2,000 unsigned claims of fresh lock names add no row. */
+  int64_t rows = db_int(f, "SELECT count(*) FROM fences;");
+  for (int i = 0; i < 2000; i++) {
+    char lock[32];
+    snprintf(lock, sizeof lock, "fresh-%d", i);
+    ck_assert_int_eq(sput(f, NULL, lock, 1, NULL, NULL), 403);
+  }
+  ck_assert_int_eq(db_int(f, "SELECT count(*) FROM fences;"), rows);
+
+  /* SIGHUP rereads the file: a new signing key k3 in, k1 out. A file that
+   * does not load leaves the keys as they were. */
+  write_file(sf.keys, "k3 " KEY_K3 "\nk2 " KEY_K2 "\n");
+  kill(f->pid, SIGHUP);
+  for (int i = 0; i < 200 && !strstr(fkv_log(f), "reread the keys"); i++) harness_sleep_ms(10);
+  ck_assert_int_eq(sput(f, "stock", "inventory-sync", 103, token(t, "k3", "picket:", "inventory-sync", 103), "98"), 200);
+  ck_assert_int_eq(sput(f, "stock", "inventory-sync", 103, token(t, "k1", "picket:", "inventory-sync", 103), "97"), 403);
+  write_file(sf.keys, "k1 not-hex\n");
+  kill(f->pid, SIGHUP);
+  for (int i = 0; i < 200 && !strstr(fkv_log(f), "keeping the keys"); i++) harness_sleep_ms(10);
+  ck_assert_int_eq(sput(f, "stock", "inventory-sync", 103, token(t, "k3", "picket:", "inventory-sync", 103), "96"), 200);
+  expect_kv(f, "stock", "96", 4, 103);
+  ck_assert_ptr_null(strstr(fkv_log(f), KEY_K3));
+  fkv_free(f);
+}
+END_TEST
+
+/* --key-prefix must match picketd's: tokens are signed over it. */
+START_TEST(test_signed_prefix) {
+  signed_fkv sf;
+  const char *more[] = {"--key-prefix", "tenant-a:", NULL};
+  fkv *f = fkv_new_signed(&sf, more);
+  token_buf t;
+  ck_assert_int_eq(sput(f, "k", "inv", 5, token(t, "k1", "picket:", "inv", 5), "x"), 403);
+  expect_error("fence_invalid");
+  ck_assert_int_eq(sput(f, "k", "inv", 5, token(t, "k1", "tenant-a:", "inv", 5), "x"), 200);
+  fkv_free(f);
+  /* The empty prefix is a prefix too. */
+  const char *empty[] = {"--key-prefix=", NULL};
+  f = fkv_new_signed(&sf, empty);
+  ck_assert_int_eq(sput(f, "k", "inv", 5, token(t, "k1", "picket:", "inv", 5), "x"), 403);
+  ck_assert_int_eq(sput(f, "k", "inv", 5, token(t, "k1", "", "inv", 5), "x"), 200);
+  fkv_free(f);
+}
+END_TEST
+
+/* Without a key file fences are trusted as given, and the log says so. */
+START_TEST(test_unsigned_warns) {
+  fkv *f = fkv_new(NULL);
+  ck_assert_msg(strstr(fkv_log(f), "fences are trusted as given") != NULL, "%s", fkv_log(f));
+  /* A token is not needed, and not looked at. */
+  ck_assert_int_eq(req_t(f, "PUT", "/kv/k", "inv", "3", "junk", NULL, "x"), 200);
+  fkv_free(f);
+}
+END_TEST
+
+/* ---- issue 17: keys bound to their lock ---- */
+
+/* The review's overwrite: a key written under inventory-sync at fence 100
+ * was overwritten by a write naming lock "whatever" with fence 1. */
+START_TEST(test_wrong_lock) {
+  fkv *f = fkv_new(NULL);
+  ck_assert_int_eq(put(f, "stock", "inventory-sync", "100", "100"), 200);
+  ck_assert_int_eq(put(f, "stock", "whatever", "1", "0"), 409);
+  expect_error("wrong_lock");
+  ck_assert_int_eq(req(f, "PUT", "/kv/stock", "whatever", "1", "1", "0"), 409); /* before If-Match */
+  expect_error("wrong_lock");
+  expect_kv(f, "stock", "100", 1, 100);
+  ck_assert_str_eq(harness_json_str(R.json, "lock"), "inventory-sync");
+  expect_highest(f, "whatever", 0); /* nothing recorded for the other lock either */
+  ck_assert_int_eq(db_int(f, "SELECT count(*) FROM fences WHERE lock_name = 'whatever';"), 0);
+  /* The key's own lock goes on; another lock has keys of its own. */
+  ck_assert_int_eq(put(f, "stock", "inventory-sync", "101", "99"), 200);
+  ck_assert_int_eq(put(f, "orders-1", "whatever", "1", "x"), 200);
+  expect_kv(f, "orders-1", "x", 1, 1);
+  ck_assert_str_eq(harness_json_str(R.json, "lock"), "whatever");
+  /* Signed, too: a holder of another lock cannot write this key. */
+  fkv_free(f);
+  signed_fkv sf;
+  token_buf t;
+  f = fkv_new_signed(&sf, NULL);
+  ck_assert_int_eq(sput(f, "stock", "inventory-sync", 100, token(t, "k1", "picket:", "inventory-sync", 100), "100"), 200);
+  ck_assert_int_eq(sput(f, "stock", "whatever", 1, token(t, "k1", "picket:", "whatever", 1), "0"), 409);
+  expect_error("wrong_lock");
+  expect_kv(f, "stock", "100", 1, 100);
+  /* --no-fence writes bind nothing. */
+  fkv_free(f);
+  f = fkv_new("--no-fence");
+  ck_assert_int_eq(put(f, "plain", NULL, NULL, "1"), 200);
+  ck_assert_int_eq(req(f, "GET", "/kv/plain", NULL, NULL, NULL, NULL), 200);
+  ck_assert(json_is_null(json_object_get(R.json, "lock")));
+  fkv_free(f);
+}
+END_TEST
+
+/* A database made before keys had a lock: the column is added at start, an
+ * old key has no lock ("lock": null) until its next fenced write binds it,
+ * and the highest fences are kept. */
+START_TEST(test_migration) {
+  fkv *f = fkv_alloc();
+  sqlite3 *d;
+  ck_assert_int_eq(sqlite3_open(f->db, &d), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_exec(d,
+                                "CREATE TABLE fences (lock_name TEXT PRIMARY KEY, highest INTEGER NOT NULL);"
+                                "CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL,"
+                                " version INTEGER NOT NULL, fence INTEGER NOT NULL);"
+                                "INSERT INTO fences VALUES ('inventory-sync', 7), ('orders', 3);"
+                                "INSERT INTO kv VALUES ('stock', '100', 1, 7), ('total', '5', 2, 3);",
+                                NULL, NULL, NULL),
+                   SQLITE_OK);
+  sqlite3_close(d);
+  fkv_start(f, NULL);
+  expect_kv(f, "stock", "100", 1, 7);
+  ck_assert(json_is_null(json_object_get(R.json, "lock")));
+  expect_highest(f, "inventory-sync", 7);
+  ck_assert_int_eq(put(f, "stock", "inventory-sync", "6", "1"), 409); /* still fenced */
+  ck_assert_int_eq(stale_highest(), 7);
+  ck_assert_int_eq(put(f, "stock", "inventory-sync", "8", "99"), 200); /* binds it */
+  expect_kv(f, "stock", "99", 2, 8);
+  ck_assert_str_eq(harness_json_str(R.json, "lock"), "inventory-sync");
+  ck_assert_int_eq(put(f, "stock", "orders", "9", "1"), 409);
+  expect_error("wrong_lock");
+  /* A restart finds the column there and changes nothing. */
+  ck_assert_int_eq(fkv_stop(f, SIGTERM), 0);
+  fkv_start(f, NULL);
+  ck_assert_int_eq(put(f, "stock", "orders", "9", "1"), 409);
+  expect_error("wrong_lock");
+  ck_assert_int_eq(put(f, "total", "orders", "3", "6"), 200);
+  expect_kv(f, "total", "6", 3, 3);
+  ck_assert_str_eq(harness_json_str(R.json, "lock"), "orders");
+  fkv_free(f);
+}
+END_TEST
+
+/* ---- issue 17: bounds ---- */
+
+/* --max-locks: claims and first writes of new lock names stop at the
+ * limit (507 too_many_locks, nothing written); known locks go on. */
+START_TEST(test_max_locks) {
+  const char *args[] = {"--max-locks", "3", NULL};
+  fkv *f = fkv_new_args(args);
+  ck_assert_int_eq(req(f, "POST", "/fence/a/claim", NULL, "1", NULL, NULL), 200);
+  ck_assert_int_eq(req(f, "POST", "/fence/b/claim", NULL, "1", NULL, NULL), 200);
+  ck_assert_int_eq(put(f, "kc", "c", "1", "x"), 200);
+  ck_assert_int_eq(req(f, "POST", "/fence/d/claim", NULL, "1", NULL, NULL), 507);
+  expect_error("too_many_locks");
+  ck_assert_int_eq(put(f, "ke", "e", "1", "x"), 507);
+  expect_error("too_many_locks");
+  ck_assert_int_eq(req(f, "GET", "/kv/ke", NULL, NULL, NULL, NULL), 404);
+  expect_highest(f, "d", 0);
+  /* The review's 2,000 claims of fresh names: still 3 rows. */
+  for (int i = 0; i < 2000; i++) {
+    char path[64];
+    snprintf(path, sizeof path, "/fence/fresh-%d/claim", i);
+    ck_assert_int_eq(req(f, "POST", path, NULL, "1", NULL, NULL), 507);
+  }
+  ck_assert_int_eq(db_int(f, "SELECT count(*) FROM fences;"), 3);
+  ck_assert_int_eq(req(f, "POST", "/fence/a/claim", NULL, "2", NULL, NULL), 200);
+  ck_assert_int_eq(put(f, "kc", "c", "2", "y"), 200);
+  ck_assert_int_eq(put(f, "kc2", "b", "1", "z"), 200); /* a new key of a known lock */
+  /* A lower limit than the rows there: the known locks keep working. */
+  ck_assert_int_eq(fkv_stop(f, SIGTERM), 0);
+  args[1] = "2";
+  fkv_start(f, NULL);
+  ck_assert_int_eq(put(f, "kc", "c", "3", "w"), 200);
+  ck_assert_int_eq(req(f, "POST", "/fence/d/claim", NULL, "1", NULL, NULL), 507);
+  fkv_free(f);
+}
+END_TEST
+
+/* Dribbling sockets: each sends a request line and then one header byte
+ * every 200 ms, from the address `from`, until stopped. */
+typedef struct {
+  int fd[1024];
+  int n;
+  atomic_int stop;
+  pthread_t thread;
+} dribblers;
+
+static void *dribble(void *arg) {
+  dribblers *d = arg;
+  while (!atomic_load(&d->stop)) {
+    for (int i = 0; i < d->n; i++)
+      if (send(d->fd[i], "X", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+      }
+    harness_sleep_ms(200);
+  }
+  return NULL;
+}
+
+static void dribblers_start(dribblers *d, fkv *f, const char *from, int n) {
+  struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(atoi(strrchr(f->url, ':') + 1))};
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  memset(d, 0, sizeof *d);
+  for (int i = 0; i < n; i++) {
+    struct sockaddr_in me = {.sin_family = AF_INET};
+    inet_pton(AF_INET, from, &me.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&me, sizeof me), 0);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&to, sizeof to), 0);
+    const char line[] = "PUT /kv/stock HTTP/1.1\r\nHost: x\r\nPicket-Lock: inv\r\nX-Slow: ";
+    if (send(fd, line, sizeof line - 1, MSG_NOSIGNAL) < 0) {
+    }
+    d->fd[d->n++] = fd;
+  }
+  ck_assert_int_eq(pthread_create(&d->thread, NULL, dribble, d), 0);
+}
+
+/* Stops them; returns how many were answered 408. */
+static int dribblers_stop(dribblers *d) {
+  atomic_store(&d->stop, 1);
+  pthread_join(d->thread, NULL);
+  int cut = 0;
+  for (int i = 0; i < d->n; i++) {
+    char buf[64] = "";
+    if (recv(d->fd[i], buf, sizeof buf - 1, MSG_DONTWAIT) > 0 && strncmp(buf, "HTTP/1.1 408", 12) == 0)
+      cut++;
+    close(d->fd[i]);
+  }
+  return cut;
+}
+
+/* A PUT that must be answered within ms; returns its status (0: none in
+ * time) and its time in *took_ms. */
+static long put_within(fkv *f, const char *key, const char *fence, long ms, int64_t *took_ms) {
+  char url[512];
+  snprintf(url, sizeof url, "%s/kv/%s", f->url, key);
+  CURL *c = curl_easy_init();
+  struct curl_slist *hl = curl_slist_append(NULL, "Picket-Lock: honest");
+  char fh[64];
+  snprintf(fh, sizeof fh, "Picket-Fence: %s", fence);
+  hl = curl_slist_append(hl, fh);
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, "v");
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms);
+  FILE *null = fopen("/dev/null", "w");
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, null);
+  long status = 0;
+  int64_t t0 = harness_now_ms();
+  if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  *took_ms = harness_now_ms() - t0;
+  fclose(null);
+  curl_slist_free_all(hl);
+  curl_easy_cleanup(c);
+  return status;
+}
+
+/* The review's 256 dribbling sockets, as 300 from 127.0.0.2, against the
+ * default flags: the per-address cap keeps most of them out, and honest
+ * writes from 127.0.0.1 are answered at once. (Before: all 256 slots held,
+ * every honest write hung.) */
+START_TEST(test_dribblers_one_address) {
+  fkv *f = fkv_new(NULL);
+  dribblers d;
+  dribblers_start(&d, f, "127.0.0.2", 300);
+  harness_sleep_ms(300); /* accepted, or refused past the cap */
+  int64_t worst = 0;
+  for (int i = 0; i < 5; i++) {
+    char key[16], fence[16];
+    snprintf(key, sizeof key, "h%d", i);
+    snprintf(fence, sizeof fence, "%d", i + 1);
+    int64_t took;
+    ck_assert_int_eq(put_within(f, key, fence, 3000 * harness_time_scale(), &took), 200);
+    if (took > worst) worst = took;
+  }
+  fprintf(stderr, "dribblers_one_address: 5 honest writes beside 300 dribblers, slowest %lld ms\n",
+          (long long)worst);
+  dribblers_stop(&d);
+  fkv_free(f);
+}
+END_TEST
+
+/* Dribblers from many addresses can fill every slot (here 16, no per-address
+ * cap); the whole-request deadline (500 ms) cuts them with a 408, and the
+ * honest write waiting behind them is served. A request that is whole is not
+ * timed any more: one that waits 1.5 s for the database is still answered.
+ * (Bounds on time are multiplied by harness_time_scale() for slow builds.) */
+struct db_release {
+  sqlite3 *db;
+  int64_t after_ms;
+};
+
+static void *release_later(void *arg) {
+  struct db_release *r = arg;
+  harness_sleep_ms(r->after_ms);
+  sqlite3_exec(r->db, "ROLLBACK;", NULL, NULL, NULL);
+  return NULL;
+}
+
+START_TEST(test_request_deadline) {
+  const char *args[] = {"--max-connections", "16", "--max-connections-per-ip", "0",
+                        "--request-timeout-ms", "500", NULL};
+  fkv *f = fkv_new_args(args);
+  dribblers d;
+  dribblers_start(&d, f, "127.0.0.3", 16);
+  harness_sleep_ms(100);
+  int64_t took;
+  ck_assert_int_eq(put_within(f, "h", "1", 5000 * harness_time_scale(), &took), 200);
+  int cut = dribblers_stop(&d);
+  fprintf(stderr, "request_deadline: the honest write took %lld ms behind 16 dribblers; %d cut with 408\n",
+          (long long)took, cut);
+  ck_assert_int_ge(took, 250);  /* it did wait for a slot ... */
+  ck_assert_int_lt(took, 3000 * harness_time_scale()); /* ... which the deadline freed */
+  ck_assert_int_ge(cut, 15);
+  for (int i = 0; i < 200 && !strstr(fkv_log(f), "--request-timeout-ms"); i++) harness_sleep_ms(10);
+  ck_assert_ptr_nonnull(strstr(fkv_log(f), "did not arrive whole within 500 ms"));
+
+  struct db_release r = {.after_ms = 1500};
+  pthread_t t;
+  ck_assert_int_eq(sqlite3_open(f->db, &r.db), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_exec(r.db, "BEGIN IMMEDIATE;", NULL, NULL, NULL), SQLITE_OK);
+  ck_assert_int_eq(pthread_create(&t, NULL, release_later, &r), 0);
+  ck_assert_int_eq(put_within(f, "h", "2", 5000 * harness_time_scale(), &took), 200);
+  ck_assert_int_ge(took, 1400);
+  pthread_join(t, NULL);
+  sqlite3_close(r.db);
+  fkv_free(f);
+}
+END_TEST
+
 int main(void) {
   /* The contract log is for picketd's API (proto/openapi.yaml); fenced-kv's
    * exchanges have their own contract, checked right here. */
@@ -585,6 +1143,14 @@ int main(void) {
   tcase_add_test(tc, test_no_fence_mode);
   tcase_add_test(tc, test_flags);
   tcase_add_test(tc, test_listen_fixed_port);
+  tcase_add_test(tc, test_signed_fences);
+  tcase_add_test(tc, test_signed_prefix);
+  tcase_add_test(tc, test_unsigned_warns);
+  tcase_add_test(tc, test_wrong_lock);
+  tcase_add_test(tc, test_migration);
+  tcase_add_test(tc, test_max_locks);
+  tcase_add_test(tc, test_dribblers_one_address);
+  tcase_add_test(tc, test_request_deadline);
   suite_add_tcase(s, tc);
   int failed = harness_run_suite(s);
   harness_resp_free(&R);

@@ -1,7 +1,8 @@
 /* test_fence.c: unit tests of the in-process fence register
  * (client/fence.c, picket/fence.h): the verdicts, the cap, and the rule
  * under concurrent writers (no admitted write ever carries a fence lower
- * than one admitted before it for the same resource). */
+ * than one admitted before it for the same resource), and the verifier of
+ * signed fences (picket_fence_keys_load, picket_fence_token_verify). */
 #include <check.h>
 
 #include "harness.h"
@@ -12,7 +13,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <unistd.h>
+
 #include "picket/fence.h"
+#include "picket_proto.h"
 
 START_TEST(test_parse) {
   ck_assert_int_eq(picket_fence_parse("1", 1), 1);
@@ -264,6 +268,75 @@ START_TEST(test_zombie_refused) {
 }
 END_TEST
 
+/* Writes `text` to a fresh temp file; returns its path (static buffer). */
+static const char *key_file(const char *text) {
+  static char path[64];
+  strcpy(path, "/tmp/picket-fence-keys-XXXXXX");
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  close(fd);
+  return path;
+}
+
+/* The token of proto/README.md's test vector: key 00..1f, KID k1, prefix
+ * picket:, lock inventory-sync, fence 42 (computed outside picket). */
+#define VECTOR "v1.k1.112fa84b00300fd99a9de4a5c8b55e076027d493039e951dc45777d035bf0397"
+#define KEY_K1 "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+
+START_TEST(test_signed_fences) {
+  char err[256];
+  const char *path = key_file("# new key first, the old one still verifies\n"
+                              "k2 ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff\n"
+                              "k1 " KEY_K1 "\n");
+  picket_fence_keys *keys = picket_fence_keys_load(path, err, sizeof err);
+  unlink(path);
+  ck_assert_msg(keys != NULL, "%s", err);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 42, VECTOR), 1);
+  ck_assert_int_eq(picket_fence_token_verify(keys, NULL, "inventory-sync", 42, VECTOR), 1);
+  /* another lock, fence or prefix; truncated, altered, empty or NULL: no */
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-syn", 42, VECTOR), 0);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 43, VECTOR), 0);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "other:", "inventory-sync", 42, VECTOR), 0);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "", "inventory-sync", 42, VECTOR), 0);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 42, VECTOR "0"), 0);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 42, "v1.k1.00"), 0);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 42, ""), 0);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 42, NULL), 0);
+  ck_assert_int_eq(picket_fence_token_verify(NULL, "picket:", "inventory-sync", 42, VECTOR), 0);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 0, VECTOR), 0);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "pick{et", "inventory-sync", 42, VECTOR), 0);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "in/ventory", 42, VECTOR), 0);
+  char upper[] = VECTOR;
+  for (char *c = upper + 6; *c; c++)
+    if (*c >= 'a' && *c <= 'f') *c = (char)(*c - 'a' + 'A');
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 42, upper), 0);
+  /* The first key's tokens verify too, and only under its own id. */
+  picket_proto_fence_keys pk;
+  const char k2[] = "k2 ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff\n";
+  ck_assert_int_eq(picket_proto_fence_keys_parse(k2, sizeof k2 - 1, &pk, err, sizeof err), 0);
+  char tok[PICKET_PROTO_FENCE_TOKEN_MAX + 1];
+  ck_assert_int_eq(picket_proto_fence_token(&pk.keys[0], "picket:", "x", INT64_MAX, tok), 0);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "x", INT64_MAX, tok), 1);
+  memcpy(tok + 3, "k1", 2);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "x", INT64_MAX, tok), 0);
+  picket_fence_keys_free(keys);
+  picket_fence_keys_free(NULL);
+
+  /* Refused files: NULL, with the path and line, never the key. */
+  ck_assert_ptr_null(picket_fence_keys_load("/nonexistent/keys", err, sizeof err));
+  ck_assert_ptr_nonnull(strstr(err, "/nonexistent/keys"));
+  path = key_file("k1 " KEY_K1 "\nk1 " KEY_K1 "\n");
+  ck_assert_ptr_null(picket_fence_keys_load(path, err, sizeof err));
+  unlink(path);
+  ck_assert_msg(strstr(err, "line 2") && !strstr(err, "0102030405"), "%s", err);
+  path = key_file("k1 " KEY_K1 "zz\n");
+  ck_assert_ptr_null(picket_fence_keys_load(path, NULL, 0));
+  unlink(path);
+  ck_assert_ptr_null(picket_fence_keys_load(NULL, err, sizeof err));
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("fence");
   TCase *tc = tcase_create("register");
@@ -272,6 +345,7 @@ int main(void) {
   tcase_add_test(tc, test_cap);
   tcase_add_test(tc, test_zombie_refused);
   tcase_add_test(tc, test_concurrent_writers);
+  tcase_add_test(tc, test_signed_fences);
   suite_add_tcase(s, tc);
   return harness_run_suite(s);
 }

@@ -22,6 +22,9 @@
  * write that lands before the new holder's first write or claim is admitted,
  * and a non-idempotent delta applied twice is still applied twice.
  *
+ * With signed fences (below) the storage also checks that picketd issued
+ * the fence, so that a made-up fence cannot raise the highest.
+ *
  * This header stands alone: it needs neither picket.h nor any other picket
  * header, so a storage service can use it without the lock client. */
 #ifndef PICKET_FENCE_H
@@ -118,6 +121,44 @@ PICKET_EXTERN size_t picket_fence_count(picket_fence_register *reg);
 /* "admitted", "stale", "malformed", "full", "write_failed"; "unknown" for
  * anything else. Static strings. */
 PICKET_EXTERN const char *picket_fence_verdict_str(picket_fence_verdict v);
+
+/* ---- signed fences ----
+ *
+ * A fence alone is a number anybody can make up, and storage that admits
+ * any fence >= the highest it has seen is locked out for good by one
+ * forged 2^63-1. picketd started with --fence-key-file signs each grant's
+ * fence: the grant carries a fence token ("fence_token" in the acquire
+ * reply, PICKET_FENCE_TOKEN under `picket run`, the Picket-Fence-Token
+ * header on a write), an HMAC-SHA256 of (prefix, lock, fence) under a key
+ * that picketd and the storage share. Storage given the same key file
+ * verifies the token before its fence check and refuses a write or claim
+ * whose token does not verify, without changing anything; so only fences
+ * picketd granted can raise the highest. The format is in proto/README.md
+ * ("Signed fences"), for verifiers in other languages. */
+
+typedef struct picket_fence_keys picket_fence_keys;
+
+/* Reads a key file: one key per line, "KID HEX" (KID 1-32 bytes of
+ * [A-Za-z0-9_-], the key 32 to 64 bytes as 64 to 128 hex digits), '#'
+ * comment lines and blank lines ignored, at most 16 keys, the file at most
+ * 8 KiB. Every key verifies (the first is the one picketd signs with), so a
+ * file with the new key first and the old one after accepts the tokens of
+ * both while a rotation is under way. Returns the keys (free them with
+ * picket_fence_keys_free), or NULL with why in err (errlen bytes; err may
+ * be NULL): the path and the line, never key material. */
+PICKET_EXTERN picket_fence_keys *picket_fence_keys_load(const char *path, char *err,
+                                                        size_t errlen);
+
+/* Wipes the key material and frees it. NULL is fine. */
+PICKET_EXTERN void picket_fence_keys_free(picket_fence_keys *keys);
+
+/* 1 when `token` (NUL-terminated) is a valid fence token for `lock` and
+ * `fence` under one of the keys and `prefix` (picketd's --key-prefix;
+ * NULL means its default, "picket:"), else 0: also for a NULL or malformed
+ * token, an invalid lock name or prefix, or a fence < 1. The MAC is
+ * compared in constant time. Thread-safe: the keys are only read. */
+PICKET_EXTERN int picket_fence_token_verify(const picket_fence_keys *keys, const char *prefix,
+                                            const char *lock, int64_t fence, const char *token);
 
 #ifdef __cplusplus
 }
