@@ -840,13 +840,16 @@ static int redis_parse(bconn *c) {
   char detail[96] = "unexpected reply";
   if (r->type == REDIS_REPLY_ERROR) {
     snprintf(detail, sizeof detail, "Redis: %.80s", r->str);
-  } else if (c->req == REQ_ACQUIRE && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+  } else if (c->req == REQ_ACQUIRE && r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
              r->element[0]->type == REDIS_REPLY_INTEGER) {
     o = r->element[0]->integer == 1 ? OUT_OK : OUT_HELD;
-  } else if (c->req == REQ_RENEW && r->type == REDIS_REPLY_STRING) {
-    o = OUT_OK; /* the fence, as a decimal string */
-  } else if ((c->req == REQ_RELEASE || c->req == REQ_RENEW) && r->type == REDIS_REPLY_INTEGER) {
-    o = r->integer > 0 ? OUT_OK : OUT_LOST;
+  } else if ((c->req == REQ_RELEASE || c->req == REQ_RENEW) && r->type == REDIS_REPLY_ARRAY &&
+             r->elements == 2) {
+    /* {fence (a decimal string) or 1, tamper}, or {0, tamper}: lost */
+    const redisReply *e = r->element[0];
+    o = e->type == REDIS_REPLY_STRING || (e->type == REDIS_REPLY_INTEGER && e->integer > 0)
+            ? OUT_OK
+            : OUT_LOST;
     if (o == OUT_LOST) snprintf(detail, sizeof detail, "lease lost");
   }
   freeReplyObject(r);

@@ -160,6 +160,7 @@ static api_result store_failure(api_response *resp, store_status st, const store
     case STORE_EMISCONF: return fail(resp, PICKET_PROTO_ERR_STORE_MISCONFIGURED, r->err);
     case STORE_EFULL: return fail(resp, PICKET_PROTO_ERR_STORE_FULL, r->err);
     case STORE_ENOTREPL: return fail(resp, PICKET_PROTO_ERR_NOT_REPLICATED, r->err);
+    case STORE_ETAMPERED: return fail(resp, PICKET_PROTO_ERR_STORE_TAMPERED, r->err);
     case STORE_EUNAVAIL:
     default: return fail(resp, PICKET_PROTO_ERR_STORE_UNAVAILABLE, r->err[0] ? r->err : NULL);
   }

@@ -48,7 +48,11 @@ static const config_option options[] = {
     {"listen", STR(listen), "127.0.0.1:7070", NULL,
      "HOST:PORT to serve HTTP on; port 0 picks a free one (logged, and written to --port-file)"},
     {"redis", STR(redis_url), "redis://127.0.0.1:6379", NULL,
-     "Redis URL: redis://[user:pass@]host:port[/db] or unix:///path/redis.sock"},
+     "Redis URL: redis://[user:pass@]host:port[/db] or unix://[user@]/path/redis.sock[?db=N] "
+     "(a unix URL has no password: use --redis-password-file)"},
+    {"redis-user", STR(redis_user_flag), "", NULL,
+     "Redis ACL user to AUTH as (overrides one in the URL; with --sentinel, the data nodes' "
+     "user); needs --redis-password-file. See deploy/users.acl for the least it needs"},
     {"redis-password-file", STR(redis_password_file), "", NULL,
      "file whose first line is the Redis password (overrides one in the URL); with --sentinel, "
      "the data nodes' password"},
@@ -245,6 +249,18 @@ int config_parse_redis_url(const char *url, redis_target *t, char *err, size_t e
   memset(t, 0, sizeof *t);
   if (strncmp(url, "unix://", 7) == 0) {
     const char *path = url + 7;
+    const char *at = path[0] != '/' ? strchr(path, '@') : NULL;
+    if (at) { /* unix://USER@/path: an ACL user, its password from --redis-password-file */
+      size_t ul = (size_t)(at - path);
+      if (memchr(path, ':', ul)) /* never echo it: it may be a password */
+        return fail(err, errlen, "--redis: a unix URL takes a user but no password "
+                                 "(unix://USER@/path); give the password with "
+                                 "--redis-password-file");
+      if (ul == 0 || ul >= sizeof t->user)
+        return fail(err, errlen, "--redis: the unix URL's user is empty or too long");
+      memcpy(t->user, path, ul);
+      path = at + 1;
+    }
     const char *q = strchr(path, '?');
     size_t pl = q ? (size_t)(q - path) : strlen(path);
     if (pl == 0 || path[0] != '/' || pl >= sizeof t->path)
@@ -348,6 +364,25 @@ static int master_name_valid(const char *s) {
   return 1;
 }
 
+/* --redis-user over the URL's user; a user needs a password (AUTH USER
+ * PASS): without one picketd would connect as the default user, which on a
+ * shared Redis is not the one the ACL confines. */
+static int check_user(config *cfg, char *err, size_t errlen) {
+  if (cfg->redis_user_flag[0]) {
+    if (strlen(cfg->redis_user_flag) >= sizeof cfg->redis.user)
+      return fail(err, errlen, "--redis-user: too long (max %zu bytes)", sizeof cfg->redis.user - 1);
+    memcpy(cfg->redis.user, cfg->redis_user_flag, strlen(cfg->redis_user_flag) + 1);
+  }
+  for (const char *s = cfg->redis.user; *s; s++)
+    if ((unsigned char)*s <= ' ' || *s == 0x7f)
+      return fail(err, errlen, "the Redis user (--redis-user, or the URL's): no spaces or "
+                               "control characters");
+  if (cfg->redis.user[0] && !cfg->redis.password[0])
+    return fail(err, errlen, "a Redis user (--redis-user, or the URL's) needs its password: "
+                             "give it with --redis-password-file");
+  return 0;
+}
+
 /* The rules between settings: which store, and what each mode needs. */
 static int check_store(config *cfg, const char *given, char *err, size_t errlen) {
   int sentinel = cfg->sentinel_list[0] != '\0'; /* PICKET_SENTINEL= (empty) is unset */
@@ -364,7 +399,7 @@ static int check_store(config *cfg, const char *given, char *err, size_t errlen)
         read_password_file("redis-password-file", cfg->redis_password_file, cfg->redis.password,
                            sizeof cfg->redis.password, err, errlen) < 0)
       return -1;
-    return 0;
+    return check_user(cfg, err, errlen);
   }
   if (parse_sentinels(cfg, err, errlen) < 0) return -1;
   if (!master_name_valid(cfg->sentinel_master))
@@ -382,7 +417,7 @@ static int check_store(config *cfg, const char *given, char *err, size_t errlen)
                          cfg->sentinel_password, sizeof cfg->sentinel_password, err, errlen) < 0)
     return -1;
   if (!given[option_index("min-replicas")]) cfg->min_replicas = 1;
-  return 0;
+  return check_user(cfg, err, errlen);
 }
 
 int config_load(config *cfg, int argc, char **argv, char **envp, char *err, size_t errlen) {

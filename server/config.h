@@ -32,6 +32,7 @@ typedef struct {
   int listen_port;
   char redis_url[600];
   redis_target redis;
+  char redis_user_flag[128];  /* --redis-user as given ("" unset); the effective user is redis.user */
   char redis_password_file[512];
   int64_t redis_timeout_ms;
   char key_prefix[72];
@@ -95,7 +96,7 @@ int config_load(config *cfg, int argc, char **argv, char **envp, char *err, size
 /* Writes the --help text, generated from the table. */
 void config_usage(FILE *out);
 
-/* Parses redis://[user:pass@]host:port[/db] or unix:///path[?db=N].
+/* Parses redis://[user:pass@]host:port[/db] or unix://[user@]/path[?db=N].
  * Returns 0, or -1 with a message in err. */
 int config_parse_redis_url(const char *url, redis_target *t, char *err, size_t errlen);
 

@@ -32,6 +32,11 @@ static const char *const gauge_info[G_COUNT][2] = {
     {"picket_waiters", "Acquires waiting for a lock now."},
     {"picket_http_inflight_requests", "Requests being handled now (waiters included)."},
     {"picket_http_connections", "Open client connections."},
+    {"picket_redis_used_memory_bytes",
+     "Redis used_memory (INFO memory), read at most once a second and at every connect."},
+    {"picket_redis_db_keys",
+     "Keys in picketd's Redis database (INFO keyspace), all of them: picket's own only when the "
+     "database is not shared. Read at most once a second and at every connect."},
 };
 
 static const char *const hist_info[H_COUNT][2] = {

@@ -29,6 +29,8 @@ typedef enum {
   X(REDIS_ERR_MISCONFIGURED, "picket_redis_errors_total", "kind=\"misconfigured\"", "")          \
   X(REDIS_ERR_FULL, "picket_redis_errors_total", "kind=\"full\"", "")                            \
   X(REDIS_ERR_NOT_REPLICATED, "picket_redis_errors_total", "kind=\"not_replicated\"", "")        \
+  X(FENCE_TAMPERED_REPAIRED, "picket_fence_tampered_total", "action=\"repaired\"", "Fence counters found changed by another writer (below the live grant's fence, missing, or not a count): repaired in the same script (the call went on), or refused (no fence was certain: store_tampered).") \
+  X(FENCE_TAMPERED_REFUSED, "picket_fence_tampered_total", "action=\"refused\"", "")           \
   X(REDIS_RECONNECTS, "picket_redis_reconnects_total", "", "Redis connections (re)established.") \
   X(REDIS_FAILOVERS, "picket_redis_failovers_total", "", "Switches to a new Redis primary named by Sentinel.") \
   X(REDIS_PIPELINE_BATCHES, "picket_redis_pipeline_batches_total", "", "Writes of pipelined lock calls to Redis (one per event-loop pass that had calls).") \
@@ -52,7 +54,9 @@ typedef enum {
   M_COUNT
 } metrics_counter;
 
-typedef enum { G_REDIS_UP, G_WAITERS, G_INFLIGHT, G_CONNECTIONS, G_COUNT } metrics_gauge;
+typedef enum {
+  G_REDIS_UP, G_WAITERS, G_INFLIGHT, G_CONNECTIONS, G_REDIS_USED_MEMORY, G_REDIS_DB_KEYS, G_COUNT
+} metrics_gauge;
 typedef enum { H_REQUEST, H_WAIT, H_COUNT } metrics_histogram;
 
 void metrics_inc(metrics_counter c);

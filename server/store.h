@@ -25,7 +25,8 @@ typedef enum {
   STORE_EUNAVAIL,     /* Redis unreachable, timed out, loading, read-only */
   STORE_EMISCONF,     /* Redis evicts keys (maxmemory-policy allkeys-*) */
   STORE_EFULL,        /* Redis is at maxmemory and refuses writes (OOM) */
-  STORE_ENOTREPL      /* fewer than --min-replicas acknowledged (grant undone) */
+  STORE_ENOTREPL,     /* fewer than --min-replicas acknowledged (grant undone) */
+  STORE_ETAMPERED     /* another writer changed a lock's fence state beyond a certain repair */
 } store_status;
 
 typedef struct {

@@ -115,15 +115,61 @@ static redisReply *setup_cmd(redisContext *c, store_result *r, const char *fmt, 
   return rep;
 }
 
-/* CONFIG GET name -> value into out; 0, or -1 when CONFIG is unavailable
- * (renamed or forbidden by ACL: the check is then skipped, with a warning). */
-static int config_get(redisContext *c, const char *name, char *out, size_t cap) {
-  redisReply *rep = redisCommand(c, "CONFIG GET %s", name);
-  int ok = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
-           rep->element[1]->type == REDIS_REPLY_STRING;
-  if (ok) snprintf(out, cap, "%s", rep->element[1]->str);
-  if (rep) freeReplyObject(rep);
-  return ok ? 0 : -1;
+/* The line "name..." (name ends with ':') of an INFO reply, or NULL. */
+static const char *info_line(const char *info, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = info; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+    if (strncmp(p, name, n) == 0) return p + n;
+  return NULL;
+}
+
+/* A number field of an INFO reply, or -1. */
+static long long info_field(const char *info, const char *name) {
+  const char *v = info_line(info, name);
+  return v ? strtoll(v, NULL, 10) : -1;
+}
+
+/* What picketd reads from one INFO (all default sections: memory,
+ * persistence, keyspace; one reply of a few KiB). INFO, not CONFIG GET:
+ * a least-privilege ACL user (deploy/users.acl) cannot be granted CONFIG
+ * GET safely, since it also reads requirepass and masterauth. */
+typedef struct {
+  char policy[64]; /* maxmemory_policy, "" when INFO was refused or lacks it */
+  int aof;         /* aof_enabled: 1, 0, or -1 unknown */
+  int other_error; /* INFO failed for another reason than an ACL (NOAUTH, LOADING...) */
+  char err[160];   /* ...and how */
+} info_facts;
+
+/* Runs INFO on c, fills *f and refreshes the memory and key gauges.
+ * Returns 0, or -1 when no reply came (the connection failed). */
+static int info_read(redisContext *c, info_facts *f) {
+  f->policy[0] = f->err[0] = '\0';
+  f->aof = -1;
+  f->other_error = 0;
+  redisReply *rep = redisCommand(c, "INFO");
+  if (rep == NULL) return -1;
+  if (rep->type == REDIS_REPLY_ERROR) {
+    /* NOPERM: an ACL forbids INFO, so the policy stays unknown (refused
+     * as evicting). Anything else says nothing of the policy. */
+    f->other_error = strncmp(rep->str, "NOPERM", 6) != 0;
+    snprintf(f->err, sizeof f->err, "%s", rep->str);
+  }
+  if (rep->type == REDIS_REPLY_STRING) {
+    const char *v = info_line(rep->str, "maxmemory_policy:");
+    if (v) snprintf(f->policy, sizeof f->policy, "%.*s", (int)strcspn(v, "\r\n"), v);
+    f->aof = (int)info_field(rep->str, "aof_enabled:");
+    long long used = info_field(rep->str, "used_memory:");
+    if (used >= 0) metrics_gauge_set(G_REDIS_USED_MEMORY, (long)used);
+    /* Keys of picketd's database ("db0:keys=12,expires=3,..."; no line
+     * when it is empty). All its keys, not only picket's: counting only
+     * those would need a SCAN of the whole keyspace (see docs/picketd.md). */
+    char db[32];
+    snprintf(db, sizeof db, "db%d:keys=", cfg->redis.db);
+    long long keys = info_field(rep->str, db);
+    metrics_gauge_set(G_REDIS_DB_KEYS, keys > 0 ? (long)keys : 0);
+  }
+  freeReplyObject(rep);
+  return 0;
 }
 
 /* 1 when the policy may evict picket's keys: allkeys-* a fence counter
@@ -140,20 +186,28 @@ static int policy_evicts(const char *policy) { return strcmp(policy, "noeviction
  * granting until memory filled, the counters were evicted and fence 1 was
  * handed out again (issue 17). Now a connection at rest re-reads the
  * policy whenever POLICY_RECHECK_MS has passed since anyone last did (one
- * CONFIG GET a second for the process), and each connect does too. */
+ * INFO a second for the process, which also refreshes the memory and key
+ * gauges), and each connect does too. A policy picketd cannot read (INFO
+ * refused) counts as evicting: nothing says it is not. */
 static atomic_int evicting;
 static atomic_llong policy_due_ms;
 
 static void check_policy(conn *k) {
-  char policy[64];
+  info_facts f;
   atomic_store(&policy_due_ms, (long long)(now_ms() + POLICY_RECHECK_MS));
-  if (config_get(k->c, "maxmemory-policy", policy, sizeof policy) < 0) return;
-  int bad = policy_evicts(policy) && !cfg->allow_eviction;
+  /* The connection failed (its next call finds out), or a transient
+   * refusal: the verdict stands. */
+  if (info_read(k->c, &f) < 0 || f.other_error) return;
+  int bad = policy_evicts(f.policy) && !cfg->allow_eviction;
   int was = atomic_exchange(&evicting, bad);
-  if (bad && !was)
+  if (bad && !was && f.policy[0] == '\0')
+    LOG(LOG_ERROR, "cannot read Redis maxmemory-policy (INFO refused, or it has no "
+                   "maxmemory_policy): refusing locks (allow INFO, see deploy/users.acl, or "
+                   "start with --allow-eviction)");
+  else if (bad && !was)
     LOG(LOG_ERROR, "Redis maxmemory-policy is %s: it can evict fence counters or live leases; "
-                   "refusing locks (set noeviction, or start with --allow-eviction)", policy);
-  if (!bad && was) LOG(LOG_INFO, "Redis maxmemory-policy is now %s", policy);
+                   "refusing locks (set noeviction, or start with --allow-eviction)", f.policy);
+  if (!bad && was) LOG(LOG_INFO, "Redis maxmemory-policy is now %s", f.policy);
 }
 
 /* Re-reads the policy on k (which has no reply outstanding) when the
@@ -260,6 +314,34 @@ static conn *conn_get(store_result *r) {
   return conn_ready(k, 1, r);
 }
 
+/* A refusal repeats on every call to that lock until someone fixes the
+ * counter, so its log line is kept to one a second (with a count of the
+ * lines left out); a repair happens once and is always logged. */
+static void tamper_log_refused(const char *msg) {
+  static atomic_llong next_ms;
+  static atomic_long skipped;
+  long long now = (long long)now_ms(), due = atomic_load(&next_ms);
+  if (now < due || !atomic_compare_exchange_strong(&next_ms, &due, now + 1000)) {
+    atomic_fetch_add(&skipped, 1);
+    return;
+  }
+  long n = atomic_exchange(&skipped, 0);
+  LOG(LOG_ERROR, "refusing a lock call: %s (%ld more refusals since the last such line)", msg, n);
+}
+
+/* A script's tamper element (counter.lua's guard): "" when the counter was
+ * sound, else why it was repaired. Counts and logs a repair. */
+static void tamper_repaired(const store_op *op, const redisReply *e) {
+  if (e->type != REDIS_REPLY_STRING || e->len == 0) return;
+  const char *why = strcmp(e->str, "missing") == 0 ? "was missing (deleted)"
+                    : strcmp(e->str, "below") == 0 ? "was below the live grant's fence"
+                    : "held a value that is not a count";
+  metrics_inc(M_FENCE_TAMPERED_REPAIRED);
+  LOG(LOG_WARN, "lock %s: its fence counter %s (another writer on this Redis changed it); "
+                "repaired in the same script, so the next fence is above every fence picketd "
+                "knows of", op->name, why);
+}
+
 /* Sorts an error reply into unavailable (retry later) or a real error. */
 static store_status error_reply(const char *msg, store_result *r) {
   static const char *const transient[] = {"LOADING", "BUSY", "READONLY", "MASTERDOWN",
@@ -268,11 +350,18 @@ static store_status error_reply(const char *msg, store_result *r) {
   snprintf(clean, sizeof clean, "%s", msg);
   char *script = strstr(clean, " script:");
   if (script) *script = '\0'; /* drop Redis's "script: <sha>, on @user_script:N." */
-  static const char counter[] = "PICKET_COUNTER "; /* acquire.lua refused the counter */
+  static const char counter[] = "PICKET_COUNTER "; /* acquire.lua: no fence left */
   if (strncmp(clean, counter, sizeof counter - 1) == 0) {
     set_err(r, "%s", clean + sizeof counter - 1);
     metrics_inc(M_REDIS_ERR_REPLY);
     return STORE_EREPLY;
+  }
+  static const char tampered[] = "PICKET_TAMPERED "; /* no certain repair (counter.lua) */
+  if (strncmp(clean, tampered, sizeof tampered - 1) == 0) {
+    set_err(r, "%s", clean + sizeof tampered - 1);
+    metrics_inc(M_FENCE_TAMPERED_REFUSED);
+    tamper_log_refused(r->err);
+    return STORE_ETAMPERED;
   }
   if (strncmp(msg, "OOM", 3) == 0) {
     /* maxmemory with noeviction: a 503 the operator can act on (and
@@ -431,8 +520,9 @@ static store_status op_parse(store_op *op, redisReply *rep) {
   node_ok();
   redisReply **e = rep->element;
   switch (op->kind) {
-    case STORE_OP_ACQUIRE: /* {1, fence, created} or {0, ttl, owner} */
-      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 || !is_int(e[0])) goto odd;
+    case STORE_OP_ACQUIRE: /* {1, fence, created, tamper} or {0, ttl, owner, tamper} */
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 || !is_int(e[0])) goto odd;
+      tamper_repaired(op, e[3]);
       if (e[0]->integer == 0) {
         if (!is_int(e[1])) goto odd;
         r->ttl_ms = e[1]->integer;
@@ -443,15 +533,18 @@ static store_status op_parse(store_op *op, redisReply *rep) {
         r->created = is_int(e[2]) && e[2]->integer == 1;
       }
       break;
-    case STORE_OP_RENEW: /* the fence, or the integer 0 when the lease is not held */
-      if (is_int(rep) && rep->integer == 0)
+    case STORE_OP_RENEW: /* {fence, tamper}, or {0, tamper} when the lease is not held */
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2) goto odd;
+      tamper_repaired(op, e[1]);
+      if (is_int(e[0]) && e[0]->integer == 0)
         st = STORE_LOST;
-      else if (!fence_reply(rep, 0, &r->fence))
+      else if (!fence_reply(e[0], 0, &r->fence))
         goto odd;
       break;
-    case STORE_OP_RELEASE: /* 1 released, 0 not held */
-      if (!is_int(rep)) goto odd;
-      if (rep->integer != 1) st = STORE_LOST;
+    case STORE_OP_RELEASE: /* {1, tamper} released, {0, tamper} not held */
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 || !is_int(e[0])) goto odd;
+      tamper_repaired(op, e[1]);
+      if (e[0]->integer != 1) st = STORE_LOST;
       break;
     case STORE_OP_QUOTA: /* take: 0, 1 or 2; touch, drop: 1 */
       if (!is_int(rep) || rep->integer < 0 || rep->integer > 2) goto odd;
@@ -603,14 +696,6 @@ store_status store_quota(const char *token, const char *verb, const char *name, 
   store_status st = op_run(&op);
   *r = op.r;
   return st;
-}
-
-/* A number field ("name:" at a line start) of an INFO reply, or -1. */
-static long long info_field(const char *info, const char *name) {
-  size_t n = strlen(name);
-  for (const char *p = info; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-    if (strncmp(p, name, n) == 0) return strtoll(p + n, NULL, 10);
-  return -1;
 }
 
 store_status store_ready(store_result *r, store_topology *topo) {
@@ -883,11 +968,20 @@ int store_init(const config *c, char *err, size_t errlen) {
     LOG(LOG_WARN, "%s; serving 503 until Redis answers", r.err);
     return 0;
   }
-  char policy[64], aof[16];
-  if (config_get(rc, "maxmemory-policy", policy, sizeof policy) < 0) {
-    LOG(LOG_WARN, "cannot read Redis CONFIG (renamed or forbidden): maxmemory-policy and "
-                  "appendonly are unchecked");
+  info_facts f;
+  const char *policy = f.policy;
+  if (info_read(rc, &f) < 0 || f.other_error) {
+    LOG(LOG_WARN, "Redis %s during the startup check: %s; maxmemory-policy is checked when it "
+                  "answers, and lock calls get 503 until then",
+        f.other_error ? "refused INFO" : "connection failed", f.other_error ? f.err : rc->errstr);
+  } else if (f.policy[0] == '\0' && !cfg->allow_eviction) {
+    snprintf(err, errlen, "cannot read Redis maxmemory-policy (INFO refused, or it has no "
+                          "maxmemory_policy): allow picketd's Redis user INFO (see "
+                          "deploy/users.acl), or start with --allow-eviction");
+    redisFree(rc);
+    return -1;
   } else {
+    if (!*policy) policy = "unreadable (INFO refused)"; /* and --allow-eviction is set */
     int counters = strncmp(policy, "volatile-", 9) != 0; /* allkeys-* (or unknown) */
     if (policy_evicts(policy) && !cfg->allow_eviction) {
       snprintf(err, errlen,
@@ -907,8 +1001,7 @@ int store_init(const config *c, char *err, size_t errlen) {
                                "lease may be evicted (the lock frees early; fences still protect "
                                "storage)",
           policy);
-    if (cfg->fence_floor == FENCE_FLOOR_NONE && config_get(rc, "appendonly", aof, sizeof aof) == 0 &&
-        strcmp(aof, "no") == 0)
+    if (cfg->fence_floor == FENCE_FLOOR_NONE && f.aof == 0)
       LOG(LOG_WARN, "Redis appendonly is no: a Redis restart loses the fence counters, and "
                     "fenced storage then rejects every new holder until fences catch up "
                     "(--fence-floor clock avoids it)");

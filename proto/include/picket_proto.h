@@ -65,6 +65,7 @@
   X(STORE_MISCONFIGURED, "store_misconfigured", 503, "Redis evicts keys (maxmemory-policy); fences are unsafe") \
   X(STORE_FULL, "store_full", 503, "Redis is out of memory (maxmemory reached): writes refused") \
   X(NOT_REPLICATED, "not_replicated", 503, "too few replicas acknowledged the write") \
+  X(STORE_TAMPERED, "store_tampered", 503, "another writer changed this lock's fence counter; no fence is certain") \
   X(TOO_MANY_WAITERS, "too_many_waiters", 503, "too many waiting acquires")           \
   X(SHUTTING_DOWN, "shutting_down", 503, "the server is shutting down")
 

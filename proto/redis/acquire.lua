@@ -1,18 +1,30 @@
 -- acquire: grant a lease on one lock, with a fence, atomically.
+-- (Embedded after counter.lua: greater, is_count, guard and MAX are its.)
 -- KEYS[1] = P{NAME}:lease (hash lease/fence/owner, PX expiry)
 -- KEYS[2] = P{NAME}:fence (the counter: the last fence issued)
 -- ARGV[1] = lease id (32 hex), ARGV[2] = ttl in ms, ARGV[3] = owner ("" = none),
 -- ARGV[4] = fence floor: "clock" or "none",
 -- ARGV[5] = counter idle TTL in ms, "0" for a counter that never expires.
 --
--- Returns {1, fence, 1} for a new grant: fence = counter + 1, or with the
---   clock floor max(counter + 1, Redis TIME in microseconds), stored back
---   into the counter. A lost counter counts as 0: with the clock floor the
---   next fence is still above every fence issued before (proto/README.md
---   says under which assumption).
--- Returns {1, fence, 0} for a retry by the same lease id while its grant is
---   live (same fence, TTL refreshed, owner kept).
--- Returns {0, pttl, owner} when another lease holds the lock.
+-- Returns {1, fence, 1, tamper} for a new grant: fence = counter + 1, or
+--   with the clock floor max(counter + 1, Redis TIME in microseconds),
+--   stored back into the counter. A lost counter counts as 0: with the
+--   clock floor the next fence is still above every fence issued before
+--   (proto/README.md says under which assumption).
+-- Returns {1, fence, 0, tamper} for a retry by the same lease id while its
+--   grant is live (same fence, TTL refreshed, owner kept).
+-- Returns {0, pttl, owner, tamper} when another lease holds the lock.
+-- tamper is "" or why the counter had to be repaired (counter.lua): the
+--   caller counts and logs it. The call still succeeds: the repair is
+--   certain, made in this very script before the reply.
+--
+-- A counter that is not a count with no live grant to repair it from:
+--   with the clock floor it counts as lost (0: the next fence is the clock,
+--   the same promise as after a FLUSHALL), tamper "invalid"; with
+--   --fence-floor none nothing says which fences were issued, so the call
+--   is refused with PICKET_TAMPERED and nothing is written (fail closed:
+--   an operator sets the counter to at least the highest fence storage
+--   has seen).
 --
 -- A fence is a decimal string, 1..2^63-1, and never a Lua number: Lua
 -- numbers are doubles, exact only below 2^53, so INCR's reply (a number in
@@ -20,14 +32,9 @@
 --
 -- Order matters: Redis does not roll back a script that fails half way, so
 -- everything that can fail (a wrong-type key, a counter that is not a count,
--- a counter at its top) is checked before the first write.
-local MAX = '9223372036854775807' -- 2^63-1
-
--- a > b, for decimal strings without sign or leading zeros
-local function greater(a, b)
-  if #a ~= #b then return #a > #b end
-  return a > b
-end
+-- a counter at its top) is checked before the first write. The guard's
+-- repair is a write, but it happens only while a grant is live, and then
+-- nothing after it can fail.
 
 -- s + 1, for a decimal string below MAX
 local function succ(s)
@@ -44,21 +51,25 @@ local function counter_px()
   return math.max(idle, tonumber(ARGV[2]))
 end
 
-local cur = redis.call('HGET', KEYS[1], 'lease')
+local last, cur, live, tamper = guard(ARGV[5])
 if cur == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   local px = counter_px()
   if px then redis.call('PEXPIRE', KEYS[2], px) end
-  return {1, redis.call('HGET', KEYS[1], 'fence'), 0}
+  return {1, live, 0, tamper}
 end
 if cur then
-  return {0, redis.call('PTTL', KEYS[1]), redis.call('HGET', KEYS[1], 'owner') or ''}
+  return {0, redis.call('PTTL', KEYS[1]), redis.call('HGET', KEYS[1], 'owner') or '', tamper}
 end
 
-local last = redis.call('GET', KEYS[2]) or '0'
-if not (last == '0' or string.match(last, '^[1-9]%d*$')) or greater(last, MAX) then
-  return redis.error_reply('PICKET_COUNTER the fence counter ' .. KEYS[2] ..
-    ' holds a value that is not a count from 0 to 2^63-1; another writer changed it')
+last = last or '0'
+if not is_count(last) then
+  if ARGV[4] ~= 'clock' then
+    return redis.error_reply('PICKET_TAMPERED the fence counter ' .. KEYS[2] ..
+      ' is not a count (another writer changed it); with --fence-floor none no next fence' ..
+      ' is certain: set it to the highest fence storage has seen')
+  end
+  last, tamper = '0', 'invalid'
 end
 if last == MAX then
   return redis.error_reply('PICKET_COUNTER the fence counter ' .. KEYS[2] ..
@@ -80,4 +91,4 @@ end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'lease', ARGV[1], 'fence', fence, 'owner', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {1, fence, 1}
+return {1, fence, 1, tamper}

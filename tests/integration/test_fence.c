@@ -7,7 +7,18 @@
  *   repeat fences from 2^53 on and wrap at 2^63); with the counter at
  *   2^63-1 acquire is a clear 502 store_error that grants nothing.
  * counter_not_a_count: a counter another writer set to text, a negative
- *   number or a fraction is a 502 store_error; nothing is written.
+ *   number or a fraction, with no grant live: with the clock floor a grant
+ *   at the clock and the counter repaired; with none 503 store_tampered and
+ *   nothing written; counted in picket_fence_tampered_total and logged.
+ * counter_tampered_while_held: the counter set to 0, -10, text, or deleted
+ *   while the lock is held: the next acquire, renew or release repairs it
+ *   to the live fence (metric, one log line each), so the next fence is
+ *   above the live one under both floors; a grant whose own fence was
+ *   changed is 503 store_tampered.
+ * flushall_while_held: clock: the next holder's fence is above the first's;
+ *   none: fences restart at 1; both: the first holder gets lease_lost.
+ * counter_reset_while_free: a counter set to 0 with no grant live: clock
+ *   still rises, none restarts at 1 (undetectable, documented).
  * clock_floor: with --fence-floor clock each fence is at least Redis TIME
  *   and above the last; a counter destroyed between grants (DEL, FLUSHALL)
  *   never sends the next fence below the last.
@@ -37,6 +48,38 @@ static void redis_str(char *out, size_t cap, const char *fmt, const char *name) 
   ck_assert_ptr_nonnull(x);
   snprintf(out, cap, "%s", x->type == REDIS_REPLY_STRING ? x->str : "");
   freeReplyObject(x);
+}
+
+/* One command about `name` whose reply does not matter. */
+static void redis_do(const char *fmt, const char *name) {
+  freeReplyObject(harness_redis_cmd(R, fmt, name));
+}
+
+/* The counter holds `want` after `what` (tampered by `how` before). */
+static void expect_counter(const char *name, const char *want, const char *how, const char *what) {
+  char got[32];
+  redis_str(got, sizeof got, "GET picket:{%s}:fence", name);
+  ck_assert_msg(strcmp(got, want) == 0, "%s: counter %s after %s, want %s", how, got, what, want);
+}
+
+/* A call that must answer 200 with `fence`. */
+static void expect_fence(const char *method, const char *path, const char *body, int64_t fence) {
+  harness_resp r;
+  call(method, path, body, &r);
+  ck_assert_msg(r.status == 200, "%s %s: %ld %s", method, path, r.status, r.body);
+  ck_assert_int_eq(harness_json_int(r.json, "fence"), fence);
+  harness_resp_free(&r);
+}
+
+/* How many lines of picketd's log hold `text`. */
+static int log_count(const char *text) {
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "grep -cF -- \"%s\" %s", text, harness_picketd_log(P));
+  FILE *f = popen(cmd, "r");
+  int n = -1;
+  if (f && fscanf(f, "%d", &n) != 1) n = -1;
+  if (f) pclose(f);
+  return n;
 }
 
 static long long pttl(const char *key_fmt, const char *name) {
@@ -105,22 +148,212 @@ START_TEST(exact_near_2_63) {
 }
 END_TEST
 
+/* A counter another writer set to something that is not a count, with no
+ * grant live to repair it from. With the clock floor it counts as lost:
+ * the grant goes on at the clock (above every fence before, as after a
+ * FLUSHALL), the counter is repaired and the repair counted and logged.
+ * With --fence-floor none no fence is certain: 503 store_tampered, nothing
+ * written. A key of the wrong type is still a 502 store_error. */
 START_TEST(counter_not_a_count) {
   start_floor(NULL);
   const char *bad[] = {"abc", "-10", "1.5", "007", "", "9223372036854775808", " 5"};
-  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+  const int n = (int)(sizeof bad / sizeof bad[0]);
+  for (int i = 0; i < n; i++) {
     redisReply *x = harness_redis_cmd(R, "SET picket:{odd}:fence %b", bad[i], strlen(bad[i]));
     freeReplyObject(x);
     harness_resp r;
+    int64_t t0 = harness_redis_time_us(R);
     call("POST", "/v1/locks/odd/acquire", "{}", &r);
-    ck_assert_msg(r.status == 502, "counter '%s': %ld %s", bad[i], r.status, r.body);
-    expect_error(&r, 502, "store_error");
-    harness_resp_free(&r);
     char got[32];
     redis_str(got, sizeof got, "GET picket:{%s}:fence", "odd");
-    ck_assert_str_eq(got, bad[i]);
-    ck_assert_int_eq(pttl("PTTL picket:{%s}:lease", "odd"), -2);
+    if (harness_fence_clock()) {
+      ck_assert_msg(r.status == 200, "counter '%s': %ld %s", bad[i], r.status, r.body);
+      int64_t f = harness_json_int(r.json, "fence");
+      ck_assert_msg(f >= t0, "counter '%s': fence %lld below Redis TIME %lld", bad[i],
+                    (long long)f, (long long)t0);
+      ck_assert_int_eq(strtoll(got, NULL, 10), f); /* repaired to the fence granted */
+      ck_assert_int_eq(lock_call("odd", "release", harness_json_str(r.json, "lease"), &r), 200);
+    } else {
+      expect_error(&r, 503, "store_tampered");
+      const char *msg = harness_json_str(json_object_get(r.json, "error"), "message");
+      ck_assert_msg(strstr(msg, "PICKET_") == NULL, "internal code shown: %s", msg);
+      ck_assert_str_eq(got, bad[i]); /* nothing written */
+      ck_assert_int_eq(pttl("PTTL picket:{%s}:lease", "odd"), -2);
+    }
+    harness_resp_free(&r);
   }
+  double repaired = harness_metric(harness_picketd_url(P),
+                                   "picket_fence_tampered_total{action=\"repaired\"}");
+  double refused = harness_metric(harness_picketd_url(P),
+                                  "picket_fence_tampered_total{action=\"refused\"}");
+  ck_assert_int_eq((int)repaired, harness_fence_clock() ? n : 0);
+  ck_assert_int_eq((int)refused, harness_fence_clock() ? 0 : n);
+  ck_assert_int_eq(log_count(harness_fence_clock() ? "lock odd: its fence counter held a value "
+                                                     "that is not a count"
+                                                   : "refusing a lock call: the fence counter "
+                                                     "picket:{odd}:fence"),
+                   harness_fence_clock() ? n : 1); /* refusals: one line a second at most */
+  /* GET says so too: no fence of that lock can be stated */
+  if (!harness_fence_clock()) {
+    harness_resp r;
+    call("GET", "/v1/locks/odd", NULL, &r);
+    expect_error(&r, 503, "store_tampered");
+    harness_resp_free(&r);
+  }
+  /* the wrong type: as before, a clear 502 that grants nothing */
+  redisReply *x = harness_redis_cmd(R, "DEL picket:{odd}:fence");
+  freeReplyObject(x);
+  x = harness_redis_cmd(R, "HSET picket:{odd}:fence a b");
+  freeReplyObject(x);
+  harness_resp r;
+  call("POST", "/v1/locks/odd/acquire", "{}", &r);
+  expect_error(&r, 502, "store_error");
+  harness_resp_free(&r);
+  ck_assert_int_eq(pttl("PTTL picket:{%s}:lease", "odd"), -2);
+  stop_both();
+}
+END_TEST
+
+/* What another writer does to a counter while its lock is held: set it to
+ * 0, to -10, to text, or delete it. Whatever touches the lock next (an
+ * acquire by someone else, the holder's renew or release, here each in
+ * turn) finds the counter below the live grant's fence, repairs it to that
+ * fence, counts and logs it (one line, with the lock name), and goes on.
+ * So no fence is ever at or below the live one, under either floor: the
+ * next holder's fence is above the first's. (picketd before issue 17's
+ * repair, with --fence-floor none, granted fence 1 again.) */
+START_TEST(counter_tampered_while_held) {
+  start_floor(NULL);
+  const char *tamper[] = {"SET picket:{%s}:fence 0", "SET picket:{%s}:fence -10",
+                          "SET picket:{%s}:fence abc", "DEL picket:{%s}:fence"};
+  const char *why[] = {"was below the live grant's fence", "held a value that is not a count",
+                       "held a value that is not a count", "was missing (deleted)"};
+  int repairs = 0;
+  for (int i = 0; i < 4; i++) {
+    char name[16], lease[33], want[32], path[64], body[100], text[120];
+    snprintf(name, sizeof name, "held-%d", i);
+    set_counter(name, "41"); /* so that a fence from 0 would repeat: 1 is not 42 */
+    int64_t f = acquire_ok(name, "{\"ttl_ms\":60000}", lease);
+    snprintf(want, sizeof want, "%lld", (long long)f);
+    harness_resp r;
+    /* someone else's acquire: held (409), and the counter repaired */
+    redis_do(tamper[i], name);
+    snprintf(path, sizeof path, "/v1/locks/%s/acquire", name);
+    call("POST", path, "{}", &r);
+    expect_error(&r, 409, "lock_held");
+    harness_resp_free(&r);
+    expect_counter(name, want, tamper[i], "someone else's acquire");
+    /* GET says the live grant's fence while the counter is wrong */
+    redis_do(tamper[i], name);
+    snprintf(path, sizeof path, "/v1/locks/%s", name);
+    expect_fence("GET", path, NULL, f);
+    /* the holder's renew: the same fence, and the counter repaired */
+    snprintf(path, sizeof path, "/v1/locks/%s/renew", name);
+    snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":60000}", lease);
+    expect_fence("POST", path, body, f);
+    expect_counter(name, want, tamper[i], "the renew");
+    /* the holder's release: the last moment the live fence is in Redis */
+    redis_do(tamper[i], name);
+    ck_assert_int_eq(lock_call(name, "release", lease, &r), 200);
+    harness_resp_free(&r);
+    expect_counter(name, want, tamper[i], "the release");
+    repairs += 3;
+    /* the next holder's fence is above the first holder's */
+    int64_t t0 = harness_redis_time_us(R);
+    int64_t next = acquire_ok(name, "{}", NULL);
+    ck_assert_msg(harness_fence_follows(f, next, t0), "%s: fence %lld after %lld", tamper[i],
+                  (long long)next, (long long)f);
+    snprintf(text, sizeof text, "lock %s: its fence counter %s", name, why[i]);
+    ck_assert_int_eq(log_count(text), 3);
+  }
+  ck_assert_int_eq(harness_metric(harness_picketd_url(P),
+                                  "picket_fence_tampered_total{action=\"repaired\"}"),
+                   repairs);
+  /* the grant's own fence changed: nothing is certain, so 503, nothing
+   * granted or renewed */
+  char lease[33], body[100];
+  acquire_ok("held-x", "{\"ttl_ms\":60000}", lease);
+  redis_do("HSET picket:{%s}:lease fence -5", "held-x");
+  snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lease);
+  const char *const calls[][3] = {{"POST", "/v1/locks/held-x/acquire", "{}"},
+                                  {"POST", "/v1/locks/held-x/renew", body},
+                                  {"GET", "/v1/locks/held-x", NULL}};
+  for (int i = 0; i < 3; i++) {
+    harness_resp r;
+    call(calls[i][0], calls[i][1], calls[i][2], &r);
+    expect_error(&r, 503, "store_tampered");
+    harness_resp_free(&r);
+  }
+  stop_both();
+}
+END_TEST
+
+/* FLUSHALL while a lock is held: the grant and the counter are gone, and
+ * a second client gets the lock at once. With the clock floor its fence is
+ * above the first holder's (storage that checks fences shuts the first one
+ * out); with --fence-floor none fences start again at 1, and reach the
+ * first holder's fence again: that is what none gives up (proto/README.md).
+ * Under both, fences never fall below 1 and still rise from the flush on,
+ * and the first holder learns at its next renew or release: lease_lost. */
+START_TEST(flushall_while_held) {
+  start_floor(NULL);
+  char a[33], body[100];
+  for (int i = 0; i < 3; i++) {
+    acquire_ok("flush", "{}", a);
+    harness_resp r;
+    ck_assert_int_eq(lock_call("flush", "release", a, &r), 200);
+    harness_resp_free(&r);
+  }
+  int64_t fa = acquire_ok("flush", "{\"ttl_ms\":60000}", a);
+  redisReply *x = harness_redis_cmd(R, "FLUSHALL");
+  freeReplyObject(x);
+  int64_t last = 0;
+  for (int i = 0; i < 5; i++) {
+    char b[33];
+    int64_t t0 = harness_redis_time_us(R);
+    int64_t fb = acquire_ok("flush", "{}", b);
+    ck_assert_int_ge(fb, 1);
+    ck_assert_msg(harness_fence_follows(last, fb, t0), "fence %lld after %lld", (long long)fb,
+                  (long long)last);
+    if (harness_fence_clock())
+      ck_assert_msg(fb > fa, "fence %lld after FLUSHALL, the first holder's %lld", (long long)fb,
+                    (long long)fa);
+    else
+      ck_assert_int_eq(fb, i + 1); /* 1, 2, 3...: the first holder's fa = 4 comes again */
+    last = fb;
+    harness_resp r;
+    ck_assert_int_eq(lock_call("flush", "release", b, &r), 200);
+    harness_resp_free(&r);
+  }
+  harness_resp r;
+  snprintf(body, sizeof body, "{\"lease\":\"%s\"}", a);
+  call("POST", "/v1/locks/flush/renew", body, &r);
+  expect_error(&r, 409, "lease_lost");
+  harness_resp_free(&r);
+  ck_assert_int_eq(lock_call("flush", "release", a, &r), 409);
+  harness_resp_free(&r);
+  stop_both();
+}
+END_TEST
+
+/* A counter set to 0 (or deleted) while no grant is live cannot be told
+ * from a lock never granted. With the clock floor the next fence is still
+ * above the last; with none it is 1 again (proto/README.md). */
+START_TEST(counter_reset_while_free) {
+  start_floor(NULL);
+  char lease[33];
+  set_counter("free", "41");
+  int64_t f = acquire_ok("free", "{}", lease);
+  harness_resp r;
+  ck_assert_int_eq(lock_call("free", "release", lease, &r), 200);
+  harness_resp_free(&r);
+  set_counter("free", "0");
+  int64_t next = acquire_ok("free", "{}", NULL);
+  if (harness_fence_clock()) ck_assert_int_gt(next, f);
+  else ck_assert_int_eq(next, 1);
+  ck_assert_int_eq(harness_metric(harness_picketd_url(P),
+                                  "picket_fence_tampered_total{action=\"repaired\"}"),
+                   0);
   stop_both();
 }
 END_TEST
@@ -245,6 +478,9 @@ int main(void) {
   tcase_add_test(tc, exact_near_2_53);
   tcase_add_test(tc, exact_near_2_63);
   tcase_add_test(tc, counter_not_a_count);
+  tcase_add_test(tc, counter_tampered_while_held);
+  tcase_add_test(tc, flushall_while_held);
+  tcase_add_test(tc, counter_reset_while_free);
   tcase_add_test(tc, clock_floor);
   tcase_add_test(tc, idle_ttl);
   tcase_add_test(tc, idle_ttl_needs_clock);

@@ -415,6 +415,51 @@ START_TEST(replica_is_not_ready) {
 }
 END_TEST
 
+/* A number field of Redis's INFO, read by the test itself. */
+static long long redis_info(const char *field) {
+  redisReply *x = harness_redis_cmd(R, "INFO");
+  ck_assert_msg(x && x->type == REDIS_REPLY_STRING, "INFO failed");
+  const char *p = strstr(x->str, field);
+  long long v = p ? strtoll(p + strlen(field), NULL, 10) : -1;
+  freeReplyObject(x);
+  return v;
+}
+
+/* The gauges picket_redis_used_memory_bytes and picket_redis_db_keys come
+ * from the once-a-second INFO (with the policy re-read): they follow Redis
+ * within a second or two, without a SCAN. */
+START_TEST(memory_and_key_gauges) {
+  for (int i = 0; i < 5; i++) { /* 5 held (two keys each), 3 released (the counter) */
+    char name[16], lease[33];
+    snprintf(name, sizeof name, "gauge-%d", i);
+    acquire_ok(name, "{\"ttl_ms\":60000}", lease);
+    if (i < 3) {
+      harness_resp r;
+      ck_assert_int_eq(lock_call(name, "release", lease, &r), 200);
+      harness_resp_free(&r);
+    }
+  }
+  redisReply *x = harness_redis_cmd(R, "DBSIZE");
+  long long dbsize = x->integer;
+  freeReplyObject(x);
+  ck_assert_int_eq(dbsize, 5 + 2);
+  double keys = -1, used = -1;
+  int64_t t0 = harness_now_ms();
+  while (keys != (double)dbsize && harness_now_ms() - t0 < 3000 * harness_time_scale()) {
+    harness_resp r;
+    call("GET", "/readyz", NULL, &r); /* a call at rest lets the once-a-second INFO run */
+    harness_resp_free(&r);
+    keys = harness_metric(harness_picketd_url(P), "picket_redis_db_keys");
+    used = harness_metric(harness_picketd_url(P), "picket_redis_used_memory_bytes");
+    if (keys != (double)dbsize) harness_sleep_ms(100);
+  }
+  ck_assert_msg(keys == (double)dbsize, "picket_redis_db_keys %g, DBSIZE %lld", keys, dbsize);
+  long long now_used = redis_info("used_memory:");
+  ck_assert_msg(used > now_used / 2 && used < now_used * 2,
+                "picket_redis_used_memory_bytes %g, INFO used_memory %lld", used, now_used);
+}
+END_TEST
+
 static void setup_aof(void) {
   harness_redis_opts o = {.appendonly = 1};
   start_both(&o, NULL);
@@ -442,7 +487,8 @@ int main(void) {
                {"password", redis_password_from_file_or_url},
                {"replica", replica_is_not_ready},
                {"policy_run_time", evicting_policy_seen_at_run_time},
-               {"full", full_redis_is_store_full}};
+               {"full", full_redis_is_store_full},
+               {"gauges", memory_and_key_gauges}};
   /* each case its own Redis (AOF on) and picketd: they break them */
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     TCase *tc = tcase_create(cases[i].name);

@@ -289,6 +289,54 @@ START_TEST(tls_flags) {
 }
 END_TEST
 
+/* An ACL user over a unix socket (unix://USER@/path) or from --redis-user
+ * (any mode, Sentinel's data nodes too); the password only from
+ * --redis-password-file, and never echoed. */
+START_TEST(redis_user) {
+  char path[] = "/tmp/picket-pw-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert(write(fd, "pw-of-picketd\n", 14) == 14);
+  close(fd);
+  char *a[] = {"picketd", "--redis", "unix://picketd@/run/redis.sock?db=2", "--redis-password-file",
+               path, NULL};
+  ck_assert_int_eq(load(a, NULL), CONFIG_RUN);
+  ck_assert(cfg.redis.is_unix);
+  ck_assert_str_eq(cfg.redis.user, "picketd");
+  ck_assert_str_eq(cfg.redis.path, "/run/redis.sock");
+  ck_assert_int_eq(cfg.redis.db, 2);
+  ck_assert_str_eq(cfg.redis.password, "pw-of-picketd");
+  /* --redis-user wins over the URL's, and works with --sentinel */
+  char *b[] = {"picketd", "--redis", "redis://u:p@h:1", "--redis-user", "other", NULL};
+  ck_assert_int_eq(load(b, NULL), CONFIG_RUN);
+  ck_assert_str_eq(cfg.redis.user, "other");
+  ck_assert_str_eq(cfg.redis.password, "p");
+  char *env[] = {"PICKET_REDIS_USER=picketd", NULL};
+  char *c[] = {"picketd", "--sentinel", "s:26379", "--sentinel-master", "m", "--redis-password-file",
+               path, NULL};
+  ck_assert_int_eq(load(c, env), CONFIG_RUN);
+  ck_assert_str_eq(cfg.redis.user, "picketd");
+  ck_assert_str_eq(cfg.redis.password, "pw-of-picketd");
+  unlink(path);
+  /* a user without a password would AUTH as nobody: refused */
+  char *d[] = {"picketd", "--redis", "unix://picketd@/run/redis.sock", NULL};
+  ck_assert_int_eq(load(d, NULL), -1);
+  ck_assert_msg(strstr(err, "--redis-password-file"), "%s", err);
+  char *e[] = {"picketd", "--redis-user", "picketd", NULL};
+  ck_assert_int_eq(load(e, NULL), -1);
+  ck_assert_msg(strstr(err, "--redis-password-file"), "%s", err);
+  /* a password in a unix URL is refused without being echoed */
+  char *f[] = {"picketd", "--redis", "unix://picketd:hunter2@/run/redis.sock", NULL};
+  ck_assert_int_eq(load(f, NULL), -1);
+  ck_assert_msg(strstr(err, "hunter2") == NULL && strstr(err, "--redis-password-file"), "%s", err);
+  const char *bad[] = {"unix://@/s", "unix://u@", "unix://u@s"};
+  redis_target t;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    ck_assert_msg(config_parse_redis_url(bad[i], &t, err, sizeof err) == -1, "%s accepted", bad[i]);
+  char *g[] = {"picketd", "--redis-user", "a b", NULL};
+  ck_assert_int_eq(load(g, NULL), -1);
+}
+END_TEST
+
 START_TEST(redis_url_errors_keep_secrets) {
   const char *urls[] = {"rediss://user:hunter2@cache:6380", "tcp://:hunter2@cache:6379",
                         "hunter2@cache:6379", "REDIS://:hunter2@h:1"};
@@ -320,6 +368,7 @@ int main(void) {
   tcase_add_test(tc, fence_flags);
   tcase_add_test(tc, sentinel_mode);
   tcase_add_test(tc, redis_url_errors_keep_secrets);
+  tcase_add_test(tc, redis_user);
   tcase_add_test(tc, connection_limits);
   tcase_add_test(tc, tls_flags);
   suite_add_tcase(s, tc);

@@ -1,0 +1,60 @@
+-- counter.lua: what a fence counter may hold, and its guard against other
+-- writers. Not a script of its own: proto/CMakeLists.txt puts it in front
+-- of acquire.lua, renew.lua and release.lua when they are embedded, so the
+-- three share one definition (its locals are theirs).
+--
+-- Why a guard: on a Redis shared with other writers (or an operator with
+-- redis-cli) anyone may set P{NAME}:fence to 0, to -10, to text, or delete
+-- it. Fences are only as good as that counter, so every script that
+-- touches a lock checks it first. While a grant is live its fence is the
+-- last fence issued (a lock is granted only while no grant is live), so a
+-- counter below it, missing, or not a count is *tampered*, and the guard
+-- repairs it: it sets the counter to the live grant's fence before the
+-- script writes anything else, in the same atomic script. The next grant is
+-- then above every fence picketd knows of. The caller reports the repair
+-- (picket_fence_tampered_total, one log line).
+local MAX = '9223372036854775807' -- 2^63-1
+
+-- a > b, for decimal strings without sign or leading zeros
+local function greater(a, b)
+  if #a ~= #b then return #a > #b end
+  return a > b
+end
+
+-- s is a count 0..2^63-1 in decimal, without sign, spaces or leading zeros
+local function is_count(s)
+  return s == '0' or (string.match(s, '^[1-9]%d*$') ~= nil and not greater(s, MAX))
+end
+
+-- Reads the counter (KEYS[2]) and the live grant (KEYS[1]); `idle` is the
+-- counter idle TTL in ms ("0": never expires). Returns the counter as
+-- stored (nil when missing), the live grant's lease id and fence (nil, nil
+-- when no grant is live), and "" or why the counter was repaired:
+-- "missing", "below" or "invalid". Raises PICKET_TAMPERED (nothing
+-- written) when the live grant's own fence is not a count from 1: then no
+-- fence is certain. A key of the wrong type raises WRONGTYPE, as before.
+local function guard(idle)
+  local last = redis.call('GET', KEYS[2])
+  local lease = redis.call('HGET', KEYS[1], 'lease')
+  if not lease then return last, nil, nil, '' end
+  local live = redis.call('HGET', KEYS[1], 'fence')
+  if not (live and live ~= '0' and is_count(live)) then
+    error(redis.error_reply('PICKET_TAMPERED the live grant ' .. KEYS[1] ..
+      ' holds no valid fence; another writer changed it'))
+  end
+  local why = ''
+  if not last then why = 'missing'
+  elseif not is_count(last) then why = 'invalid'
+  elseif greater(live, last) then why = 'below'
+  else return last, lease, live, '' end
+  -- Raise it to the live fence. With an idle TTL the counter must still
+  -- outlive the grant it counts (acquire.lua's rule).
+  local px = tonumber(idle)
+  if px > 0 then
+    redis.call('SET', KEYS[2], live, 'PX', math.max(px, redis.call('PTTL', KEYS[1])))
+  else
+    redis.call('SET', KEYS[2], live)
+  end
+  return live, lease, live, why
+end
+
