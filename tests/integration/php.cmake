@@ -1,0 +1,8 @@
+# client/php (issue 18): PicketStore, a symfony/lock store, under phpunit
+# against real picketd processes (one with --auth-file and --fence-key-file),
+# and examples/php/inventory-sync.php through a real fenced-kv.
+if(NOT TARGET picketd OR NOT TARGET fenced-kv)
+  return()
+endif()
+picket_shell_test(client_php ${CMAKE_CURRENT_LIST_DIR}/test_php.sh
+                  LABELS integration client php TIMEOUT 180)
