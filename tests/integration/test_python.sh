@@ -2,7 +2,7 @@
 # test_python.sh: the Python client (client/python, issue 18) against real
 # picketd processes on one throwaway Redis: a plain one, one with
 # --auth-file (tokens made here, only their SHA-256 in the file), one
-# signing fences, and one whose Redis is missing (503 store_unavailable).
+# signing fences, one on HTTPS (tls_certs.sh), and one whose Redis is missing (503 store_unavailable).
 # The unittest suites in client/python/tests make the requests.
 set -u
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
@@ -29,6 +29,12 @@ printf 'k1 %s\n' "$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" > "$H_DIR/keys
 chmod 600 "$H_DIR/keys"
 h_start_picketd --fence-key-file "$H_DIR/keys"
 export PICKET_TEST_SIGNED_URL=$PICKETD_URL
+
+K="$H_DIR/tls"; mkdir -p "$K"
+bash "$PICKET_SOURCE_DIR/tests/integration/tls_certs.sh" "$K" || h_fail "openssl could not make the test certificates"
+h_start_picketd --tls-cert "$K/srvA.crt" --tls-key "$K/srvA.key"
+export PICKET_TEST_TLS_URL="https://127.0.0.1:$PICKETD_PORT" PICKET_TEST_TLS_CA="$K/caA.crt"
+export PICKET_TEST_TLS_OTHER_CA="$K/caB.crt"
 
 REDIS_URL="unix://$H_DIR/no-redis.sock" h_start_picketd --redis-timeout-ms 100
 export PICKET_TEST_NOREDIS_URL=$PICKETD_URL

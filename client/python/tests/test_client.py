@@ -267,6 +267,27 @@ class Auth(unittest.TestCase):
         c.close()
 
 
+class Https(unittest.TestCase):
+    def test_cacert(self):
+        c = picket.Client(env("TLS_URL"), cacert=env("TLS_CA"))
+        with c.lock(uniq(), ttl=2) as lease:
+            self.assertTrue(lease.valid())
+            self.assertTrue(c.inspect(lease.name)["held"])
+        c.close()
+
+    def test_untrusted_server(self):
+        for kw in ({"cacert": env("TLS_OTHER_CA")}, {}):  # another CA; the system's
+            c = picket.Client(env("TLS_URL"), retries=0, **kw)
+            with self.assertRaises(picket.PicketTransportError) as cm:
+                c.inspect("x")
+            self.assertIn("CERTIFICATE_VERIFY_FAILED", str(cm.exception))
+
+    def test_http_to_a_tls_port(self):
+        c = picket.Client(env("TLS_URL").replace("https:", "http:"), retries=0, timeout=2)
+        with self.assertRaises(picket.PicketTransportError):
+            c.inspect("x")
+
+
 class SignedFences(unittest.TestCase):
     def test_fence_token(self):
         c = picket.Client(env("SIGNED_URL"))

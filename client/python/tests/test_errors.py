@@ -8,7 +8,9 @@ import picket
 
 def openapi_error_codes(path):
     codes, inside = [], False
-    for line in open(path, encoding="utf-8"):
+    with open(path, encoding="utf-8") as f:
+        lines = f.readlines()
+    for line in lines:
         if re.match(r"^    ErrorCode:\s*$", line):
             inside = True
         elif inside and re.match(r"^    \S", line):
