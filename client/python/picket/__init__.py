@@ -1,0 +1,14 @@
+"""picket: a Python client for picketd, a lock service whose grants carry
+fencing tokens. Speaks only the HTTP contract (proto/openapi.yaml).
+
+    import picket
+    with picket.Client("http://127.0.0.1:7070").lock("inventory-sync", ttl=30) as lease:
+        write(fence=lease.fence)
+"""
+
+from .client import Client, Lease, check_name, drift_margin
+from .errors import *  # noqa: F401,F403  (PicketError and one class per error code)
+from .errors import __all__ as _errors_all
+
+__version__ = "0.1.0"
+__all__ = ["Client", "Lease", "check_name", "drift_margin"] + list(_errors_all)

@@ -1,0 +1,303 @@
+"""picket.Client: picketd's HTTP API v1 (proto/openapi.yaml), stdlib only."""
+
+import http.client
+import json
+import os
+import random
+import re
+import secrets
+import ssl
+import threading
+import time
+import urllib.parse
+
+from .errors import (InvalidArgument, LeaseLost, PicketError, PicketTransportError,
+                     Unavailable, error_for)
+
+_NAME = re.compile(r"[A-Za-z0-9._:-]{1,200}\Z")
+_LEASE = re.compile(r"[0-9a-f]{32}\Z")
+# Errors after which a request is safe to send again (every call of this
+# client is idempotent: acquire always carries a lease id).
+_RETRY_DELAYS = (0.05, 0.2, 0.8)  # capped exponential, each with jitter
+_MAX_IDLE = 4
+
+
+def check_name(name):
+    """Raise InvalidArgument unless name is a lock name picketd accepts."""
+    if not isinstance(name, str) or not _NAME.match(name) or name in (".", ".."):
+        raise InvalidArgument(
+            f"bad lock name {name!r}: 1..200 characters of [A-Za-z0-9._:-], not '.' or '..'",
+            code="invalid_argument")
+    return name
+
+
+def _ms(seconds, what):
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds != seconds:
+        raise InvalidArgument(f"{what} must be a number of seconds, not {seconds!r}",
+                              code="invalid_argument")
+    return int(round(seconds * 1000))
+
+
+def drift_margin(ttl):
+    """What a lease's local deadline keeps back from its TTL (seconds): 1%
+    of it plus 2 ms, as libpicket does; the server's expiry can only be later."""
+    return ttl * 0.01 + 0.002
+
+
+class Lease:
+    """A grant. fence: the fencing token to send with every write; fence_token:
+    the signed fence (None unless picketd has --fence-key-file); deadline:
+    time.monotonic() at which this client must assume the lease is gone
+    (request sent + ttl - drift margin); lost: an Event set once the lease is
+    known lost (by the keeper of Client.lock, or by renew())."""
+
+    def __init__(self, name, lease_id, fence, ttl, owner, fence_token, deadline):
+        self.name = name
+        self.id = lease_id
+        self.fence = fence
+        self.ttl = ttl
+        self.owner = owner
+        self.fence_token = fence_token
+        self.deadline = deadline
+        self.lost = threading.Event()
+
+    @property
+    def lease(self):
+        return self.id
+
+    def remaining(self):
+        """Seconds left before the local deadline (0 when past it)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    def valid(self):
+        """True while the lease is not known lost and its local deadline has
+        not passed, by this process's monotonic clock alone. Check it before
+        each write, and send the fence with the write all the same."""
+        return not self.lost.is_set() and time.monotonic() < self.deadline
+
+    def __repr__(self):
+        return (f"Lease(name={self.name!r}, fence={self.fence}, ttl={self.ttl}, "
+                f"remaining={self.remaining():.3f}, lost={self.lost.is_set()})")
+
+
+class Client:
+    """A picketd client. url: http://host:port or https://host:port (a path
+    prefix is kept); token: the bearer token (default $PICKET_TOKEN);
+    timeout: seconds for each request (a waiting acquire gets its wait on
+    top); cacert: a PEM bundle trusted instead of the system's CAs, for https.
+
+    Safe to use from several threads: each request takes an idle keep-alive
+    connection (or opens one) and gives it back."""
+
+    def __init__(self, url="http://127.0.0.1:7070", token=None, timeout=10.0, cacert=None,
+                 retries=len(_RETRY_DELAYS)):
+        u = urllib.parse.urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise InvalidArgument(f"bad picketd url {url!r}: want http:// or https://host[:port]",
+                                  code="invalid_argument")
+        self.url = url
+        self._https = u.scheme == "https"
+        self._host = u.hostname
+        self._port = u.port or (443 if self._https else 80)
+        self._prefix = u.path.rstrip("/")
+        self.token = token if token is not None else (os.environ.get("PICKET_TOKEN") or None)
+        self.timeout = float(timeout)
+        self.retries = retries
+        self._ssl = None
+        if self._https:
+            self._ssl = ssl.create_default_context(cafile=cacert) if cacert else \
+                ssl.create_default_context()
+        elif cacert:
+            raise InvalidArgument("cacert given for an http:// url", code="invalid_argument")
+        self._idle = []
+        self._mu = threading.Lock()
+
+    # -- connections -------------------------------------------------------
+    def _conn(self):
+        with self._mu:
+            if self._idle:
+                return self._idle.pop(), True
+        if self._https:
+            c = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout,
+                                            context=self._ssl)
+        else:
+            c = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+        return c, False
+
+    def _put(self, c):
+        with self._mu:
+            if len(self._idle) < _MAX_IDLE:
+                self._idle.append(c)
+                return
+        c.close()
+
+    def close(self):
+        """Close the idle connections (a later call opens a new one)."""
+        with self._mu:
+            idle, self._idle = self._idle, []
+        for c in idle:
+            c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- one request ---------------------------------------------------------
+    def _once(self, method, path, body, timeout, stamp):
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        for attempt in (0, 1):
+            c, reused = self._conn()
+            try:
+                c.timeout = timeout
+                if c.sock is not None:
+                    c.sock.settimeout(timeout)
+                if stamp is not None:
+                    stamp["sent"] = time.monotonic()
+                c.request(method, self._prefix + path, body=data, headers=headers)
+                r = c.getresponse()
+                raw = r.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
+                c.close()
+                if reused and attempt == 0:
+                    continue  # a keep-alive connection the server had closed: once more, fresh
+                raise PicketTransportError(f"{method} {path}: {e!r}") from e
+            except (OSError, http.client.HTTPException) as e:
+                c.close()
+                raise PicketTransportError(f"{method} {path}: {e!r}") from e
+            if r.will_close:
+                c.close()
+            else:
+                self._put(c)
+            break
+        try:
+            doc = json.loads(raw) if raw else {}
+        except ValueError:
+            doc = None
+        if 200 <= r.status < 300 and isinstance(doc, dict):
+            return doc
+        err = doc.get("error") if isinstance(doc, dict) else None
+        if not isinstance(err, dict) or "code" not in err:
+            raise PicketTransportError(f"{method} {path}: HTTP {r.status} without an API error body",
+                                       status=r.status)
+        ra = err.get("retry_after_ms")
+        raise error_for(err["code"], err.get("message", ""), status=r.status,
+                        retry_after=None if ra is None else ra / 1000.0, owner=err.get("owner"))
+
+    def _call(self, method, path, body=None, extra_timeout=0.0, deadline=None, stamp=None):
+        """A request, retried on transport errors and 503 with capped
+        exponential backoff and jitter, never past deadline (monotonic).
+        stamp, a dict, gets the monotonic time of the last attempt's send."""
+        attempt = 0
+        while True:
+            timeout = self.timeout + extra_timeout
+            if deadline is not None:
+                timeout = min(timeout, deadline - time.monotonic())
+                if timeout <= 0:
+                    raise PicketTransportError(f"{method} {path}: the lease's local deadline passed")
+            try:
+                return self._once(method, path, body, timeout, stamp)
+            except (PicketTransportError, Unavailable) as e:
+                if attempt >= self.retries:
+                    raise
+                pause = _RETRY_DELAYS[min(attempt, len(_RETRY_DELAYS) - 1)]
+                pause *= 0.5 + random.random()
+                if deadline is not None and time.monotonic() + pause >= deadline:
+                    raise
+                attempt += 1
+                time.sleep(pause)
+
+    @staticmethod
+    def _path(name, verb=None):
+        p = "/v1/locks/" + urllib.parse.quote(check_name(name), safe="")
+        return p + "/" + verb if verb else p
+
+    # -- the API -------------------------------------------------------------
+    def acquire(self, name, ttl=30.0, wait=0.0, owner=None, lease=None):
+        """Take the lock for ttl seconds, waiting up to wait seconds while it
+        is held. Returns a Lease; raises LockHeld (owner, retry_after) if it
+        stays held. lease: your own id (32 lowercase hex), default a fresh
+        random one; a retry with the same id gets the same grant."""
+        body = {"ttl_ms": _ms(ttl, "ttl")}
+        wait_ms = _ms(wait, "wait")
+        if wait_ms:
+            body["wait_ms"] = wait_ms
+        if owner is not None:
+            body["owner"] = owner
+        lease_id = secrets.token_hex(16) if lease is None else lease
+        if not isinstance(lease_id, str) or not _LEASE.match(lease_id):
+            raise InvalidArgument("lease must be 32 lowercase hex digits", code="invalid_argument")
+        body["lease"] = lease_id
+        path = self._path(name, "acquire")
+        stamp = {}
+        doc = self._call("POST", path, body, extra_timeout=wait_ms / 1000.0, stamp=stamp)
+        sent = stamp["sent"]
+        ttl_s = doc["ttl_ms"] / 1000.0
+        g = Lease(doc["lock"], doc["lease"], doc["fence"], ttl_s, doc.get("owner"),
+                  doc.get("fence_token"), sent + ttl_s - drift_margin(ttl_s))
+        # A waited grant was made at some moment between send and reply: when
+        # that gap is over a tenth of the TTL, renew now so the deadline
+        # counts from a request sent after the grant.
+        if wait_ms and time.monotonic() - sent > ttl_s / 10:
+            try:
+                self.renew(g)
+            except PicketError:
+                if not g.valid():
+                    try:
+                        self.release(g)
+                    except PicketError:
+                        pass
+                    raise
+        return g
+
+    def renew(self, lease, ttl=None):
+        """Extend the lease to ttl seconds from now (default: its ttl).
+        Updates lease.deadline, .ttl and .fence_token; raises LeaseLost (and
+        sets lease.lost) if it no longer holds the lock. Never retried past
+        the lease's local deadline."""
+        ttl_s = lease.ttl if ttl is None else ttl
+        if time.monotonic() >= lease.deadline:
+            lease.lost.set()
+            raise LeaseLost(f"lease of {lease.name!r} is past its local deadline",
+                            code="lease_lost")
+        body = {"lease": lease.id, "ttl_ms": _ms(ttl_s, "ttl")}
+        try:
+            stamp = {}
+            doc = self._call("POST", self._path(lease.name, "renew"), body,
+                             deadline=lease.deadline, stamp=stamp)
+        except LeaseLost:
+            lease.lost.set()
+            raise
+        t = doc["ttl_ms"] / 1000.0
+        lease.ttl = t
+        lease.deadline = stamp["sent"] + t - drift_margin(t)
+        if "fence_token" in doc:
+            lease.fence_token = doc["fence_token"]
+        return lease
+
+    def release(self, lease):
+        """Give the lock up. Raises LeaseLost if the lease had already ended."""
+        self._call("POST", self._path(lease.name, "release"), {"lease": lease.id})
+        lease.deadline = min(lease.deadline, time.monotonic())
+        return True
+
+    def inspect(self, name):
+        """{lock, held, fence, ttl (seconds), ttl_ms, owner} of a lock; fence
+        is the last one issued (0 if never), never a lease id."""
+        doc = self._call("GET", self._path(name))
+        doc["ttl"] = doc.get("ttl_ms", 0) / 1000.0
+        return doc
+
+    def lock(self, name, ttl=30.0, wait=0.0, owner=None, renew_every=None, on_lost=None):
+        """A context manager: acquires, keeps the lease renewed from a
+        background thread every ttl/3, and releases on exit (also on an
+        exception). `with client.lock("x", ttl=30) as lease:` gives the
+        Lease; check lease.valid() before each write."""
+        from .keeper import Held
+        return Held(self, name, ttl, wait, owner, renew_every, on_lost)

@@ -1,0 +1,88 @@
+"""Exceptions of the picket client, one per error code of picketd's API.
+
+ERROR_CLASSES maps every code of the ErrorCode enum in proto/openapi.yaml to
+its class (client/python/tests/test_errors.py checks that none is missing);
+a code this client does not know yet becomes a plain PicketError.
+"""
+
+
+class PicketError(Exception):
+    """An error answered by picketd (or found locally, status None).
+
+    code: the API's error code ("lock_held"), status: the HTTP status,
+    message: the server's message, retry_after: seconds (float) when the
+    server said (lock_held, rate_limited), else None.
+    """
+
+    code = None
+
+    def __init__(self, message, code=None, status=None, retry_after=None, owner=None):
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+        self.status = status
+        self.message = message
+        self.retry_after = retry_after
+        self.owner = owner
+
+    def __str__(self):
+        where = f"{self.status} " if self.status else ""
+        return f"{where}{self.code}: {self.message}"
+
+
+class PicketTransportError(PicketError):
+    """No usable reply: connect, TLS, timeout, a dropped connection, or a
+    reply that is not the API's JSON."""
+
+    code = "transport"
+
+
+class QuotaExceeded(PicketError):
+    """A quota of the caller (429, or 503 too_many_waiters): the operator's
+    policy; the client does not retry it by itself."""
+
+
+class Unavailable(PicketError):
+    """picketd or its store cannot serve now (503); retried a few times."""
+
+
+def _cls(code, base=PicketError, doc=""):
+    name = "".join(p.capitalize() for p in code.split("_"))
+    return type(name, (base,), {"code": code, "__doc__": doc or code, "__module__": __name__})
+
+
+# code -> (base, doc). The class name is the code in CamelCase.
+_CODES = {
+    "invalid_argument": (PicketError, "400: a bad name, body, lease id or value; nothing changed."),
+    "not_found": (PicketError, "404: no such path."),
+    "method_not_allowed": (PicketError, "405: the path does not take this method."),
+    "lock_held": (PicketError, "409: another lease holds the lock (owner, retry_after)."),
+    "lease_lost": (PicketError, "409: this lease no longer holds the lock."),
+    "unauthenticated": (PicketError, "401: no token, or an unknown one."),
+    "permission_denied": (PicketError, "403: the token may not do this to this name."),
+    "body_too_large": (PicketError, "413: the request body is over 8 KiB."),
+    "too_many_leases": (QuotaExceeded, "429: the token holds its max_leases."),
+    "rate_limited": (QuotaExceeded, "429: too many acquires a second (retry_after)."),
+    "internal_error": (PicketError, "500: picketd ran out of memory."),
+    "store_error": (PicketError, "502: Redis answered with an error."),
+    "store_unavailable": (Unavailable, "503: Redis unreachable or timed out."),
+    "store_misconfigured": (Unavailable, "503: Redis's policy makes fences unsafe."),
+    "store_full": (Unavailable, "503: Redis at maxmemory refuses new grants."),
+    "not_replicated": (Unavailable, "503: the grant did not reach the replicas asked for."),
+    "store_tampered": (Unavailable, "503: another writer changed this lock's fence state."),
+    "too_many_waiters": (QuotaExceeded, "429/503: too many waiting acquires."),
+    "shutting_down": (Unavailable, "503: picketd is stopping."),
+}
+
+ERROR_CLASSES = {code: _cls(code, base, doc) for code, (base, doc) in _CODES.items()}
+globals().update({c.__name__: c for c in ERROR_CLASSES.values()})
+
+
+def error_for(code, message, status=None, retry_after=None, owner=None):
+    """The exception for an error body's code (PicketError if unknown)."""
+    cls = ERROR_CLASSES.get(code, PicketError)
+    return cls(message, code=code, status=status, retry_after=retry_after, owner=owner)
+
+
+__all__ = ["PicketError", "PicketTransportError", "QuotaExceeded", "Unavailable",
+           "ERROR_CLASSES", "error_for"] + [c.__name__ for c in ERROR_CLASSES.values()]
