@@ -21,7 +21,7 @@ use Symfony\Component\Lock\Key;
 use Symfony\Component\Lock\LockFactory;
 
 // The resource, as a PHP team names it: a class. It is not a valid picket
-// lock name, so it is held as "sf." + 32 hex of its SHA-256 (PicketStore::lockName).
+// lock name, so it is held as "h." + 32 hex of its SHA-256 (PicketStore::lockName).
 const RESOURCE = 'App\Jobs\InventorySync';
 
 $o = getopt('', ['picket:', 'kv:', 'workers:', 'rounds:', 'initial:', 'worker:']);

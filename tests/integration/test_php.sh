@@ -22,7 +22,7 @@ export PICKET_URL=$PICKETD_URL
 # the tests use and the mapped ones; and a fence key, so grants are signed.
 sha() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
 export PICKET_TEST_TOKEN=pkt_php_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
-printf 'php sha256:%s php-test.,sf. lock,read\n' "$(sha "$PICKET_TEST_TOKEN")" > "$H_DIR/auth"
+printf 'php sha256:%s php-test.,h. lock,read\n' "$(sha "$PICKET_TEST_TOKEN")" > "$H_DIR/auth"
 printf 'k1 %s\n' "$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" > "$H_DIR/keys"
 h_start_picketd --auth-file "$H_DIR/auth" --fence-key-file "$H_DIR/keys"
 export PICKET_AUTH_URL=$PICKETD_URL

@@ -45,8 +45,8 @@ use Symfony\Component\Lock\Key;
  */
 final class PicketStore implements BlockingStoreInterface
 {
-    /** Prefix of mapped names: "sf." + the first 32 hex digits of sha256(resource). */
-    public const MAPPED_PREFIX = 'sf.';
+    /** Prefix of mapped names: "h." + the first 32 hex digits of sha256(resource). */
+    public const MAPPED_PREFIX = 'h.';
 
     private const LEASE = self::class . '.lease';
     private const GRANT = self::class . '.grant';
@@ -123,7 +123,7 @@ final class PicketStore implements BlockingStoreInterface
     /**
      * The picket lock name of a symfony resource. A valid lock name (1..200
      * bytes of [A-Za-z0-9._:-], not "." or "..") is used as it is; any other
-     * string (a class name with "\", a path, UTF-8, "") maps to "sf." and the
+     * string (a class name with "\", a path, UTF-8, "") maps to "h." and the
      * first 32 hex digits (128 bits) of its SHA-256. Deterministic: every
      * process and every language computes the same name.
      */

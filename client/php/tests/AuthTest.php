@@ -11,7 +11,7 @@ use Symfony\Component\Lock\Key;
 
 /**
  * Against a picketd with --auth-file and --fence-key-file (PICKET_AUTH_URL;
- * the token PICKET_TEST_TOKEN may lock names under "php-test." and "sf.").
+ * the token PICKET_TEST_TOKEN may lock names under "php-test." and "h.").
  */
 final class AuthTest extends TestCase
 {

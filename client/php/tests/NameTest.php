@@ -20,11 +20,11 @@ final class NameTest extends TestCase
     public function testOtherNamesMapToPrefixAndHash(): void
     {
         // Vector: printf %s 'App\Service\Inventory::sync' | sha256sum | cut -c1-32
-        $this->assertSame('sf.d4f3ecf391088ccd67753144d8dac2ca', PicketStore::lockName('App\Service\Inventory::sync'));
+        $this->assertSame('h.d4f3ecf391088ccd67753144d8dac2ca', PicketStore::lockName('App\Service\Inventory::sync'));
         foreach (['', '.', '..', str_repeat('x', 201), 'a/b', 'a b', "a\0b", 'stock{1}', 'Lager-Bestand-Größe',
                   "inventory-sync\n", 'App\Kernel'] as $n) {
             $mapped = PicketStore::lockName($n);
-            $this->assertSame('sf.' . substr(hash('sha256', $n), 0, 32), $mapped, var_export($n, true));
+            $this->assertSame('h.' . substr(hash('sha256', $n), 0, 32), $mapped, var_export($n, true));
             $this->assertMatchesRegularExpression('/^sf\.[0-9a-f]{32}$/D', $mapped);
             $this->assertSame($mapped, PicketStore::lockName($n), 'deterministic');
         }

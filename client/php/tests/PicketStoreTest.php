@@ -177,7 +177,7 @@ final class PicketStoreTest extends TestCase
         $k = new Key($resource);
         $s->save($k);
         $name = PicketStore::lockName($resource);
-        $this->assertStringStartsWith('sf.', $name);
+        $this->assertStringStartsWith('h.', $name);
         $this->assertSame($name, $s->lock($k));
         $this->assertTrue($this->status($name)['held'], 'held under the mapped name');
         try {

@@ -6,9 +6,9 @@ fencing tokens. Speaks only the HTTP contract (proto/openapi.yaml).
         write(fence=lease.fence)
 """
 
-from .client import Client, Lease, check_name, drift_margin
+from .client import Client, Lease, check_name, drift_margin, lock_name
 from .errors import *  # noqa: F401,F403  (PicketError and one class per error code)
 from .errors import __all__ as _errors_all
 
 __version__ = "0.1.0"
-__all__ = ["Client", "Lease", "check_name", "drift_margin"] + list(_errors_all)
+__all__ = ["Client", "Lease", "check_name", "drift_margin", "lock_name"] + list(_errors_all)

@@ -1,6 +1,7 @@
 """picket.Client: picketd's HTTP API v1 (proto/openapi.yaml), stdlib only."""
 
 import http.client
+import hashlib
 import json
 import os
 import random
@@ -22,13 +23,22 @@ _RETRY_DELAYS = (0.05, 0.2, 0.8)  # capped exponential, each with jitter
 _MAX_IDLE = 4
 
 
-def check_name(name):
-    """Raise InvalidArgument unless name is a lock name picketd accepts."""
-    if not isinstance(name, str) or not _NAME.match(name) or name in (".", ".."):
-        raise InvalidArgument(
-            f"bad lock name {name!r}: 1..200 characters of [A-Za-z0-9._:-], not '.' or '..'",
-            code="invalid_argument")
-    return name
+def lock_name(resource):
+    """The picket lock name of a resource: a valid lock name (1..200
+    characters of [A-Za-z0-9._:-], not '.' or '..') as it is; any other
+    string (a class name with '\\' or '::', a path, UTF-8, "") maps to
+    "h." and the first 32 hex digits of the SHA-256 of its UTF-8 bytes, as
+    every picket client does (proto/README.md, "Names from other
+    ecosystems"), so workers in any language meet on one lock. A resource
+    that is not a string raises InvalidArgument."""
+    if not isinstance(resource, str):
+        raise InvalidArgument(f"a lock name is a string, not {resource!r}", code="invalid_argument")
+    if _NAME.match(resource) and resource not in (".", ".."):
+        return resource
+    return "h." + hashlib.sha256(resource.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+check_name = lock_name  # the name of 0.1.0's first draft
 
 
 def _ms(seconds, what):
@@ -215,7 +225,7 @@ class Client:
 
     @staticmethod
     def _path(name, verb=None):
-        p = "/v1/locks/" + urllib.parse.quote(check_name(name), safe="")
+        p = "/v1/locks/" + urllib.parse.quote(lock_name(name), safe="")
         return p + "/" + verb if verb else p
 
     # -- the API -------------------------------------------------------------
