@@ -25,7 +25,7 @@ final class NameTest extends TestCase
                   "inventory-sync\n", 'App\Kernel'] as $n) {
             $mapped = PicketStore::lockName($n);
             $this->assertSame('h.' . substr(hash('sha256', $n), 0, 32), $mapped, var_export($n, true));
-            $this->assertMatchesRegularExpression('/^sf\.[0-9a-f]{32}$/D', $mapped);
+            $this->assertMatchesRegularExpression('/^h\.[0-9a-f]{32}$/D', $mapped);
             $this->assertSame($mapped, PicketStore::lockName($n), 'deterministic');
         }
         $this->assertNotSame(PicketStore::lockName('App\A'), PicketStore::lockName('App\B'));
