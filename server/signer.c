@@ -55,6 +55,14 @@ void signer_reload(void) {
   memset(&k, 0, sizeof k);
 }
 
+void signer_set_key(const picket_proto_fence_key *k, const config *c) {
+  pthread_mutex_lock(&mu);
+  cfg = c;
+  if (k) signing = *k;
+  enabled = k != NULL;
+  pthread_mutex_unlock(&mu);
+}
+
 int signer_sign(const char *lock, int64_t fence, char out[PICKET_PROTO_FENCE_TOKEN_MAX + 1]) {
   if (!enabled) return -1;
   picket_proto_fence_key k;

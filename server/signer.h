@@ -21,5 +21,8 @@ void signer_reload(void);
 /* The token of (lock, fence) under the signing key: 0, or -1 when signing
  * is off or the fence is not one. Safe from any thread. */
 int signer_sign(const char *lock, int64_t fence, char out[PICKET_PROTO_FENCE_TOKEN_MAX + 1]);
+/* The fuzzer's switch: sign with k (a copy is kept) under `prefix`, or
+ * stop signing (k NULL). */
+void signer_set_key(const picket_proto_fence_key *k, const config *cfg);
 
 #endif

@@ -45,6 +45,7 @@
 
 #include "api.h"
 #include "auth.h"
+#include "signer.h"
 #include "config.h"
 #include "log.h"
 #include "picket_proto.h"
@@ -82,6 +83,8 @@ static const char AUTH_FILE[] =
     "billing.,inventory-sync lock,read max_waiters=1 acquire_rate=1000000\n"
     "ops sha256:59cc1dd12be1df5ec22b4db45b6e6a342c8f7b7c5d4e74282dafa130c9292225 * lock,read,metrics\n";
 static auth_table *fuzz_auth;
+/* With FLAG_AUTH fences are signed too, with this key (id "fz"). */
+static picket_proto_fence_keys fuzz_keys;
 static int verbose;       /* PICKET_FUZZ_VERBOSE=1: print each exchange */
 
 /* What one request was, for the checks and for the report of a failure. */
@@ -111,6 +114,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   verbose = v && strcmp(v, "1") == 0;
   char err[300];
   store_init(&default_cfg, err, sizeof err);
+  static const char keys[] = "fz 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n";
+  if (picket_proto_fence_keys_parse(keys, sizeof keys - 1, &fuzz_keys, err, sizeof err) < 0) abort();
   if ((fuzz_auth = auth_parse(AUTH_FILE, sizeof AUTH_FILE - 1, err, sizeof err)) == NULL) {
     fprintf(stderr, "fuzz_api: AUTH_FILE: %s\n", err);
     abort();
@@ -286,6 +291,25 @@ static void check_auth(const request_ctx *ctx, const api_response *resp, const a
     CHECK(strcmp(call->lease, call->client_lease) != 0, "a lease not bound to its token");
 }
 
+/* With signed fences (FLAG_AUTH inputs), the reply's fence_token verifies
+ * for its lock and fence under the fuzzer's key, and for nothing else. */
+static void check_fence_token(const request_ctx *ctx, const api_response *resp, json_t *j,
+                              const char *name) {
+  json_t *t = json_object_get(j, "fence_token");
+  if (!ctx->auth) {
+    CHECK(t == NULL, "a fence_token without signing");
+    return;
+  }
+  const char *s = json_string_value(t);
+  int64_t fence = json_integer_value(json_object_get(j, "fence"));
+  CHECK(s && picket_proto_fence_token_verify(&fuzz_keys, ctx->cfg->key_prefix, name, fence, s,
+                                             strlen(s)),
+        "fence_token does not verify for its lock and fence");
+  CHECK(!picket_proto_fence_token_verify(&fuzz_keys, ctx->cfg->key_prefix, name, fence + 1, s,
+                                         strlen(s)),
+        "fence_token verifies for another fence");
+}
+
 /* The checks on a 200 from a lock endpoint, against the store. */
 static void check_lock_ok(const request_ctx *ctx, const api_response *resp, const api_call *call,
                           json_t *j) {
@@ -304,7 +328,9 @@ static void check_lock_ok(const request_ctx *ctx, const api_response *resp, cons
   char lease[PICKET_PROTO_LEASE_LEN + 1] = "";
   int known = stub_lookup(name, &fence, &held, lease);
   if (action && strcmp(action, "acquire") == 0) {
-    CHECK(json_object_size(j) == 5, "acquire reply is not {lock, lease, fence, ttl_ms, owner}");
+    CHECK(json_object_size(j) == (size_t)(ctx->auth ? 6 : 5),
+          "acquire reply is not {lock, lease, fence, ttl_ms, owner%s}", ctx->auth ? ", fence_token" : "");
+    check_fence_token(ctx, resp, j, name);
     const char *l = json_string_value(json_object_get(j, "lease"));
     CHECK(l && picket_proto_lease_valid(l, strlen(l)), "'lease' is not 32 lowercase hex");
     CHECK(api_granted(call) == stub_last_created(),
@@ -337,7 +363,9 @@ static void check_lock_ok(const request_ctx *ctx, const api_response *resp, cons
     json_decref(asked);
     CHECK(ttl == want, "ttl_ms %lld is not the %lld asked for", (long long)ttl, (long long)want);
   } else if (action && strcmp(action, "renew") == 0) {
-    CHECK(json_object_size(j) == 3, "renew reply is not {lock, fence, ttl_ms}");
+    CHECK(json_object_size(j) == (size_t)(ctx->auth ? 4 : 3),
+          "renew reply is not {lock, fence, ttl_ms%s}", ctx->auth ? ", fence_token" : "");
+    check_fence_token(ctx, resp, j, name);
     CHECK(known && held, "renewed a lock the store does not hold");
     CHECK(int_member(ctx, resp, j, "fence", 1) == fence, "fence is not the store's");
     int_member(ctx, resp, j, "ttl_ms", 1);
@@ -506,9 +534,12 @@ static void run_one(const uint8_t *data, size_t size) {
   stub_request_begin(fault, when);
   if (flags & FLAG_PREHELD) stub_preheld(owner, olen, flags & FLAG_NO_EXPIRY ? -1 : 5000);
   api_request req = {method, path, body, blen, too_large, authorization, "192.0.2.1"};
-  auth_set_table((flags & FLAG_AUTH_MASK) == FLAG_AUTH ? fuzz_auth : NULL);
+  int auth = (flags & FLAG_AUTH_MASK) == FLAG_AUTH;
+  auth_set_table(auth ? fuzz_auth : NULL);
+  signer_set_key(auth ? &fuzz_keys.keys[0] : NULL, cfg);
   run_request(&req, cfg, fault, flags);
   auth_set_table(NULL);
+  signer_set_key(NULL, cfg);
   free(body);
 }
 
