@@ -267,17 +267,12 @@ static int get_owner(json_t *o, char out[PICKET_PROTO_OWNER_BYTES_MAX + 1], api_
 
 /* ---- who may call (auth.c, quota.c) ------------------------------------ */
 
-static int is_loopback(const char *addr) {
-  return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0 ||
-         strncmp(addr, "::ffff:127.", 11) == 0;
-}
-
 /* Without --auth-file, the limits of a client address, or NULL when none
  * apply. By default loopback is not limited: there, one address is every
  * sidecar and worker of the host, not one client. */
-static quota_subject *address_subject(const char *peer) {
+static quota_subject *address_subject(const char *peer, int loopback) {
   int64_t waiters = cfg->max_waiters_per_ip;
-  if (waiters == CONFIG_AUTO) waiters = is_loopback(peer) ? 0 : cfg->max_waiters >= 4 ? cfg->max_waiters / 4 : 1;
+  if (waiters == CONFIG_AUTO) waiters = loopback ? 0 : cfg->max_waiters >= 4 ? cfg->max_waiters / 4 : 1;
   if (waiters == 0 && cfg->acquire_rate_per_ip == 0) return NULL;
   char key[80];
   snprintf(key, sizeof key, "ip %.64s", peer);
@@ -520,7 +515,7 @@ static api_result handle_acquire(const api_request *req, api_call *call, api_res
     bind_lease(call);
   }
   call->deadline_ms = call->started_ms + call->wait_ms;
-  if (call->subject == NULL) call->subject = address_subject(req->peer ? req->peer : "");
+  if (call->subject == NULL) call->subject = address_subject(req->peer ? req->peer : "", req->peer_loopback);
   int64_t retry_ms = 0;
   if (call->subject && quota_rate_take(call->subject, &retry_ms) < 0) {
     quota_count_denied(call->subject, QUOTA_DENY_RATE);

@@ -21,6 +21,7 @@ typedef struct {
   int body_too_large;     /* the body passed PICKET_PROTO_BODY_MAX and was cut */
   const char *authorization; /* the Authorization header, or NULL */
   const char *peer;       /* the client's address ("" if unknown), for per-address limits */
+  int peer_loopback;      /* ...and whether it is loopback (conns_peer_loopback) */
 } api_request;
 
 typedef struct {

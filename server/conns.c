@@ -155,6 +155,8 @@ const char *conns_peer(const conns_client *c, char out[INET6_ADDRSTRLEN]) {
   return addr_text(c->addr, out);
 }
 
+int conns_peer_loopback(const conns_client *c) { return c != NULL && is_loopback(c->addr); }
+
 /* How many connections the address may have; 0: no cap. */
 static int cap_of(const unsigned char key[16]) {
   if (cfg->max_conns_per_ip != CONFIG_AUTO) return cfg->max_conns_per_ip;

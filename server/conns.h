@@ -48,6 +48,9 @@ void conns_closed(conns_client *c);
 /* The client's address as text (IPv4-mapped addresses as IPv4), for
  * per-address limits; "" when unknown (c NULL). Returns out. */
 const char *conns_peer(const conns_client *c, char out[INET6_ADDRSTRLEN]);
+/* 1 when the client is on loopback (127.0.0.0/8, ::1, IPv4-mapped), where
+ * one address is every sidecar of the host: `auto` limits leave it alone. */
+int conns_peer_loopback(const conns_client *c);
 
 void conns_readable(conns_client *c);
 void conns_request_started(conns_client *c);

@@ -76,11 +76,12 @@ static const char *const METHODS[8] = {"GET", "HEAD", "POST", "PUT", "DELETE", "
 static config default_cfg, small_cfg;
 
 /* The tokens "good-billing" (locks under billing. and inventory-sync, no
- * metrics) and "good-ops" (everything); the hashes are their SHA-256. */
+ * metrics, two leases at once) and "good-ops" (everything); the hashes are
+ * their SHA-256. */
 static const char AUTH_FILE[] =
     "# the fuzzer's tokens\n"
     "billing sha256:b0e2cf3235af051355db534510b944501f3e302085bbf8e4c6082e6ad48fdd97 "
-    "billing.,inventory-sync lock,read max_waiters=1 acquire_rate=1000000\n"
+    "billing.,inventory-sync lock,read max_leases=2 max_waiters=1 acquire_rate=1000000\n"
     "ops sha256:59cc1dd12be1df5ec22b4db45b6e6a342c8f7b7c5d4e74282dafa130c9292225 * lock,read,metrics\n";
 static auth_table *fuzz_auth;
 /* With FLAG_AUTH fences are signed too, with this key (id "fz"). */
@@ -533,7 +534,7 @@ static void run_one(const uint8_t *data, size_t size) {
   api_init(cfg);
   stub_request_begin(fault, when);
   if (flags & FLAG_PREHELD) stub_preheld(owner, olen, flags & FLAG_NO_EXPIRY ? -1 : 5000);
-  api_request req = {method, path, body, blen, too_large, authorization, "192.0.2.1"};
+  api_request req = {method, path, body, blen, too_large, authorization, "192.0.2.1", 0};
   int auth = (flags & FLAG_AUTH_MASK) == FLAG_AUTH;
   auth_set_table(auth ? fuzz_auth : NULL);
   signer_set_key(auth ? &fuzz_keys.keys[0] : NULL, cfg);

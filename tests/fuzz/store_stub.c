@@ -15,6 +15,8 @@
  * already spent a fence. */
 #include "store_stub.h"
 
+#include "auth.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -42,9 +44,19 @@ static int preheld;
 static char preheld_owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
 static int64_t preheld_ttl_ms;
 
+/* Tokens' lease counts, as proto/redis/quota.lua keeps them: per token a
+ * set of lock names with their expiry. */
+#define STUB_COUNTED 32
+static struct {
+  char token[AUTH_NAME_MAX + 1];
+  char name[PICKET_PROTO_NAME_MAX + 1];
+  int64_t expiry_ms;
+} counted[STUB_COUNTED];
+
 void stub_reset(void) {
   memset(locks, 0, sizeof locks);
   nlocks = 0;
+  memset(counted, 0, sizeof counted);
   now_ms = STUB_CLOCK_START;
   fault = STUB_FAULT_NONE;
   when = STUB_WHEN_EVERY;
@@ -238,12 +250,37 @@ store_status store_ready(store_result *r, store_topology *topo) {
   return STORE_OK;
 }
 
-/* Lease counts are not modelled: every take is counted in (the fuzzer's
- * auth file sets no max_leases). */
+/* A token's lease count (see `counted` above). */
 store_status store_quota(const char *token, const char *verb, const char *name, int64_t ttl_ms,
                          int64_t max, store_result *r) {
   memset(r, 0, sizeof *r);
   calls++;
-  r->counted = 1;
+  int mine = 0, at = -1, free_slot = -1;
+  for (int i = 0; i < STUB_COUNTED; i++) {
+    if (counted[i].expiry_ms <= now_ms) counted[i].token[0] = '\0'; /* ZREMRANGEBYSCORE */
+    if (counted[i].token[0] == '\0') {
+      if (free_slot < 0) free_slot = i;
+      continue;
+    }
+    if (strcmp(counted[i].token, token) != 0) continue;
+    mine++;
+    if (strcmp(counted[i].name, name) == 0) at = i;
+  }
+  if (strcmp(verb, "drop") == 0) {
+    if (at >= 0) counted[at].token[0] = '\0';
+    r->counted = 1;
+  } else if (strcmp(verb, "touch") == 0) {
+    if (at >= 0 && now_ms + ttl_ms > counted[at].expiry_ms) counted[at].expiry_ms = now_ms + ttl_ms;
+    r->counted = 1;
+  } else if (at >= 0) {
+    r->counted = 2;
+  } else if (mine >= max || free_slot < 0) {
+    r->counted = 0; /* at its limit (or the stub's table is: the same answer) */
+  } else {
+    snprintf(counted[free_slot].token, sizeof counted[free_slot].token, "%s", token);
+    snprintf(counted[free_slot].name, sizeof counted[free_slot].name, "%s", name);
+    counted[free_slot].expiry_ms = now_ms + ttl_ms;
+    r->counted = 1;
+  }
   return STORE_OK;
 }

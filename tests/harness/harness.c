@@ -77,6 +77,20 @@ int harness_make_tmpdir(char *out, size_t cap, const char *what) {
   return 0;
 }
 
+int harness_write_tmpfile(char *out, size_t cap, const char *what, const char *text) {
+  snprintf(out, cap, "/tmp/picket-%s-XXXXXX", what);
+  int fd = mkstemp(out);
+  if (fd < 0) {
+    perror("harness: mkstemp");
+    return -1;
+  }
+  size_t n = strlen(text);
+  int ok = write(fd, text, n) == (ssize_t)n;
+  close(fd);
+  if (!ok) perror("harness: write");
+  return ok ? 0 : -1;
+}
+
 void harness_rm_rf(const char *dir) {
   DIR *d = opendir(dir);
   if (d == NULL) return;

@@ -124,6 +124,10 @@ int64_t harness_time_scale(void);
  * `log` and PR_SET_PDEATHSIG, so the child dies with the test (its pid, or
  * -1). */
 int harness_make_tmpdir(char *out, size_t cap, const char *what);
+/* A new file /tmp/picket-<what>-<random> (mode 0600) holding `text`, for
+ * password and key files: 0 with its path in out (the caller unlinks it),
+ * or -1 after printing why. */
+int harness_write_tmpfile(char *out, size_t cap, const char *what, const char *text);
 void harness_rm_rf(const char *dir);
 int harness_free_port(void);
 pid_t harness_spawn(char *const argv[], const char *log);

@@ -606,11 +606,8 @@ START_TEST(test_flags) {
   ck_assert_ptr_nonnull(strstr(line, "/nonexistent-dir/x.db"));
   /* So is a key file that does not load: the path and the line, never the
    * key. */
-  char keys[] = "/tmp/picket-fkv-keys-XXXXXX";
-  int fd = mkstemp(keys);
-  const char bad[] = "k1 " KEY_K1 "\nk1 " KEY_K1 "\n";
-  ck_assert_int_eq(write(fd, bad, sizeof bad - 1), (ssize_t)(sizeof bad - 1));
-  close(fd);
+  char keys[64];
+  ck_assert_int_eq(harness_write_tmpfile(keys, sizeof keys, "fkv-keys", "k1 " KEY_K1 "\nk1 " KEY_K1 "\n"), 0);
   const char *badkeys[] = {"--db", "/tmp/x.db", "--fence-key-file", keys, NULL};
   ck_assert_int_eq(run_flags(badkeys, line, sizeof line, &lines), 1);
   unlink(keys);

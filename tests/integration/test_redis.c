@@ -283,10 +283,8 @@ START_TEST(redis_password_from_file_or_url) {
   ck_assert_ptr_nonnull(r);
   redisReply *x = harness_redis_cmd(r, "CONFIG SET requirepass s3cret-pw");
   freeReplyObject(x);
-  char pwfile[] = "/tmp/picket-pw-XXXXXX";
-  int fd = mkstemp(pwfile);
-  ck_assert(write(fd, "s3cret-pw\n", 10) == 10);
-  close(fd);
+  char pwfile[64];
+  ck_assert_int_eq(harness_write_tmpfile(pwfile, sizeof pwfile, "pw", "s3cret-pw\n"), 0);
   const char *with_file[] = {"--redis-password-file", pwfile, "--log-format", "json", NULL};
   harness_picketd *p = harness_picketd_start(harness_redis_url(r), with_file);
   ck_assert_ptr_nonnull(p);

@@ -148,10 +148,8 @@ START_TEST(redis_urls) {
 END_TEST
 
 START_TEST(password_file_wins) {
-  char path[] = "/tmp/picket-pw-XXXXXX";
-  int fd = mkstemp(path);
-  ck_assert(write(fd, "from-file\nsecond line\n", 22) == 22);
-  close(fd);
+  char path[64];
+  ck_assert_int_eq(harness_write_tmpfile(path, sizeof path, "pw", "from-file\nsecond line\n"), 0);
   char *argv[] = {"picketd", "--redis", "redis://:from-url@h:1", "--redis-password-file", path, NULL};
   ck_assert_int_eq(load(argv, NULL), CONFIG_RUN);
   ck_assert_str_eq(cfg.redis.password, "from-file");
@@ -293,10 +291,8 @@ END_TEST
  * (any mode, Sentinel's data nodes too); the password only from
  * --redis-password-file, and never echoed. */
 START_TEST(redis_user) {
-  char path[] = "/tmp/picket-pw-XXXXXX";
-  int fd = mkstemp(path);
-  ck_assert(write(fd, "pw-of-picketd\n", 14) == 14);
-  close(fd);
+  char path[64];
+  ck_assert_int_eq(harness_write_tmpfile(path, sizeof path, "pw", "pw-of-picketd\n"), 0);
   char *a[] = {"picketd", "--redis", "unix://picketd@/run/redis.sock?db=2", "--redis-password-file",
                path, NULL};
   ck_assert_int_eq(load(a, NULL), CONFIG_RUN);

@@ -271,11 +271,7 @@ END_TEST
 /* Writes `text` to a fresh temp file; returns its path (static buffer). */
 static const char *key_file(const char *text) {
   static char path[64];
-  strcpy(path, "/tmp/picket-fence-keys-XXXXXX");
-  int fd = mkstemp(path);
-  ck_assert_int_ge(fd, 0);
-  ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-  close(fd);
+  ck_assert_int_eq(harness_write_tmpfile(path, sizeof path, "fence-keys", text), 0);
   return path;
 }
 
