@@ -627,8 +627,18 @@ static api_result handle_ready(api_response *resp) {
   store_topology topo = {0};
   store_status st = store_ready(&r, &topo);
   if (st != STORE_OK) return store_failure(resp, st, &r);
-  json_t *body = json_pack("{s:s, s:i, s:s}", "status", "ready", "replicas", r.replicas,
-                           "primary", topo.primary);
+  json_t *body = topo.cluster ? json_pack("{s:s, s:i}", "status", "ready", "replicas", r.replicas)
+                              : json_pack("{s:s, s:i, s:s}", "status", "ready", "replicas",
+                                          r.replicas, "primary", topo.primary);
+  if (body && topo.cluster) {
+    /* Each shard's primary: where its locks are, and how safe (replicas). */
+    json_t *shards = json_array();
+    for (int i = 0; shards && i < topo.nshards; i++)
+      json_array_append_new(shards, json_pack("{s:s, s:i, s:i}", "primary", topo.shards[i].primary,
+                                              "slots", topo.shards[i].slots, "replicas",
+                                              topo.shards[i].replicas));
+    json_object_set_new(body, "shards", shards);
+  }
   if (body && topo.sentinel >= 0) {
     /* Still ready without Sentinel: the primary it last named serves, but
      * a failover would go unnoticed until a sentinel answers again. */

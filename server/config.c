@@ -63,6 +63,10 @@ static const config_option options[] = {
      "the master name the sentinels monitor (sentinel monitor NAME ...)"},
     {"sentinel-password-file", STR(sentinel_password_file), "", NULL,
      "file whose first line is the sentinels' password (requirepass of sentinel.conf)"},
+    {"redis-cluster", STR(cluster_list), "", NULL,
+     "HOST:PORT[,HOST:PORT...] of some Redis Cluster nodes: learn the slot map from them and "
+     "send each lock to its slot's primary, through resharding and failovers (instead of "
+     "--redis)"},
     {"redis-db", INT(redis_db, 0, 1000000), "0", NULL,
      "with --sentinel, the database number on the data nodes (with --redis, it is in the URL)"},
     {"redis-timeout-ms", INT(redis_timeout_ms, 10, 60000), "1000", NULL,
@@ -120,7 +124,8 @@ static const config_option options[] = {
      "start even if Redis maxmemory-policy evicts (allkeys-*: fence counters; volatile-*: live leases)"},
     {"min-replicas", INT(min_replicas, 0, 64), "0", NULL,
      "after each grant and renewal, WAIT for this many replicas; fewer is 503 not_replicated. "
-     "Default 1 with --sentinel, so the replica Sentinel promotes has every grant"},
+     "Default 1 with --sentinel and --redis-cluster, so the replica a failover promotes has "
+     "every grant"},
     {"replica-timeout-ms", INT(replica_timeout_ms, 1, 60000), "500", NULL,
      "how long WAIT may take for --min-replicas"},
     {"fence-floor", ENUM(fence_floor), "clock", floor_choices,
@@ -338,21 +343,20 @@ static int read_password_file(const char *flag, const char *path, char *out, siz
   return 0;
 }
 
-/* --sentinel HOST:PORT[,HOST:PORT...] into cfg->sentinels. */
-static int parse_sentinels(config *cfg, char *err, size_t errlen) {
-  char list[sizeof cfg->sentinel_list];
-  snprintf(list, sizeof list, "%s", cfg->sentinel_list);
+/* --sentinel or --redis-cluster HOST:PORT[,HOST:PORT...] into out[]. */
+static int parse_addrs(const char *flag, const char *given, sentinel_addr *out, int max,
+                       int *count, char *err, size_t errlen) {
+  char list[2048];
+  snprintf(list, sizeof list, "%s", given);
   char *save = NULL;
   for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    if (cfg->sentinel_count == CONFIG_SENTINELS_MAX)
-      return fail(err, errlen, "--sentinel: at most %d sentinels", CONFIG_SENTINELS_MAX);
-    sentinel_addr *a = &cfg->sentinels[cfg->sentinel_count];
+    if (*count == max) return fail(err, errlen, "--%s: at most %d addresses", flag, max);
+    sentinel_addr *a = &out[*count];
     if (config_parse_hostport(tok, a->host, sizeof a->host, &a->port) < 0 || a->port == 0)
-      return fail(err, errlen, "--sentinel: expected HOST:PORT[,HOST:PORT...], got '%s'", tok);
-    cfg->sentinel_count++;
+      return fail(err, errlen, "--%s: expected HOST:PORT[,HOST:PORT...], got '%s'", flag, tok);
+    (*count)++;
   }
-  if (cfg->sentinel_count == 0)
-    return fail(err, errlen, "--sentinel: expected HOST:PORT[,HOST:PORT...]");
+  if (*count == 0) return fail(err, errlen, "--%s: expected HOST:PORT[,HOST:PORT...]", flag);
   return 0;
 }
 
@@ -383,11 +387,38 @@ static int check_user(config *cfg, char *err, size_t errlen) {
   return 0;
 }
 
+/* --redis-cluster: the seeds, the nodes' credentials, and --min-replicas 1
+ * unless given, for the reason it is 1 under --sentinel: a shard's failover
+ * promotes its replica, which must already have every grant. A cluster has
+ * no databases but 0. */
+static int check_cluster(config *cfg, const char *given, char *err, size_t errlen) {
+  if (given[option_index("sentinel-master")] || given[option_index("sentinel-password-file")])
+    return fail(err, errlen, "--sentinel-master and --sentinel-password-file need --sentinel");
+  if (given[option_index("redis-db")])
+    return fail(err, errlen, "--redis-db: a Redis Cluster has only database 0");
+  if (parse_addrs("redis-cluster", cfg->cluster_list, cfg->cluster_seeds,
+                  CONFIG_CLUSTER_SEEDS_MAX, &cfg->cluster_seed_count, err, errlen) < 0)
+    return -1;
+  memset(&cfg->redis, 0, sizeof cfg->redis); /* the slot map names hosts and ports */
+  if (cfg->redis_password_file[0] &&
+      read_password_file("redis-password-file", cfg->redis_password_file, cfg->redis.password,
+                         sizeof cfg->redis.password, err, errlen) < 0)
+    return -1;
+  if (!given[option_index("min-replicas")]) cfg->min_replicas = 1;
+  return check_user(cfg, err, errlen);
+}
+
 /* The rules between settings: which store, and what each mode needs. */
 static int check_store(config *cfg, const char *given, char *err, size_t errlen) {
   int sentinel = cfg->sentinel_list[0] != '\0'; /* PICKET_SENTINEL= (empty) is unset */
-  if (sentinel && given[option_index("redis")])
-    return fail(err, errlen, "--redis and --sentinel are exclusive: name the store one way");
+  int cluster = cfg->cluster_list[0] != '\0';
+  if ((sentinel || cluster) && given[option_index("redis")])
+    return fail(err, errlen, "--redis, --sentinel and --redis-cluster are exclusive: name the "
+                             "store one way");
+  if (sentinel && cluster)
+    return fail(err, errlen, "--redis, --sentinel and --redis-cluster are exclusive: name the "
+                             "store one way");
+  if (cluster) return check_cluster(cfg, given, err, errlen);
   if (!sentinel) {
     if (given[option_index("sentinel-master")] || given[option_index("sentinel-password-file")])
       return fail(err, errlen, "--sentinel-master and --sentinel-password-file need --sentinel");
@@ -401,7 +432,9 @@ static int check_store(config *cfg, const char *given, char *err, size_t errlen)
       return -1;
     return check_user(cfg, err, errlen);
   }
-  if (parse_sentinels(cfg, err, errlen) < 0) return -1;
+  if (parse_addrs("sentinel", cfg->sentinel_list, cfg->sentinels, CONFIG_SENTINELS_MAX,
+                  &cfg->sentinel_count, err, errlen) < 0)
+    return -1;
   if (!master_name_valid(cfg->sentinel_master))
     return fail(err, errlen, cfg->sentinel_master[0]
                                  ? "--sentinel-master: up to 127 bytes of [A-Za-z0-9._-]"

@@ -18,13 +18,14 @@ typedef struct {
   int db;
 } redis_target;
 
-/* One sentinel of --sentinel. */
+/* One HOST:PORT of --sentinel or --redis-cluster. */
 typedef struct {
   char host[256];
   int port;
 } sentinel_addr;
 
 #define CONFIG_SENTINELS_MAX 16
+#define CONFIG_CLUSTER_SEEDS_MAX 16
 
 typedef struct {
   char listen[300];          /* HOST:PORT as given */
@@ -66,6 +67,10 @@ typedef struct {
   char sentinel_password_file[512];
   char sentinel_password[256];
   int redis_db;              /* --redis-db, for the data nodes under --sentinel */
+  /* --redis-cluster: seed nodes; the rest is learnt from CLUSTER SLOTS (0: not a cluster) */
+  char cluster_list[2048];
+  sentinel_addr cluster_seeds[CONFIG_CLUSTER_SEEDS_MAX];
+  int cluster_seed_count;
   /* TLS (tls.c): PEM files, "" when not given; the files are read by tls_init */
   char tls_cert[512];
   char tls_key[512];

@@ -135,13 +135,16 @@ int main(int argc, char **argv) {
     LOG(LOG_INFO, "picketd %s listening on %s port %d (Sentinel master '%s' via %d sentinels, "
                   "%d threads)", PICKET_VERSION, cfg.listen_host, port, cfg.sentinel_master,
         cfg.sentinel_count, cfg.threads);
+  else if (cfg.cluster_seed_count > 0)
+    LOG(LOG_INFO, "picketd %s listening on %s port %d (Redis Cluster via %d seeds, %d threads)",
+        PICKET_VERSION, cfg.listen_host, port, cfg.cluster_seed_count, cfg.threads);
   else
     LOG(LOG_INFO, "picketd %s listening on %s port %d (redis %s, %d threads)", PICKET_VERSION,
         cfg.listen_host, port, cfg.redis.is_unix ? cfg.redis.path : cfg.redis.host, cfg.threads);
-  if (cfg.sentinel_count > 0 && cfg.min_replicas == 0)
-    LOG(LOG_WARN, "--min-replicas 0 under --sentinel: a grant is returned before any replica "
+  if ((cfg.sentinel_count > 0 || cfg.cluster_seed_count > 0) && cfg.min_replicas == 0)
+    LOG(LOG_WARN, "--min-replicas 0 under --%s: a grant is returned before any replica "
                   "has it, so a failover can lose it and, with --fence-floor none, hand its "
-                  "fence out again");
+                  "fence out again", cfg.sentinel_count > 0 ? "sentinel" : "redis-cluster");
 
   int sig = 0;
   for (;;) { /* SIGHUP reloads and serves on; SIGTERM and SIGINT stop */

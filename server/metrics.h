@@ -33,6 +33,11 @@ typedef enum {
   X(FENCE_TAMPERED_REFUSED, "picket_fence_tampered_total", "action=\"refused\"", "")           \
   X(REDIS_RECONNECTS, "picket_redis_reconnects_total", "", "Redis connections (re)established.") \
   X(REDIS_FAILOVERS, "picket_redis_failovers_total", "", "Switches to a new Redis primary named by Sentinel.") \
+  X(REDIS_REDIRECT_MOVED, "picket_redis_redirects_total", "kind=\"moved\"", "Redis Cluster redirections met by lock calls (each retried on the node named; tryagain after a short backoff).") \
+  X(REDIS_REDIRECT_ASK, "picket_redis_redirects_total", "kind=\"ask\"", "")                    \
+  X(REDIS_REDIRECT_TRYAGAIN, "picket_redis_redirects_total", "kind=\"tryagain\"", "")          \
+  X(CLUSTER_MAP_REFRESHES, "picket_cluster_map_reads_total", "", "Reads of the Redis Cluster slot map (CLUSTER SLOTS).") \
+  X(CLUSTER_MAP_CHANGES, "picket_cluster_map_changes_total", "", "Slot maps read that moved slots to another primary (failover or resharding).") \
   X(REDIS_PIPELINE_BATCHES, "picket_redis_pipeline_batches_total", "", "Writes of pipelined lock calls to Redis (one per event-loop pass that had calls).") \
   X(REDIS_PIPELINE_CALLS, "picket_redis_pipeline_calls_total", "", "Lock calls sent pipelined (divided by batches: calls per write).") \
   X(WAKE_RELEASE, "picket_wait_wakeups_total", "cause=\"release\"", "Waiter wake-ups by cause.") \

@@ -1,16 +1,21 @@
 /* node.c: the node table (see node.h).
  *
- * One primary, a generation number and a few facts for /readyz, under one
- * mutex that no Redis call is ever made under. Single-node mode (--redis)
- * is the one-node case: the URL's node is the primary from the start and
- * the generation never changes. Under --sentinel the watcher (sentinel.c)
- * calls node_set_primary and node_forget_primary; this file turns those
- * into a generation, the failover metrics and the one log line per switch.
+ * A few dozen nodes (address, generation, trouble clock) and, under
+ * --redis-cluster, the owner of each of the 16384 slots, under one mutex
+ * that no Redis call is ever made under. Routing reads one byte of the
+ * slot map with a relaxed atomic load, so no lock call takes the mutex.
+ * Single-node mode (--redis) is the one-node case: node 0 is the URL's
+ * node from the start and its generation never changes. Under --sentinel
+ * the watcher (sentinel.c) calls node_set_primary and node_forget_primary
+ * on node 0; under --redis-cluster the watcher (cluster.c) calls
+ * node_set_slots with each map it reads, and each MOVED reply repoints one
+ * slot at once (redis-py and Lettuce do the same: the reply is the newest
+ * word on that slot, and the full map follows within a few tens of ms).
  *
  * Why a generation and not a callback per connection: connections belong
- * to threads that may be blocked in a call when the primary moves. Each
- * compares its generation before its next call (and after a reply), so no
- * thread ever has to reach into another's connection. */
+ * to threads that may be blocked in a call when a primary moves. Each
+ * compares its node's generation before its next call (and after a
+ * reply), so no thread ever has to reach into another's connection. */
 #include "node.h"
 
 #include <pthread.h>
@@ -19,23 +24,37 @@
 #include <string.h>
 #include <time.h>
 
+#include "cluster.h"
 #include "log.h"
 #include "metrics.h"
 #include "sentinel.h"
 
 #define MAX_HOOKS 4
+#define SLOT_NONE 0xff /* a slot no primary is known to serve */
+
+typedef struct {
+  int used;                     /* the id names a node */
+  char host[256];
+  int port;
+  atomic_ulong gen;             /* bumped when the id comes to mean another node */
+  atomic_llong trouble_since_ms; /* first trouble since the last success, 0 if none */
+} node_entry;
 
 static const config *cfg;
+static int cluster_mode;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static atomic_ulong generation = 1;
-static int known;                 /* a primary is named now */
-static char host[256];
-static int port;
+static node_entry nodes[NODE_MAX];
+static _Atomic unsigned char slot_owner[NODE_SLOTS]; /* cluster: a node id or SLOT_NONE */
+static uint16_t crc_table[256];
+/* Sentinel mode: node 0 is the primary while `known`. */
+static int known;
 static char last_addr[280];       /* the last primary named, kept while none is */
 static char unknown_why[300] = "Sentinel has not named one yet"; /* while none is */
 static int sentinel_reachable = 1;
 static char sentinel_why[240];
-static atomic_llong trouble_since_ms; /* first trouble since the last success, 0 if none */
+/* Cluster mode: whether a node answered CLUSTER SLOTS lately. */
+static int cluster_reachable = 1;
+static char cluster_why[240] = "";
 static void (*hooks[MAX_HOOKS])(void);
 static int nhooks;
 
@@ -50,8 +69,126 @@ static struct timeval ms_tv(int64_t ms) {
   return tv;
 }
 
-unsigned long node_generation(void) {
-  return atomic_load_explicit(&generation, memory_order_relaxed);
+int node_is_cluster(void) { return cluster_mode; }
+
+/* ---- slots ---------------------------------------------------------- */
+
+/* CRC-16/XMODEM (polynomial 0x1021, initial 0), the checksum of Redis's
+ * crc16.c; the table is made once at init. */
+static void crc_init(void) {
+  for (int i = 0; i < 256; i++) {
+    uint16_t c = (uint16_t)(i << 8);
+    for (int b = 0; b < 8; b++) c = (uint16_t)(c & 0x8000 ? (c << 1) ^ 0x1021 : c << 1);
+    crc_table[i] = c;
+  }
+}
+
+static uint16_t crc16(const char *s, size_t n) {
+  uint16_t c = 0;
+  for (size_t i = 0; i < n; i++)
+    c = (uint16_t)((c << 8) ^ crc_table[((c >> 8) ^ (unsigned char)s[i]) & 0xff]);
+  return c;
+}
+
+int node_key_slot(const char *key, size_t len) {
+  /* Redis's rule (cluster.c keyHashSlot): the bytes between the first '{'
+   * and the first '}' after it, when there are any; else the whole key. */
+  const char *open = memchr(key, '{', len);
+  if (open) {
+    const char *from = open + 1, *close = memchr(from, '}', len - (size_t)(from - key));
+    if (close && close > from) return crc16(from, (size_t)(close - from)) & (NODE_SLOTS - 1);
+  }
+  return crc16(key, len) & (NODE_SLOTS - 1);
+}
+
+int node_for_key(const char *key, int *slot, char *err, size_t errlen) {
+  if (!cluster_mode) {
+    *slot = -1;
+    return 0;
+  }
+  int s = node_key_slot(key, strlen(key));
+  *slot = s;
+  int id = atomic_load_explicit(&slot_owner[s], memory_order_relaxed);
+  if (id != SLOT_NONE) return id;
+  pthread_mutex_lock(&mu);
+  if (!cluster_reachable)
+    snprintf(err, errlen, "Redis Cluster slot %d has no known primary (no cluster node answers: "
+                          "%.150s)", s, cluster_why);
+  else
+    snprintf(err, errlen, "Redis Cluster slot %d has no primary (the cluster lists none for it: "
+                          "a shard down with no replica to promote)", s);
+  pthread_mutex_unlock(&mu);
+  cluster_kick();
+  return -1;
+}
+
+/* How many slots node id serves, from the slot map; called with mu held. */
+static int slots_of(int id) {
+  int n = 0;
+  for (int s = 0; s < NODE_SLOTS; s++) n += atomic_load_explicit(&slot_owner[s], memory_order_relaxed) == id;
+  return n;
+}
+
+int node_any(int after) {
+  if (!cluster_mode) return 0;
+  unsigned char owns[NODE_MAX] = {0};
+  for (int s = 0; s < NODE_SLOTS; s++) {
+    int id = atomic_load_explicit(&slot_owner[s], memory_order_relaxed);
+    if (id != SLOT_NONE) owns[id] = 1;
+  }
+  for (int i = 1; i <= NODE_MAX; i++) {
+    int id = (after + i + NODE_MAX) % NODE_MAX;
+    if (owns[id]) return id;
+  }
+  return -1;
+}
+
+/* ---- the nodes ------------------------------------------------------ */
+
+unsigned long node_generation(int id) {
+  return atomic_load_explicit(&nodes[id].gen, memory_order_relaxed);
+}
+
+/* The id for host:port; called with mu held. A new address takes a free id,
+ * or else the id of a node that serves no slot (a demoted primary, or one
+ * that left): bumping its generation closes every connection to it. */
+static int id_of_locked(const char *h, int p) {
+  int free_id = -1;
+  for (int i = 0; i < NODE_MAX; i++) {
+    if (nodes[i].used && nodes[i].port == p && strcmp(nodes[i].host, h) == 0) return i;
+    if (!nodes[i].used && free_id < 0) free_id = i;
+  }
+  if (free_id < 0)
+    for (int i = 0; i < NODE_MAX && free_id < 0; i++)
+      if (slots_of(i) == 0) free_id = i;
+  if (free_id < 0) return -1;
+  node_entry *e = &nodes[free_id];
+  e->used = 1;
+  snprintf(e->host, sizeof e->host, "%s", h);
+  e->port = p;
+  atomic_fetch_add(&e->gen, 1);
+  atomic_store(&e->trouble_since_ms, 0);
+  return free_id;
+}
+
+int node_id_of(const char *h, int p) {
+  pthread_mutex_lock(&mu);
+  int id = id_of_locked(h, p);
+  pthread_mutex_unlock(&mu);
+  if (id < 0) LOG(LOG_WARN, "the node table is full (%d nodes serve slots): cannot follow a "
+                            "redirection to %s:%d", NODE_MAX, h, p);
+  return id;
+}
+
+void node_addr(int id, char *out, size_t cap) {
+  if (!cluster_mode && cfg->sentinel_count == 0 && cfg->redis.is_unix) {
+    snprintf(out, cap, "%s", cfg->redis.path);
+    return;
+  }
+  pthread_mutex_lock(&mu);
+  if (nodes[id].used) snprintf(out, cap, "%s:%d", nodes[id].host, nodes[id].port);
+  else snprintf(out, cap, "(none)");
+  pthread_mutex_unlock(&mu);
 }
 
 void node_on_switch(void (*fn)(void)) {
@@ -60,15 +197,16 @@ void node_on_switch(void (*fn)(void)) {
   pthread_mutex_unlock(&mu);
 }
 
-void node_trouble(void) {
+void node_trouble(int id) {
   long long zero = 0;
-  atomic_compare_exchange_strong(&trouble_since_ms, &zero, (long long)now_ms());
-  if (cfg && cfg->sentinel_count > 0) sentinel_kick();
+  atomic_compare_exchange_strong(&nodes[id].trouble_since_ms, &zero, (long long)now_ms());
+  if (cluster_mode) cluster_kick();
+  else if (cfg && cfg->sentinel_count > 0) sentinel_kick();
 }
 
-void node_ok(void) {
-  if (atomic_load_explicit(&trouble_since_ms, memory_order_relaxed) != 0)
-    atomic_store(&trouble_since_ms, 0);
+void node_ok(int id) {
+  if (atomic_load_explicit(&nodes[id].trouble_since_ms, memory_order_relaxed) != 0)
+    atomic_store(&nodes[id].trouble_since_ms, 0);
 }
 
 /* A command during a connection's setup: 0, or -1 with why in err. */
@@ -151,24 +289,37 @@ int node_probe(const char *h, int p, char *err, size_t errlen) {
   return role;
 }
 
-redisContext *node_connect(int64_t timeout_ms, unsigned long *gen, char *err, size_t errlen) {
-  if (cfg->sentinel_count == 0) {
-    *gen = node_generation();
+redisContext *node_open_addr(const char *h, int p, int64_t timeout_ms, char *err, size_t errlen) {
+  redis_target t;
+  data_target(&t, h, p);
+  return open_target(&t, timeout_ms, err, errlen);
+}
+
+redisContext *node_connect(int id, int64_t timeout_ms, unsigned long *gen, char *err,
+                           size_t errlen) {
+  if (!cluster_mode && cfg->sentinel_count == 0) {
+    *gen = node_generation(0);
     return open_target(&cfg->redis, timeout_ms, err, errlen);
   }
   redis_target t;
   pthread_mutex_lock(&mu);
-  int have = known;
-  if (have) data_target(&t, host, port);
+  int have = cluster_mode ? nodes[id].used : known;
+  if (have) data_target(&t, nodes[id].host, nodes[id].port);
+  else if (cluster_mode) snprintf(err, errlen, "Redis Cluster node %d is not known", id);
   else snprintf(err, errlen, "no Redis primary known: %s", unknown_why);
-  *gen = node_generation();
+  *gen = node_generation(id);
   pthread_mutex_unlock(&mu);
   if (!have) {
-    node_trouble();
+    node_trouble(id);
     return NULL;
   }
   redisContext *c = open_target(&t, timeout_ms, err, errlen);
-  if (c == NULL) return NULL;
+  if (c == NULL || cluster_mode) {
+    /* A cluster node that is no longer a slot's primary answers MOVED,
+     * which repoints the slot: no ROLE check is needed. */
+    if (c == NULL) node_trouble(id);
+    return c;
+  }
   /* A node Sentinel named once may have been demoted since: a replica
    * would answer READONLY to grants but serve stale reads of leases. */
   char why[200] = "";
@@ -177,7 +328,7 @@ redisContext *node_connect(int64_t timeout_ms, unsigned long *gen, char *err, si
     snprintf(err, errlen, "Redis at %s:%d %s", t.host, t.port, why);
     redisFree(c);
     if (role == 0) node_forget_primary(err);
-    else node_trouble();
+    else node_trouble(0);
     return NULL;
   }
   return c;
@@ -193,21 +344,24 @@ static void run_hooks(void) {
   for (int i = 0; i < n; i++) fns[i]();
 }
 
+/* ---- Sentinel: node 0 ----------------------------------------------- */
+
 void node_set_primary(const char *h, int p) {
   char addr[280];
   snprintf(addr, sizeof addr, "%s:%d", h, p);
+  node_entry *e = &nodes[0];
   pthread_mutex_lock(&mu);
-  if (known && strcmp(host, h) == 0 && port == p) {
+  if (known && strcmp(e->host, h) == 0 && e->port == p) {
     pthread_mutex_unlock(&mu);
     return;
   }
   char old[280];
   snprintf(old, sizeof old, "%s", last_addr);
-  snprintf(host, sizeof host, "%s", h);
-  port = p;
-  known = 1;
+  snprintf(e->host, sizeof e->host, "%s", h);
+  e->port = p;
+  e->used = known = 1;
   snprintf(last_addr, sizeof last_addr, "%s", addr);
-  atomic_fetch_add(&generation, 1);
+  atomic_fetch_add(&e->gen, 1);
   pthread_mutex_unlock(&mu);
   metrics_set_primary(addr);
   if (old[0] == '\0') {
@@ -215,7 +369,7 @@ void node_set_primary(const char *h, int p) {
   } else if (strcmp(old, addr) == 0) {
     LOG(LOG_INFO, "Redis primary %s confirmed again by Sentinel", addr);
   } else {
-    long long since = atomic_exchange(&trouble_since_ms, 0);
+    long long since = atomic_exchange(&e->trouble_since_ms, 0);
     metrics_inc(M_REDIS_FAILOVERS);
     LOG(LOG_WARN, "Redis primary switched from %s to %s (Sentinel master '%s'); lock calls "
                   "had been refused for %lld ms",
@@ -228,11 +382,11 @@ void node_forget_primary(const char *why) {
   pthread_mutex_lock(&mu);
   int was = known;
   known = 0;
-  if (was) atomic_fetch_add(&generation, 1);
+  if (was) atomic_fetch_add(&nodes[0].gen, 1);
   snprintf(unknown_why, sizeof unknown_why, "%s", why);
   pthread_mutex_unlock(&mu);
   if (!was) return;
-  node_trouble();
+  node_trouble(0);
   metrics_set_primary("");
   LOG(LOG_WARN, "%s; refusing lock calls until Sentinel names the primary", why);
   run_hooks();
@@ -245,17 +399,134 @@ void node_sentinel_state(int reachable, const char *why) {
   pthread_mutex_unlock(&mu);
 }
 
+/* ---- Cluster: the slot map ------------------------------------------ */
+
+int node_moved(int slot, const char *h, int p) {
+  int id = node_id_of(h, p);
+  if (id >= 0) atomic_store(&slot_owner[slot], (unsigned char)id);
+  cluster_kick();
+  return id;
+}
+
+void node_set_slots(const node_range *ranges, int n) {
+  unsigned char next[NODE_SLOTS];
+  memset(next, SLOT_NONE, sizeof next);
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < n; i++) {
+    int id = id_of_locked(ranges[i].host, ranges[i].port);
+    if (id < 0) continue; /* the table is full: those slots stay unserved (logged below) */
+    for (int s = ranges[i].first; s <= ranges[i].last && s < NODE_SLOTS; s++)
+      next[s] = (unsigned char)id;
+  }
+  /* One log line per run of slots whose primary changed: a failover or a
+   * migration, seen in the map (a MOVED may have repointed them first). */
+  int first = last_addr[0] == '\0', changed = 0;
+  for (int s = 0; s < NODE_SLOTS;) {
+    int old = atomic_load(&slot_owner[s]), now = next[s], e = s;
+    while (e + 1 < NODE_SLOTS && atomic_load(&slot_owner[e + 1]) == old && next[e + 1] == now) e++;
+    if (old != now && !first) {
+      changed = 1;
+      char from[280] = "none", to[280] = "none";
+      long long since = 0;
+      if (old != SLOT_NONE) {
+        snprintf(from, sizeof from, "%s:%d", nodes[old].host, nodes[old].port);
+        since = atomic_load(&nodes[old].trouble_since_ms);
+      }
+      if (now != SLOT_NONE) snprintf(to, sizeof to, "%s:%d", nodes[now].host, nodes[now].port);
+      if (since)
+        LOG(LOG_WARN, "Redis Cluster slots %d-%d: primary is now %s (was %s, whose calls had "
+                      "failed for %lld ms)", s, e, to, from, (long long)(now_ms() - since));
+      else
+        LOG(now == SLOT_NONE ? LOG_WARN : LOG_INFO,
+            "Redis Cluster slots %d-%d: primary is now %s (was %s)", s, e, to, from);
+    }
+    s = e + 1;
+  }
+  for (int s = 0; s < NODE_SLOTS; s++) atomic_store(&slot_owner[s], next[s]);
+  if (first) snprintf(last_addr, sizeof last_addr, "cluster");
+  cluster_reachable = 1;
+  cluster_why[0] = '\0';
+  pthread_mutex_unlock(&mu);
+  if (first) LOG(LOG_INFO, "Redis Cluster: slot map read, %d slot ranges", n);
+  if (changed) metrics_inc(M_CLUSTER_MAP_CHANGES);
+}
+
+void node_cluster_state(int reachable, const char *why) {
+  pthread_mutex_lock(&mu);
+  cluster_reachable = reachable;
+  snprintf(cluster_why, sizeof cluster_why, "%s", reachable ? "" : why);
+  pthread_mutex_unlock(&mu);
+}
+
+int node_map_sources(node_range *out, int max) {
+  int n = 0;
+  node_shard sh[NODE_MAX];
+  int ns = node_shards(sh, NODE_MAX);
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < ns && n < max; i++, n++) {
+    snprintf(out[n].host, sizeof out[n].host, "%s", nodes[sh[i].id].host);
+    out[n].port = nodes[sh[i].id].port;
+  }
+  pthread_mutex_unlock(&mu);
+  for (int i = 0; i < cfg->cluster_seed_count && n < max; i++, n++) {
+    snprintf(out[n].host, sizeof out[n].host, "%s", cfg->cluster_seeds[i].host);
+    out[n].port = cfg->cluster_seeds[i].port;
+  }
+  return n;
+}
+
+/* ---- what /readyz says ---------------------------------------------- */
+
+int node_shards(node_shard *out, int max) {
+  if (!cluster_mode) {
+    node_info i;
+    node_describe(&i);
+    if (i.primary[0] == '\0' || max < 1) return 0;
+    out[0].id = 0;
+    out[0].slots = NODE_SLOTS;
+    snprintf(out[0].primary, sizeof out[0].primary, "%s", i.primary);
+    return 1;
+  }
+  int n = 0, seen[NODE_MAX];
+  memset(seen, -1, sizeof seen);
+  pthread_mutex_lock(&mu);
+  for (int s = 0; s < NODE_SLOTS; s++) {
+    int id = atomic_load(&slot_owner[s]);
+    if (id == SLOT_NONE) continue;
+    if (seen[id] < 0) {
+      if (n == max) continue;
+      seen[id] = n;
+      out[n].id = id;
+      out[n].slots = 0;
+      snprintf(out[n].primary, sizeof out[n].primary, "%s:%d", nodes[id].host, nodes[id].port);
+      n++;
+    }
+    out[seen[id]].slots++;
+  }
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
 void node_describe(node_info *out) {
   memset(out, 0, sizeof *out);
+  out->cluster = -1;
+  out->sentinel = -1;
+  if (cluster_mode) {
+    pthread_mutex_lock(&mu);
+    out->cluster = cluster_reachable;
+    snprintf(out->cluster_msg, sizeof out->cluster_msg, "%s", cluster_why);
+    pthread_mutex_unlock(&mu);
+    for (int s = 0; s < NODE_SLOTS; s++) out->uncovered += atomic_load(&slot_owner[s]) == SLOT_NONE;
+    return;
+  }
   if (cfg->sentinel_count == 0) {
-    out->sentinel = -1;
     const redis_target *t = &cfg->redis;
     if (t->is_unix) snprintf(out->primary, sizeof out->primary, "%s", t->path);
     else snprintf(out->primary, sizeof out->primary, "%s:%d", t->host, t->port);
     return;
   }
   pthread_mutex_lock(&mu);
-  if (known) snprintf(out->primary, sizeof out->primary, "%s:%d", host, port);
+  if (known) snprintf(out->primary, sizeof out->primary, "%s:%d", nodes[0].host, nodes[0].port);
   out->sentinel = sentinel_reachable;
   snprintf(out->sentinel_msg, sizeof out->sentinel_msg, "%s", sentinel_why);
   pthread_mutex_unlock(&mu);
@@ -263,7 +534,18 @@ void node_describe(node_info *out) {
 
 int node_init(const config *c, char *err, size_t errlen) {
   cfg = c;
+  crc_init();
+  for (int i = 0; i < NODE_MAX; i++) atomic_store(&nodes[i].gen, 1);
+  memset((void *)slot_owner, SLOT_NONE, sizeof slot_owner);
+  cluster_mode = cfg->cluster_seed_count > 0;
+  if (cluster_mode) {
+    metrics_set_primary("");
+    return cluster_start(cfg, err, errlen);
+  }
   if (cfg->sentinel_count == 0) {
+    nodes[0].used = 1;
+    snprintf(nodes[0].host, sizeof nodes[0].host, "%s", cfg->redis.is_unix ? "" : cfg->redis.host);
+    nodes[0].port = cfg->redis.port;
     node_info i;
     node_describe(&i);
     metrics_set_primary(i.primary);
@@ -273,5 +555,6 @@ int node_init(const config *c, char *err, size_t errlen) {
 }
 
 void node_stop(void) {
-  if (cfg && cfg->sentinel_count > 0) sentinel_stop();
+  if (cluster_mode) cluster_stop();
+  else if (cfg && cfg->sentinel_count > 0) sentinel_stop();
 }

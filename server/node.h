@@ -1,14 +1,21 @@
 /* node.h: which Redis node picketd's connections go to (the node table).
  *
- * Every Redis connection picketd opens (each thread's direct one, each
- * event loop's pipe, the waiters' pub/sub one) is opened here, to the
- * node this table names as the primary. With --redis that is the URL's
- * node, for good. With --sentinel the Sentinel watcher (sentinel.c) keeps
- * it current, and every change of primary bumps a generation number: a
- * connection opened under an older generation is closed before its next
- * call, and a reply that arrives after the switch is not trusted (the node
- * that sent it may no longer be the primary). Callers never learn how the
- * primary was found; they ask for a connection and report trouble. */
+ * Every Redis connection picketd opens (each thread's direct ones, each
+ * event loop's pipes, the waiters' pub/sub one) is opened here, to a node
+ * of this table, named by a small id (0..NODE_MAX-1). The table answers
+ * "which node for this key":
+ *  - with --redis, node 0 is the URL's node, for good;
+ *  - with --sentinel, node 0 is the primary the Sentinel watcher
+ *    (sentinel.c) keeps current;
+ *  - with --redis-cluster, each of the 16384 slots names the node of its
+ *    primary, from CLUSTER SLOTS (cluster.c keeps the map current) and
+ *    from each MOVED reply at once.
+ * Each node has a generation number, bumped whenever its id comes to mean
+ * another address (a Sentinel switch, or an id reused for a new cluster
+ * node): a connection opened under an older generation is closed before
+ * its next call, and a reply that arrives after the switch is not trusted.
+ * Callers never learn how a node was found; they ask for a connection and
+ * report trouble. */
 #ifndef PICKETD_NODE_H
 #define PICKETD_NODE_H
 
@@ -27,24 +34,59 @@ int node_init(const config *cfg, char *err, size_t errlen);
 /* Stops the watcher (after every user of the table has stopped). */
 void node_stop(void);
 
-/* The generation of the current primary: it changes whenever the primary
- * does (one relaxed atomic load, cheap enough for every call). */
-unsigned long node_generation(void);
+/* Distinct nodes the table can name at once (ids 0..NODE_MAX-1); an id of
+ * a node that owns no slot any more is reused when a new one is needed. */
+#define NODE_MAX 64
+#define NODE_SLOTS 16384
 
-/* Opens a connection to the current primary: connected within `timeout_ms`
- * (also set as its command timeout), authenticated, its database selected
- * and, under --sentinel, checked with ROLE to be a primary. *gen gets the
- * generation it belongs to. NULL with a message in err when no primary is
- * known or it cannot be reached; the caller frees the context. */
-redisContext *node_connect(int64_t timeout_ms, unsigned long *gen, char *err, size_t errlen);
+/* 1 under --redis-cluster. */
+int node_is_cluster(void);
 
-/* A call met trouble that may mean the primary moved: a connection error,
- * a timeout, READONLY, LOADING, MASTERDOWN. Under --sentinel the watcher
- * asks the sentinels again (at most every few tens of ms); with --redis it
- * only starts the clock that the switch log line reports. */
-void node_trouble(void);
-/* A call succeeded: stops that clock. */
-void node_ok(void);
+/* The cluster slot of a key: CRC16 of its hash tag ({...}) or of the whole
+ * key, mod 16384, as Redis computes it. */
+int node_key_slot(const char *key, size_t len);
+
+/* The node for a key: its slot's primary (always 0 outside a cluster).
+ * *slot gets the key's slot (-1 outside a cluster). -1 with why in err
+ * when the slot has no known primary. One atomic load per call. */
+int node_for_key(const char *key, int *slot, char *err, size_t errlen);
+
+/* A primary to subscribe to (any one hears every PUBLISH of a cluster):
+ * the first slot owner after node `after` (-1: from the start), or -1
+ * when none is known. Always 0 outside a cluster. */
+int node_any(int after);
+
+/* The generation of node `id`: it changes whenever the id comes to mean
+ * another node (one relaxed atomic load, cheap enough for every call). */
+unsigned long node_generation(int id);
+
+/* Opens a connection to node `id`: connected within `timeout_ms` (also set
+ * as its command timeout), authenticated, its database selected and, under
+ * --sentinel, checked with ROLE to be a primary. *gen gets the generation
+ * it belongs to. NULL with a message in err when the node is not known or
+ * cannot be reached; the caller frees the context. */
+redisContext *node_connect(int id, int64_t timeout_ms, unsigned long *gen, char *err,
+                           size_t errlen);
+/* "host:port" of node id (or the socket path), for messages. */
+void node_addr(int id, char *out, size_t cap);
+
+/* A call to node `id` met trouble that may mean its primary moved: a
+ * connection error, a timeout, READONLY, LOADING, MASTERDOWN, CLUSTERDOWN.
+ * The watcher (Sentinel's or the cluster's) looks again, at most every few
+ * tens of ms; with --redis it only starts the clock the logs report. */
+void node_trouble(int id);
+/* A call to node `id` succeeded: stops that clock. */
+void node_ok(int id);
+
+/* ---- redirections (--redis-cluster) ------------------------------------ */
+
+/* The id for host:port, added to the table if new; -1 when the table is
+ * full of nodes that own slots. */
+int node_id_of(const char *host, int port);
+/* A MOVED reply: `slot` is served by host:port now. The slot is pointed
+ * there at once and the watcher asked to read the whole map again (once
+ * per burst of MOVED, not per call). The new owner's id, or -1. */
+int node_moved(int slot, const char *host, int port);
 
 /* Registers a function the watcher calls right after each switch of
  * primary (on its thread, with no lock of the table held). At most a few. */
@@ -55,8 +97,41 @@ typedef struct {
   char primary[280];    /* "host:port" or the socket path; "" when none is known */
   int sentinel;         /* -1: not in Sentinel mode; 0: no sentinel answers; 1: one does */
   char sentinel_msg[240]; /* why no sentinel answers */
+  int cluster;          /* -1: not a cluster; 0: no node answers CLUSTER SLOTS; 1: one does */
+  char cluster_msg[240];  /* why none answers */
+  int uncovered;        /* cluster: slots no primary serves */
 } node_info;
 void node_describe(node_info *out);
+
+/* One shard of the cluster: a primary and how many slots it serves. */
+typedef struct {
+  int id;
+  char primary[280];
+  int slots;
+} node_shard;
+/* The shards now (one in single-node and Sentinel mode, while a primary is
+ * known), in slot order; how many were written (at most max). */
+int node_shards(node_shard *out, int max);
+
+/* ---- for the cluster watcher (cluster.c) ------------------------------ */
+
+/* One range of CLUSTER SLOTS: slots first..last are served by host:port. */
+typedef struct {
+  int first, last;
+  char host[256];
+  int port;
+} node_range;
+/* A whole slot map read from one node: every slot not in a range has no
+ * primary now. Logs each shard whose primary changed. */
+void node_set_slots(const node_range *ranges, int n);
+/* Whether a cluster node answers CLUSTER SLOTS now, and why not. */
+void node_cluster_state(int reachable, const char *why);
+/* The seed nodes and the known primaries, to ask for the map: up to max
+ * addresses, the known primaries first. */
+int node_map_sources(node_range *out, int max);
+/* A node's connection for the watcher: like node_connect, by address. */
+redisContext *node_open_addr(const char *host, int port, int64_t timeout_ms, char *err,
+                             size_t errlen);
 
 /* ---- for the Sentinel watcher (sentinel.c) --------------------------- */
 

@@ -27,12 +27,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "node.h"
+#include "watcher.h"
 
 #define ASK_MIN_MS 50        /* between two asks on trouble */
 #define ASK_UNKNOWN_MS 200   /* between asks while no primary is known */
@@ -41,11 +41,7 @@
 #define RESUBSCRIBE_MS 250   /* between rounds of subscribe attempts */
 
 static const config *cfg;
-static pthread_t thread;
-static int started;
-static atomic_int stopping;
-static atomic_int kicked;
-static int kick_fd = -1;
+static watcher w = WATCHER_INIT;
 static int next_sentinel; /* the one to try first: the last that answered */
 
 static int64_t now_ms(void) {
@@ -54,11 +50,7 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void sentinel_kick(void) {
-  if (atomic_exchange(&kicked, 1)) return; /* already asked for */
-  uint64_t one = 1;
-  if (write(kick_fd, &one, sizeof one) < 0) { /* already signalled */ }
-}
+void sentinel_kick(void) { watcher_kick(&w); }
 
 /* A connection to sentinel i, authenticated; NULL with why in err. */
 static redisContext *sentinel_open(int i, char *err, size_t errlen) {
@@ -302,7 +294,7 @@ static void *watch_main(void *arg) {
   int heard = -1; /* not logged yet */
   int64_t next_ask = now_ms() + ASK_PERIOD_MS, last_ask = now_ms();
   char err[240] = "";
-  while (!atomic_load(&stopping)) {
+  while (!atomic_load(&w.stopping)) {
     int64_t now = now_ms(), until = next_ask;
     int up = 0;
     for (int i = 0; i < n; i++) {
@@ -314,7 +306,7 @@ static void *watch_main(void *arg) {
       }
       up += subs[i].c != NULL;
     }
-    int want = atomic_exchange(&kicked, 0);
+    int want = atomic_exchange(&w.kicked, 0);
     if ((want && now - last_ask >= ASK_MIN_MS) || now >= next_ask) {
       last_ask = now;
       int ok = ask(err, sizeof err);
@@ -323,15 +315,15 @@ static void *watch_main(void *arg) {
       node_describe(&i);
       next_ask = now + (i.primary[0] ? ASK_PERIOD_MS : ASK_UNKNOWN_MS);
     } else {
-      if (want) atomic_store(&kicked, 1); /* too soon: keep it for its turn */
+      if (want) atomic_store(&w.kicked, 1); /* too soon: keep it for its turn */
       if (up == 0) reachable(0, err, &heard);
     }
 
     /* Sleep until a message, a kick, or the next thing due. */
     struct pollfd p[CONFIG_SENTINELS_MAX + 1];
-    p[n] = (struct pollfd){.fd = kick_fd, .events = POLLIN};
+    p[n] = (struct pollfd){.fd = w.fd, .events = POLLIN};
     until = next_ask;
-    if (atomic_load(&kicked) && last_ask + ASK_MIN_MS < until) until = last_ask + ASK_MIN_MS;
+    if (atomic_load(&w.kicked) && last_ask + ASK_MIN_MS < until) until = last_ask + ASK_MIN_MS;
     for (int i = 0; i < n; i++) {
       subscription *s = &subs[i];
       p[i] = (struct pollfd){.fd = s->c ? s->c->fd : -1, .events = POLLIN};
@@ -343,8 +335,7 @@ static void *watch_main(void *arg) {
     now = now_ms();
     if (poll(p, (nfds_t)n + 1, until > now ? (int)(until - now) : 0) < 0 && errno != EINTR) break;
     if (p[n].revents & POLLIN) {
-      uint64_t v;
-      if (read(kick_fd, &v, sizeof v) < 0) { /* drained already */ }
+      watcher_drain(&w);
     }
     now = now_ms();
     for (int i = 0; i < n; i++) {
@@ -369,8 +360,7 @@ static void *watch_main(void *arg) {
 
 int sentinel_start(const config *c, char *err, size_t errlen) {
   cfg = c;
-  kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (kick_fd < 0) {
+  if (watcher_init(&w) < 0) {
     snprintf(err, errlen, "eventfd: %s", strerror(errno));
     return -1;
   }
@@ -380,21 +370,11 @@ int sentinel_start(const config *c, char *err, size_t errlen) {
         why);
     node_sentinel_state(0, why);
   }
-  if (pthread_create(&thread, NULL, watch_main, NULL) != 0) {
+  if (watcher_start(&w, watch_main) < 0) {
     snprintf(err, errlen, "cannot start the Sentinel watcher thread");
     return -1;
   }
-  started = 1;
   return 0;
 }
 
-void sentinel_stop(void) {
-  if (!started) return;
-  atomic_store(&stopping, 1);
-  uint64_t one = 1;
-  if (write(kick_fd, &one, sizeof one) < 0) { /* already signalled */ }
-  pthread_join(thread, NULL);
-  started = 0;
-  close(kick_fd);
-  kick_fd = -1;
-}
+void sentinel_stop(void) { watcher_stop(&w); }

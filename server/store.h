@@ -63,13 +63,22 @@ store_status store_inspect(const char *name, store_result *r);
 store_status store_quota(const char *token, const char *verb, const char *name, int64_t ttl_ms,
                          int64_t max, store_result *r);
 /* Where lock calls go, for /readyz. */
+#define STORE_SHARDS_MAX 64
 typedef struct {
   char primary[280];      /* "host:port" or a socket path; "" when no primary is known */
   int sentinel;           /* -1: no --sentinel; 1: a sentinel answers; 0: none does */
   char sentinel_msg[240]; /* why none does */
+  int cluster;            /* 0: not a cluster; else the shards below */
+  int nshards;
+  struct {
+    char primary[280];
+    int slots;            /* how many of the 16384 it serves */
+    int replicas;         /* online (INFO replication) */
+  } shards[STORE_SHARDS_MAX];
 } store_topology;
 
-/* The replica count (INFO replication) and the topology, for /readyz. */
+/* The replica count (INFO replication; under --redis-cluster the fewest
+ * of any shard) and the topology, for /readyz. */
 store_status store_ready(store_result *r, store_topology *topo);
 
 /* ---- pipelined calls -------------------------------------------------- */
@@ -93,8 +102,12 @@ typedef struct store_op {
   store_result r;
   void (*done)(struct store_op *); /* called once, on the pipe's thread */
   void *arg;                       /* the caller's */
-  struct store_op *next;           /* the store's */
-  int64_t deadline_ms;             /* the store's */
+  /* the store's: */
+  struct store_op *next;
+  int64_t deadline_ms;             /* this send's reply is due */
+  int64_t call_deadline_ms;        /* the whole call's, across redirections */
+  int64_t retry_at_ms;             /* TRYAGAIN: sent again at this time */
+  int node, slot, hops, asking, backoff_ms;
 } store_op;
 
 /* A pipelined connection, used by one thread only. */

@@ -16,6 +16,7 @@
 #include <hiredis/hiredis.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "metrics.h"
@@ -44,6 +46,7 @@ static const char *const script_name[SCRIPT_COUNT] = {"acquire", "renew", "relea
 
 typedef struct {
   redisContext *c;
+  int node;             /* the node table's id of the node it goes to */
   char sha[SCRIPT_COUNT][41];
   int64_t next_try_ms;  /* no reconnect before this (backoff)... */
   unsigned long seen_epoch; /* ...unless another thread connected since */
@@ -54,16 +57,22 @@ typedef struct {
   char last_err[200];   /* why the last connect failed */
 } conn;
 
+/* A thread's direct connections, one per node it has called (lazily). */
+typedef struct {
+  conn *by_node[NODE_MAX];
+} thread_conns;
+
 static const config *cfg;
 static pthread_key_t conn_key;
-/* Bumped by every successful connect: when Redis comes back, the first
- * thread to reach it lets all the others skip their backoff. */
-static atomic_ulong connect_epoch;
-/* Bumped by every lost or timed-out connection. A connection opened before
- * the last failure is reopened before its next use: when one worker finds
- * Redis gone (a restart, or a middlebox that dropped every connection
- * without a word), the others do not each pay a timeout to find out. */
-static atomic_ulong failure_epoch;
+/* Per node. Bumped by every successful connect: when a node comes back,
+ * the first thread to reach it lets all the others skip their backoff. */
+static atomic_ulong connect_epoch[NODE_MAX];
+/* Per node. Bumped by every lost or timed-out connection. A connection
+ * opened before the last failure is reopened before its next use: when one
+ * worker finds a node gone (a restart, or a middlebox that dropped every
+ * connection without a word), the others do not each pay a timeout to
+ * find out. */
+static atomic_ulong failure_epoch[NODE_MAX];
 static char channel[PICKET_PROTO_KEY_PREFIX_MAX + 16];
 /* The scripts' fence arguments, fixed by the config: --fence-floor and
  * --fence-idle-ttl-ms as the scripts take them (acquire.lua). */
@@ -86,9 +95,13 @@ static void conn_close(conn *k) {
 }
 
 static void conn_destroy(void *p) {
-  conn *k = p;
-  conn_close(k);
-  free(k);
+  thread_conns *t = p;
+  for (int i = 0; i < NODE_MAX; i++)
+    if (t->by_node[i]) {
+      conn_close(t->by_node[i]);
+      free(t->by_node[i]);
+    }
+  free(t);
 }
 
 static struct timeval ms_tv(int64_t ms) {
@@ -189,17 +202,17 @@ static int policy_evicts(const char *policy) { return strcmp(policy, "noeviction
  * INFO a second for the process, which also refreshes the memory and key
  * gauges), and each connect does too. A policy picketd cannot read (INFO
  * refused) counts as evicting: nothing says it is not. */
-static atomic_int evicting;
-static atomic_llong policy_due_ms;
+static atomic_int evicting[NODE_MAX]; /* per node: a cluster's shards are checked each */
+static atomic_llong policy_due_ms[NODE_MAX];
 
 static void check_policy(conn *k) {
   info_facts f;
-  atomic_store(&policy_due_ms, (long long)(now_ms() + POLICY_RECHECK_MS));
+  atomic_store(&policy_due_ms[k->node], (long long)(now_ms() + POLICY_RECHECK_MS));
   /* The connection failed (its next call finds out), or a transient
    * refusal: the verdict stands. */
   if (info_read(k->c, &f) < 0 || f.other_error) return;
   int bad = policy_evicts(f.policy) && !cfg->allow_eviction;
-  int was = atomic_exchange(&evicting, bad);
+  int was = atomic_exchange(&evicting[k->node], bad);
   if (bad && !was && f.policy[0] == '\0')
     LOG(LOG_ERROR, "cannot read Redis maxmemory-policy (INFO refused, or it has no "
                    "maxmemory_policy): refusing locks (allow INFO, see deploy/users.acl, or "
@@ -213,15 +226,16 @@ static void check_policy(conn *k) {
 /* Re-reads the policy on k (which has no reply outstanding) when the
  * process's check is due; one connection takes each turn. */
 static void policy_due(conn *k) {
-  long long due = atomic_load(&policy_due_ms), now = (long long)now_ms();
-  if (now >= due && atomic_compare_exchange_strong(&policy_due_ms, &due, now + POLICY_RECHECK_MS))
+  atomic_llong *d = &policy_due_ms[k->node];
+  long long due = atomic_load(d), now = (long long)now_ms();
+  if (now >= due && atomic_compare_exchange_strong(d, &due, now + POLICY_RECHECK_MS))
     check_policy(k);
 }
 
-/* A connection to the primary (node.c finds it, authenticates and checks
+/* A connection to node `id` (node.c finds it, authenticates and checks
  * it); NULL with r->err set. *gen gets its generation. */
-static redisContext *redis_open(store_result *r, unsigned long *gen) {
-  return node_connect(cfg->redis_timeout_ms, gen, r->err, sizeof r->err);
+static redisContext *redis_open(int id, store_result *r, unsigned long *gen) {
+  return node_connect(id, cfg->redis_timeout_ms, gen, r->err, sizeof r->err);
 }
 
 static int load_script(conn *k, int s, store_result *r) {
@@ -248,11 +262,11 @@ static int peer_closed(int fd) {
  * Redis cannot be reached now. `at_rest`: k has no replies outstanding, so
  * it may be reopened after another connection's failure. */
 static conn *conn_ready(conn *k, int at_rest, store_result *r) {
-  if (k->c && at_rest && k->seen_failure != atomic_load(&failure_epoch)) {
+  if (k->c && at_rest && k->seen_failure != atomic_load(&failure_epoch[k->node])) {
     LOG(LOG_DEBUG, "another connection to Redis failed; reconnecting");
     conn_close(k);
   }
-  if (k->c && k->gen != node_generation()) {
+  if (k->c && k->gen != node_generation(k->node)) {
     /* Sentinel named a new primary: no call goes to the old one. (A pipe
      * with calls waiting has failed them before it gets here.) */
     LOG(LOG_DEBUG, "Redis primary changed; reconnecting");
@@ -262,20 +276,20 @@ static conn *conn_ready(conn *k, int at_rest, store_result *r) {
   int64_t now = now_ms();
   /* k->gen is the generation of the last attempt: a new primary is tried
    * at once, whatever the backoff from failures against the old one. */
-  if (now < k->next_try_ms && k->seen_epoch == atomic_load(&connect_epoch) &&
-      k->gen == node_generation()) {
+  if (now < k->next_try_ms && k->seen_epoch == atomic_load(&connect_epoch[k->node]) &&
+      k->gen == node_generation(k->node)) {
     /* the reason of the last attempt, which may be this call's first
      * sight of it (a loop's pipe connects at start) */
     snprintf(r->err, sizeof r->err, "%s (retrying)", k->last_err);
     return NULL;
   }
-  k->seen_failure = atomic_load(&failure_epoch);
-  k->c = redis_open(r, &k->gen);
+  k->seen_failure = atomic_load(&failure_epoch[k->node]);
+  k->c = redis_open(k->node, r, &k->gen);
   for (int s = 0; k->c && s < SCRIPT_COUNT; s++)
     if (load_script(k, s, r) < 0) conn_close(k);
   if (k->c == NULL) {
     snprintf(k->last_err, sizeof k->last_err, "%.199s", r->err);
-    k->seen_epoch = atomic_load(&connect_epoch);
+    k->seen_epoch = atomic_load(&connect_epoch[k->node]);
     k->next_try_ms = now + k->backoff_ms;
     k->backoff_ms = k->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : k->backoff_ms * 2;
     return NULL;
@@ -283,26 +297,39 @@ static conn *conn_ready(conn *k, int at_rest, store_result *r) {
   k->backoff_ms = BACKOFF_MIN_MS;
   k->next_try_ms = 0;
   k->opens++;
-  atomic_fetch_add(&connect_epoch, 1);
+  atomic_fetch_add(&connect_epoch[k->node], 1);
   check_policy(k);
   metrics_inc(M_REDIS_RECONNECTS);
   LOG(LOG_DEBUG, "Redis connection opened");
   return k;
 }
 
-/* The calling thread's connection for direct calls, (re)opened as needed;
- * NULL with r->err set when Redis cannot be reached now. */
-static conn *conn_get(store_result *r) {
-  conn *k = pthread_getspecific(conn_key);
+/* A new connection slot for node `id`, not connected yet; NULL (r->err
+ * set) when out of memory. */
+static conn *conn_new(int id, store_result *r) {
+  conn *k = calloc(1, sizeof *k);
   if (k == NULL) {
-    k = calloc(1, sizeof *k);
-    if (k == NULL) {
+    set_err(r, "out of memory%s", NULL);
+    return NULL;
+  }
+  k->node = id;
+  k->backoff_ms = BACKOFF_MIN_MS;
+  return k;
+}
+
+/* The calling thread's connection to node `id` for direct calls, (re)opened
+ * as needed; NULL with r->err set when the node cannot be reached now. */
+static conn *conn_get(int id, store_result *r) {
+  thread_conns *t = pthread_getspecific(conn_key);
+  if (t == NULL) {
+    if ((t = calloc(1, sizeof *t)) == NULL) {
       set_err(r, "out of memory%s", NULL);
       return NULL;
     }
-    k->backoff_ms = BACKOFF_MIN_MS;
-    pthread_setspecific(conn_key, k);
+    pthread_setspecific(conn_key, t);
   }
+  conn *k = t->by_node[id];
+  if (k == NULL && (k = t->by_node[id] = conn_new(id, r)) == NULL) return NULL;
   if (k->c && peer_closed(k->c->fd)) {
     /* Redis closed this idle connection (restart, CLIENT KILL, timeout):
      * reconnect now instead of failing the request that finds out. (A
@@ -342,10 +369,11 @@ static void tamper_repaired(const store_op *op, const redisReply *e) {
                 "knows of", op->name, why);
 }
 
-/* Sorts an error reply into unavailable (retry later) or a real error. */
-static store_status error_reply(const char *msg, store_result *r) {
+/* Sorts an error reply of node `node` into unavailable (retry later) or a
+ * real error. */
+static store_status error_reply(int node, const char *msg, store_result *r) {
   static const char *const transient[] = {"LOADING", "BUSY", "READONLY", "MASTERDOWN",
-                                          "TRYAGAIN", "CLUSTERDOWN", NULL};
+                                          "TRYAGAIN", "CLUSTERDOWN", "MOVED ", "ASK ", NULL};
   char clean[200];
   snprintf(clean, sizeof clean, "%s", msg);
   char *script = strstr(clean, " script:");
@@ -372,7 +400,7 @@ static store_status error_reply(const char *msg, store_result *r) {
   }
   for (int i = 0; transient[i]; i++)
     if (strncmp(msg, transient[i], strlen(transient[i])) == 0) {
-      node_trouble(); /* READONLY: a demoted primary; LOADING: a restarted one */
+      node_trouble(node); /* READONLY: a demoted primary; LOADING: a restarted one */
       set_err(r, "Redis cannot serve now: %s", clean);
       metrics_inc(M_REDIS_ERR_UNAVAILABLE);
       return STORE_EUNAVAIL;
@@ -396,8 +424,8 @@ static void transport_reason(const conn *k, store_result *r) {
  * before its next call. */
 static void conn_lost(conn *k) {
   conn_close(k);
-  node_trouble();
-  atomic_fetch_add(&failure_epoch, 1);
+  node_trouble(k->node);
+  atomic_fetch_add(&failure_epoch[k->node], 1);
   metrics_gauge_set(G_REDIS_UP, 0);
 }
 
@@ -436,15 +464,18 @@ typedef struct {
   char lease_key[KEY_MAX], fence_key[KEY_MAX], ttl[24], max[24];
 } op_command;
 
-/* Fills cmd for op on connection k; -1 when the name cannot make a key. */
-static int op_command_build(const conn *k, const store_op *op, op_command *cmd) {
+/* Fills cmd for op; -1 when the name cannot make a key. The script's SHA
+ * (argv[1]) is the connection's: cmd_bind sets it once one is chosen.
+ * cmd->lease_key is the key the call is routed by (a token's key for
+ * quota calls): every key of one call shares its hash tag. */
+static int op_command_build(const store_op *op, op_command *cmd) {
   if (op->kind == STORE_OP_QUOTA) {
     /* (token_key; verb, name, ttl, max) */
     if (picket_proto_key_token_leases(cmd->lease_key, KEY_MAX, cfg->key_prefix, op->token) < 0)
       return -1;
     snprintf(cmd->ttl, sizeof cmd->ttl, "%lld", (long long)op->ttl_ms);
     snprintf(cmd->max, sizeof cmd->max, "%lld", (long long)op->max);
-    const char *q[] = {"EVALSHA", k->sha[SCRIPT_QUOTA], "1", cmd->lease_key, op->verb, op->name,
+    const char *q[] = {"EVALSHA", NULL, "1", cmd->lease_key, op->verb, op->name,
                        cmd->ttl, cmd->max};
     memcpy(cmd->argv, q, sizeof q);
     cmd->argc = (int)(sizeof q / sizeof q[0]);
@@ -457,7 +488,7 @@ static int op_command_build(const conn *k, const store_op *op, op_command *cmd) 
   const char **a = cmd->argv;
   int n = 0;
   a[n++] = "EVALSHA";
-  a[n++] = k->sha[op_script[op->kind]];
+  a[n++] = NULL; /* cmd_bind */
   switch (op->kind) {
     case STORE_OP_ACQUIRE: /* (lease_key, fence_key; lease, ttl, owner, floor, idle) */
       a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
@@ -479,6 +510,10 @@ static int op_command_build(const conn *k, const store_op *op, op_command *cmd) 
   }
   cmd->argc = n;
   return 0;
+}
+
+static void cmd_bind(op_command *cmd, const conn *k, const store_op *op) {
+  cmd->argv[1] = k->sha[op_script[op->kind]];
 }
 
 static store_status bad_name(store_result *r) {
@@ -512,12 +547,20 @@ static store_status op_parse(store_op *op, redisReply *rep) {
   store_result *r = &op->r;
   store_status st = STORE_OK;
   if (rep->type == REDIS_REPLY_ERROR) {
-    st = error_reply(rep->str, r);
+    st = error_reply(op->node, rep->str, r);
+    if (op->slot >= 0 && (strncmp(rep->str, "CLUSTERDOWN", 11) == 0 ||
+                          strncmp(rep->str, "TRYAGAIN", 8) == 0)) {
+      /* Name the slot: which shard is down (or mid-migration for longer
+       * than --redis-timeout-ms) is what an operator needs. */
+      char detail[200];
+      snprintf(detail, sizeof detail, "%.199s", r->err);
+      snprintf(r->err, sizeof r->err, "Redis Cluster slot %d: %.200s", op->slot, detail);
+    }
     freeReplyObject(rep);
     return st;
   }
   metrics_gauge_set(G_REDIS_UP, 1);
-  node_ok();
+  node_ok(op->node);
   redisReply **e = rep->element;
   switch (op->kind) {
     case STORE_OP_ACQUIRE: /* {1, fence, created, tamper} or {0, ttl, owner, tamper} */
@@ -572,11 +615,11 @@ static int is_noscript(const redisReply *rep) {
   return rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0;
 }
 
-/* k (NULL: the calling thread's connection), ready for lock calls: NULL
- * with the status in *st (and r->err) when Redis is unreachable or
- * misconfigured. */
-static conn *conn_for_calls(conn *k, int at_rest, store_result *r, store_status *st) {
-  k = k ? conn_ready(k, at_rest, r) : conn_get(r);
+/* k (NULL: the calling thread's connection to node `id`), ready for lock
+ * calls: NULL with the status in *st (and r->err) when the node is
+ * unreachable or misconfigured. */
+static conn *conn_for_calls(conn *k, int id, int at_rest, store_result *r, store_status *st) {
+  k = k ? conn_ready(k, at_rest, r) : conn_get(id, r);
   if (k == NULL) {
     metrics_inc(M_REDIS_ERR_UNAVAILABLE);
     metrics_gauge_set(G_REDIS_UP, 0);
@@ -584,7 +627,7 @@ static conn *conn_for_calls(conn *k, int at_rest, store_result *r, store_status 
     return NULL;
   }
   if (at_rest) policy_due(k);
-  if (atomic_load(&evicting)) {
+  if (atomic_load(&evicting[k->node])) {
     set_err(r, "Redis maxmemory-policy evicts keys; fences are unsafe, so no lock calls%s", NULL);
     metrics_inc(M_REDIS_ERR_MISCONFIGURED);
     *st = STORE_EMISCONF;
@@ -593,31 +636,173 @@ static conn *conn_for_calls(conn *k, int at_rest, store_result *r, store_status 
   return k;
 }
 
-/* Runs op's script on the calling thread's connection: one round trip,
- * plus a SCRIPT LOAD and a second try on NOSCRIPT. */
-static store_status op_run(store_op *op) {
-  store_status st;
-  conn *k = conn_for_calls(NULL, 1, &op->r, &st);
-  if (k == NULL) return st;
-  op_command cmd;
-  if (op_command_build(k, op, &cmd) < 0) return bad_name(&op->r);
-  for (int attempt = 0; attempt < 2; attempt++) {
-    redisReply *rep = redisCommandArgv(k->c, cmd.argc, cmd.argv, NULL);
-    if (rep == NULL) return transport_error(k, &op->r);
-    if (k->gen != node_generation()) return primary_moved(k, rep, &op->r);
-    if (!is_noscript(rep) || attempt == 1) return op_parse(op, rep);
+/* The node for op (its key's slot's primary under --redis-cluster; sets
+ * op->slot and op->node), or -1 with op->r.err set. */
+static int route(store_op *op, const op_command *cmd) {
+  int id = node_for_key(cmd->lease_key, &op->slot, op->r.err, sizeof op->r.err);
+  if (id < 0) metrics_inc(M_REDIS_ERR_UNAVAILABLE);
+  op->node = id;
+  return id;
+}
+
+/* ---- redirections (--redis-cluster) -----------------------------------
+ *
+ * Why following one is safe: Redis answers MOVED, ASK and TRYAGAIN before
+ * it runs the script (it checks the keys' slot first), so the call did
+ * nothing on that node, and sending it again cannot grant twice or bump a
+ * fence twice. The calls that may have run (a lost connection, a timeout)
+ * are never sent again by picketd: they end in 503, and the client's retry
+ * with the same lease is idempotent (acquire.lua). */
+
+#define HOPS_MAX 5        /* redirections followed per call, as Lettuce's maxRedirects */
+#define TRYAGAIN_MIN_MS 2 /* first backoff after TRYAGAIN; doubles... */
+#define TRYAGAIN_MAX_MS 50 /* ...up to this, within the call's --redis-timeout-ms */
+
+enum { FOLLOW_GIVE_UP = -2, FOLLOW_ROUTE = -1 };
+
+/* A redirection in rep: "MOVED 3999 10.0.0.2:6381", "ASK 3999 ...",
+ * "TRYAGAIN ...". 0 when rep is none of them. */
+static int redirect_of(const redisReply *rep, int *kind, int *slot, char *host, size_t cap,
+                       int *port) {
+  if (rep->type != REDIS_REPLY_ERROR) return 0;
+  if (strncmp(rep->str, "TRYAGAIN", 8) == 0) {
+    *kind = M_REDIS_REDIRECT_TRYAGAIN;
+    return 1;
+  }
+  int moved = strncmp(rep->str, "MOVED ", 6) == 0;
+  if (!moved && strncmp(rep->str, "ASK ", 4) != 0) return 0;
+  const char *sp = strchr(rep->str, ' '), *addr = sp ? strchr(sp + 1, ' ') : NULL;
+  const char *colon = addr ? strrchr(addr, ':') : NULL; /* the last: IPv6 hosts have colons */
+  if (colon == NULL || (size_t)(colon - addr - 1) >= cap) return 0;
+  *slot = atoi(sp + 1);
+  *port = atoi(colon + 1);
+  if (*slot < 0 || *slot >= NODE_SLOTS || *port <= 0 || *port > 65535) return 0;
+  memcpy(host, addr + 1, (size_t)(colon - addr - 1));
+  host[colon - addr - 1] = '\0';
+  *kind = moved ? M_REDIS_REDIRECT_MOVED : M_REDIS_REDIRECT_ASK;
+  return 1;
+}
+
+/* What the next send of op is after the reply rep from node `from`: the
+ * node to send it to (ASK; op->asking set), FOLLOW_ROUTE (MOVED repointed
+ * the slot, or TRYAGAIN after *wait_ms), or FOLLOW_GIVE_UP: rep is not a
+ * redirection, or the call has followed HOPS_MAX MOVED or run out of its
+ * --redis-timeout-ms, and rep is its answer (a 503). Frees rep unless it
+ * gives up. */
+static int follow(store_op *op, int from, redisReply *rep, int64_t *wait_ms) {
+  int kind, slot, port;
+  char host[256];
+  *wait_ms = 0;
+  if (!node_is_cluster() || !redirect_of(rep, &kind, &slot, host, sizeof host, &port))
+    return FOLLOW_GIVE_UP;
+  if (kind == M_REDIS_REDIRECT_MOVED && op->hops >= HOPS_MAX) {
+    LOG(LOG_WARN, "lock %s: %d MOVED redirections in one call (the slot map keeps "
+                  "changing?); answering 503", op->name, HOPS_MAX);
+    return FOLLOW_GIVE_UP;
+  }
+  if (host[0] == '\0') { /* "MOVED 3999 :6381": the node did not know its own address */
+    char a[280];
+    node_addr(from, a, sizeof a);
+    a[strcspn(a, ":")] = '\0';
+    snprintf(host, sizeof host, "%.255s", a);
+  }
+  int next = FOLLOW_ROUTE;
+  if (kind == M_REDIS_REDIRECT_TRYAGAIN) {
+    /* The slot is mid-migration and its keys are split between the two
+     * nodes: wait for the rest to move. */
+    if (now_ms() + op->backoff_ms >= op->call_deadline_ms) return FOLLOW_GIVE_UP;
+    *wait_ms = op->backoff_ms;
+    op->backoff_ms = op->backoff_ms * 2 > TRYAGAIN_MAX_MS ? TRYAGAIN_MAX_MS : op->backoff_ms * 2;
+    metrics_inc((metrics_counter)kind);
+    freeReplyObject(rep);
+    return FOLLOW_ROUTE; /* not a hop: the deadline bounds these */
+  } else if (kind == M_REDIS_REDIRECT_MOVED) {
+    if (node_moved(slot, host, port) < 0) return FOLLOW_GIVE_UP;
+    op->hops++;
+  } else if (now_ms() >= op->call_deadline_ms || (next = node_id_of(host, port)) < 0) {
+    return FOLLOW_GIVE_UP;
+  } else {
+    /* ASK: this one call, on that node, after ASKING. Not a hop either:
+     * mid-migration, a free lock's acquire goes ASK, then TRYAGAIN at the
+     * target (its lease key exists on neither side) until the slot has
+     * moved; the deadline bounds that too. */
+    op->asking = 1;
+  }
+  metrics_inc((metrics_counter)kind);
+  freeReplyObject(rep);
+  return next;
+}
+
+/* Sends cmd on k (after ASKING when op->asking) and reads the reply; on
+ * NOSCRIPT loads the script and sends once more. NULL with *st set on a
+ * transport failure or a refused SCRIPT LOAD. */
+static redisReply *call_once(conn *k, store_op *op, op_command *cmd, store_status *st) {
+  for (int attempt = 0;; attempt++) {
+    redisReply *rep = NULL, *asked = NULL;
+    if (op->asking) {
+      /* ASKING and the call in one write: the flag lasts one command. */
+      if (redisAppendCommand(k->c, "ASKING") != REDIS_OK ||
+          redisAppendCommandArgv(k->c, cmd->argc, cmd->argv, NULL) != REDIS_OK ||
+          redisGetReply(k->c, (void **)&asked) != REDIS_OK ||
+          redisGetReply(k->c, (void **)&rep) != REDIS_OK)
+        rep = NULL;
+      if (asked) freeReplyObject(asked);
+    } else {
+      rep = redisCommandArgv(k->c, cmd->argc, cmd->argv, NULL);
+    }
+    if (rep == NULL) {
+      *st = transport_error(k, &op->r);
+      return NULL;
+    }
+    if (!is_noscript(rep) || attempt == 1) return rep;
     freeReplyObject(rep);
     int s = op_script[op->kind];
     LOG(LOG_INFO, "Redis lost script %s (restart or SCRIPT FLUSH); reloading", script_name[s]);
-    if (load_script(k, s, &op->r) < 0) return k->c->err ? transport_error(k, &op->r) : STORE_EREPLY;
+    if (load_script(k, s, &op->r) < 0) {
+      *st = k->c->err ? transport_error(k, &op->r) : STORE_EREPLY;
+      return NULL;
+    }
   }
-  return STORE_EREPLY; /* not reached */
 }
 
-/* Waits for --min-replicas to acknowledge this connection's writes. */
-static store_status wait_replicas(store_result *r) {
+/* Runs op's script on the calling thread's connection to its node: one
+ * round trip, plus a SCRIPT LOAD and a second try on NOSCRIPT, and under
+ * --redis-cluster the redirections followed (see above). op->node is the
+ * node that answered, for the WAIT of --min-replicas. */
+static store_status op_run(store_op *op) {
+  op_command cmd;
+  if (op_command_build(op, &cmd) < 0) return bad_name(&op->r);
+  op->call_deadline_ms = now_ms() + cfg->redis_timeout_ms;
+  op->hops = op->asking = 0;
+  op->backoff_ms = TRYAGAIN_MIN_MS;
+  int next = FOLLOW_ROUTE;
+  for (;;) {
+    int id = next >= 0 ? next : route(op, &cmd);
+    if (id < 0) return STORE_EUNAVAIL;
+    op->node = id;
+    store_status st;
+    conn *k = conn_for_calls(NULL, id, 1, &op->r, &st);
+    if (k == NULL) return st;
+    cmd_bind(&cmd, k, op);
+    redisReply *rep = call_once(k, op, &cmd, &st);
+    op->asking = 0;
+    if (rep == NULL) return st;
+    if (k->gen != node_generation(id)) return primary_moved(k, rep, &op->r);
+    int64_t wait_ms;
+    if ((next = follow(op, id, rep, &wait_ms)) == FOLLOW_GIVE_UP) return op_parse(op, rep);
+    if (wait_ms > 0) {
+      struct timespec ts = {0, (long)wait_ms * 1000000L};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+/* Waits for --min-replicas to acknowledge the writes of this thread's
+ * connection to node `id`: the shard that took the grant. */
+static store_status wait_replicas(int id, store_result *r) {
   if (cfg->min_replicas <= 0) return STORE_OK;
-  conn *k = pthread_getspecific(conn_key);
+  thread_conns *t = pthread_getspecific(conn_key);
+  conn *k = t ? t->by_node[id] : NULL;
   if (k == NULL || k->c == NULL) {
     set_err(r, "Redis connection lost before WAIT%s", NULL);
     return STORE_EUNAVAIL;
@@ -630,10 +815,10 @@ static store_status wait_replicas(store_result *r) {
                                  (long long)cfg->replica_timeout_ms);
   redisSetTimeout(k->c, ms_tv(cfg->redis_timeout_ms));
   if (rep == NULL) return transport_error(k, r);
-  if (k->gen != node_generation()) return primary_moved(k, rep, r);
+  if (k->gen != node_generation(id)) return primary_moved(k, rep, r);
   store_status st = STORE_OK;
   if (rep->type == REDIS_REPLY_ERROR) {
-    st = error_reply(rep->str, r);
+    st = error_reply(id, rep->str, r);
   } else if (rep->type != REDIS_REPLY_INTEGER || rep->integer < cfg->min_replicas) {
     snprintf(r->err, sizeof r->err, "only %lld of %d replicas acknowledged within %lld ms",
              rep->type == REDIS_REPLY_INTEGER ? (long long)rep->integer : 0LL, cfg->min_replicas,
@@ -651,7 +836,7 @@ static store_status op_run_direct(store_op *op, store_result *r) {
   memset(&op->r, 0, sizeof op->r);
   store_status st = op_run(op);
   if (st == STORE_OK && (op->kind == STORE_OP_ACQUIRE || op->kind == STORE_OP_RENEW)) {
-    st = wait_replicas(&op->r);
+    st = wait_replicas(op->node, &op->r);
     if (st != STORE_OK && op->kind == STORE_OP_ACQUIRE && op->r.created) {
       /* A new grant that may not survive a failover: take it back, so no
        * caller ever holds a grant that another could get after a
@@ -698,20 +883,17 @@ store_status store_quota(const char *token, const char *verb, const char *name, 
   return st;
 }
 
-store_status store_ready(store_result *r, store_topology *topo) {
-  node_info ni;
-  node_describe(&ni);
-  snprintf(topo->primary, sizeof topo->primary, "%s", ni.primary);
-  topo->sentinel = ni.sentinel;
-  snprintf(topo->sentinel_msg, sizeof topo->sentinel_msg, "%s", ni.sentinel_msg);
-  conn *k = conn_get(r);
+/* One node's readiness: reachable, not evicting, not full, a primary, and
+ * (r->replicas) how many replicas are online. */
+static store_status ready_node(int id, const char *addr, store_result *r) {
+  conn *k = conn_get(id, r);
   if (k == NULL) {
     metrics_gauge_set(G_REDIS_UP, 0);
     return STORE_EUNAVAIL;
   }
-  if (atomic_load(&evicting)) check_policy(k); /* so /readyz sees a fix at once */
+  if (atomic_load(&evicting[id])) check_policy(k); /* so /readyz sees a fix at once */
   else policy_due(k);
-  if (atomic_load(&evicting)) {
+  if (atomic_load(&evicting[id])) {
     set_err(r, "Redis maxmemory-policy evicts keys; fences are unsafe%s", NULL);
     return STORE_EMISCONF;
   }
@@ -720,7 +902,7 @@ store_status store_ready(store_result *r, store_topology *topo) {
   store_status st = STORE_OK;
   r->replicas = 0;
   if (rep->type == REDIS_REPLY_ERROR) {
-    st = error_reply(rep->str, r);
+    st = error_reply(id, rep->str, r);
   } else if (rep->type == REDIS_REPLY_STRING) {
     /* Count the replicas online, not connected_slaves: that also counts
      * replicas still syncing, which WAIT cannot count yet. */
@@ -740,47 +922,112 @@ store_status store_ready(store_result *r, store_topology *topo) {
       /* Demoted since this connection opened (or --redis names a
        * replica): every grant would meet READONLY. */
       snprintf(r->err, sizeof r->err, "Redis at %.200s is a replica, not the primary",
-               topo->primary[0] ? topo->primary : "the configured address");
-      node_trouble();
+               addr[0] ? addr : "the configured address");
+      node_trouble(id);
       freeReplyObject(rep);
       return STORE_EUNAVAIL;
-    }
-    /* Every grant would be refused with not_replicated: not ready. */
-    if (r->replicas < cfg->min_replicas) {
-      snprintf(r->err, sizeof r->err, "%d of --min-replicas %d replicas online", r->replicas,
-               cfg->min_replicas);
-      st = STORE_ENOTREPL;
     }
   }
   freeReplyObject(rep);
   return st;
 }
 
+store_status store_ready(store_result *r, store_topology *topo) {
+  node_info ni;
+  node_describe(&ni);
+  snprintf(topo->primary, sizeof topo->primary, "%s", ni.primary);
+  topo->sentinel = ni.sentinel;
+  snprintf(topo->sentinel_msg, sizeof topo->sentinel_msg, "%s", ni.sentinel_msg);
+  node_shard sh[STORE_SHARDS_MAX];
+  int n = node_shards(sh, STORE_SHARDS_MAX);
+  topo->cluster = ni.cluster >= 0;
+  if (!topo->cluster) {
+    store_status st = ready_node(0, topo->primary, r);
+    if (st == STORE_OK && r->replicas < cfg->min_replicas) {
+      /* Every grant would be refused with not_replicated: not ready. */
+      snprintf(r->err, sizeof r->err, "%d of --min-replicas %d replicas online", r->replicas,
+               cfg->min_replicas);
+      st = STORE_ENOTREPL;
+    }
+    return st;
+  }
+  /* A cluster is ready when every slot has a primary that answers: a lock
+   * on any slot must be grantable. Each shard is asked in turn (a few
+   * INFO round trips; /readyz is polled, not hammered). */
+  if (n == 0 || ni.uncovered > 0) {
+    if (ni.cluster == 0)
+      snprintf(r->err, sizeof r->err, "no Redis Cluster node answers: %.180s", ni.cluster_msg);
+    else
+      snprintf(r->err, sizeof r->err, "%d of %d Redis Cluster slots have no primary",
+               n == 0 ? NODE_SLOTS : ni.uncovered, NODE_SLOTS);
+    metrics_gauge_set(G_REDIS_UP, 0);
+    return STORE_EUNAVAIL;
+  }
+  int fewest = -1;
+  topo->nshards = n;
+  for (int i = 0; i < n; i++) {
+    snprintf(topo->shards[i].primary, sizeof topo->shards[i].primary, "%s", sh[i].primary);
+    topo->shards[i].slots = sh[i].slots;
+    store_status st = ready_node(sh[i].id, sh[i].primary, r);
+    if (st != STORE_OK) {
+      char why[200];
+      snprintf(why, sizeof why, "%.199s", r->err);
+      snprintf(r->err, sizeof r->err, "Redis Cluster shard %.100s (%d slots): %.120s",
+               sh[i].primary, sh[i].slots, why);
+      return st;
+    }
+    topo->shards[i].replicas = r->replicas;
+    if (fewest < 0 || r->replicas < fewest) fewest = r->replicas;
+    if (r->replicas < cfg->min_replicas) {
+      snprintf(r->err, sizeof r->err, "Redis Cluster shard %.100s: %d of --min-replicas %d "
+               "replicas online", sh[i].primary, r->replicas, cfg->min_replicas);
+      return STORE_ENOTREPL;
+    }
+  }
+  r->replicas = fewest;
+  return STORE_OK;
+}
+
 void store_thread_done(void) {
-  conn *k = pthread_getspecific(conn_key);
-  if (k) {
+  thread_conns *t = pthread_getspecific(conn_key);
+  if (t) {
     pthread_setspecific(conn_key, NULL);
-    conn_destroy(k);
+    conn_destroy(t);
   }
 }
 
 /* ---- pipelined calls -------------------------------------------------- */
 
-/* A store_pipe belongs to one HTTP event loop and has a connection of its
- * own (never the loop thread's direct one: a direct call waits for the
- * next reply on its connection, which on a pipelined one would be someone
- * else's). While libmicrohttpd runs, the loop appends each lock call it
- * meets; after the pass it writes them all at once, and the replies, read
- * in order as they arrive, complete the calls. Under load a round trip
- * carries as many calls as the pass met, and a lone call still goes out at
- * once. Each script runs atomically and each call gets its own reply, so
- * batching changes no outcome. */
-struct store_pipe {
+/* A store_pipe belongs to one HTTP event loop and has connections of its
+ * own, one per node it has called (never the loop thread's direct ones: a
+ * direct call waits for the next reply on its connection, which on a
+ * pipelined one would be someone else's). While libmicrohttpd runs, the
+ * loop appends each lock call it meets to the pipe of the call's node;
+ * after the pass it writes each node's calls at once, and the replies,
+ * read in order as they arrive, complete the calls. Under load a round
+ * trip carries as many calls as the pass met for that node, and a lone
+ * call still goes out at once. Each script runs atomically and each call
+ * gets its own reply, so batching changes no outcome.
+ *
+ * The loop watches one descriptor: the pipe's own epoll set, which holds
+ * the sockets of its nodes. So http.c never learns how many nodes there
+ * are, and a node's reconnect changes nothing it watches.
+ *
+ * Redirections are followed without blocking the loop: a MOVED or ASK
+ * reply sends the call again at once (to the node named), a TRYAGAIN puts
+ * it on the pipe's retry list until its backoff passes. */
+typedef struct {
   conn k;
   store_op *head, *tail; /* appended, in the order their replies will come */
   store_op *unsent;      /* the first of them not yet written, or NULL */
   long unsent_n;         /* ...and how many from there */
-  long waiting;          /* appended and not yet done */
+  unsigned long watched; /* k.opens when its socket joined the epoll set */
+} node_pipe;
+
+struct store_pipe {
+  int ep;                       /* the node pipes' sockets */
+  node_pipe *nodes[NODE_MAX];   /* by node id, made on first use */
+  store_op *retry;              /* TRYAGAIN: sent again at their retry_at_ms */
 };
 
 int store_pipeline_enabled(void) {
@@ -792,23 +1039,57 @@ int store_pipeline_enabled(void) {
 
 store_pipe *store_pipe_new(void) {
   store_pipe *p = calloc(1, sizeof *p);
-  if (p) p->k.backoff_ms = BACKOFF_MIN_MS;
+  if (p == NULL) return NULL;
+  if ((p->ep = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+    free(p);
+    return NULL;
+  }
   return p;
+}
+
+/* The pipe of node id, made if new; NULL (r->err set) when out of memory. */
+static node_pipe *node_pipe_get(store_pipe *p, int id, store_result *r) {
+  if (p->nodes[id]) return p->nodes[id];
+  node_pipe *np = calloc(1, sizeof *np);
+  if (np == NULL) {
+    set_err(r, "out of memory%s", NULL);
+    return NULL;
+  }
+  np->k.node = id;
+  np->k.backoff_ms = BACKOFF_MIN_MS;
+  return p->nodes[id] = np;
+}
+
+/* Puts np's socket in the pipe's epoll set after each (re)connect. (A
+ * closed socket leaves the set by itself.) */
+static void node_pipe_watch(store_pipe *p, node_pipe *np) {
+  if (np->k.c == NULL || np->watched == np->k.opens) return;
+  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = np};
+  if (epoll_ctl(p->ep, EPOLL_CTL_ADD, np->k.c->fd, &ev) < 0)
+    epoll_ctl(p->ep, EPOLL_CTL_MOD, np->k.c->fd, &ev);
+  np->watched = np->k.opens;
 }
 
 int store_pipe_connect(store_pipe *p) {
   store_result r = {0};
-  return conn_ready(&p->k, 1, &r) ? 0 : -1;
+  node_shard sh[NODE_MAX];
+  int n = node_shards(sh, NODE_MAX), ok = n > 0;
+  for (int i = 0; i < n; i++) {
+    node_pipe *np = node_pipe_get(p, sh[i].id, &r);
+    if (np == NULL || conn_ready(&np->k, 1, &r) == NULL) ok = 0;
+    else node_pipe_watch(p, np);
+  }
+  return ok ? 0 : -1;
 }
 
-/* Completes every call still waiting on p's connection with `why` (the
+/* Completes every call still waiting on np's connection with `why` (the
  * connection is gone, and with it any way to know which of them Redis
  * ran) and closes it. done() may end the request that owns an op. */
-static void pipe_fail(store_pipe *p, const store_result *why) {
-  if (p->k.c) conn_lost(&p->k);
-  store_op *op = p->head;
-  p->head = p->tail = p->unsent = NULL;
-  p->waiting = p->unsent_n = 0;
+static void pipe_fail(node_pipe *np, const store_result *why) {
+  if (np->k.c) conn_lost(&np->k);
+  store_op *op = np->head;
+  np->head = np->tail = np->unsent = NULL;
+  np->unsent_n = 0;
   for (store_op *next; op; op = next) {
     next = op->next;
     op->r = *why;
@@ -818,112 +1099,181 @@ static void pipe_fail(store_pipe *p, const store_result *why) {
   }
 }
 
-/* Sentinel named a new primary while calls wait on p: their replies would
- * come from a node that may no longer be the primary (see primary_moved). */
-static void pipe_check_primary(store_pipe *p) {
-  if (p->k.c == NULL || p->k.gen == node_generation()) return;
+/* Sentinel named a new primary (or a cluster node's id was given to
+ * another node) while calls wait on np: their replies would come from a
+ * node that may no longer be the primary (see primary_moved). */
+static void pipe_check_primary(node_pipe *np) {
+  if (np->k.c == NULL || np->k.gen == node_generation(np->k.node)) return;
   store_result why = {0};
   set_err(&why, "the Redis primary changed during the call (failover); its outcome is unknown: "
                 "retry%s", NULL);
-  pipe_fail(p, &why);
+  pipe_fail(np, &why);
 }
 
-static void pipe_fail_transport(store_pipe *p) {
+static void pipe_fail_transport(node_pipe *np) {
   store_result why = {0};
-  transport_reason(&p->k, &why);
-  pipe_fail(p, &why);
+  transport_reason(&np->k, &why);
+  pipe_fail(np, &why);
 }
 
 void store_pipe_free(store_pipe *p) {
   if (p == NULL) return;
   store_result why = {0};
   set_err(&why, "picketd is stopping%s", NULL);
-  pipe_fail(p, &why);
+  for (store_op *op = p->retry, *next; op; op = next) {
+    next = op->next;
+    op->r = why;
+    op->st = STORE_EUNAVAIL;
+    op->done(op);
+  }
+  for (int i = 0; i < NODE_MAX; i++)
+    if (p->nodes[i]) {
+      pipe_fail(p->nodes[i], &why);
+      free(p->nodes[i]);
+    }
+  close(p->ep);
   free(p);
+}
+
+/* Queues op's command on the pipe of node `id` (after ASKING when
+ * op->asking). 0, or -1 with op->st and op->r set (done not called). */
+static int pipe_send(store_pipe *p, store_op *op, int id) {
+  node_pipe *np = node_pipe_get(p, id, &op->r);
+  if (np == NULL) {
+    op->st = STORE_EUNAVAIL;
+    return -1;
+  }
+  pipe_check_primary(np);
+  conn *k = conn_for_calls(&np->k, id, np->head == NULL, &op->r, &op->st);
+  if (k == NULL) return -1;
+  node_pipe_watch(p, np);
+  op_command cmd;
+  if (op_command_build(op, &cmd) < 0) {
+    op->st = bad_name(&op->r);
+    return -1;
+  }
+  cmd_bind(&cmd, k, op);
+  if ((op->asking && redisAppendCommand(k->c, "ASKING") != REDIS_OK) ||
+      redisAppendCommandArgv(k->c, cmd.argc, cmd.argv, NULL) != REDIS_OK) { /* out of memory */
+    op->st = transport_error(k, &op->r);
+    pipe_fail(np, &op->r); /* the calls already waiting share its fate */
+    return -1;
+  }
+  op->node = id;
+  op->next = NULL;
+  op->deadline_ms = now_ms() + cfg->redis_timeout_ms;
+  if (np->tail) np->tail->next = op;
+  else np->head = op;
+  np->tail = op;
+  if (np->unsent == NULL) np->unsent = op;
+  np->unsent_n++;
+  return 0;
 }
 
 int store_pipe_append(store_pipe *p, store_op *op) {
   memset(&op->r, 0, sizeof op->r);
-  pipe_check_primary(p);
-  conn *k = conn_for_calls(&p->k, p->waiting == 0, &op->r, &op->st);
-  if (k == NULL) return -1;
+  op->call_deadline_ms = now_ms() + cfg->redis_timeout_ms;
+  op->hops = op->asking = 0;
+  op->backoff_ms = TRYAGAIN_MIN_MS;
   op_command cmd;
-  if (op_command_build(k, op, &cmd) < 0) {
+  if (op_command_build(op, &cmd) < 0) {
     op->st = bad_name(&op->r);
     return -1;
   }
-  if (redisAppendCommandArgv(k->c, cmd.argc, cmd.argv, NULL) != REDIS_OK) { /* out of memory */
-    op->st = transport_error(k, &op->r);
-    pipe_fail(p, &op->r); /* the calls already waiting share its fate */
+  int id = route(op, &cmd);
+  if (id < 0) {
+    op->st = STORE_EUNAVAIL;
     return -1;
   }
-  op->next = NULL;
-  op->deadline_ms = now_ms() + cfg->redis_timeout_ms;
-  if (p->tail) p->tail->next = op;
-  else p->head = op;
-  p->tail = op;
-  if (p->unsent == NULL) p->unsent = op;
-  p->unsent_n++;
-  p->waiting++;
-  return 0;
+  return pipe_send(p, op, id);
+}
+
+/* Sends a redirected call again (from a reply or the retry list, so done
+ * may be called): to node `to`, or by the slot map (FOLLOW_ROUTE). */
+static void pipe_resend(store_pipe *p, store_op *op, int to) {
+  if (to < 0) {
+    op_command cmd;
+    if (op_command_build(op, &cmd) < 0 || (to = route(op, &cmd)) < 0) {
+      op->st = STORE_EUNAVAIL;
+      op->done(op);
+      return;
+    }
+  }
+  if (pipe_send(p, op, to) < 0) op->done(op);
 }
 
 void store_pipe_flush(store_pipe *p) {
-  if (p->unsent == NULL) return;
-  long n = p->unsent_n;
-  p->unsent = NULL;
-  p->unsent_n = 0;
-  /* The socket blocks (up to --redis-timeout-ms): a round trip's commands
-   * fit the socket buffer unless Redis has stopped reading, and then
-   * every call on it is lost anyway. */
-  int done = 0;
-  while (!done)
-    if (redisBufferWrite(p->k.c, &done) != REDIS_OK) {
-      pipe_fail_transport(p);
-      return;
-    }
-  metrics_inc(M_REDIS_PIPELINE_BATCHES);
-  metrics_add(M_REDIS_PIPELINE_CALLS, n);
+  for (int i = 0; i < NODE_MAX; i++) {
+    node_pipe *np = p->nodes[i];
+    if (np == NULL || np->unsent == NULL) continue;
+    long n = np->unsent_n;
+    np->unsent = NULL;
+    np->unsent_n = 0;
+    /* The socket blocks (up to --redis-timeout-ms): a round trip's
+     * commands fit the socket buffer unless Redis has stopped reading,
+     * and then every call on it is lost anyway. */
+    int done = 0;
+    while (!done)
+      if (redisBufferWrite(np->k.c, &done) != REDIS_OK) {
+        pipe_fail_transport(np);
+        break;
+      }
+    if (!done) continue;
+    metrics_inc(M_REDIS_PIPELINE_BATCHES);
+    metrics_add(M_REDIS_PIPELINE_CALLS, n);
+  }
 }
 
 int store_pipe_fd(const store_pipe *p, unsigned long *opens) {
-  *opens = p->k.opens;
-  return p->k.c ? p->k.c->fd : -1;
+  *opens = 1; /* the epoll set is the pipe's for its whole life */
+  return p->ep;
 }
 
 int64_t store_pipe_timeout_ms(const store_pipe *p) {
-  if (p->head == NULL) return -1;
-  int64_t left = p->head->deadline_ms - now_ms();
+  int64_t at = -1;
+  for (int i = 0; i < NODE_MAX; i++)
+    if (p->nodes[i] && p->nodes[i]->head && (at < 0 || p->nodes[i]->head->deadline_ms < at))
+      at = p->nodes[i]->head->deadline_ms;
+  for (const store_op *op = p->retry; op; op = op->next)
+    if (at < 0 || op->retry_at_ms < at) at = op->retry_at_ms;
+  if (at < 0) return -1;
+  int64_t left = at - now_ms();
   return left > 0 ? left : 0;
 }
 
-void store_pipe_read(store_pipe *p) {
-  pipe_check_primary(p);
-  if (p->k.c == NULL) return;
+/* Completes each call of np whose reply is in. */
+static void node_pipe_read(store_pipe *p, node_pipe *np) {
+  pipe_check_primary(np);
+  if (np->k.c == NULL) return;
   /* One read: called when the socket is readable, so it does not block. */
-  if (redisBufferRead(p->k.c) != REDIS_OK) {
-    pipe_fail_transport(p);
+  if (redisBufferRead(np->k.c) != REDIS_OK) {
+    pipe_fail_transport(np);
     return;
   }
   int noscript_logged = 0;
   for (;;) {
     redisReply *rep = NULL;
-    if (redisGetReplyFromReader(p->k.c, (void **)&rep) != REDIS_OK) {
-      pipe_fail_transport(p);
+    if (np->k.c == NULL) return; /* failed meanwhile (a resend to this node) */
+    if (redisGetReplyFromReader(np->k.c, (void **)&rep) != REDIS_OK) {
+      pipe_fail_transport(np);
       return;
     }
     if (rep == NULL) return; /* the rest has not arrived yet */
-    store_op *op = p->head;
-    if (op == NULL || op == p->unsent) { /* a reply to nothing sent: out of step */
+    store_op *op = np->head;
+    if (op == NULL || op == np->unsent) { /* a reply to nothing sent: out of step */
       freeReplyObject(rep);
       store_result why = {0};
       set_err(&why, "Redis sent a reply nobody asked for%s", NULL);
-      pipe_fail(p, &why);
+      pipe_fail(np, &why);
       return;
     }
-    p->head = op->next;
-    if (p->head == NULL) p->tail = NULL;
-    p->waiting--;
+    if (op->asking) { /* ASKING's +OK: the call's own reply comes next */
+      op->asking = 0;
+      freeReplyObject(rep);
+      continue;
+    }
+    np->head = op->next;
+    if (np->head == NULL) np->tail = NULL;
     if (is_noscript(rep)) {
       /* Redis lost its scripts (a restart, SCRIPT FLUSH): run the call
        * again on the thread's direct connection, which reloads it. */
@@ -932,20 +1282,62 @@ void store_pipe_read(store_pipe *p) {
         LOG(LOG_INFO, "Redis lost script %s (restart or SCRIPT FLUSH); reloading",
             script_name[op_script[op->kind]]);
       op->st = op_run(op);
-    } else {
-      op->st = op_parse(op, rep);
+      op->done(op);
+      continue;
     }
-    op->done(op);
+    int64_t wait_ms;
+    int next = follow(op, np->k.node, rep, &wait_ms);
+    if (next == FOLLOW_GIVE_UP) {
+      op->st = op_parse(op, rep);
+      op->done(op);
+    } else if (wait_ms > 0) {
+      op->retry_at_ms = now_ms() + wait_ms;
+      op->next = p->retry;
+      p->retry = op;
+    } else {
+      pipe_resend(p, op, next);
+    }
   }
 }
 
-void store_pipe_expire(store_pipe *p) {
-  if (p->head == NULL || now_ms() < p->head->deadline_ms) return;
-  store_result why = {0};
-  snprintf(why.err, sizeof why.err, "Redis timed out after %lld ms",
-           (long long)cfg->redis_timeout_ms);
-  pipe_fail(p, &why);
+void store_pipe_read(store_pipe *p) {
+  struct epoll_event evs[NODE_MAX];
+  int n = epoll_wait(p->ep, evs, NODE_MAX, 0);
+  for (int i = 0; i < n; i++) node_pipe_read(p, evs[i].data.ptr);
 }
+
+void store_pipe_expire(store_pipe *p) {
+  int64_t now = now_ms();
+  for (int i = 0; i < NODE_MAX; i++) {
+    node_pipe *np = p->nodes[i];
+    if (np == NULL) continue;
+    pipe_check_primary(np);
+    if (np->head == NULL || now < np->head->deadline_ms) continue;
+    store_result why = {0};
+    snprintf(why.err, sizeof why.err, "Redis timed out after %lld ms",
+             (long long)cfg->redis_timeout_ms);
+    pipe_fail(np, &why);
+  }
+  /* The TRYAGAIN calls whose backoff has passed (taken off the list
+   * first: a resend may put one back). */
+  store_op *due = NULL;
+  for (store_op **pp = &p->retry; *pp;) {
+    store_op *op = *pp;
+    if (op->retry_at_ms <= now) {
+      *pp = op->next;
+      op->next = due;
+      due = op;
+    } else {
+      pp = &op->next;
+    }
+  }
+  for (store_op *op = due, *next; op; op = next) {
+    next = op->next;
+    pipe_resend(p, op, FOLLOW_ROUTE);
+  }
+}
+
+static int startup_check(int id, char *err, size_t errlen);
 
 int store_init(const config *c, char *err, size_t errlen) {
   cfg = c;
@@ -961,9 +1353,22 @@ int store_init(const config *c, char *err, size_t errlen) {
                   "FLUSHALL, eviction, failover to a replica behind) never sends a fence back, "
                   "while Redis's clock does not step back. Not covered: a failover that loses a "
                   "grant can leave two live leases; fenced storage is what keeps that safe");
+  node_shard sh[NODE_MAX];
+  int n = node_shards(sh, NODE_MAX);
+  if (n == 0) LOG(LOG_WARN, "no Redis primary known yet; serving 503 until one answers");
+  /* Every shard is checked: any one that evicts could lose its locks'
+   * fence counters. */
+  for (int i = 0; i < n; i++)
+    if (startup_check(sh[i].id, err, errlen) < 0) return -1;
+  return 0;
+}
+
+/* The startup check of node id: -1 (why in err) when it evicts keys and
+ * --allow-eviction is off; 0 otherwise, also when it cannot be reached. */
+static int startup_check(int id, char *err, size_t errlen) {
   store_result r = {0};
   unsigned long gen;
-  redisContext *rc = redis_open(&r, &gen);
+  redisContext *rc = redis_open(id, &r, &gen);
   if (rc == NULL) {
     LOG(LOG_WARN, "%s; serving 503 until Redis answers", r.err);
     return 0;

@@ -9,6 +9,10 @@
  *    subscribes only while there are waiters (and PUBSUB_LINGER_MS after
  *    the last one left): every release in the cluster is published, and a
  *    picketd that nobody waits on has no use for hearing each one.
+ *    Under --redis-cluster it subscribes on any one primary, and on the
+ *    next when that one fails: a cluster broadcasts every PUBLISH to all
+ *    its nodes, so one subscription hears the releases of every shard
+ *    (docs/cluster.md says why this and not sharded pub/sub).
  * One mutex guards the queues. Waking a waiter means resuming its HTTP
  * connection; the retry itself runs on its HTTP event loop.
  *
@@ -290,11 +294,12 @@ static void *timer_main(void *arg) {
 
 /* ---- pub/sub thread ------------------------------------------------- */
 
-/* A subscribed connection to the primary (node.c says which; *gen gets
- * its generation), or NULL. */
-static redisContext *pubsub_connect(unsigned long *gen) {
-  char err[256];
-  redisContext *c = node_connect(cfg->redis_timeout_ms, gen, err, sizeof err);
+/* A subscribed connection to node id (node.c says which; *gen gets its
+ * generation), or NULL. */
+static redisContext *pubsub_connect(int id, unsigned long *gen) {
+  char err[256] = "no Redis Cluster primary known";
+  *gen = id >= 0 ? node_generation(id) : 0;
+  redisContext *c = id >= 0 ? node_connect(id, cfg->redis_timeout_ms, gen, err, sizeof err) : NULL;
   if (c == NULL) {
     LOG(LOG_DEBUG, "release channel: %s", err);
     return NULL;
@@ -372,6 +377,7 @@ static int pubsub_next(redisContext *c, int64_t *ping_sent, int64_t *next_ping) 
 static void *pubsub_main(void *arg) {
   int64_t backoff = 20;
   int was_up = 0;
+  int node = node_any(-1); /* the node subscribed on: 0 outside a cluster */
   for (;;) {
     pthread_mutex_lock(&mu);
     while (!stopping && nwaiters == 0) pthread_cond_wait(&wanted, &mu);
@@ -379,8 +385,9 @@ static void *pubsub_main(void *arg) {
     pthread_mutex_unlock(&mu);
     if (stop) break;
     unsigned long gen;
-    redisContext *c = pubsub_connect(&gen);
+    redisContext *c = pubsub_connect(node, &gen);
     if (c == NULL) {
+      node = node_any(node); /* the next primary, under --redis-cluster */
       if (was_up) LOG(LOG_WARN, "release channel lost; waiters retry at holders' expiry");
       was_up = 0;
       /* The backoff ends early when the primary moves (the retry is then
@@ -391,7 +398,7 @@ static void *pubsub_main(void *arg) {
       until.tv_sec += until.tv_nsec / 1000000000L;
       until.tv_nsec %= 1000000000L;
       pthread_mutex_lock(&mu);
-      while (!stopping && gen == node_generation() &&
+      while (!stopping && (node < 0 || gen == node_generation(node)) &&
              pthread_cond_timedwait(&wanted, &mu, &until) == 0) {
       }
       pthread_mutex_unlock(&mu);
@@ -410,7 +417,7 @@ static void *pubsub_main(void *arg) {
      * head retry once now instead of sleeping until its holder's expiry. */
     wake_heads(NULL, M_WAKE_RELEASE);
     int idle = 0;
-    while (!stop && !idle && gen == node_generation() &&
+    while (!stop && !idle && gen == node_generation(node) &&
            pubsub_next(c, &ping_sent, &next_ping) == 0) {
       pthread_mutex_lock(&mu);
       stop = stopping;
@@ -426,6 +433,7 @@ static void *pubsub_main(void *arg) {
       was_up = 0;
     } else if (!stopping) {
       LOG(LOG_INFO, "release channel connection closed; resubscribing");
+      node = node_any(node);
     }
   }
   return arg;

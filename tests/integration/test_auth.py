@@ -21,6 +21,9 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "contract"))
+from contract_log import contract_log  # noqa: E402
+
 E = os.environ
 P1, P2, P3 = int(E["P1_PORT"]), int(E["P2_PORT"]), int(E["P3_PORT"])
 TOKENS = {k: E[k] for k in E if k.startswith("T_")}
@@ -32,21 +35,6 @@ def check(cond, what):
     if not cond:
         failures.append(what)
         print("FAIL:", what, flush=True)
-
-
-def contract_log(method, path, data, status, hdrs, raw):
-    """The exchange, as the C harness logs it, for the contract checks
-    (tests/contract): so the 401, 403 and 429 replies are held to the spec."""
-    log = E.get("PICKET_CONTRACT_LOG")
-    if not log:
-        return
-    line = {"method": method, "path": path, "status": status,
-            "content_type": hdrs.get("content-type", ""), "body": raw,
-            "retry_after": hdrs.get("retry-after", ""), "allow": hdrs.get("allow", ""),
-            "www_authenticate": hdrs.get("www-authenticate", ""),
-            "request_body": data or "", "request_content_type": ""}
-    with open(log, "a") as f:
-        f.write(json.dumps(line) + "\n")
 
 
 def call(port, method, path, body=None, token=None, auth=None, conn=None):

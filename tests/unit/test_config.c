@@ -114,7 +114,8 @@ START_TEST(help_and_version) {
                          "--max-ttl-ms", "--max-wait-ms", "--log-level", "--log-format",
                          "--port-file", "PICKET_MAX_WAIT_MS", "--min-replicas", "--sentinel ",
                          "--sentinel-master", "--sentinel-password-file", "--redis-db",
-                         "--request-timeout-ms", "--max-connections-per-ip", "default: auto"};
+                         "--request-timeout-ms", "--max-connections-per-ip", "default: auto",
+                         "--redis-cluster"};
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
     ck_assert_msg(strstr(buf, flags[i]), "--help lacks %s", flags[i]);
 }
@@ -157,6 +158,22 @@ START_TEST(password_file_wins) {
 }
 END_TEST
 
+/* Command lines config_load must refuse, each with a one-line message
+ * that says `want`. */
+typedef struct {
+  char *argv[8];
+  char **env;
+  const char *want;
+} refused_case;
+
+static void refused_all(refused_case *bad, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_msg(load(bad[i].argv, bad[i].env) == -1, "case %zu accepted", i);
+    ck_assert_msg(strstr(err, bad[i].want), "case %zu: '%s' lacks '%s'", i, err, bad[i].want);
+    ck_assert_msg(strchr(err, '\n') == NULL, "case %zu: not one line", i);
+  }
+}
+
 START_TEST(sentinel_mode) {
   char *a[] = {"picketd", "--sentinel", "10.0.0.1:26379,[::1]:26380,s3:26381", "--sentinel-master",
                "picket", "--redis-db", "2", NULL};
@@ -182,11 +199,7 @@ START_TEST(sentinel_mode) {
   ck_assert_int_eq(cfg.sentinel_count, 0);
   ck_assert_int_eq(cfg.min_replicas, 0); /* --redis keeps its default */
 
-  struct {
-    char *argv[8];
-    char **env;
-    const char *want;
-  } bad[] = {
+  refused_case bad[] = {
       {{"picketd", "--redis", "redis://h:1", "--sentinel", "h:2", "--sentinel-master", "m"}, NULL,
        "exclusive"},
       {{"picketd", "--sentinel", "h:2", "--sentinel-master", "m"}, (char *[]){"PICKET_REDIS=redis://h:1", NULL},
@@ -201,14 +214,51 @@ START_TEST(sentinel_mode) {
       {{"picketd", "--sentinel", "h:1", "--sentinel-master", "m", "--sentinel-password-file",
         "/nonexistent"}, NULL, "--sentinel-password-file: cannot open"},
   };
-  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    ck_assert_msg(load(bad[i].argv, bad[i].env) == -1, "case %zu accepted", i);
-    ck_assert_msg(strstr(err, bad[i].want), "case %zu: '%s' lacks '%s'", i, err, bad[i].want);
-    ck_assert_msg(strchr(err, '\n') == NULL, "case %zu: not one line", i);
-  }
+  refused_all(bad, sizeof bad / sizeof bad[0]);
   char many[400] = "";
   for (int i = 0; i < 17; i++) strcat(many, i ? ",h:1" : "h:1");
   char *e[] = {"picketd", "--sentinel", many, "--sentinel-master", "m", NULL};
+  ck_assert_int_eq(load(e, NULL), -1);
+  ck_assert_msg(strstr(err, "at most 16"), "%s", err);
+}
+END_TEST
+
+START_TEST(cluster_mode) {
+  char *a[] = {"picketd", "--redis-cluster", "10.0.0.1:7000,[::1]:7001", NULL};
+  ck_assert_int_eq(load(a, NULL), CONFIG_RUN);
+  ck_assert_int_eq(cfg.cluster_seed_count, 2);
+  ck_assert_str_eq(cfg.cluster_seeds[0].host, "10.0.0.1");
+  ck_assert_int_eq(cfg.cluster_seeds[0].port, 7000);
+  ck_assert_str_eq(cfg.cluster_seeds[1].host, "::1");
+  ck_assert_int_eq(cfg.sentinel_count, 0);
+  ck_assert_str_eq(cfg.redis.host, ""); /* the slot map names the nodes */
+  ck_assert_int_eq(cfg.min_replicas, 1); /* a shard's failover promotes a replica */
+  char *b[] = {"picketd", "--redis-cluster", "h:1", "--min-replicas", "0", NULL};
+  ck_assert_int_eq(load(b, NULL), CONFIG_RUN);
+  ck_assert_int_eq(cfg.min_replicas, 0);
+  char *env[] = {"PICKET_REDIS_CLUSTER=h:1,h:2,h:3", NULL};
+  char *c[] = {"picketd", NULL};
+  ck_assert_int_eq(load(c, env), CONFIG_RUN);
+  ck_assert_int_eq(cfg.cluster_seed_count, 3);
+  refused_case bad[] = {
+      {{"picketd", "--redis", "redis://h:1", "--redis-cluster", "h:2"}, NULL, "exclusive"},
+      {{"picketd", "--redis-cluster", "h:2"}, (char *[]){"PICKET_REDIS=redis://h:1", NULL},
+       "exclusive"},
+      {{"picketd", "--redis-cluster", "h:2", "--sentinel", "h:3", "--sentinel-master", "m"}, NULL,
+       "exclusive"},
+      {{"picketd", "--redis-cluster", "h:2", "--sentinel-master", "m"}, NULL, "need --sentinel"},
+      {{"picketd", "--redis-cluster", "h:2", "--redis-db", "1"}, NULL, "only database 0"},
+      {{"picketd", "--redis-cluster", "h"}, NULL, "--redis-cluster: expected HOST:PORT"},
+      {{"picketd", "--redis-cluster", "h:0"}, NULL, "HOST:PORT"},
+      {{"picketd", "--redis-cluster", ","}, NULL, "HOST:PORT"},
+      {{"picketd", "--redis-cluster", "h:1", "--redis-password-file", "/nonexistent"}, NULL,
+       "--redis-password-file: cannot open"},
+      {{"picketd", "--redis-cluster", "h:1", "--redis-user", "u"}, NULL, "needs its password"},
+  };
+  refused_all(bad, sizeof bad / sizeof bad[0]);
+  char many[400] = "";
+  for (int i = 0; i < 17; i++) strcat(many, i ? ",h:1" : "h:1");
+  char *e[] = {"picketd", "--redis-cluster", many, NULL};
   ck_assert_int_eq(load(e, NULL), -1);
   ck_assert_msg(strstr(err, "at most 16"), "%s", err);
 }
@@ -363,6 +413,7 @@ int main(void) {
   tcase_add_test(tc, password_file_wins);
   tcase_add_test(tc, fence_flags);
   tcase_add_test(tc, sentinel_mode);
+  tcase_add_test(tc, cluster_mode);
   tcase_add_test(tc, redis_url_errors_keep_secrets);
   tcase_add_test(tc, redis_user);
   tcase_add_test(tc, connection_limits);

@@ -1,0 +1,480 @@
+#!/usr/bin/env python3
+"""test_cluster.py: picketd against a real three-shard Redis Cluster (issue 14).
+
+One cluster (3 primaries, 2 replicas each, tests/harness/redis_cluster.py:
+with --min-replicas 1 a shard that lost a node must still have a replica)
+is shared by every case, and two picketd serve from it, each given one
+seed only (they must learn the other nodes from CLUSTER SLOTS):
+  D  --min-replicas 1 (the cluster default): direct calls, WAIT on the
+     shard that took the grant;
+  P  --min-replicas 0 --redis-pipeline on: every call through the event
+     loops' per-node pipes.
+Cases, in order (each leaves the cluster whole for the next):
+  spread      1,000 names land on all three shards; all released after
+  api         the single-node API behaviours, on both picketd, logged for
+              the contract checks (and the spec's request examples)
+  readyz      three shards, 16384 slots, two replicas each
+  waiters     a waiter on a lock of each shard is woken by its release
+  migration   a slot holding a held, renewed lock moves to another primary
+              under load: the lease keeps its fence and TTL, renew and
+              release work after, no fence repeats, 5xx only in the window
+  failover    a primary SIGKILLed under load (through D and P): its shard
+              resumes within a bound, the others never fail, no fence
+              repeats; then the node returns as a replica
+
+Env: PICKET_BIN_DIR (picketd), PICKET_SOURCE_DIR, PICKET_CONTRACT_LOG
+(optional), PICKET_TIME_SCALE.
+"""
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SRC = os.environ["PICKET_SOURCE_DIR"]
+sys.path.insert(0, os.path.join(SRC, "tests", "harness"))
+sys.path.insert(0, os.path.join(SRC, "tests", "contract"))
+from redis_cluster import Cluster, keyslot  # noqa: E402
+from contract_log import contract_log  # noqa: E402
+
+BIN = os.environ["PICKET_BIN_DIR"]
+SCALE = float(os.environ.get("PICKET_TIME_SCALE", "1") or 1)
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+    return cond
+
+
+class Client:
+    """One keep-alive HTTP connection to a picketd."""
+
+    def __init__(self, port, log=True, timeout=15):
+        self.port, self.log, self.timeout = port, log, timeout
+        self.c = None
+
+    def req(self, method, path, body=None):
+        data = None if body is None else (body if isinstance(body, str) else json.dumps(body))
+        for attempt in (0, 1):
+            try:
+                if self.c is None:
+                    self.c = http.client.HTTPConnection("127.0.0.1", self.port,
+                                                        timeout=self.timeout * SCALE)
+                self.c.request(method, path, body=data)
+                r = self.c.getresponse()
+                raw = r.read().decode()
+                hdrs = {k.lower(): v for k, v in r.getheaders()}
+                break
+            except (OSError, http.client.HTTPException):
+                self.c = None
+                if attempt:
+                    return 0, {}, {}
+        if self.log:
+            contract_log(method, path, data, r.status, hdrs, raw)
+        try:
+            j = json.loads(raw) if raw and hdrs.get("content-type", "").startswith(
+                "application/json") else {}
+        except ValueError:
+            j = {}
+        return r.status, j, hdrs
+
+
+class Picketd:
+    def __init__(self, seeds, *flags):
+        self.dir = tempfile.mkdtemp(prefix="picket-clusterd-")
+        self.log = os.path.join(self.dir, "picketd.log")
+        pf = os.path.join(self.dir, "port")
+        self.p = subprocess.Popen(
+            [os.path.join(BIN, "picketd"), "--listen", "127.0.0.1:0", "--port-file", pf,
+             "--redis-cluster", seeds, *flags],
+            stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
+        deadline = time.time() + 20 * SCALE
+        while time.time() < deadline:
+            if os.path.exists(pf) and open(pf).read().strip():
+                self.port = int(open(pf).read())
+                return
+            if self.p.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise SystemExit("picketd did not start: " + open(self.log).read()[-2000:])
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                rc = self.p.wait(30 * SCALE)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                rc = self.p.wait()
+            check(rc == 0, f"picketd exited {rc} on SIGTERM")
+        text = open(self.log).read()
+        check("AddressSanitizer" not in text and "runtime error" not in text,
+              "sanitizer report in picketd's log")
+        return text
+
+
+def names_by_shard(cluster, n, prefix):
+    """n names and the primary each one's slot is on."""
+    owner = {}
+    out = {}
+    for i in range(n):
+        name = f"{prefix}{i}"
+        s = keyslot("picket:{" + name + "}:lease")
+        if s not in owner:
+            owner[s] = cluster.owner_of_slot(s)
+        out[name] = owner[s]
+    return out
+
+
+# ---- cases ---------------------------------------------------------------
+
+def case_spread(cluster, d, p):
+    """1,000 names over both picketd: keys on every shard, all released."""
+    names = [f"spread.{i}" for i in range(1000)]
+    leases = {}
+    lock = threading.Lock()
+
+    def worker(port, part):
+        c = Client(port, log=False)
+        for n in part:
+            st, j, _ = c.req("POST", f"/v1/locks/{n}/acquire", {"ttl_ms": 60000})
+            check(st == 200, f"spread: acquire {n} got {st} {j}")
+            with lock:
+                leases[n] = (port, j.get("lease"))
+    ts = [threading.Thread(target=worker, args=(port, names[i::4]))
+          for i, port in enumerate([d.port, p.port, d.port, p.port])]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    per = {}
+    for port in cluster.primaries():
+        per[port] = int(cluster.call(port, "DBSIZE"))
+    print("spread: keys per primary", per, flush=True)
+    check(len(per) == 3 and all(v >= 300 for v in per.values()),
+          f"spread: the 1,000 locks are not on all three shards: {per}")
+    c = Client(d.port, log=False)
+    for n, (port, lease) in leases.items():
+        st, j, _ = c.req("POST", f"/v1/locks/{n}/release", {"lease": lease})
+        check(st == 200, f"spread: release {n} got {st} {j}")
+
+
+def case_api(cluster, port, tag):
+    """The behaviours of the single-node suite, on locks of each shard."""
+    c = Client(port)
+    shard_names = {}
+    for name, owner in names_by_shard(cluster, 60, f"api.{tag}.").items():
+        shard_names.setdefault(owner, name)
+    check(len(shard_names) == 3, f"api: names on {len(shard_names)} shards")
+    for name in shard_names.values():
+        st, g, _ = c.req("POST", f"/v1/locks/{name}/acquire", {"ttl_ms": 20000, "owner": "w1"})
+        check(st == 200 and g.get("fence", 0) > 0, f"api {tag}: acquire {name}: {st} {g}")
+        lease, fence = g.get("lease"), g.get("fence")
+        st, h, hd = c.req("POST", f"/v1/locks/{name}/acquire", {"ttl_ms": 1000})
+        check(st == 409 and h["error"]["code"] == "lock_held" and
+              h["error"].get("owner") == "w1" and h["error"].get("retry_after_ms", 0) > 0 and
+              hd.get("retry-after"), f"api {tag}: second acquire: {st} {h}")
+        st, r, _ = c.req("POST", f"/v1/locks/{name}/acquire", {"ttl_ms": 20000, "lease": lease})
+        check(st == 200 and r.get("fence") == fence, f"api {tag}: same-lease retry: {st} {r}")
+        st, r, _ = c.req("POST", f"/v1/locks/{name}/renew", {"lease": lease, "ttl_ms": 15000})
+        check(st == 200 and r.get("fence") == fence and r.get("ttl_ms") == 15000,
+              f"api {tag}: renew: {st} {r}")
+        st, r, _ = c.req("POST", f"/v1/locks/{name}/renew", {"lease": "0" * 32})
+        check(st == 409 and r["error"]["code"] == "lease_lost", f"api {tag}: wrong renew {st}")
+        st, r, _ = c.req("GET", f"/v1/locks/{name}")
+        check(st == 200 and r.get("held") is True and r.get("fence") == fence and
+              "lease" not in r and 0 < r.get("ttl_ms", 0) <= 15000,
+              f"api {tag}: inspect held: {st} {r}")
+        st, r, _ = c.req("POST", f"/v1/locks/{name}/release", {"lease": lease})
+        check(st == 200 and r.get("released") is True, f"api {tag}: release: {st} {r}")
+        st, r, _ = c.req("POST", f"/v1/locks/{name}/release", {"lease": lease})
+        check(st == 409 and r["error"]["code"] == "lease_lost", f"api {tag}: release twice {st}")
+        st, r, _ = c.req("GET", f"/v1/locks/{name}")
+        check(st == 200 and r.get("held") is False and r.get("fence") == fence,
+              f"api {tag}: inspect free: {st} {r}")
+        st, g2, _ = c.req("POST", f"/v1/locks/{name}/acquire", {"lease": lease})
+        check(st == 200 and g2.get("fence", 0) > fence,
+              f"api {tag}: a released lease id gets a higher fence: {st} {g2}")
+        c.req("POST", f"/v1/locks/{name}/release", {"lease": lease})
+    for path, body, code in [("/v1/locks/bad%20name/acquire", "{}", "invalid_argument"),
+                             ("/v1/locks/x/acquire", "{\"ttl_ms\": 0}", "invalid_argument"),
+                             ("/v1/locks/x/acquire", "{\"nope\": 1}", "invalid_argument"),
+                             ("/v1/locks/x/acquire", "[", "invalid_argument")]:
+        st, r, _ = c.req("POST", path, body)
+        check(st == 400 and r.get("error", {}).get("code") == code,
+              f"api {tag}: {path} {body}: {st} {r}")
+    st, r, hd = c.req("GET", "/v1/locks/x/acquire")
+    check(st == 405 and hd.get("allow"), f"api {tag}: GET acquire: {st}")
+    st, _, _ = c.req("GET", "/healthz")
+    check(st == 200, f"api {tag}: healthz {st}")
+    st, _, hd = c.req("GET", "/metrics")
+    check(st == 200, f"api {tag}: metrics {st}")
+
+
+def case_readyz(port):
+    st, r, _ = Client(port).req("GET", "/readyz")
+    shards = r.get("shards", [])
+    print("readyz:", json.dumps(r), flush=True)
+    check(st == 200 and len(shards) == 3 and sum(s["slots"] for s in shards) == 16384 and
+          all(s["replicas"] == 2 for s in shards) and r.get("replicas") == 2 and
+          "primary" not in r, f"readyz: {st} {r}")
+
+
+def case_waiters(cluster, port):
+    """A holder and a waiter on one lock of each shard; each release wakes
+    its waiter well before the holder's TTL would have."""
+    c = Client(port)
+    per = {}
+    for name, owner in names_by_shard(cluster, 60, "wait.").items():
+        per.setdefault(owner, name)
+    held = {}
+    for name in per.values():
+        st, g, _ = c.req("POST", f"/v1/locks/{name}/acquire", {"ttl_ms": 30000})
+        check(st == 200, f"waiters: hold {name}: {st}")
+        held[name] = g.get("lease")
+    got = {}
+
+    def waiter(name):
+        t0 = time.monotonic()
+        st, g, _ = Client(port).req("POST", f"/v1/locks/{name}/acquire",
+                                    {"ttl_ms": 5000, "wait_ms": 20000})
+        got[name] = (st, time.monotonic(), g)
+    ts = [threading.Thread(target=waiter, args=(n,)) for n in held]
+    [t.start() for t in ts]
+    time.sleep(0.5 * SCALE)  # every waiter parked
+    released = {}
+    for name, lease in held.items():
+        released[name] = time.monotonic()
+        st, _, _ = c.req("POST", f"/v1/locks/{name}/release", {"lease": lease})
+        check(st == 200, f"waiters: release {name}: {st}")
+    [t.join() for t in ts]
+    for name in held:
+        st, t, g = got.get(name, (0, 0, {}))
+        lag = (t - released[name]) * 1000
+        print(f"waiters: {name} (shard {per and [o for o, n in per.items() if n == name][0]}) "
+              f"granted {lag:.1f} ms after its release", flush=True)
+        check(st == 200 and lag < 2000 * SCALE, f"waiters: {name}: {st} after {lag:.0f} ms")
+        if st == 200:
+            c.req("POST", f"/v1/locks/{name}/release", {"lease": g["lease"]})
+
+
+class Load:
+    """Threads cycling acquire/release on `names` through picketd, each
+    grant recorded as (time, name, fence), each answer's status too."""
+
+    def __init__(self, port, names, threads=4, ttl_ms=5000):
+        self.port, self.names, self.ttl = port, list(names), ttl_ms
+        self.grants, self.errors, self.calls = [], [], 0
+        self.stop_ = threading.Event()
+        self.lock = threading.Lock()
+        self.ts = [threading.Thread(target=self.run, args=(i,)) for i in range(threads)]
+
+    def run(self, i):
+        c = Client(self.port, log=False, timeout=10)
+        k = i
+        while not self.stop_.is_set():
+            name = self.names[k % len(self.names)]
+            k += len(self.ts)
+            st, g, _ = c.req("POST", f"/v1/locks/{name}/acquire", {"ttl_ms": self.ttl})
+            now = time.monotonic()
+            with self.lock:
+                self.calls += 1
+                if st == 200:
+                    self.grants.append((now, name, g["fence"]))
+                elif st >= 500 or st == 0:
+                    self.errors.append((now, name, st, g.get("error", {}).get("message", "")))
+            if st == 200:
+                st, r, _ = c.req("POST", f"/v1/locks/{name}/release", {"lease": g["lease"]})
+                if st >= 500 or st == 0:
+                    with self.lock:
+                        self.errors.append((time.monotonic(), name, st,
+                                            r.get("error", {}).get("message", "")))
+
+    def __enter__(self):
+        [t.start() for t in self.ts]
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_.set()
+        [t.join() for t in self.ts]
+
+
+def check_fences(grants, what):
+    """No fence repeats for a lock, and they grow in grant order."""
+    by = {}
+    for t, name, fence in sorted(grants):
+        by.setdefault(name, []).append(fence)
+    bad = [n for n, fs in by.items() if len(set(fs)) != len(fs) or fs != sorted(fs)]
+    check(not bad, f"{what}: fences repeat or go back for {bad[:5]}")
+    return sum(len(v) for v in by.values())
+
+
+def same_slot_names(slot, n, prefix):
+    out, i = [], 0
+    while len(out) < n:
+        name = f"{prefix}{i}"
+        if keyslot("picket:{" + name + "}:lease") == slot:
+            out.append(name)
+        i += 1
+    return out
+
+
+def case_migration(cluster, port, tag):
+    """A slot with a held, renewed lock and a cycling load moves to another
+    primary, a few keys at a time (an ASK and TRYAGAIN window)."""
+    c = Client(port)
+    held = f"mig.{tag}.held"
+    slot = keyslot("picket:{" + held + "}:lease")
+    src = cluster.owner_of_slot(slot)
+    dst = [q for q in cluster.primaries() if q != src][0]
+    st, g, _ = c.req("POST", f"/v1/locks/{held}/acquire", {"ttl_ms": 8000})
+    check(st == 200, f"migration {tag}: hold: {st} {g}")
+    lease, fence = g.get("lease"), g.get("fence")
+    # Load on the migrating slot (names sharing it) and on other slots.
+    hot = same_slot_names(slot, 6, f"mig.{tag}.hot.")
+    cold = [f"mig.{tag}.cold.{i}" for i in range(20)]
+    renewals = []
+    stop = threading.Event()
+
+    def renewer():
+        rc = Client(port, log=False)
+        while not stop.is_set():
+            st, r, _ = rc.req("POST", f"/v1/locks/{held}/renew", {"lease": lease, "ttl_ms": 8000})
+            renewals.append((time.monotonic(), st, r.get("fence")))
+            stop.wait(0.2)
+    rt = threading.Thread(target=renewer)
+    rt.start()
+    with Load(port, hot + cold, threads=4) as load:
+        time.sleep(0.5 * SCALE)
+        t0 = time.monotonic()
+        moved = cluster.migrate_slot(slot, dst, between=lambda: time.sleep(0.05), batch=2)
+        t1 = time.monotonic()
+        time.sleep(1.0 * SCALE)
+    stop.set()
+    rt.join()
+    print(f"migration {tag}: slot {slot} {src} -> {dst}: {moved} keys in "
+          f"{(t1 - t0) * 1000:.0f} ms; {load.calls} calls, {len(load.grants)} grants, "
+          f"{len(load.errors)} 5xx", flush=True)
+    check(cluster.owner_of_slot(slot) == dst, f"migration {tag}: slot not on {dst}")
+    check(moved >= 2 + 2 * 0, f"migration {tag}: only {moved} keys moved")
+    # The held lease: same fence, live TTL, renewals through it all.
+    bad_renew = [r for r in renewals if r[1] != 200 and not (t0 <= r[0] <= t1 + 0.5)]
+    check(not bad_renew, f"migration {tag}: renewals failed outside the window: {bad_renew[:3]}")
+    check(all(r[2] == fence for r in renewals if r[1] == 200),
+          f"migration {tag}: a renewal changed the fence")
+    st, r, _ = c.req("GET", f"/v1/locks/{held}")
+    check(st == 200 and r.get("held") and r.get("fence") == fence and r.get("ttl_ms", 0) > 0,
+          f"migration {tag}: the lease after: {st} {r}")
+    st, r, _ = c.req("POST", f"/v1/locks/{held}/renew", {"lease": lease, "ttl_ms": 5000})
+    check(st == 200 and r.get("fence") == fence, f"migration {tag}: renew after: {st} {r}")
+    st, r, _ = c.req("POST", f"/v1/locks/{held}/release", {"lease": lease})
+    check(st == 200, f"migration {tag}: release after: {st} {r}")
+    st, g2, _ = c.req("POST", f"/v1/locks/{held}/acquire", {"ttl_ms": 1000})
+    check(st == 200 and g2.get("fence", 0) > fence, f"migration {tag}: next fence: {st} {g2}")
+    c.req("POST", f"/v1/locks/{held}/release", {"lease": g2.get("lease")})
+    check_fences(load.grants, f"migration {tag}")
+    late = [e for e in load.errors if not (t0 <= e[0] <= t1 + 0.5)]
+    check(not late, f"migration {tag}: 5xx outside the migration window: {late[:3]}")
+    for e in load.errors[:3]:
+        print(f"migration {tag}: in the window: {e[2]} {e[3]}", flush=True)
+    hot_grants_after = [g for g in load.grants if g[0] > t1 and g[1] in hot]
+    check(hot_grants_after, f"migration {tag}: no grant on the moved slot after it moved")
+
+
+def first_grant_after_failure(load, t_kill):
+    """Seconds from the kill to the first grant that followed the shard's
+    first failure (a call or two may still be granted between the signal
+    and the process's end), or None."""
+    with load.lock:
+        first_err = min((e[0] for e in load.errors if e[0] > t_kill), default=None)
+        after = [g[0] for g in load.grants if first_err and g[0] > first_err]
+    return min(after) - t_kill if after else None
+
+
+def case_failover(cluster, d, p):
+    """SIGKILL the primary of one shard under load, through D
+    (--min-replicas 1: each shard has two replicas, so the promoted one
+    still has a replica to WAIT for) and through P (pipelined)."""
+    by = names_by_shard(cluster, 90, "fo.")
+    victim = cluster.primaries()[0]
+    on_victim = [n for n, o in by.items() if o == victim]
+    others = [n for n, o in by.items() if o != victim]
+    with Load(d.port, on_victim[0::2], threads=2) as lv, \
+            Load(p.port, on_victim[1::2], threads=1) as lp, \
+            Load(d.port, others, threads=2) as lo:
+        time.sleep(1.0 * SCALE)
+        t_kill = time.monotonic()
+        cluster.kill(victim)
+        new, secs = cluster.wait_failover(victim, 30 * SCALE)
+        deadline = time.monotonic() + 20 * SCALE
+        while time.monotonic() < deadline and (first_grant_after_failure(lv, t_kill) is None or
+                                               first_grant_after_failure(lp, t_kill) is None):
+            time.sleep(0.02)
+        time.sleep(1.0 * SCALE)
+    rv, rp = first_grant_after_failure(lv, t_kill), first_grant_after_failure(lp, t_kill)
+    fmt = lambda x: "never" if x is None else f"{x:.2f} s"  # noqa: E731
+    print(f"failover: {victim} killed; the cluster promoted {new} {secs:.2f} s later; its shard "
+          f"granted again {fmt(rv)} (direct, --min-replicas 1) and {fmt(rp)} (pipelined) after "
+          f"the kill; other shards: {len(lo.grants)} grants, {len(lo.errors)} 5xx; the shard: "
+          f"{len(lv.errors) + len(lp.errors)} 5xx meanwhile", flush=True)
+    for e in lv.errors[:1] + lv.errors[-1:]:
+        print(f"failover: the shard answered {e[2]} {e[3]}", flush=True)
+    for what, r in (("direct", rv), ("pipelined", rp)):
+        check(r is not None and r < 15 * SCALE,
+              f"failover: the shard did not resume within {15 * SCALE:.0f} s ({what})")
+    check(not lo.errors, f"failover: the other shards failed: {lo.errors[:3]}")
+    check(lo.grants and max(g[0] for g in lo.grants) > t_kill + secs,
+          "failover: no grants on the other shards after the kill")
+    check_fences(lv.grants + lp.grants + lo.grants, "failover")
+    # The old primary returns as a replica; /readyz is whole again.
+    cluster.restart(victim)
+    cluster.wait_stable(30 * SCALE)
+    deadline = time.monotonic() + 15 * SCALE
+    while time.monotonic() < deadline:
+        st, r, _ = Client(d.port, log=False).req("GET", "/readyz")
+        if st == 200 and all(s["replicas"] == 2 for s in r.get("shards", [])):
+            break
+        time.sleep(0.2)
+    check(st == 200 and all(s["replicas"] == 2 for s in r.get("shards", [])),
+          f"failover: /readyz after the node returned: {st} {r}")
+
+
+def main():
+    with Cluster(primaries=3, replicas=2, node_timeout_ms=1000, tag="cluster-test") as cluster:
+        seed = cluster.seeds().split(",")[0]  # one seed: the rest comes from CLUSTER SLOTS
+        d = Picketd(seed, "--log-level", "info")
+        p = Picketd(seed, "--min-replicas", "0", "--redis-pipeline", "on", "--log-level", "info")
+        try:
+            case_spread(cluster, d, p)
+            case_api(cluster, d.port, "d")
+            case_api(cluster, p.port, "p")
+            r = subprocess.run([sys.executable, os.path.join(SRC, "tests", "contract",
+                                                             "examples_probe.py"),
+                                os.path.join(SRC, "proto", "openapi.yaml"),
+                                f"http://127.0.0.1:{d.port}"], capture_output=True, text=True)
+            check(r.returncode == 0, "examples_probe in cluster mode:\n" + r.stdout + r.stderr)
+            case_readyz(d.port)
+            case_waiters(cluster, d.port)
+            case_waiters(cluster, p.port)
+            case_migration(cluster, d.port, "d")
+            case_migration(cluster, p.port, "p")
+            case_failover(cluster, d, p)
+            st, m, _ = Client(p.port, log=False).req("GET", "/metrics")
+        finally:
+            logs = d.stop() + p.stop()
+        redirects = [ln for ln in logs.splitlines() if "Redis Cluster slots" in ln]
+        print("picketd saw:", *redirects[-6:], sep="\n  ", flush=True)
+    if failures:
+        print(f"{len(failures)} failures", flush=True)
+        return 1
+    print("cluster: all cases passed", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
