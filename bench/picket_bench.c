@@ -97,7 +97,7 @@ static struct {
   int redis_unix;
   char redis_path[100], redis_host[64]; /* sun_path holds 108 */
   int redis_port;
-  pid_t pid, redis_pid;
+  pid_t pid, redis_pids[16]; /* redis_pids: 0-terminated */
   out_format fmt;
   const char *label;
 } opt;
@@ -134,7 +134,8 @@ static void usage(FILE *f) {
           "  --wait-ms N       wait_ms of acquires (contended default 0, wait default 10000)\n"
           "  --key-prefix P    Redis key prefix of the floor (default \"picket:\", as picketd)\n"
           "  --pid PID         picketd's pid: its CPU time over the run and peak RSS\n"
-          "  --redis-pid PID   redis-server's pid: its CPU time over each run\n"
+          "  --redis-pid PID[,PID...]  redis-server's pid (a cluster's: each node's): their CPU\n"
+          "                    time over each run, summed\n"
           "  --format F        text (default) or json (one line per target, then the ratio)\n"
           "  --label S         a name for this row in json output (bench/run uses it)\n"
           "  --help\n"
@@ -158,6 +159,20 @@ static long parse_long(const char *flag, const char *s, long lo, long hi) {
   if (errno || end == s || *end || v < lo || v > hi)
     die2("%s must be an integer from %ld to %ld, not '%s'", flag, lo, hi, s);
   return v;
+}
+
+/* --redis-pid PID[,PID...] into opt.redis_pids (at most 15). */
+static void parse_pids(const char *s) {
+  char list[256];
+  snprintf(list, sizeof list, "%s", s);
+  int n = 0;
+  char *save = NULL;
+  for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    if (n == 15) die2("--redis-pid: at most 15 pids");
+    opt.redis_pids[n++] = (pid_t)parse_long("--redis-pid", t, 1, 1L << 30);
+  }
+  if (n == 0) die2("--redis-pid: expected PID[,PID...]");
+  opt.redis_pids[n] = 0;
 }
 
 static double parse_secs(const char *flag, const char *s, double lo, double hi) {
@@ -255,7 +270,7 @@ static void parse_args(int argc, char **argv) {
         snprintf(opt.prefix, sizeof opt.prefix, "%s", optarg);
         break;
       case O_PID: opt.pid = (pid_t)parse_long("--pid", optarg, 1, 1L << 30); break;
-      case O_RPID: opt.redis_pid = (pid_t)parse_long("--redis-pid", optarg, 1, 1L << 30); break;
+      case O_RPID: parse_pids(optarg); break;
       case O_FMT:
         if (strcmp(optarg, "text") == 0) opt.fmt = FMT_TEXT;
         else if (strcmp(optarg, "json") == 0) opt.fmt = FMT_JSON;
@@ -321,6 +336,19 @@ static double proc_cpu_s(pid_t pid) {
       sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
     return -1;
   return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The CPU seconds of every --redis-pid, summed; -1 without one, or when
+ * one is gone. */
+static double redis_cpu_s(void) {
+  double sum = 0;
+  if (opt.redis_pids[0] == 0) return -1;
+  for (int i = 0; opt.redis_pids[i]; i++) {
+    double c = proc_cpu_s(opt.redis_pids[i]);
+    if (c < 0) return -1;
+    sum += c;
+  }
+  return sum;
 }
 
 /* VmRSS and VmHWM (peak) of a process in KiB, from one read of
@@ -1033,7 +1061,7 @@ static int run_target(target tg, result *res) {
     }
     double cpu0 = opt.pid ? proc_cpu_s(opt.pid) : -1;
     long ctxt0 = opt.pid ? proc_ctxt_switches(opt.pid) : -1;
-    double rcpu0 = opt.redis_pid ? proc_cpu_s(opt.redis_pid) : -1;
+    double rcpu0 = redis_cpu_s();
     double self0 = self_cpu_s();
     int64_t t0 = now_ns();
     atomic_store(&phase, PH_MEASURE);
@@ -1045,7 +1073,7 @@ static int run_target(target tg, result *res) {
     double cpu1 = opt.pid ? proc_cpu_s(opt.pid) : -1;
     long ctxt1 = opt.pid ? proc_ctxt_switches(opt.pid) : -1;
     res->ctxt = ctxt0 >= 0 && ctxt1 >= 0 ? ctxt1 - ctxt0 : -1;
-    double rcpu1 = opt.redis_pid ? proc_cpu_s(opt.redis_pid) : -1;
+    double rcpu1 = redis_cpu_s();
     res->bench_cpu_s = self_cpu_s() - self0;
     if (cpu0 >= 0 && cpu1 >= 0) res->cpu_s = cpu1 - cpu0;
     if (rcpu0 >= 0 && rcpu1 >= 0) res->redis_cpu_s = rcpu1 - rcpu0;

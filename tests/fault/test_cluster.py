@@ -324,6 +324,18 @@ def same_slot_names(slot, n, prefix):
     return out
 
 
+def redirects(port):
+    """picket_redis_redirects_total by kind, from /metrics."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/metrics")
+    out = {"moved": 0, "ask": 0, "tryagain": 0}
+    for line in c.getresponse().read().decode().splitlines():
+        for k in out:
+            if line.startswith(f'picket_redis_redirects_total{{kind="{k}"}}'):
+                out[k] = int(float(line.split()[-1]))
+    return out
+
+
 def case_migration(cluster, port, tag):
     """A slot with a held, renewed lock and a cycling load moves to another
     primary, a few keys at a time (an ASK and TRYAGAIN window)."""
@@ -348,6 +360,7 @@ def case_migration(cluster, port, tag):
             renewals.append((time.monotonic(), st, r.get("fence")))
             stop.wait(0.2)
     rt = threading.Thread(target=renewer)
+    before = redirects(port)
     rt.start()
     with Load(port, hot + cold, threads=4) as load:
         time.sleep(0.5 * SCALE)
@@ -363,8 +376,8 @@ def case_migration(cluster, port, tag):
     check(cluster.owner_of_slot(slot) == dst, f"migration {tag}: slot not on {dst}")
     check(moved >= 2 + 2 * 0, f"migration {tag}: only {moved} keys moved")
     # The held lease: same fence, live TTL, renewals through it all.
-    bad_renew = [r for r in renewals if r[1] != 200 and not (t0 <= r[0] <= t1 + 0.5)]
-    check(not bad_renew, f"migration {tag}: renewals failed outside the window: {bad_renew[:3]}")
+    bad_renew = [r for r in renewals if r[1] != 200]
+    check(not bad_renew, f"migration {tag}: renewals failed: {bad_renew[:3]}")
     check(all(r[2] == fence for r in renewals if r[1] == 200),
           f"migration {tag}: a renewal changed the fence")
     st, r, _ = c.req("GET", f"/v1/locks/{held}")
@@ -378,10 +391,14 @@ def case_migration(cluster, port, tag):
     check(st == 200 and g2.get("fence", 0) > fence, f"migration {tag}: next fence: {st} {g2}")
     c.req("POST", f"/v1/locks/{held}/release", {"lease": g2.get("lease")})
     check_fences(load.grants, f"migration {tag}")
-    late = [e for e in load.errors if not (t0 <= e[0] <= t1 + 0.5)]
-    check(not late, f"migration {tag}: 5xx outside the migration window: {late[:3]}")
-    for e in load.errors[:3]:
-        print(f"migration {tag}: in the window: {e[2]} {e[3]}", flush=True)
+    # picketd follows ASK and MOVED and waits out TRYAGAIN (within its
+    # --redis-timeout-ms, 3 s here: far past the window): not one 5xx, in
+    # the window or after it.
+    check(not load.errors, f"migration {tag}: {len(load.errors)} 5xx: {load.errors[:3]}")
+    after = redirects(port)
+    print(f"migration {tag}: redirections followed: {after}", flush=True)
+    check(after["moved"] > before["moved"] and after["ask"] > before["ask"],
+          f"migration {tag}: the load met no MOVED or no ASK ({before} -> {after})")
     hot_grants_after = [g for g in load.grants if g[0] > t1 and g[1] in hot]
     check(hot_grants_after, f"migration {tag}: no grant on the moved slot after it moved")
 
@@ -447,8 +464,9 @@ def case_failover(cluster, d, p):
 def main():
     with Cluster(primaries=3, replicas=2, node_timeout_ms=1000, tag="cluster-test") as cluster:
         seed = cluster.seeds().split(",")[0]  # one seed: the rest comes from CLUSTER SLOTS
-        d = Picketd(seed, "--log-level", "info")
-        p = Picketd(seed, "--min-replicas", "0", "--redis-pipeline", "on", "--log-level", "info")
+        d = Picketd(seed, "--log-level", "info", "--redis-timeout-ms", "3000")
+        p = Picketd(seed, "--min-replicas", "0", "--redis-pipeline", "on", "--log-level", "info",
+                    "--redis-timeout-ms", "3000")
         try:
             case_spread(cluster, d, p)
             case_api(cluster, d.port, "d")
