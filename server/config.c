@@ -51,11 +51,12 @@ static const config_option options[] = {
      "Redis URL: redis://[user:pass@]host:port[/db] or unix://[user@]/path/redis.sock[?db=N] "
      "(a unix URL has no password: use --redis-password-file)"},
     {"redis-user", STR(redis_user_flag), "", NULL,
-     "Redis ACL user to AUTH as (overrides one in the URL; with --sentinel, the data nodes' "
-     "user); needs --redis-password-file. See deploy/users.acl for the least it needs"},
+     "Redis ACL user to AUTH as (overrides one in the URL; with --sentinel or --redis-cluster, "
+     "the data nodes' user); needs --redis-password-file. See deploy/users.acl for the least it "
+     "needs"},
     {"redis-password-file", STR(redis_password_file), "", NULL,
-     "file whose first line is the Redis password (overrides one in the URL); with --sentinel, "
-     "the data nodes' password"},
+     "file whose first line is the Redis password (overrides one in the URL); with --sentinel or "
+     "--redis-cluster, the data nodes' password"},
     {"sentinel", STR(sentinel_list), "", NULL,
      "HOST:PORT[,HOST:PORT...] of Redis Sentinels: find the primary through them and follow it "
      "through failovers (instead of --redis; needs --sentinel-master)"},

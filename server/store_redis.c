@@ -391,6 +391,13 @@ static store_status error_reply(int node, const char *msg, store_result *r) {
     tamper_log_refused(r->err);
     return STORE_ETAMPERED;
   }
+  if (!node_is_cluster() && (strncmp(msg, "MOVED ", 6) == 0 || strncmp(msg, "ASK ", 4) == 0)) {
+    /* --redis (or Sentinel) names a node of a Redis Cluster. */
+    set_err(r, "Redis is a Redis Cluster node and the lock's slot is on another (%s): start "
+               "picketd with --redis-cluster", clean);
+    metrics_inc(M_REDIS_ERR_MISCONFIGURED);
+    return STORE_EMISCONF;
+  }
   if (strncmp(msg, "OOM", 3) == 0) {
     /* maxmemory with noeviction: a 503 the operator can act on (and
      * /readyz says so), not a 502 as if the request were wrong. */

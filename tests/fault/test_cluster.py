@@ -21,6 +21,8 @@ Cases, in order (each leaves the cluster whole for the next):
   failover    a primary SIGKILLed under load (through D and P): its shard
               resumes within a bound, the others never fail, no fence
               repeats; then the node returns as a replica
+  wrong mode  --redis at a cluster node, --redis-cluster at a lone Redis:
+              a 503 that names the flag to use
 
 Env: PICKET_BIN_DIR (picketd), PICKET_SOURCE_DIR, PICKET_CONTRACT_LOG
 (optional), PICKET_TIME_SCALE.
@@ -28,6 +30,7 @@ Env: PICKET_BIN_DIR (picketd), PICKET_SOURCE_DIR, PICKET_CONTRACT_LOG
 import http.client
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -86,14 +89,25 @@ class Client:
         return r.status, j, hdrs
 
 
+PASSWORD = os.urandom(12).hex()  # the cluster's requirepass (and masterauth)
+
+
+def password_file(d):
+    path = os.path.join(d, "redis.pass")
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write(PASSWORD + "\n")
+    return path
+
+
 class Picketd:
-    def __init__(self, seeds, *flags):
+    def __init__(self, seeds, *flags, password=True):
         self.dir = tempfile.mkdtemp(prefix="picket-clusterd-")
         self.log = os.path.join(self.dir, "picketd.log")
         pf = os.path.join(self.dir, "port")
+        auth = ["--redis-password-file", password_file(self.dir)] if password else []
         self.p = subprocess.Popen(
             [os.path.join(BIN, "picketd"), "--listen", "127.0.0.1:0", "--port-file", pf,
-             "--redis-cluster", seeds, *flags],
+             "--redis-cluster", seeds, *auth, *flags],
             stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
         deadline = time.time() + 20 * SCALE
         while time.time() < deadline:
@@ -117,6 +131,8 @@ class Picketd:
         text = open(self.log).read()
         check("AddressSanitizer" not in text and "runtime error" not in text,
               "sanitizer report in picketd's log")
+        check(PASSWORD not in text, "the Redis password is in picketd's log")
+        shutil.rmtree(self.dir, ignore_errors=True)
         return text
 
 
@@ -461,8 +477,65 @@ def case_failover(cluster, d, p):
           f"failover: /readyz after the node returned: {st} {r}")
 
 
+def case_wrong_mode(cluster):
+    """--redis at a cluster node, and --redis-cluster at a lone Redis: each
+    a clear 503 that says which flag to use, never a grant elsewhere."""
+    node = cluster.primaries()[0]
+    other = next(f"wrong.{i}" for i in range(1000)
+                 if cluster.owner_of_slot(keyslot("picket:{wrong.%d}:lease" % i)) != node)
+    dd = tempfile.mkdtemp(prefix="picket-clusterd-")
+    log = os.path.join(dd, "p.log")
+    pf = os.path.join(dd, "port")
+    p = subprocess.Popen([os.path.join(BIN, "picketd"), "--listen", "127.0.0.1:0", "--port-file",
+                          pf, "--redis", f"redis://127.0.0.1:{node}",
+                          "--redis-password-file", password_file(dd)],
+                         stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+    try:
+        for _ in range(400):
+            if os.path.exists(pf) and open(pf).read().strip():
+                break
+            time.sleep(0.05)
+        st, r, _ = Client(int(open(pf).read())).req("POST", f"/v1/locks/{other}/acquire", {})
+        msg = r.get("error", {}).get("message", "")
+        check(st == 503 and r["error"]["code"] == "store_misconfigured" and
+              "--redis-cluster" in msg, f"--redis at a cluster node: {st} {r}")
+    finally:
+        p.terminate()
+        p.wait()
+    # A lone Redis named as a cluster seed.
+    import socket
+    sk = socket.socket()
+    sk.bind(("127.0.0.1", 0))
+    port = sk.getsockname()[1]
+    sk.close()
+    r = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                          "--dir", dd], stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        q = Picketd(f"127.0.0.1:{port}", password=False)
+        st, j, _ = Client(q.port).req("GET", "/readyz")
+        msg = j.get("error", {}).get("message", "")
+        check(st == 503 and "cluster support disabled" in msg,
+              f"--redis-cluster at a lone Redis: /readyz {st} {j}")
+        st, j, _ = Client(q.port).req("POST", "/v1/locks/x/acquire", {})
+        check(st == 503 and j["error"]["code"] == "store_unavailable",
+              f"--redis-cluster at a lone Redis: acquire {st} {j}")
+        q.stop()
+    finally:
+        r.terminate()
+        r.wait()
+        shutil.rmtree(dd, ignore_errors=True)
+
+
 def main():
-    with Cluster(primaries=3, replicas=2, node_timeout_ms=1000, tag="cluster-test") as cluster:
+    # A password on every node: --redis-password-file reaches each of them.
+    with Cluster(primaries=3, replicas=2, node_timeout_ms=1000, tag="cluster-test",
+                 password=PASSWORD) as cluster:
         seed = cluster.seeds().split(",")[0]  # one seed: the rest comes from CLUSTER SLOTS
         d = Picketd(seed, "--log-level", "info", "--redis-timeout-ms", "3000")
         p = Picketd(seed, "--min-replicas", "0", "--redis-pipeline", "on", "--log-level", "info",
@@ -482,6 +555,7 @@ def main():
             case_migration(cluster, d.port, "d")
             case_migration(cluster, p.port, "p")
             case_failover(cluster, d, p)
+            case_wrong_mode(cluster)
             st, m, _ = Client(p.port, log=False).req("GET", "/metrics")
         finally:
             logs = d.stop() + p.stop()

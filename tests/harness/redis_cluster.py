@@ -29,10 +29,22 @@ As a module:
 As a command (for tests in C or shell):
 
     redis_cluster.py serve --primaries 3 --replicas 1 --seeds-file F [--info-file J]
+                           [--password-file P]
         writes "127.0.0.1:P1,..." to F once the cluster is up, runs until
         SIGTERM/SIGINT or until its parent dies, then removes everything.
-    redis_cluster.py selftest
-        builds a 3+3 cluster and exercises the fixture (exit 0 on success).
+    redis_cluster.py selftest [--password]
+        builds a 3+3 cluster and exercises the fixture (exit 0 on success);
+        --password does it all on a cluster with a random password.
+
+Password (Cluster(password=PW), serve --password-file P whose first line
+is PW): every node gets "requirepass PW" and "masterauth PW" (replicas
+authenticate to their primary to sync), and everything the fixture does
+authenticates: call() sends AUTH first, redis-cli (cli(), the --cluster
+create) gets it in REDISCLI_AUTH, migrate_slot() passes it to MIGRATE for
+the target. The password never goes on a command line (ps shows argv to
+every user of the machine) and is masked ("<password>") in every
+ClusterError; it is written only to the nodes' redis.conf, in the temp dir
+(mode 0700), which HARNESS_KEEP=1 keeps like the rest.
 
 Every child is started with PR_SET_PDEATHSIG=SIGKILL, so a test that
 crashes takes its nodes with it. The signal is tied to the *thread* that
@@ -51,6 +63,7 @@ import atexit
 import ctypes
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -72,8 +85,26 @@ def _time_scale():
         return 1
 
 
+# The passwords of the Clusters of this process, masked in every ClusterError.
+# A message is built in many places from a command's args, redis-cli's output
+# or a node's log; masking where every message passes (the constructor) cannot
+# miss one. Never emptied: an error can still be raised after stop().
+_SECRETS = set()
+_MASK = "<password>"
+
+
+def _redact(text):
+    for pw in _SECRETS:
+        text = text.replace(pw, _MASK)
+    return text
+
+
 class ClusterError(Exception):
-    """The cluster did not do what was asked in time (the message says what)."""
+    """The cluster did not do what was asked in time (the message says what).
+    Any password of a Cluster of this process is masked in the message."""
+
+    def __init__(self, msg=""):
+        super().__init__(_redact(str(msg)))
 
 
 class RedisError(Exception):
@@ -164,16 +195,21 @@ def _read_reply(f):
     raise ConnectionError("not a RESP2 reply: %r" % line[:40])
 
 
-def call(port, *args, timeout=2.0, readonly=False):
+def call(port, *args, timeout=2.0, readonly=False, password=None):
     """One command to 127.0.0.1:port on a new connection; the parsed reply
     (str, int, None or lists of those). An error reply raises RedisError,
     no server raises OSError. Redirections are not followed. readonly=True
     sends READONLY first on the same connection, so that a replica answers
-    reads of its primary's slots instead of MOVED."""
+    reads of its primary's slots instead of MOVED. password sends AUTH
+    first (without it, a node with requirepass answers NOAUTH)."""
+    # All in one write: AUTH, READONLY, the command. If AUTH fails the others
+    # get NOAUTH, unread: the AUTH error is the one raised.
+    pre = [["AUTH", password]] if password is not None else []
+    pre += [["READONLY"]] if readonly else []
     with socket.create_connection((HOST, port), timeout=timeout) as s:
-        s.sendall((_encode(["READONLY"]) if readonly else b"") + _encode(args))
+        s.sendall(b"".join(_encode(p) for p in pre) + _encode(args))
         with s.makefile("rb") as f:
-            if readonly:
+            for _ in pre:
                 ok = _read_reply(f)
                 if isinstance(ok, RedisError):
                     raise ok
@@ -232,6 +268,21 @@ def _tail(path, lines=15):
         return "(no %s)\n" % path
 
 
+def _conf_quote(value):
+    """value as one redis.conf argument: double-quoted, with the escapes
+    redis's config parser (sdssplitargs) reads back, so that a password with
+    spaces, quotes or '#' is not split or cut."""
+    out = []
+    for b in value.encode("utf-8", "surrogateescape"):
+        if b in (0x22, 0x5C):           # " and \
+            out.append("\\" + chr(b))
+        elif 0x20 <= b < 0x7F:
+            out.append(chr(b))
+        else:
+            out.append("\\x%02x" % b)
+    return '"%s"' % "".join(out)
+
+
 # --- nodes and the cluster ---------------------------------------------------------
 
 class Node:
@@ -262,14 +313,24 @@ class Node:
 class Cluster:
     """A Redis Cluster of `primaries` shards with `replicas` replicas each,
     on 127.0.0.1. See the module docstring; start() builds it, stop() (or
-    the end of a with block, or interpreter exit) removes it."""
+    the end of a with block, or interpreter exit) removes it. password (a
+    non-empty str) makes every node require it; the fixture's own calls
+    then authenticate, and `password` says what clients must send."""
 
     def __init__(self, primaries=3, replicas=1, node_timeout_ms=1000, extra_conf=(),
-                 tag="cluster"):
+                 tag="cluster", password=None):
         if primaries < 3:
             raise ValueError("redis-cli --cluster create needs at least 3 primaries")
         if replicas < 0:
             raise ValueError("replicas must be >= 0")
+        if password is not None:
+            # "" would make requirepass clear the password: no password at
+            # all, silently. NUL cannot go through REDISCLI_AUTH (an
+            # environment variable).
+            if not isinstance(password, str) or not password or "\0" in password:
+                raise ValueError("password must be a non-empty str without NUL")
+            _SECRETS.add(password)
+        self.password = password
         self.n_primaries = primaries
         self.n_replicas = replicas
         self.node_timeout_ms = node_timeout_ms
@@ -350,7 +411,24 @@ class Cluster:
             # sets the same). extra_conf can override it.
             "repl-diskless-sync-delay 0",
         ]
+        if self.password is not None:
+            # masterauth too: a replica authenticates to its primary with
+            # it, for the first sync and for every resync after a failover.
+            lines += ["requirepass %s" % _conf_quote(self.password),
+                      "masterauth %s" % _conf_quote(self.password)]
         return "\n".join(lines + self.extra_conf) + "\n"
+
+    def _cli_env(self):
+        """The environment of every redis-cli the fixture runs: the password
+        in REDISCLI_AUTH, which redis-cli reads like -a but which, unlike
+        argv, other users cannot see in ps. Without a password it is
+        removed, so that one set in the caller's shell does not make
+        redis-cli fail its AUTH on our passwordless nodes."""
+        env = dict(os.environ)
+        env.pop("REDISCLI_AUTH", None)
+        if self.password is not None:
+            env["REDISCLI_AUTH"] = self.password
+        return env
 
     def _spawn(self, n):
         with open(n.stdout_log, "ab") as out:
@@ -367,8 +445,8 @@ class Cluster:
             if not n.running:
                 return False
             try:
-                if call(n.port, "PING", timeout=0.5) == "PONG":
-                    info = _parse_info(call(n.port, "INFO", "server", timeout=0.5))
+                if self.call(n.port, "PING", timeout=0.5) == "PONG":
+                    info = _parse_info(self.call(n.port, "INFO", "server", timeout=0.5))
                     if info.get("process_id") == str(n.pid):
                         return True
             except (OSError, RedisError):
@@ -420,7 +498,7 @@ class Cluster:
         args += ["--cluster-replicas", str(self.n_replicas), "--cluster-yes"]
         try:
             r = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                               timeout=timeout_s * _time_scale())
+                               env=self._cli_env(), timeout=timeout_s * _time_scale())
         except subprocess.TimeoutExpired:
             raise ClusterError("redis-cli --cluster create did not finish in %ds" % timeout_s)
         with open(os.path.join(self.dir, "create.log"), "w") as f:
@@ -450,10 +528,10 @@ class Cluster:
             return "no node is running"
         views = {}
         for n in live:
-            info = _parse_info(call(n.port, "CLUSTER", "INFO"))
+            info = _parse_info(self.call(n.port, "CLUSTER", "INFO"))
             if info.get("cluster_state") != "ok":
                 return "node %d: cluster_state:%s" % (n.port, info.get("cluster_state"))
-            table = self._parse_nodes(call(n.port, "CLUSTER", "NODES"))
+            table = self._parse_nodes(self.call(n.port, "CLUSTER", "NODES"))
             if len(table) != len(self.nodes):
                 return "node %d knows %d of %d nodes" % (n.port, len(table), len(self.nodes))
             pending = [e["port"] for e in table if e["flags"] & {"handshake", "noaddr"}]
@@ -467,7 +545,7 @@ class Cluster:
             if flagged:
                 return "node %d still flags %s as failed" % (n.port, flagged)
             views[n.port] = self._slot_view(n.port)
-            repl = _parse_info(call(n.port, "INFO", "replication"))
+            repl = _parse_info(self.call(n.port, "INFO", "replication"))
             if repl.get("role") == "slave" and repl.get("master_link_status") != "up":
                 return "replica %d: master_link_status:%s" % (n.port,
                                                               repl.get("master_link_status"))
@@ -492,7 +570,7 @@ class Cluster:
             if why is None:
                 for n in self.nodes:
                     if n.running:
-                        self._ids[n.port] = call(n.port, "CLUSTER", "MYID")
+                        self._ids[n.port] = self.call(n.port, "CLUSTER", "MYID")
                 return
             time.sleep(0.05)
         raise ClusterError("the cluster was not stable within %ds: %s (logs under %s)"
@@ -515,7 +593,7 @@ class Cluster:
         last = None
         for port in self._live_ports(exclude):
             try:
-                return call(port, *args)
+                return self.call(port, *args)
             except (OSError, RedisError) as e:
                 last = e
         raise ClusterError("no live node answered %s: %s" % (" ".join(map(str, args)), last))
@@ -551,7 +629,7 @@ class Cluster:
         """One node's CLUSTER SLOTS, normalised: sorted (first, last,
         primary port, sorted replica ports)."""
         view = []
-        for r in call(port, "CLUSTER", "SLOTS"):
+        for r in self.call(port, "CLUSTER", "SLOTS"):
             first, last, primary = r[0], r[1], r[2]
             view.append((first, last, primary[1], tuple(sorted(x[1] for x in r[3:]))))
         return sorted(view)
@@ -583,7 +661,7 @@ class Cluster:
         self._node(port)
         if port not in self._ids:
             if self._node(port).running:
-                self._ids[port] = call(port, "CLUSTER", "MYID")
+                self._ids[port] = self.call(port, "CLUSTER", "MYID")
             else:
                 for e in self._topology():
                     self._ids[e["port"]] = e["id"]
@@ -599,7 +677,7 @@ class Cluster:
     def owner_of_slot(self, slot, via=None):
         """Port of the primary serving `slot` per CLUSTER SLOTS (of `via`, or
         of the first live node), or None if no node serves it."""
-        slots = call(via, "CLUSTER", "SLOTS") if via else self._ask_live("CLUSTER", "SLOTS")
+        slots = self.call(via, "CLUSTER", "SLOTS") if via else self._ask_live("CLUSTER", "SLOTS")
         for r in slots:
             if r[0] <= slot <= r[1]:
                 return r[2][1]
@@ -607,7 +685,7 @@ class Cluster:
 
     def slots_of(self, port, via=None):
         """Sorted list of the slots `port` serves per CLUSTER SLOTS."""
-        slots = call(via, "CLUSTER", "SLOTS") if via else self._ask_live("CLUSTER", "SLOTS")
+        slots = self.call(via, "CLUSTER", "SLOTS") if via else self._ask_live("CLUSTER", "SLOTS")
         out = []
         for r in slots:
             if r[2][1] == port:
@@ -616,10 +694,12 @@ class Cluster:
 
     def info(self, port, section=None):
         """INFO [section] of a node as a dict."""
-        return _parse_info(call(port, "INFO", *([section] if section else [])))
+        return _parse_info(self.call(port, "INFO", *([section] if section else [])))
 
     def cli(self, port, *args, timeout=10):
-        """stdout of `redis-cli -p port args...` (no shell; args as given).
+        """stdout of `redis-cli -p port args...` (no shell; args as given;
+        authenticated through REDISCLI_AUTH when the cluster has a password,
+        so keep the password itself out of args: they are argv, seen by ps).
         Raises ClusterError when redis-cli exits non-zero (e.g. cannot
         connect). Note: redis-cli 7.0 exits 0 on an error reply and prints
         it ("ERR ...", "MOVED 12182 127.0.0.1:P") like any string: use
@@ -627,7 +707,7 @@ class Cluster:
         argv = [REDIS_CLI, "-h", HOST, "-p", str(port)] + [str(a) for a in args]
         try:
             r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                               text=True, errors="surrogateescape",
+                               text=True, errors="surrogateescape", env=self._cli_env(),
                                timeout=timeout * _time_scale())
         except subprocess.TimeoutExpired:
             raise ClusterError("redis-cli -p %d %s: no answer in %ds" % (port, args, timeout))
@@ -647,8 +727,10 @@ class Cluster:
 
     def call(self, port, *args, timeout=2.0, readonly=False):
         """Like cli() but over a socket: the parsed reply, RedisError on an
-        error reply (see the module-level call())."""
-        return call(port, *args, timeout=timeout, readonly=readonly)
+        error reply (see the module-level call()). Sends AUTH first when the
+        cluster has a password (the module-level call() without password=
+        is the way to talk to a node unauthenticated)."""
+        return call(port, *args, timeout=timeout, readonly=readonly, password=self.password)
 
     # -- faults --
 
@@ -707,15 +789,15 @@ class Cluster:
     def _failover_state(self, dead_port, owned):
         owners = set()
         for port in self._live_ports(exclude=(dead_port,)):
-            me = [e for e in self._parse_nodes(call(port, "CLUSTER", "NODES"))
+            me = [e for e in self._parse_nodes(self.call(port, "CLUSTER", "NODES"))
                   if "myself" in e["flags"]][0]
             if "master" not in me["flags"]:
                 continue
-            state = _parse_info(call(port, "CLUSTER", "INFO")).get("cluster_state")
+            state = _parse_info(self.call(port, "CLUSTER", "INFO")).get("cluster_state")
             if state != "ok":
                 return "primary %d: cluster_state:%s" % (port, state), None
             owner = {}
-            for r in call(port, "CLUSTER", "SLOTS"):
+            for r in self.call(port, "CLUSTER", "SLOTS"):
                 for s in range(r[0], r[1] + 1):
                     owner[s] = r[2][1]
             seen = {owner.get(s) for s in owned}
@@ -765,7 +847,17 @@ class Cluster:
         # redis-cli prints an empty array and the one key "" alike.
         while int(self.cli(src, "CLUSTER", "COUNTKEYSINSLOT", slot)) > 0:
             keys = self.cmd(src, "CLUSTER", "GETKEYSINSLOT", slot, batch)
-            out = self.cli(src, "MIGRATE", HOST, dst_port, "", 0, 5000, "KEYS", *keys).strip()
+            # src opens its own connection to dst, which needs the password
+            # as much as we do: MIGRATE's AUTH option. Sent over the socket
+            # client, not redis-cli, where it would be argv (seen by ps).
+            auth = ["AUTH", self.password] if self.password is not None else []
+            try:
+                out = self.call(src, "MIGRATE", HOST, dst_port, "", 0, 5000, *auth,
+                                "KEYS", *keys, timeout=10 * _time_scale())
+            except RedisError as e:
+                out = str(e)
+            except OSError as e:        # a ClusterError, as when it went through redis-cli
+                out = "%s: %s" % (type(e).__name__, e)
             if out not in ("OK", "NOKEY"):     # NOKEY: they expired meanwhile
                 raise ClusterError("MIGRATE of slot %d from %d to %d: %s"
                                    % (slot, src, dst_port, out))
@@ -823,7 +915,21 @@ def _write_atomic(path, text):
     os.replace(tmp, path)
 
 
+def _read_password_file(path):
+    """The first line of path, without its line end (the rest of the file
+    is ignored). The password itself is never in a message."""
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape", newline="") as f:
+            pw = f.readline().rstrip("\r\n")
+    except OSError as e:
+        raise ClusterError("--password-file %s: %s" % (path, e.strerror))
+    if not pw or "\0" in pw:
+        raise ClusterError("--password-file %s: the first line is empty or has a NUL" % path)
+    return pw
+
+
 def cmd_serve(a):
+    password = _read_password_file(a.password_file) if a.password_file else None
     parent = os.getppid()
     state = {"stop": False, "serving": False}
 
@@ -834,7 +940,8 @@ def cmd_serve(a):
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, on_signal)
 
-    c = Cluster(a.primaries, a.replicas, a.node_timeout_ms, a.extra_conf or (), a.tag)
+    c = Cluster(a.primaries, a.replicas, a.node_timeout_ms, a.extra_conf or (), a.tag,
+                password=password)
     try:
         c.start()
         # The info file first: whoever waits for the seeds file may read it.
@@ -863,7 +970,9 @@ def cmd_selftest(a):
     check(crc16(b"123456789") == 0x31C3, "crc16 check value")
     check(keyslot("{user1000}.following") == keyslot("{user1000}.followers"), "hash tag")
 
-    c = Cluster(primaries=3, replicas=1, tag=a.tag)
+    # Random, so that nothing can pass by knowing it; never printed.
+    password = secrets.token_hex(16) if a.password else None
+    c = Cluster(primaries=3, replicas=1, tag=a.tag, password=password)
     dir_ = None
     pids = []
     try:
@@ -874,7 +983,34 @@ def cmd_selftest(a):
         check(len(prims) == 3, "3 primaries, got %s" % prims)
         for p in prims:
             check(len(c.replicas_of(p)) == 1, "one replica of %d, got %s" % (p, c.replicas_of(p)))
-        step("cluster up: seeds %s" % c.seeds())
+        step("cluster up: seeds %s%s" % (c.seeds(), " (password set)" if password else ""))
+
+        if password:
+            # Every node, replicas too: each enforces its own requirepass.
+            for n in c.nodes:
+                try:
+                    call(n.port, "PING")
+                    check(False, "node %d answered PING without the password" % n.port)
+                except RedisError as e:
+                    check(str(e).startswith("NOAUTH"), "node %d, no password: %s" % (n.port, e))
+            try:
+                call(prims[0], "PING", password=password + "x")
+                check(False, "node %d accepted a wrong password" % prims[0])
+            except RedisError as e:
+                check(str(e).startswith("WRONGPASS"), "wrong password: %s" % e)
+            check(call(prims[0], "PING", password=password) == "PONG", "PING with the password")
+            # redis-cli: authenticated by cli() (REDISCLI_AUTH), NOAUTH without it.
+            check(c.cli(prims[0], "PING").strip() == "PONG", "redis-cli PING with REDISCLI_AUTH")
+            env = {k: v for k, v in os.environ.items() if k != "REDISCLI_AUTH"}
+            r = subprocess.run([REDIS_CLI, "-h", HOST, "-p", str(prims[0]), "PING"], env=env,
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                               timeout=10 * _time_scale())
+            check(r.stdout.startswith("NOAUTH"), "redis-cli without the password: %r"
+                  % (r.stdout + r.stderr))
+            check(password not in str(ClusterError("x %s y" % password)),
+                  "ClusterError does not mask the password")
+            step("password: NOAUTH without it, WRONGPASS with a wrong one, "
+                 "socket and redis-cli calls authenticated")
 
         keys = ["picket:{job.1}:lease", "picket:{job.1}:fence", "123456789", "", "{", "}",
                 "{}", "{}x", "x{}", "a{b}c", "{a}{b}", "}{a}", "{{a}}", "a{{b}}", "{a{b}}",
@@ -936,6 +1072,25 @@ def cmd_selftest(a):
         check(c.call(dst, "GET", key, readonly=True) == "v-" + key,
               "the restarted node has not synced the key")
         step("restarted %d: back as a replica of %d" % (dst, new))
+
+        if password:
+            # Nowhere but in the redis.conf files: not in a node's argv, not
+            # in the logs, create.log, nodes.conf or the AOF.
+            leaks = []
+            for n in c.nodes:
+                if n.running:
+                    with open("/proc/%d/cmdline" % n.pid, "rb") as f:
+                        if password.encode() in f.read():
+                            leaks.append("argv of pid %d" % n.pid)
+            for root, _, files in os.walk(c.dir):
+                for name in files:
+                    path = os.path.join(root, name)
+                    if name != "redis.conf":
+                        with open(path, "rb") as f:
+                            if password.encode() in f.read():
+                                leaks.append(path)
+            check(not leaks, "the password is in %s" % leaks)
+            step("password: in no argv, log or data file")
     finally:
         c.stop()
 
@@ -966,8 +1121,14 @@ def main(argv=None):
     s.add_argument("--seeds-file", required=True,
                    help="written (atomically) with the primaries' host:port list")
     s.add_argument("--info-file", help="written (atomically) with a JSON description")
+    s.add_argument("--password-file", metavar="PATH",
+                   help="every node requires the password on its first line (a file, "
+                        "not an argument: argv is visible to every user in ps)")
     t = sub.add_parser("selftest", help="build a 3+3 cluster and exercise the fixture")
     t.add_argument("--tag", default="cluster")
+    t.add_argument("--password", action="store_true",
+                   help="the same, on a cluster with a random password (and check that "
+                        "a call without it gets NOAUTH)")
     a = ap.parse_args(argv)
     try:
         return cmd_serve(a) if a.cmd == "serve" else cmd_selftest(a)

@@ -128,7 +128,15 @@ bash "$R" --bin "$H_DIR/rbin" --quick --duration 0.5 --repeat 2 --picketd-flags 
 grep -q '^picket-bench .*0.5 s measured' "$H_DIR/run.out" || h_fail "bench/run: no header: $(cat "$H_DIR/run.out")"
 grep -q 'picketd (default threads; flags --redis-pipeline off) reaches Redis' "$H_DIR/run.out" ||
   h_fail "bench/run: picketd's flags not in the header: $(cat "$H_DIR/run.out")"
-[ "$(grep -c 'run [12] of 2' "$H_DIR/run.err")" = 26 ] || h_fail "bench/run: not 2 runs of each of 13 rows: $(cat "$H_DIR/run.err")"
+[ "$(grep -c 'run [12] of 2' "$H_DIR/run.err")" = 30 ] || h_fail "bench/run: not 2 runs of each of 15 rows: $(cat "$H_DIR/run.err")"
+# The Redis Cluster rows (a three-primary cluster of bench/run's own), with
+# every node's CPU, beside the single Redis, and the lines that compare them.
+for c in 16 64; do
+  grep -Eq "^\| cycle cluster \| $c \| 1000 \| [0-9]+ .*\| n/a \| n/a \|.*\| [0-9.]+ / n/a \|\$" "$H_DIR/run.out" ||
+    h_fail "bench/run: no cluster row at $c connections (with the nodes' CPU): $(cat "$H_DIR/run.out")"
+  grep -Eq "^Redis Cluster \(3 primaries, 0 replicas each, this machine\), cycle at $c connections .*: [0-9]+ ops/s against [0-9]+ on one Redis" \
+    "$H_DIR/run.out" || h_fail "bench/run: no cluster comparison at $c: $(cat "$H_DIR/run.out")"
+done
 # The TLS row beside the plain one, and the line that compares them.
 grep -Eq '^\| cycle TLS \| 16 \| 1000 \| [0-9]+ \| [0-9]+ \|' "$H_DIR/run.out" ||
   h_fail "bench/run: no TLS row: $(cat "$H_DIR/run.out")"
