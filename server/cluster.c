@@ -108,7 +108,7 @@ static int ask(const node_range *src, node_range *ranges, char *err, size_t errl
   }
   redisReply *rep = redisCommand(conn, "CLUSTER SLOTS");
   if (rep == NULL) {
-    snprintf(err, errlen, "Redis at %s: %s", addr, conn->errstr);
+    snprintf(err, errlen, "Redis at %.120s: %.100s", addr, conn->errstr);
     redisFree(conn);
     conn = NULL;
     return -1;
@@ -116,7 +116,7 @@ static int ask(const node_range *src, node_range *ranges, char *err, size_t errl
   int n = parse_slots(rep, src->host, ranges, err, errlen);
   freeReplyObject(rep);
   if (n == 0) { /* a node not yet joined, or one cut off: ask another */
-    snprintf(err, errlen, "Redis at %s serves no slots (CLUSTER SLOTS is empty)", addr);
+    snprintf(err, errlen, "Redis at %.120s serves no slots (CLUSTER SLOTS is empty)", addr);
     return -1;
   }
   return n;

@@ -393,8 +393,8 @@ static store_status error_reply(int node, const char *msg, store_result *r) {
   }
   if (!node_is_cluster() && (strncmp(msg, "MOVED ", 6) == 0 || strncmp(msg, "ASK ", 4) == 0)) {
     /* --redis (or Sentinel) names a node of a Redis Cluster. */
-    set_err(r, "Redis is a Redis Cluster node and the lock's slot is on another (%s): start "
-               "picketd with --redis-cluster", clean);
+    snprintf(r->err, sizeof r->err, "Redis is a Redis Cluster node and the lock's slot is on "
+             "another (%.80s): start picketd with --redis-cluster", clean);
     metrics_inc(M_REDIS_ERR_MISCONFIGURED);
     return STORE_EMISCONF;
   }
@@ -661,7 +661,7 @@ static int route(store_op *op, const op_command *cmd) {
  * are never sent again by picketd: they end in 503, and the client's retry
  * with the same lease is idempotent (acquire.lua). */
 
-#define HOPS_MAX 5        /* redirections followed per call, as Lettuce's maxRedirects */
+#define HOPS_MAX 5        /* MOVED followed per call, as Lettuce's maxRedirects */
 #define TRYAGAIN_MIN_MS 2 /* first backoff after TRYAGAIN; doubles... */
 #define TRYAGAIN_MAX_MS 50 /* ...up to this, within the call's --redis-timeout-ms */
 

@@ -14,6 +14,7 @@ Cases, in order (each leaves the cluster whole for the next):
   api         the single-node API behaviours, on both picketd, logged for
               the contract checks (and the spec's request examples)
   readyz      three shards, 16384 slots, two replicas each
+  quota       a token's max_leases (its own slot) across locks of every shard
   waiters     a waiter on a lock of each shard is woken by its release
   migration   a slot holding a held, renewed lock moves to another primary
               under load: the lease keeps its fence and TTL, renew and
@@ -443,6 +444,11 @@ def case_failover(cluster, d, p):
         time.sleep(1.0 * SCALE)
         t_kill = time.monotonic()
         cluster.kill(victim)
+        # Before the promotion: not ready, and the message names the shard.
+        st, r, _ = Client(d.port, log=False).req("GET", "/readyz")
+        down = r.get("error", {}).get("message", "")
+        check(st == 503 and f"127.0.0.1:{victim}" in down,
+              f"failover: /readyz with a shard's primary dead: {st} {r}")
         new, secs = cluster.wait_failover(victim, 30 * SCALE)
         deadline = time.monotonic() + 20 * SCALE
         while time.monotonic() < deadline and (first_grant_after_failure(lv, t_kill) is None or
@@ -475,6 +481,55 @@ def case_failover(cluster, d, p):
         time.sleep(0.2)
     check(st == 200 and all(s["replicas"] == 2 for s in r.get("shards", [])),
           f"failover: /readyz after the node returned: {st} {r}")
+
+
+def case_quota(cluster, seed):
+    """--auth-file's max_leases is counted in a key of its own slot
+    (P{/token/NAME}:leases), usually on another shard than the locks: it
+    must hold across locks of every shard."""
+    import hashlib
+    token = "pkt_" + os.urandom(16).hex()
+    d = tempfile.mkdtemp(prefix="picket-clusterd-")
+    auth = os.path.join(d, "auth")
+    with open(auth, "w") as f:
+        f.write(f"q sha256:{hashlib.sha256(token.encode()).hexdigest()} quota. lock,read "
+                "max_leases=2\n")
+    q = Picketd(seed, "--auth-file", auth)
+    try:
+        per = {}
+        for name, owner in names_by_shard(cluster, 60, "quota.").items():
+            per.setdefault(owner, name)
+        names = list(per.values())
+        check(len(names) == 3, "quota: names on three shards")
+        c = Client(q.port)
+
+        def call(method, path, body=None):
+            c.c = c.c or http.client.HTTPConnection("127.0.0.1", q.port, timeout=15 * SCALE)
+            data = json.dumps(body) if body is not None else None
+            c.c.request(method, path, body=data, headers={"Authorization": "Bearer " + token})
+            r = c.c.getresponse()
+            raw = r.read().decode()
+            contract_log(method, path, data, r.status, {k.lower(): v for k, v in r.getheaders()},
+                         raw)
+            return r.status, json.loads(raw) if raw else {}
+        leases = []
+        for n in names[:2]:
+            st, g = call("POST", f"/v1/locks/{n}/acquire", {"ttl_ms": 20000})
+            check(st == 200, f"quota: acquire {n}: {st} {g}")
+            leases.append((n, g.get("lease")))
+        st, g = call("POST", f"/v1/locks/{names[2]}/acquire", {"ttl_ms": 20000})
+        check(st == 429 and g.get("error", {}).get("code") == "too_many_leases",
+              f"quota: the third lease (another shard): {st} {g}")
+        st, _ = call("POST", f"/v1/locks/{leases[0][0]}/release", {"lease": leases[0][1]})
+        check(st == 200, f"quota: release: {st}")
+        st, g = call("POST", f"/v1/locks/{names[2]}/acquire", {"ttl_ms": 20000})
+        check(st == 200, f"quota: after a release: {st} {g}")
+        call("POST", f"/v1/locks/{names[2]}/release", {"lease": g.get("lease")})
+        call("POST", f"/v1/locks/{leases[1][0]}/release", {"lease": leases[1][1]})
+    finally:
+        text = q.stop()
+        check(token not in text, "quota: the token is in picketd's log")
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def case_wrong_mode(cluster):
@@ -550,6 +605,7 @@ def main():
                                 f"http://127.0.0.1:{d.port}"], capture_output=True, text=True)
             check(r.returncode == 0, "examples_probe in cluster mode:\n" + r.stdout + r.stderr)
             case_readyz(d.port)
+            case_quota(cluster, seed)
             case_waiters(cluster, d.port)
             case_waiters(cluster, p.port)
             case_migration(cluster, d.port, "d")
