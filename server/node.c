@@ -516,7 +516,6 @@ void node_describe(node_info *out) {
     out->cluster = cluster_reachable;
     snprintf(out->cluster_msg, sizeof out->cluster_msg, "%s", cluster_why);
     pthread_mutex_unlock(&mu);
-    for (int s = 0; s < NODE_SLOTS; s++) out->uncovered += atomic_load(&slot_owner[s]) == SLOT_NONE;
     return;
   }
   if (cfg->sentinel_count == 0) {

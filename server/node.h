@@ -99,7 +99,6 @@ typedef struct {
   char sentinel_msg[240]; /* why no sentinel answers */
   int cluster;          /* -1: not a cluster; 0: no node answers CLUSTER SLOTS; 1: one does */
   char cluster_msg[240];  /* why none answers */
-  int uncovered;        /* cluster: slots no primary serves */
 } node_info;
 void node_describe(node_info *out);
 

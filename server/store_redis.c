@@ -961,12 +961,14 @@ store_status store_ready(store_result *r, store_topology *topo) {
   /* A cluster is ready when every slot has a primary that answers: a lock
    * on any slot must be grantable. Each shard is asked in turn (a few
    * INFO round trips; /readyz is polled, not hammered). */
-  if (n == 0 || ni.uncovered > 0) {
+  int uncovered = NODE_SLOTS; /* from the same reading of the map as the shards */
+  for (int i = 0; i < n; i++) uncovered -= sh[i].slots;
+  if (uncovered > 0) {
     if (ni.cluster == 0)
       snprintf(r->err, sizeof r->err, "no Redis Cluster node answers: %.180s", ni.cluster_msg);
     else
-      snprintf(r->err, sizeof r->err, "%d of %d Redis Cluster slots have no primary",
-               n == 0 ? NODE_SLOTS : ni.uncovered, NODE_SLOTS);
+      snprintf(r->err, sizeof r->err, "%d of %d Redis Cluster slots have no primary", uncovered,
+               NODE_SLOTS);
     metrics_gauge_set(G_REDIS_UP, 0);
     return STORE_EUNAVAIL;
   }

@@ -15,6 +15,7 @@ Cases, in order (each leaves the cluster whole for the next):
               the contract checks (and the spec's request examples)
   readyz      three shards, 16384 slots, two replicas each
   quota       a token's max_leases (its own slot) across locks of every shard
+  uncovered   a slot no node serves: 503 naming it, the others serve on
   waiters     a waiter on a lock of each shard is woken by its release
   migration   a slot holding a held, renewed lock moves to another primary
               under load: the lease keeps its fence and TTL, renew and
@@ -532,6 +533,57 @@ def case_quota(cluster, seed):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def case_uncovered(cluster, port):
+    """A slot no node serves (CLUSTER DELSLOTS on every node): its locks
+    are a 503 naming the slot, /readyz is 503, the other slots serve on;
+    once its primary takes it back, its locks are served again."""
+    name = "uncovered.1"
+    slot = keyslot("picket:{" + name + "}:lease")
+    owner = cluster.owner_of_slot(slot)
+    nodes = [n.port for n in cluster.nodes if n.running]
+    for n in nodes:
+        cluster.call(n, "CLUSTER", "DELSLOTS", str(slot))
+    c = Client(port)
+    try:
+        deadline = time.monotonic() + 10 * SCALE
+        while time.monotonic() < deadline:
+            st, r, _ = c.req("POST", f"/v1/locks/{name}/acquire", {"ttl_ms": 1000})
+            if st != 200:
+                break
+            c.req("POST", f"/v1/locks/{name}/release", {"lease": r["lease"]})
+            time.sleep(0.05)
+        msg = r.get("error", {}).get("message", "")
+        check(st == 503 and r["error"]["code"] == "store_unavailable" and f"slot {slot}" in msg,
+              f"uncovered: a lock of slot {slot}: {st} {r}")
+        # /readyz follows picketd's map, which the 503 above asked to be
+        # read again (within 50 ms).
+        deadline = time.monotonic() + 5 * SCALE
+        while time.monotonic() < deadline:
+            st, r, _ = c.req("GET", "/readyz")
+            if st == 503:
+                break
+            time.sleep(0.02)
+        check(st == 503 and "1 of 16384 Redis Cluster slots have no primary" in
+              r.get("error", {}).get("message", ""), f"uncovered: /readyz: {st} {r}")
+        st, r, _ = c.req("POST", "/v1/locks/uncovered.other/acquire", {"ttl_ms": 1000})
+        check(st == 200, f"uncovered: a lock of another slot: {st} {r}")
+        if st == 200:
+            c.req("POST", "/v1/locks/uncovered.other/release", {"lease": r["lease"]})
+    finally:
+        cluster.call(owner, "CLUSTER", "ADDSLOTS", str(slot))
+        cluster.call(owner, "CLUSTER", "BUMPEPOCH")
+    deadline = time.monotonic() + 15 * SCALE
+    while time.monotonic() < deadline:
+        st, r, _ = c.req("POST", f"/v1/locks/{name}/acquire", {"ttl_ms": 1000})
+        if st == 200:
+            break
+        time.sleep(0.1)
+    check(st == 200, f"uncovered: the slot served again: {st} {r}")
+    if st == 200:
+        c.req("POST", f"/v1/locks/{name}/release", {"lease": r["lease"]})
+    cluster.wait_stable(30 * SCALE)
+
+
 def case_wrong_mode(cluster):
     """--redis at a cluster node, and --redis-cluster at a lone Redis: each
     a clear 503 that says which flag to use, never a grant elsewhere."""
@@ -606,6 +658,7 @@ def main():
             check(r.returncode == 0, "examples_probe in cluster mode:\n" + r.stdout + r.stderr)
             case_readyz(d.port)
             case_quota(cluster, seed)
+            case_uncovered(cluster, p.port)
             case_waiters(cluster, d.port)
             case_waiters(cluster, p.port)
             case_migration(cluster, d.port, "d")
