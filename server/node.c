@@ -122,11 +122,14 @@ int node_for_key(const char *key, int *slot, char *err, size_t errlen) {
   return -1;
 }
 
-/* How many slots node id serves, from the slot map; called with mu held. */
-static int slots_of(int id) {
-  int n = 0;
-  for (int s = 0; s < NODE_SLOTS; s++) n += atomic_load_explicit(&slot_owner[s], memory_order_relaxed) == id;
-  return n;
+/* Whether node id serves a slot, in the slot map or in `pending` (a map
+ * being built, or NULL); called with mu held. */
+static int serves(int id, const unsigned char *pending) {
+  for (int s = 0; s < NODE_SLOTS; s++)
+    if (atomic_load_explicit(&slot_owner[s], memory_order_relaxed) == id ||
+        (pending && pending[s] == id))
+      return 1;
+  return 0;
 }
 
 int node_any(int after) {
@@ -150,9 +153,10 @@ unsigned long node_generation(int id) {
 }
 
 /* The id for host:port; called with mu held. A new address takes a free id,
- * or else the id of a node that serves no slot (a demoted primary, or one
- * that left): bumping its generation closes every connection to it. */
-static int id_of_locked(const char *h, int p) {
+ * or else the id of a node that serves no slot, now or in `pending` (a
+ * demoted primary, or one that left): bumping its generation closes every
+ * connection to it. */
+static int id_of_locked(const char *h, int p, const unsigned char *pending) {
   int free_id = -1;
   for (int i = 0; i < NODE_MAX; i++) {
     if (nodes[i].used && nodes[i].port == p && strcmp(nodes[i].host, h) == 0) return i;
@@ -160,7 +164,7 @@ static int id_of_locked(const char *h, int p) {
   }
   if (free_id < 0)
     for (int i = 0; i < NODE_MAX && free_id < 0; i++)
-      if (slots_of(i) == 0) free_id = i;
+      if (!serves(i, pending)) free_id = i;
   if (free_id < 0) return -1;
   node_entry *e = &nodes[free_id];
   e->used = 1;
@@ -173,7 +177,7 @@ static int id_of_locked(const char *h, int p) {
 
 int node_id_of(const char *h, int p) {
   pthread_mutex_lock(&mu);
-  int id = id_of_locked(h, p);
+  int id = id_of_locked(h, p, NULL);
   pthread_mutex_unlock(&mu);
   if (id < 0) LOG(LOG_WARN, "the node table is full (%d nodes serve slots): cannot follow a "
                             "redirection to %s:%d", NODE_MAX, h, p);
@@ -413,7 +417,7 @@ void node_set_slots(const node_range *ranges, int n) {
   memset(next, SLOT_NONE, sizeof next);
   pthread_mutex_lock(&mu);
   for (int i = 0; i < n; i++) {
-    int id = id_of_locked(ranges[i].host, ranges[i].port);
+    int id = id_of_locked(ranges[i].host, ranges[i].port, next);
     if (id < 0) continue; /* the table is full: those slots stay unserved (logged below) */
     for (int s = ranges[i].first; s <= ranges[i].last && s < NODE_SLOTS; s++)
       next[s] = (unsigned char)id;

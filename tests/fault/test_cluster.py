@@ -174,6 +174,10 @@ def case_spread(cluster, d, p):
     for port in cluster.primaries():
         per[port] = int(cluster.call(port, "DBSIZE"))
     print("spread: keys per primary", per, flush=True)
+    # Each call went straight to its slot's primary: picketd's CRC16 and
+    # hash-tag rule agree with Redis's for all 1,000 names.
+    for port in (d.port, p.port):
+        check(redirects(port)["moved"] == 0, f"spread: picketd {port} met MOVED: its slots are wrong")
     check(len(per) == 3 and all(v >= 300 for v in per.values()),
           f"spread: the 1,000 locks are not on all three shards: {per}")
     c = Client(d.port, log=False)
