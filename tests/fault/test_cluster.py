@@ -25,6 +25,7 @@ Cases, in order (each leaves the cluster whole for the next):
               repeats; then the node returns as a replica
   wrong mode  --redis at a cluster node, --redis-cluster at a lone Redis:
               a 503 that names the flag to use
+  seeds       a dead seed before a live one; only dead seeds: 503, and why
 
 Env: PICKET_BIN_DIR (picketd), PICKET_SOURCE_DIR, PICKET_CONTRACT_LOG
 (optional), PICKET_TIME_SCALE.
@@ -588,6 +589,31 @@ def case_uncovered(cluster, port):
     cluster.wait_stable(30 * SCALE)
 
 
+def case_seeds(seed):
+    """A dead seed first in --redis-cluster costs nothing (the next one
+    answers); with only dead seeds picketd starts, and says why it is not
+    ready."""
+    dead = "127.0.0.1:1"  # nothing listens on port 1
+    q = Picketd(f"{dead},{seed}")
+    try:
+        st, g, _ = Client(q.port).req("POST", "/v1/locks/seeds.1/acquire", {"ttl_ms": 1000})
+        check(st == 200, f"seeds: a dead seed first: {st} {g}")
+        if st == 200:
+            Client(q.port).req("POST", "/v1/locks/seeds.1/release", {"lease": g["lease"]})
+    finally:
+        q.stop()
+    q = Picketd(dead)
+    try:
+        st, r, _ = Client(q.port).req("GET", "/readyz")
+        check(st == 503 and "no Redis Cluster node answers" in r.get("error", {}).get("message", ""),
+              f"seeds: only a dead seed: /readyz {st} {r}")
+        st, r, _ = Client(q.port).req("POST", "/v1/locks/seeds.1/acquire", {})
+        check(st == 503 and r["error"]["code"] == "store_unavailable",
+              f"seeds: only a dead seed: acquire {st} {r}")
+    finally:
+        q.stop()
+
+
 def case_wrong_mode(cluster):
     """--redis at a cluster node, and --redis-cluster at a lone Redis: each
     a clear 503 that says which flag to use, never a grant elsewhere."""
@@ -669,6 +695,7 @@ def main():
             case_migration(cluster, p.port, "p")
             case_failover(cluster, d, p)
             case_wrong_mode(cluster)
+            case_seeds(seed)
             st, m, _ = Client(p.port, log=False).req("GET", "/metrics")
         finally:
             logs = d.stop() + p.stop()

@@ -526,7 +526,7 @@ class Cluster:
         live = [n for n in self.nodes if n.running]
         if not live:
             return "no node is running"
-        views = {}
+        views, roles, own = {}, {}, {}
         for n in live:
             info = _parse_info(self.call(n.port, "CLUSTER", "INFO"))
             if info.get("cluster_state") != "ok":
@@ -545,10 +545,20 @@ class Cluster:
             if flagged:
                 return "node %d still flags %s as failed" % (n.port, flagged)
             views[n.port] = self._slot_view(n.port)
+            roles[n.port] = {e["port"]: "master" if "master" in e["flags"] else "slave"
+                             for e in table if e["port"] in running}
             repl = _parse_info(self.call(n.port, "INFO", "replication"))
+            own[n.port] = repl.get("role")
             if repl.get("role") == "slave" and repl.get("master_link_status") != "up":
                 return "replica %d: master_link_status:%s" % (n.port,
                                                               repl.get("master_link_status"))
+        # Right after --cluster create (or a failover) a node may already be
+        # a replica by its own account while others still list it as a
+        # primary: stable only once every node agrees with every node's own.
+        for port, r in roles.items():
+            for m, role in r.items():
+                if own.get(m) is not None and own[m] != role:
+                    return "node %d sees %d as %s, which says it is a %s" % (port, m, role, own[m])
         first = next(iter(views.values()))
         for port, v in views.items():
             if v != first:

@@ -9,6 +9,17 @@ from tests.env import SCALE, env, uniq, until
 import picket
 
 
+
+def all_stopped(pid):
+    """Whether every thread of pid is stopped (state T in /proc)."""
+    import os
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        return all(open(f"/proc/{pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0] == "T"
+                   for t in tasks)
+    except OSError:
+        return False
+
 class Calls(unittest.TestCase):
     def setUp(self):
         self.c = picket.Client(env("URL"), token="")
@@ -198,6 +209,12 @@ class Calls(unittest.TestCase):
         c.inspect("x")
         os.kill(pid, signal.SIGSTOP)
         try:
+            # kill() only queues the stop: a thread busy on the other core
+            # could still answer one more request (the flake this test
+            # had). Wait until every thread of picketd is stopped.
+            deadline = time.monotonic() + 5 * SCALE
+            while time.monotonic() < deadline and not all_stopped(pid):
+                time.sleep(0.005)
             t0 = time.monotonic()
             with self.assertRaises(picket.PicketTransportError):
                 c.inspect("x")
