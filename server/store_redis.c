@@ -1144,9 +1144,10 @@ void store_pipe_free(store_pipe *p) {
   free(p);
 }
 
-/* Queues op's command on the pipe of node `id` (after ASKING when
- * op->asking). 0, or -1 with op->st and op->r set (done not called). */
-static int pipe_send(store_pipe *p, store_op *op, int id) {
+/* Queues op's command (cmd, built by the caller to route it) on the pipe
+ * of node `id` (after ASKING when op->asking). 0, or -1 with op->st and
+ * op->r set (done not called). */
+static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id) {
   node_pipe *np = node_pipe_get(p, id, &op->r);
   if (np == NULL) {
     op->st = STORE_EUNAVAIL;
@@ -1156,14 +1157,9 @@ static int pipe_send(store_pipe *p, store_op *op, int id) {
   conn *k = conn_for_calls(&np->k, id, np->head == NULL, &op->r, &op->st);
   if (k == NULL) return -1;
   node_pipe_watch(p, np);
-  op_command cmd;
-  if (op_command_build(op, &cmd) < 0) {
-    op->st = bad_name(&op->r);
-    return -1;
-  }
-  cmd_bind(&cmd, k, op);
+  cmd_bind(cmd, k, op);
   if ((op->asking && redisAppendCommand(k->c, "ASKING") != REDIS_OK) ||
-      redisAppendCommandArgv(k->c, cmd.argc, cmd.argv, NULL) != REDIS_OK) { /* out of memory */
+      redisAppendCommandArgv(k->c, cmd->argc, cmd->argv, NULL) != REDIS_OK) { /* out of memory */
     op->st = transport_error(k, &op->r);
     pipe_fail(np, &op->r); /* the calls already waiting share its fate */
     return -1;
@@ -1194,21 +1190,19 @@ int store_pipe_append(store_pipe *p, store_op *op) {
     op->st = STORE_EUNAVAIL;
     return -1;
   }
-  return pipe_send(p, op, id);
+  return pipe_send(p, op, &cmd, id);
 }
 
 /* Sends a redirected call again (from a reply or the retry list, so done
  * may be called): to node `to`, or by the slot map (FOLLOW_ROUTE). */
 static void pipe_resend(store_pipe *p, store_op *op, int to) {
-  if (to < 0) {
-    op_command cmd;
-    if (op_command_build(op, &cmd) < 0 || (to = route(op, &cmd)) < 0) {
-      op->st = STORE_EUNAVAIL;
-      op->done(op);
-      return;
-    }
+  op_command cmd;
+  if (op_command_build(op, &cmd) < 0 || (to < 0 && (to = route(op, &cmd)) < 0)) {
+    op->st = STORE_EUNAVAIL;
+    op->done(op);
+    return;
   }
-  if (pipe_send(p, op, to) < 0) op->done(op);
+  if (pipe_send(p, op, &cmd, to) < 0) op->done(op);
 }
 
 void store_pipe_flush(store_pipe *p) {

@@ -45,7 +45,9 @@ static char preheld_owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
 static int64_t preheld_ttl_ms;
 
 /* Tokens' lease counts, as proto/redis/quota.lua keeps them: per token a
- * set of lock names with their expiry. */
+ * set of lock names with their expiry. An input has at most 32 requests
+ * (fuzz_api.c's MAX_REQUESTS) and the stub is reset for each, and a
+ * request takes at most one entry: 32 entries never fill. */
 #define STUB_COUNTED 32
 static struct {
   char token[AUTH_NAME_MAX + 1];
@@ -275,7 +277,7 @@ store_status store_quota(const char *token, const char *verb, const char *name, 
   } else if (at >= 0) {
     r->counted = 2;
   } else if (mine >= max || free_slot < 0) {
-    r->counted = 0; /* at its limit (or the stub's table is: the same answer) */
+    r->counted = 0; /* at its limit (a full table cannot happen; see STUB_COUNTED) */
   } else {
     snprintf(counted[free_slot].token, sizeof counted[free_slot].token, "%s", token);
     snprintf(counted[free_slot].name, sizeof counted[free_slot].name, "%s", name);

@@ -68,6 +68,7 @@ void harness_sleep_ms(int64_t ms) {
   }
 }
 
+/* Both take a mkdtemp(3)/mkstemp(3) template: the six X are theirs to fill. */
 int harness_make_tmpdir(char *out, size_t cap, const char *what) {
   snprintf(out, cap, "/tmp/picket-%s-XXXXXX", what);
   if (mkdtemp(out) == NULL) {
