@@ -195,8 +195,8 @@ def _read_reply(f):
     raise ConnectionError("not a RESP2 reply: %r" % line[:40])
 
 
-def call(port, *args, timeout=2.0, readonly=False, password=None):
-    """One command to 127.0.0.1:port on a new connection; the parsed reply
+def call(port, *args, timeout=2.0, readonly=False, password=None, host=HOST):
+    """One command to host:port (default 127.0.0.1) on a new connection; the parsed reply
     (str, int, None or lists of those). An error reply raises RedisError,
     no server raises OSError. Redirections are not followed. readonly=True
     sends READONLY first on the same connection, so that a replica answers
@@ -206,7 +206,7 @@ def call(port, *args, timeout=2.0, readonly=False, password=None):
     # get NOAUTH, unread: the AUTH error is the one raised.
     pre = [["AUTH", password]] if password is not None else []
     pre += [["READONLY"]] if readonly else []
-    with socket.create_connection((HOST, port), timeout=timeout) as s:
+    with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(b"".join(_encode(p) for p in pre) + _encode(args))
         with s.makefile("rb") as f:
             for _ in pre:

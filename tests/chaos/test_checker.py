@@ -1,0 +1,813 @@
+#!/usr/bin/env python3
+"""Tests of tests/chaos/checker.py: each safety rule passes on a correct
+history and fails on a crafted bad one; the information rules never fail;
+input errors exit 2; output is the same byte for byte on every run.
+
+  python3 tests/chaos/test_checker.py [-v] [unittest arguments]
+
+Histories are built in code: the H builder below for small crafted ones,
+and simulate() for long ones from a toy lock service and fenced-kv
+(correct by construction, or with one of the bugs the mutants of
+tests/chaos/mutants/ stand for). Times are written in milliseconds and
+turned into the history's nanoseconds.
+"""
+
+import heapq
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import checker  # noqa: E402
+
+CHECKER = os.path.join(HERE, "checker.py")
+MS = 1_000_000
+T0 = 5_000_000_000_000        # a monotonic clock is far from zero
+
+
+def ns(ms):
+    return T0 + int(ms * MS)
+
+
+class H:
+    """A small history: each helper appends an invoke and, unless the
+    outcome is None (never completed), its completion. Times in ms."""
+
+    def __init__(self):
+        self.events = []
+
+    def ev(self, t, type_, process, f, **fields):
+        e = {"time": ns(t), "type": type_, "process": process, "f": f}
+        e.update({k: v for k, v in fields.items() if v is not None})
+        self.events.append(e)
+        return self
+
+    def op(self, p, f, t0, t1, outcome, common, inv=None, done=None):
+        self.ev(t0, "invoke", p, f, **common, **(inv or {}))
+        if outcome is not None:
+            self.ev(t1, outcome, p, f, **common, **(done or {}))
+        return self
+
+    def acquire(self, p, lock, lease, fence, t0, t1, ttl=1000, outcome="ok", error="lock_held"):
+        done = {"fence": fence, "ttl_ms": ttl} if outcome == "ok" else {"error": error}
+        return self.op(p, "acquire", t0, t1, outcome, {"lock": lock, "lease": lease},
+                       {"ttl_ms": ttl}, done)
+
+    def renew(self, p, lock, lease, fence, t0, t1, ttl=1000, outcome="ok"):
+        done = {"fence": fence, "ttl_ms": ttl} if outcome == "ok" else {"error": "lease_lost"}
+        return self.op(p, "renew", t0, t1, outcome, {"lock": lock, "lease": lease},
+                       {"ttl_ms": ttl}, done)
+
+    def release(self, p, lock, lease, t0, t1, outcome="ok"):
+        error = "lease_lost" if outcome == "fail" else "timeout"
+        done = {} if outcome == "ok" else {"error": error}
+        return self.op(p, "release", t0, t1, outcome, {"lock": lock, "lease": lease}, None, done)
+
+    def claim(self, p, lock, fence, t0, t1, outcome="ok"):
+        done = {} if outcome == "ok" else {"error": "stale_fence"}
+        return self.op(p, "claim", t0, t1, outcome, {"lock": lock, "fence": fence}, None, done)
+
+    def write(self, p, lock, key, fence, version, t0, t1, outcome="ok", value=1):
+        done = {"version": version} if outcome == "ok" else {"error": "stale_fence"}
+        return self.op(p, "write", t0, t1, outcome, {"lock": lock, "key": key, "fence": fence},
+                       {"value": value}, done)
+
+    def add(self, p, lock, key, fence, element, version, t0, t1, outcome="ok", error="stale_fence"):
+        done = {"version": version} if outcome == "ok" else {"error": error}
+        return self.op(p, "add", t0, t1, outcome,
+                       {"lock": lock, "key": key, "fence": fence, "element": element}, None, done)
+
+    def final_read(self, lock, key, value, t0, t1, outcome="ok"):
+        done = {"value": value, "version": len(value)} if outcome == "ok" else {"error": "timeout"}
+        return self.op("final", "final-read", t0, t1, outcome, {"lock": lock, "key": key},
+                       None, done)
+
+    def fault(self, kind, fid, t0, t1=None):
+        self.ev(t0, "info", "nemesis", "start", value={"fault": kind, "id": fid})
+        if t1 is not None:
+            self.ev(t1, "info", "nemesis", "stop", value={"fault": kind, "id": fid})
+        return self
+
+
+def good_history():
+    """Two workers take turns on one lock, each claims, writes and adds;
+    all correct."""
+    h = H()
+    h.acquire(1, "a", "L1", 1, 0, 2)
+    h.claim(1, "a", 1, 3, 4)
+    h.write(1, "a", "a.reg", 1, 1, 5, 6)
+    h.add(1, "a", "a.set", 1, "w1-1", 1, 7, 8)
+    h.renew(1, "a", "L1", 1, 9, 10)
+    h.release(1, "a", "L1", 11, 12)
+    h.acquire(2, "a", "L2", 1, 1, 3, outcome="fail")          # lock_held while 1 held it
+    h.acquire(2, "a", "L3", 2, 13, 14)
+    h.write(2, "a", "a.reg", 2, 2, 15, 16)
+    h.add(2, "a", "a.set", 2, "w2-1", 2, 17, 18)
+    h.release(2, "a", "L3", 19, 20)
+    h.final_read("a", "a.set", ["w1-1", "w2-1"], 30, 31)
+    return h.events
+
+
+def run(events):
+    return checker.check(events)
+
+
+def write_history(events, path):
+    with open(path, "w") as f:
+        for e in events:
+            f.write(json.dumps(e, sort_keys=True) + "\n")
+
+
+def cli(*args, env=None):
+    return subprocess.run([sys.executable, CHECKER, *args], capture_output=True, text=True,
+                          env=env)
+
+
+class Base(unittest.TestCase):
+    def assertPasses(self, result, rule):
+        r = result["rules"][rule]
+        self.assertTrue(r["ok"], "%s failed: %s" % (rule, r["examples"]))
+        self.assertEqual(r["violations"], 0)
+
+    def assertFails(self, result, rule, n=None, mention=()):
+        r = result["rules"][rule]
+        self.assertFalse(r["ok"], "%s passed" % rule)
+        if n is not None:
+            self.assertEqual(r["violations"], n, r["examples"])
+        text = "\n".join(r["examples"])
+        for m in mention:
+            self.assertIn(m, text)
+        return r
+
+    def assertAllPass(self, result):
+        for rule in checker.SAFETY_RULES:
+            self.assertPasses(result, rule)
+
+
+class GoodHistory(Base):
+    def test_correct_history_passes_every_rule(self):
+        self.assertAllPass(run(good_history()))
+
+    def test_empty_history_passes(self):
+        self.assertAllPass(run([]))
+
+
+class FenceRepeated(Base):
+    def test_two_leases_with_one_fence_fail(self):
+        h = H().acquire(1, "a", "L1", 7, 0, 1).acquire(2, "a", "L2", 7, 0.5, 1.5)
+        self.assertFails(run(h.events), "no_fence_repeated", 1, ("L1", "L2", "fence 7"))
+
+    def test_one_fence_on_two_locks_is_fine(self):
+        h = H().acquire(1, "a", "L1", 7, 0, 1).acquire(2, "b", "L2", 7, 0.5, 1.5)
+        self.assertPasses(run(h.events), "no_fence_repeated")
+
+    def test_idempotent_retry_is_not_a_repeat(self):
+        # The first reply was lost (info); the retry with the same lease
+        # returns the same grant; later an ok retry while it is live again.
+        h = (H().acquire(1, "a", "L1", None, 0, 100, outcome="info")
+             .acquire(1, "a", "L1", 3, 101, 102)
+             .acquire(1, "a", "L1", 3, 200, 201))
+        result = run(h.events)
+        self.assertAllPass(result)
+        self.assertEqual(result["info"]["history"]["grants"], 1)
+
+    def test_same_lease_new_fence_after_expiry_is_fine(self):
+        h = H().acquire(1, "a", "L1", 3, 0, 1).acquire(1, "a", "L1", 4, 2000, 2001)
+        self.assertAllPass(run(h.events))
+
+
+class FencesFollowRealTime(Base):
+    def test_lower_fence_after_release_fails(self):
+        h = (H().acquire(1, "a", "L1", 5, 0, 1).release(1, "a", "L1", 10, 11)
+             .acquire(2, "a", "L2", 4, 12, 13))
+        r = self.assertFails(run(h.events), "fences_follow_real_time", 1,
+                             ("L2 fence 4", "L1 fence 5", "released ok"))
+        self.assertIn("t=%d" % ns(11), r["examples"][0])
+
+    def test_equal_fence_after_release_fails(self):
+        h = (H().acquire(1, "a", "L1", 5, 0, 1).release(1, "a", "L1", 10, 11)
+             .acquire(2, "a", "L2", 5, 12, 13))
+        result = run(h.events)
+        self.assertFails(result, "fences_follow_real_time", 1)
+        self.assertFails(result, "no_fence_repeated", 1)
+
+    def test_lower_fence_after_ttl_ran_out_fails(self):
+        h = H().acquire(1, "a", "L1", 5, 0, 1, ttl=100).acquire(2, "a", "L2", 4, 102, 103)
+        self.assertFails(run(h.events), "fences_follow_real_time", 1, ("ttl ran out",))
+
+    def test_renew_extends_the_lifetime(self):
+        # Renewed at 90 for 100 ms: alive until 191, so a grant invoked at
+        # 150 is concurrent, not later, whatever its fence.
+        h = (H().acquire(1, "a", "L1", 5, 0, 1, ttl=100).renew(1, "a", "L1", 5, 89, 91, ttl=100)
+             .acquire(2, "a", "L2", 4, 150, 151))
+        self.assertPasses(run(h.events), "fences_follow_real_time")
+        h.acquire(3, "a", "L3", 3, 192, 193)
+        self.assertFails(run(h.events), "fences_follow_real_time", 1, ("L3 fence 3",))
+
+    def test_concurrent_grants_have_no_order(self):
+        # L2 was invoked while L1 may still have been alive: overlapping,
+        # so any fence order is consistent with real time.
+        h = H().acquire(1, "a", "L1", 5, 0, 1).acquire(2, "a", "L2", 4, 500, 501)
+        self.assertPasses(run(h.events), "fences_follow_real_time")
+
+    def test_release_ended_info_does_not_end_it_early(self):
+        h = (H().acquire(1, "a", "L1", 5, 0, 1, ttl=1000)
+             .release(1, "a", "L1", 10, 11, outcome="info")
+             .acquire(2, "a", "L2", 4, 12, 13))
+        self.assertPasses(run(h.events), "fences_follow_real_time")
+
+    def test_release_never_completed_does_not_end_it_early(self):
+        h = (H().acquire(1, "a", "L1", 5, 0, 1, ttl=1000)
+             .release(1, "a", "L1", 10, None, outcome=None)
+             .acquire(2, "a", "L2", 4, 12, 13))
+        self.assertPasses(run(h.events), "fences_follow_real_time")
+
+    def test_an_indeterminate_try_may_have_created_the_grant(self):
+        # L1's first try (invoked at 0) timed out; its retry at 30 returned
+        # fence 1. The store may have granted fence 1 at time 0, before L2's
+        # grant (fence 2, released at 20): no violation.
+        h = (H().acquire(1, "a", "L1", None, 0, 5, outcome="info")
+             .acquire(2, "a", "L2", 2, 1, 2).release(2, "a", "L2", 19, 20)
+             .acquire(1, "a", "L1", 1, 30, 31))
+        self.assertPasses(run(h.events), "fences_follow_real_time")
+        # Without that try, the same grants are out of order.
+        h2 = (H().acquire(2, "a", "L2", 2, 1, 2).release(2, "a", "L2", 19, 20)
+              .acquire(1, "a", "L1", 1, 30, 31))
+        self.assertFails(run(h2.events), "fences_follow_real_time", 1)
+
+    def test_one_violation_per_late_grant(self):
+        h = (H().acquire(1, "a", "L1", 9, 0, 1).release(1, "a", "L1", 2, 3)
+             .acquire(2, "a", "L2", 1, 4, 5).release(2, "a", "L2", 6, 7)
+             .acquire(2, "a", "L3", 2, 8, 9).release(2, "a", "L3", 10, 11))
+        self.assertFails(run(h.events), "fences_follow_real_time", 2, ("L1 fence 9",))
+
+
+class NoStaleWrite(Base):
+    def test_write_with_lower_fence_after_claim_fails(self):
+        # The new holder claimed fence 6; the zombie's write with fence 5,
+        # invoked after that claim's ok, was admitted.
+        h = (H().claim(2, "a", 6, 10, 11)
+             .write(1, "a", "a.reg", 5, 3, 12, 13))
+        self.assertFails(run(h.events), "no_stale_write", 1, ("(b)", "claim fence 6", "fence 5"))
+
+    def test_zombie_write_before_claim_is_admitted(self):
+        # Fencing orders writes; a zombie write that lands before the new
+        # holder's first write or claim is allowed.
+        h = (H().write(1, "a", "a.reg", 5, 3, 10, 12)
+             .claim(2, "a", 6, 11, 13)
+             .write(2, "a", "a.reg", 6, 4, 14, 15))
+        self.assertAllPass(run(h.events))
+
+    def test_versions_out_of_fence_order_fail(self):
+        # Version 2 carries fence 4 after version 1 with fence 5: fenced-kv
+        # admitted them in that order. The two writes overlap in time, so
+        # only the version order shows it.
+        h = (H().write(1, "a", "a.reg", 5, 1, 0, 10)
+             .write(2, "a", "a.reg", 4, 2, 1, 11))
+        self.assertFails(run(h.events), "no_stale_write", 1,
+                         ("(a)", "version 2", "earlier version 1 carries fence 5"))
+
+    def test_other_keys_of_one_lock_share_its_highest_fence(self):
+        h = (H().add(2, "a", "a.set", 6, "e1", 1, 0, 1)
+             .write(1, "a", "a.reg", 5, 1, 2, 3))
+        self.assertFails(run(h.events), "no_stale_write", 1, ("a.reg", "add fence 6"))
+
+    def test_other_locks_do_not_matter(self):
+        h = (H().claim(2, "b", 6, 10, 11)
+             .write(1, "a", "a.reg", 5, 3, 12, 13))
+        self.assertPasses(run(h.events), "no_stale_write")
+
+    def test_refused_writes_do_not_count(self):
+        h = (H().claim(2, "a", 6, 10, 11)
+             .write(1, "a", "a.reg", 5, None, 12, 13, outcome="fail"))
+        self.assertPasses(run(h.events), "no_stale_write")
+
+    def test_a_write_stale_both_ways_counts_once(self):
+        h = (H().write(2, "a", "a.reg", 6, 1, 0, 1)
+             .write(1, "a", "a.reg", 5, 2, 2, 3))
+        r = self.assertFails(run(h.events), "no_stale_write", 1, ("(a)", "(b)"))
+        self.assertEqual(len(r["examples"]), 1)
+
+    def test_the_fence_sent_is_judged(self):
+        # The ok carries another fence than the invoke sent: the invoke's is
+        # what fenced-kv judged.
+        h = H().claim(2, "a", 6, 0, 1)
+        h.ev(2, "invoke", 1, "write", lock="a", key="a.reg", fence=5)
+        h.ev(3, "ok", 1, "write", lock="a", key="a.reg", fence=7, version=1)
+        self.assertFails(run(h.events), "no_stale_write", 1, ("fence 5",))
+
+
+class NoLostElement(Base):
+    def test_acknowledged_element_missing_fails(self):
+        h = (H().add(1, "a", "a.set", 1, "e1", 1, 0, 1).add(1, "a", "a.set", 1, "e2", 2, 2, 3)
+             .final_read("a", "a.set", ["e1"], 10, 11))
+        self.assertFails(run(h.events), "no_lost_element", 1, ("e2", "missing"))
+
+    def test_phantom_element_fails(self):
+        h = (H().add(1, "a", "a.set", 1, "e1", 1, 0, 1)
+             .final_read("a", "a.set", ["e1", "zz"], 10, 11))
+        self.assertFails(run(h.events), "no_lost_element", 1, ("zz", "phantom"))
+
+    def test_refused_but_present_fails(self):
+        h = (H().add(1, "a", "a.set", 1, "e1", None, 0, 1, outcome="fail", error="version_mismatch")
+             .final_read("a", "a.set", ["e1"], 10, 11))
+        self.assertFails(run(h.events), "no_lost_element", 1, ("e1", "refused but present",
+                                                             "version_mismatch"))
+
+    def test_no_final_read_fails(self):
+        h = H().add(1, "a", "a.set", 1, "e1", 1, 0, 1)
+        self.assertFails(run(h.events), "no_lost_element", 1, ("a.set", "no final read"))
+
+    def test_final_read_that_ended_info_is_no_final_read(self):
+        h = (H().add(1, "a", "a.set", 1, "e1", 1, 0, 1)
+             .final_read("a", "a.set", None, 10, 11, outcome="info"))
+        self.assertFails(run(h.events), "no_lost_element", 1, ("no final read",))
+
+    def test_the_last_final_read_decides(self):
+        h = (H().add(1, "a", "a.set", 1, "e1", 1, 0, 1)
+             .final_read("a", "a.set", [], 10, 11)
+             .final_read("a", "a.set", ["e1"], 12, 13))
+        self.assertPasses(run(h.events), "no_lost_element")
+
+    def test_info_add_may_be_absent_or_present(self):
+        for final in ([], ["e1"]):
+            h = (H().add(1, "a", "a.set", 1, "e1", None, 0, 1, outcome="info", error="timeout")
+                 .final_read("a", "a.set", final, 10, 11))
+            self.assertPasses(run(h.events), "no_lost_element")
+
+    def test_add_that_never_completed_counts_as_info(self):
+        h = H().add(1, "a", "a.set", 1, "e1", None, 0, None, outcome=None)
+        h.final_read("a", "a.set", ["e1"], 10, 11)
+        result = run(h.events)
+        self.assertPasses(result, "no_lost_element")
+        self.assertEqual(result["info"]["history"]["unfinished"], 1)
+        self.assertEqual(result["info"]["availability"]["ops"]["add"], {"info": 1})
+
+    def test_failed_add_absent_is_fine(self):
+        h = (H().add(1, "a", "a.set", 1, "e1", None, 0, 1, outcome="fail")
+             .final_read("a", "a.set", [], 10, 11))
+        self.assertPasses(run(h.events), "no_lost_element")
+
+
+class OverlappingLeases(Base):
+    def test_overlaps_are_counted_and_do_not_fail(self):
+        # L1 is granted for 1000 ms at 1; L2 at 601 (its holder was paused,
+        # say), lower fence: 400 ms of overlap, harmless under fencing.
+        h = (H().acquire(1, "a", "L1", 5, 0, 1, ttl=1000)
+             .acquire(2, "a", "L2", 6, 600, 601, ttl=1000)
+             .acquire(3, "a", "L3", 7, 5000, 5001, ttl=100))
+        result = run(h.events)
+        self.assertAllPass(result)
+        ov = result["info"]["overlapping_leases"]
+        self.assertEqual(ov["pairs"], 1)
+        self.assertEqual(ov["longest_ms"], 400.0)
+        self.assertIn("L1", ov["longest"])
+        self.assertIn("L2", ov["longest"])
+
+    def test_lifetimes_are_cut_at_the_history_end(self):
+        h = (H().acquire(1, "a", "L1", 5, 0, 1, ttl=1000)
+             .acquire(2, "a", "L2", 6, 600, 601, ttl=1000))
+        self.assertEqual(run(h.events)["info"]["overlapping_leases"]["pairs"], 0)
+        h.final_read("a", "a.set", [], 700, 701)
+        self.assertEqual(run(h.events)["info"]["overlapping_leases"]["longest_ms"], 100.0)
+
+    def test_release_ends_the_overlap(self):
+        h = (H().acquire(1, "a", "L1", 5, 0, 1).release(1, "a", "L1", 2, 3)
+             .acquire(2, "a", "L2", 6, 4, 5))
+        self.assertEqual(run(h.events)["info"]["overlapping_leases"]["pairs"], 0)
+
+    def test_longest_overlap_with_many_grants(self):
+        h = H()
+        for i in range(20):       # each grant overlaps the next by 10 ms ...
+            h.acquire(i, "a", "L%d" % i, i + 1, i * 100, i * 100 + 1, ttl=110)
+        h.acquire(99, "a", "LX", 50, 1000, 1001, ttl=5000)    # ... and LX the later ones more
+        h.final_read("a", "a.set", [], 9000, 9001)    # lifetimes are cut at the history's end
+        ov = run(h.events)["info"]["overlapping_leases"]
+        # Chain: 19 pairs; LX (1001..6001) overlaps L9..L19, L10 most (1001..1111).
+        self.assertEqual(ov["pairs"], 19 + 11)
+        self.assertEqual(ov["longest_ms"], 110.0)
+
+
+class Availability(Base):
+    def test_ratios_recovery_and_counts(self):
+        h = H()
+        h.acquire(1, "a", "L1", 1, 0, 1, ttl=50)
+        h.acquire(2, "b", "M1", 1, 0, 1, ttl=50)
+        h.fault("pause-redis", 0, 100, 200)
+        h.acquire(1, "a", "L2", None, 110, 150, outcome="info", error="timeout")
+        h.acquire(2, "b", "M2", 2, 120, 130, ttl=50)
+        h.acquire(1, "a", "L3", 2, 210, 230, ttl=50)      # a recovers 30 ms after the stop
+        h.acquire(2, "b", "M3", 3, 205, 250, ttl=50)      # b 50 ms after: that decides
+        h.fault("pause-redis", 1, 300, 400)
+        h.acquire(1, "a", "L4", 3, 410, 420, ttl=50)      # 20 ms; b never recovers
+        h.fault("clock-step", 2, 500)                     # no stop: lasts to the end
+        h.acquire(1, "a", "L5", 4, 510, 511, ttl=50)
+        h.ev(600, "info", "nemesis", "healed", value={"schedule": 0})   # ignored
+        result = run(h.events)
+        self.assertAllPass(result)
+        av = result["info"]["availability"]
+        pr = av["faults"]["pause-redis"]
+        self.assertEqual(pr["count"], 2)
+        self.assertEqual(pr["acquire_during"], {"ok": 1, "total": 2, "ratio": 0.5})
+        self.assertEqual(pr["recovery_ms"], {"measured": 2, "never": 1, "median": 50.0,
+                                             "max": "never"})
+        cs = av["faults"]["clock-step"]
+        self.assertEqual(cs["acquire_during"], {"ok": 1, "total": 1, "ratio": 1.0})
+        self.assertEqual(cs["recovery_ms"]["measured"], 0)
+        self.assertEqual(av["acquire_outside_faults"]["total"], 5)
+        self.assertEqual(av["locks_granted"], ["a", "b"])
+        self.assertEqual(av["ops"]["acquire"], {"info": 1, "ok": 7})
+
+
+class Ordering(Base):
+    def test_events_out_of_file_order_are_sorted(self):
+        events = good_history()
+        shuffled = list(events)
+        random.Random(4).shuffle(shuffled)
+        self.assertNotEqual(shuffled, events)
+        self.assertEqual(run(shuffled), run(events))
+        self.assertEqual(run(shuffled)["info"]["history"]["anomalies"], {})
+
+    def test_a_late_line_changes_the_verdict_only_by_its_time(self):
+        # The claim's ok comes last in the file but first in time: the write
+        # invoked after it is stale.
+        h = H().write(1, "a", "a.reg", 5, 1, 12, 13).claim(2, "a", 6, 10, 11)
+        self.assertFails(run(h.events), "no_stale_write", 1)
+        self.assertFails(run(list(reversed(h.events))), "no_stale_write", 1)
+
+    def test_equal_times_keep_file_order(self):
+        h = H()
+        h.ev(0, "invoke", 1, "acquire", lock="a", lease="L1")
+        h.ev(0, "ok", 1, "acquire", lock="a", lease="L1", fence=1, ttl_ms=10)
+        result = run(h.events)
+        self.assertEqual(result["info"]["history"]["anomalies"], {})
+        self.assertEqual(result["info"]["history"]["grants"], 1)
+
+
+class Anomalies(Base):
+    def test_completion_without_invoke_is_used_but_counted(self):
+        h = H().ev(5, "ok", 1, "acquire", lock="a", lease="L1", fence=1, ttl_ms=10)
+        h.acquire(2, "a", "L2", 1, 6, 7)
+        result = run(h.events)
+        self.assertFails(result, "no_fence_repeated", 1)
+        self.assertEqual(result["info"]["history"]["anomalies"], {"completion_without_invoke": 1})
+
+    def test_bad_event_dict_raises(self):
+        with self.assertRaisesRegex(checker.HistoryError, r"events\[1\]: no 'f' field"):
+            run([{"time": 1, "type": "invoke", "process": 1, "f": "read"},
+                 {"time": 2, "type": "ok", "process": 1}])
+        with self.assertRaisesRegex(checker.HistoryError, "'fence' is not an integer"):
+            run([{"time": 1, "type": "ok", "process": 1, "f": "claim", "fence": "7"}])
+
+
+class Simulated(Base):
+    """Long histories from simulate(): a correct system passes, each
+    mutant fails the rule that should catch it."""
+
+    def test_correct_system_passes(self):
+        for seed in (1, 2, 3):
+            result = run(simulate(seed, 6000))
+            self.assertAllPass(result)
+            h = result["info"]["history"]
+            self.assertEqual(h["anomalies"], {})
+            self.assertGreater(h["grants"], 100)
+            ops = result["info"]["availability"]["ops"]
+            self.assertGreater(ops["write"].get("fail", 0), 0, "no zombie was refused")
+            self.assertGreater(ops["add"].get("info", 0), 0)
+
+    def test_mutants_are_caught(self):
+        for bug, rule in (("reuse-fence", "no_fence_repeated"),
+                          ("counter-reset", "fences_follow_real_time"),
+                          ("admit-stale", "no_stale_write"),
+                          ("lose-element", "no_lost_element")):
+            with self.subTest(bug=bug):
+                self.assertFails(run(simulate(1, 6000, bug=bug)), rule)
+
+
+class Cli(Base):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def test_good_history_exits_0(self):
+        write_history(good_history(), self.path("h.jsonl"))
+        p = cli(self.path("h.jsonl"))
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        lines = p.stdout.splitlines()
+        self.assertEqual(lines[-1], "checker: OK")
+        for rule in checker.SAFETY_RULES:
+            self.assertIn("%s: PASS" % rule, lines)
+        for rule in checker.INFO_RULES:
+            self.assertTrue(any(x.startswith(rule + ": INFO") for x in lines))
+
+    def test_failing_history_exits_1_with_examples(self):
+        h = H().acquire(1, "a", "L1", 7, 0, 1).acquire(2, "a", "L2", 7, 0.5, 1.5)
+        write_history(h.events, self.path("h.jsonl"))
+        p = cli(self.path("h.jsonl"))
+        self.assertEqual(p.returncode, 1)
+        lines = p.stdout.splitlines()
+        i = lines.index("no_fence_repeated: FAIL (1 violation)")
+        self.assertTrue(lines[i + 1].startswith("    lock a fence 7"))
+        self.assertEqual(lines[-1], "checker: 1 safety rule failed")
+
+    def test_two_failed_rules(self):
+        h = (H().acquire(1, "a", "L1", 7, 0, 1).acquire(2, "a", "L2", 7, 0.5, 1.5)
+             .acquire(3, "c", "N", 2, 20, 21).release(3, "c", "N", 22, 23)
+             .acquire(3, "c", "O", 1, 24, 25))
+        write_history(h.events, self.path("h.jsonl"))
+        p = cli(self.path("h.jsonl"))
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("\nno_fence_repeated: FAIL (1 violation)\n", p.stdout)
+        self.assertIn("\nfences_follow_real_time: FAIL (1 violation)\n", p.stdout)
+        self.assertEqual(p.stdout.splitlines()[-1], "checker: 2 safety rules failed")
+
+    def test_one_violation_per_shared_fence(self):
+        h = H()
+        for i in range(8):
+            h.acquire(i, "a", "L%d" % i, 7, i, i + 0.5)
+        r = self.assertFails(run(h.events), "no_fence_repeated", 1, ("granted to 8 leases",))
+        self.assertEqual(len(r["examples"]), 1)
+
+    def test_examples_are_at_most_five(self):
+        h = H()
+        for i in range(8):
+            h.acquire(2 * i, "k%d" % i, "A%d" % i, 1, i, i + 0.5)
+            h.acquire(2 * i + 1, "k%d" % i, "B%d" % i, 1, i, i + 0.5)
+        write_history(h.events, self.path("h.jsonl"))
+        p = cli(self.path("h.jsonl"), "--json", self.path("out.json"))
+        lines = p.stdout.splitlines()
+        i = lines.index("no_fence_repeated: FAIL (8 violations)")
+        self.assertEqual([x.split()[1] for x in lines[i + 1:i + 6]],
+                         ["k0", "k1", "k2", "k3", "k4"])     # the first five, in time order
+        self.assertEqual(lines[i + 6], "    ... and 3 more")
+        self.assertFalse(lines[i + 7].startswith("    "))
+        with open(self.path("out.json")) as f:
+            rule = json.load(f)["rules"]["no_fence_repeated"]
+        self.assertEqual((rule["ok"], rule["violations"], len(rule["examples"])), (False, 8, 5))
+
+    def test_json_matches_check(self):
+        events = simulate(5, 3000)
+        write_history(events, self.path("h.jsonl"))
+        p = cli(self.path("h.jsonl"), "--json", self.path("out.json"), "--quiet")
+        self.assertEqual(p.returncode, 0, p.stdout)
+        with open(self.path("out.json")) as f:
+            # allow_nan=False: "never" and null stand for what has no number.
+            self.assertEqual(json.load(f), json.loads(json.dumps(run(events), allow_nan=False)))
+
+    def test_quiet_prints_verdict_lines_only(self):
+        h = H().acquire(1, "a", "L1", 7, 0, 1).acquire(2, "a", "L2", 7, 0.5, 1.5)
+        write_history(h.events, self.path("h.jsonl"))
+        p = cli(self.path("h.jsonl"), "--quiet")
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual([x.split(":")[0] for x in p.stdout.splitlines()],
+                         list(checker.SAFETY_RULES + checker.INFO_RULES) + ["checker"])
+
+    def test_output_is_byte_identical_across_runs(self):
+        events = simulate(6, 4000, bug="reuse-fence")
+        random.Random(1).shuffle(events)
+        write_history(events, self.path("h.jsonl"))
+        outs = []
+        for seed in ("0", "1", "12345"):      # set order must not leak into the output
+            env = dict(os.environ, PYTHONHASHSEED=seed)
+            j = self.path("out%s.json" % seed)
+            p = cli(self.path("h.jsonl"), "--json", j, env=env)
+            self.assertEqual(p.returncode, 1)
+            with open(j, "rb") as f:
+                outs.append((p.stdout, f.read()))
+        self.assertEqual(outs[0], outs[1])
+        self.assertEqual(outs[0], outs[2])
+
+    def test_bad_json_exits_2_naming_the_line(self):
+        with open(self.path("h.jsonl"), "w") as f:
+            f.write('{"time": 1, "type": "invoke", "process": 1, "f": "read"}\n')
+            f.write("\n")
+            f.write('{"time": 2, "type": "ok", "process": 1, "f": "read"\n')
+        p = cli(self.path("h.jsonl"))
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(p.stdout, "")
+        self.assertEqual(len(p.stderr.splitlines()), 1)
+        self.assertIn("line 3: not valid JSON", p.stderr)
+
+    def test_bad_fields_exit_2(self):
+        for line, msg in (('{"time": 1, "type": "ok", "process": 1}', "line 1: no 'f' field"),
+                          ('[1, 2]', "line 1: not a JSON object"),
+                          ('{"time": 1.5, "type": "ok", "process": 1, "f": "read"}',
+                           "'time' is not an integer"),
+                          ('{"time": 1, "type": "done", "process": 1, "f": "read"}',
+                           "'type' is \"done\""),
+                          ('{"time": 1, "type": ["ok"], "process": 1, "f": "read"}',
+                           "'type' is [\"ok\"]"),
+                          ('{"time": 1, "type": "ok", "process": 1, "f": "add", "element": 3}',
+                           "'element' is not a string"),
+                          ('{"time": 1, "type": "ok", "process": true, "f": "read"}',
+                           "'process' is neither")):
+            with self.subTest(line=line):
+                with open(self.path("h.jsonl"), "w") as f:
+                    f.write(line + "\n")
+                p = cli(self.path("h.jsonl"))
+                self.assertEqual(p.returncode, 2)
+                self.assertIn(msg, p.stderr)
+
+    def test_usage_and_missing_file_exit_2(self):
+        self.assertEqual(cli().returncode, 2)
+        self.assertEqual(cli("--frobnicate", "x").returncode, 2)
+        p = cli(self.path("nope.jsonl"))
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("nope.jsonl", p.stderr)
+
+
+# ---- a toy system that writes histories ------------------------------------
+
+LOCKS = ("job.a", "job.b", "job.c")
+FAULTS = ("pause-holder", "partition-halves", "clock-step", "kill-redis")
+
+
+class Store:
+    """picketd over Redis and fenced-kv, each call atomic at its invoke
+    time; bug turns one part wrong the way a mutant would."""
+
+    def __init__(self, rng, bug):
+        self.rng, self.bug = rng, bug
+        self.counter = {lock: 0 for lock in LOCKS}
+        self.holder = {}          # lock -> [lease, fence, expires]
+        self.highest = {lock: 0 for lock in LOCKS}
+        self.kv = {}              # key -> (version, value)
+        self.grants = 0
+        self.fence_of = {}        # lease -> the fence it was granted
+
+    def call(self, f, a, now):
+        """(type, reply fields) of a call that happened."""
+        lock = a.get("lock")
+        if f in ("acquire", "renew", "release"):
+            cur = self.holder.get(lock)
+            live = cur is not None and cur[2] > now
+            mine = live and cur[0] == a["lease"]
+            if f == "acquire":
+                if live and not mine:
+                    return "fail", {"error": "lock_held"}
+                if mine:
+                    cur[2] = now + a["ttl_ms"] * MS
+                    return "ok", {"fence": cur[1], "ttl_ms": a["ttl_ms"]}
+                self.grants += 1
+                if self.bug == "counter-reset" and self.grants % 150 == 0:
+                    self.counter[lock] = max(0, self.counter[lock] - 3)   # a lossy failover
+                if not (self.bug == "reuse-fence" and self.counter[lock] and
+                        self.rng.random() < 0.05):
+                    self.counter[lock] += 1
+                self.holder[lock] = [a["lease"], self.counter[lock], now + a["ttl_ms"] * MS]
+                self.fence_of[a["lease"]] = self.counter[lock]
+                return "ok", {"fence": self.counter[lock], "ttl_ms": a["ttl_ms"]}
+            if not mine and f == "release" and live and self.bug == "release-no-lease-check":
+                del self.holder[lock]             # whoever holds it: release.lua's `if cur then`
+                return "ok", {}
+            if not mine and f == "renew" and self.bug == "renew-resurrects":
+                # The old lease is written back over whoever holds the lock.
+                fence = self.fence_of[a["lease"]]
+                self.holder[lock] = [a["lease"], fence, now + a["ttl_ms"] * MS]
+                return "ok", {"fence": fence, "ttl_ms": a["ttl_ms"]}
+            if not mine:
+                return "fail", {"error": "lease_lost"}
+            if f == "renew":
+                cur[2] = now + a["ttl_ms"] * MS
+                return "ok", {"fence": cur[1], "ttl_ms": a["ttl_ms"]}
+            del self.holder[lock]
+            return "ok", {}
+        if f == "claim":
+            if a["fence"] < self.highest[lock]:
+                return "fail", {"error": "stale_fence"}
+            self.highest[lock] = a["fence"]
+            return "ok", {}
+        version, value = self.kv.get(a["key"], (0, None))
+        if f in ("read", "final-read"):
+            return "ok", {"version": version, "value": value}
+        if a["fence"] < self.highest[lock] and self.bug != "admit-stale":
+            return "fail", {"error": "stale_fence"}
+        if a.get("_if_match") is not None and a["_if_match"] != version:
+            return "fail", {"error": "version_mismatch"}
+        self.highest[lock] = max(self.highest[lock], a["fence"])
+        self.kv[a["key"]] = (version + 1, a["_new"])
+        return "ok", {"version": version + 1}
+
+
+def worker(rng, wid, ttl_ms):
+    """The loop of tests/chaos/workload.py, as a generator of calls: it
+    yields (f, args) and gets back the reply (type plus fields)."""
+    n = 0
+    while True:
+        lock = rng.choice(LOCKS)
+        lease = "%016x" % rng.getrandbits(64)
+        r = yield "acquire", {"lock": lock, "lease": lease, "ttl_ms": ttl_ms}
+        if r["type"] != "ok":
+            yield "sleep", rng.randint(5, 50) * MS
+            continue
+        fence = r["fence"]
+        if rng.random() < 0.3:
+            yield "claim", {"lock": lock, "fence": fence}
+        reg = lock + ".reg"
+        r = yield "read", {"lock": lock, "key": reg}
+        if r["type"] == "ok":
+            if rng.random() < 0.1:     # a zombie: sleeps past its TTL, then writes
+                yield "sleep", int(ttl_ms * MS * rng.uniform(1.3, 2.5))
+            yield "write", {"lock": lock, "key": reg, "fence": fence,
+                            "value": (r["value"] or 0) + 1, "_new": (r["value"] or 0) + 1}
+        key = lock + ".set"
+        r = yield "read", {"lock": lock, "key": key}
+        if r["type"] == "ok":
+            n += 1
+            elem = "w%d-%d" % (wid, n)
+            yield "add", {"lock": lock, "key": key, "fence": fence, "element": elem,
+                          "_if_match": r["version"], "_new": (r["value"] or []) + [elem]}
+        if rng.random() < 0.3:
+            yield "renew", {"lock": lock, "lease": lease, "ttl_ms": ttl_ms}
+        if rng.random() < 0.8:
+            yield "release", {"lock": lock, "lease": lease}
+
+
+# The fields a completion repeats from its invoke, as the workload's do.
+ECHO = {"acquire": ("lock", "lease"), "renew": ("lock", "lease"), "release": ("lock", "lease"),
+        "claim": ("lock", "fence"), "read": ("lock", "key"), "final-read": ("lock", "key"),
+        "write": ("lock", "key", "fence"), "add": ("lock", "key", "fence", "element")}
+
+
+def simulate(seed, n_events, workers=6, ttl_ms=200, bug=None):
+    """A history of about n_events events (in no particular order) from
+    workers on the toy store, with faults from a nemesis that make replies
+    indeterminate, and final reads at the end."""
+    rng = random.Random(seed)
+    store = Store(rng, bug)
+    events = []
+
+    def emit(t, type_, process, f, fields):
+        e = {"time": t, "type": type_, "process": process, "f": f}
+        e.update((k, v) for k, v in fields.items() if v is not None and not k.startswith("_"))
+        events.append(e)
+
+    gens = [worker(random.Random(seed * 1000 + w), w, ttl_ms) for w in range(workers)]
+    replies = [None] * workers
+    heap = [(T0 + w * 100_000, w) for w in range(workers)] + [(T0 + 50 * MS, -1)]
+    fault, next_id = None, 0
+    while len(events) < n_events:
+        now, w = heapq.heappop(heap)
+        if w < 0:                       # the nemesis: a fault starts or stops
+            if fault is None:
+                fault = (rng.choice(FAULTS), next_id)
+                next_id += 1
+                emit(now, "info", "nemesis", "start",
+                     {"value": {"fault": fault[0], "id": fault[1]}})
+                heapq.heappush(heap, (now + rng.randint(100, 600) * MS, -1))
+            else:
+                emit(now, "info", "nemesis", "stop", {"value": {"fault": fault[0], "id": fault[1]}})
+                emit(now + 1, "info", "nemesis", "healed", {"value": {"schedule": fault[1]}})
+                fault = None
+                heapq.heappush(heap, (now + rng.randint(200, 900) * MS, -1))
+            continue
+        f, a = gens[w].send(replies[w])
+        if f == "sleep":
+            replies[w] = None
+            heapq.heappush(heap, (now + a, w))
+            continue
+        emit(now, "invoke", w, f, a)
+        latency = rng.randint(100_000, 3 * MS) if rng.random() < 0.95 else rng.randint(20, 80) * MS
+        if rng.random() < (0.2 if fault else 0.02):
+            # Indeterminate: half the time it happened all the same.
+            if rng.random() < 0.5:
+                store.call(f, a, now)
+            type_, reply = "info", {"error": "timeout"}
+        else:
+            type_, reply = store.call(f, a, now)
+        echo = {k: a[k] for k in ECHO[f] if k in a}
+        emit(now + latency, type_, w, f, dict(echo, **{k: v for k, v in reply.items()
+                                                        if not (f == "read" and k == "value"
+                                                                and isinstance(v, list))}))
+        replies[w] = dict(reply, type=type_)
+        heapq.heappush(heap, (now + latency + rng.randint(0, 2) * MS, w))
+    end = max(e["time"] for e in events) + 10 * MS
+    for lock in LOCKS:
+        key = lock + ".set"
+        if key not in store.kv:
+            continue
+        emit(end, "invoke", "final", "final-read", {"lock": lock, "key": key})
+        _, reply = store.call("final-read", {"lock": lock, "key": key}, end)
+        value = list(reply["value"])
+        if bug == "lose-element" and value:
+            value.pop(rng.randrange(len(value)))
+        emit(end + MS, "ok", "final", "final-read", {"lock": lock, "key": key,
+                                                     "version": reply["version"], "value": value})
+        end += 2 * MS
+    return events
+
+
+if __name__ == "__main__":
+    unittest.main()
