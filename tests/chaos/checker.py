@@ -350,9 +350,10 @@ class Use:
     def __init__(self, op, grant, named, unsure):
         self.op = op
         self.grant = grant        # None: no grant of its lease to be about
-        self.named = named        # a renew whose reply's fence names grant
-        self.unsure = unsure      # not named, and another try of its lease may have
-        #                           granted it again unseen before its reply
+        self.named = named        # a renew whose reply's fence names that grant
+        # Not named, and an acquire of its lease that had not completed ok
+        # by its reply was invoked before: a grant it may be about, unseen.
+        self.unsure = unsure
 
 
 def build_grants(ops, anomalies):
@@ -577,30 +578,34 @@ def rule_replaced_lease_stays_lost(grants, uses):
     probes = defaultdict(list)
     for u in uses:
         if u.grant is not None and not u.unsure:
-            probes[u.op.lock].append(u)
+            o = u.op
+            probes[o.lock].append((o.invoked, o.seq, u))
     findings = []
-    for lock, us in probes.items():
+    for lock, ps in probes.items():
         gs = by_lock[lock]
-        us.sort(key=lambda u: (u.op.invoked, u.op.seq))
+        starts = [g.first.completed for g in gs]
+        ps.sort()                      # (invoked, seq): seq is unique
         # Sweep the renews and releases in invoke order, folding in every
-        # grant started before: first is the highest fence so far, second
-        # the highest among leases other than first's. The highest fence
-        # of a lease other than L's is first, or second when first is L's.
-        first = second = None
-        i = 0
-        for u in us:
-            o, g = u.op, u.grant
-            while i < len(gs) and gs[i].start < o.invoked:
+        # grant started strictly before: first (f1, k1, m1) is the highest
+        # fence so far, second (f2, m2) the highest among leases other than
+        # k1. The highest fence of a lease other than L's is first's, or
+        # second's when first is L's.
+        f1 = f2 = -INF
+        k1 = m1 = m2 = None
+        i, n = 0, len(gs)
+        for invoked, _, u in ps:
+            while i < n and starts[i] < invoked:
                 m = gs[i]
-                if first is None or m.fence > first.fence:
-                    if first is not None and first.lease_key != m.lease_key:
-                        second = first
-                    first = m
-                elif m.lease_key != first.lease_key and (second is None or
-                                                         m.fence > second.fence):
-                    second = m
+                f, k = m.fence, m.lease_key
+                if f > f1:
+                    if k != k1:
+                        f2, m2 = f1, m1
+                    f1, k1, m1 = f, k, m
+                elif k != k1 and f > f2:
+                    f2, m2 = f, m
                 i += 1
-            m = first if first is not None and first.lease_key != o.lease else second
+            o, g = u.op, u.grant
+            m = m1 if k1 != o.lease else m2
             if m is not None and m.fence > g.fence:
                 findings.append((o.seq, "lock %s: %s ok of %s%s by process %s (invoked t=%d, "
                                  "ok t=%d), after %s had replaced it" % (

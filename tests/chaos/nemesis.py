@@ -302,23 +302,44 @@ class Nemesis:
         primary and its replicas only: clients and sentinels still reach
         everything), the primary goes on acknowledging what it is sent,
         then dies: whatever it acknowledged in that window is lost when a
-        replica takes over. The old primary restarts at the fault's end and
-        rejoins as a replica (dropping what the others never got)."""
+        replica takes over. The old primary restarts once a replica has
+        taken over, and rejoins as a replica (dropping what the others
+        never got). Without --min-replicas every grant of the window is
+        lost; with it, none was returned (WAIT timed out: 503)."""
         t = self.topo
         p = self.primary(rng)
         reps = t.replicas_of(p)
         if not reps:
             d["skipped"] = "no replica"
             return None
-        hold = rng.uniform(0.2, 0.8)
+        hold = rng.uniform(0.5, 1.5)
         d.update(target=p.name, held_back_ms=int(hold * 1000))
         with self.lock:
             t.net.partition([p.host], [r.host for r in reps])
         time.sleep(hold)
         with self.lock:
             p.kill()
+
+        def stop():
+            # The partition stays until a replica has taken over (bounded):
+            # the dead primary's kernel still holds the unacknowledged
+            # replication stream and would deliver it on a heal. And the old
+            # primary stays dead until then: back too soon, it would still
+            # be the primary, with its AOF, and nothing would be lost.
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and not self._replaced(p, reps):
+                time.sleep(0.1)
             t.net.heal()
-        return p.start
+            p.start()
+        return stop
+
+    def _replaced(self, old, reps):
+        """Whether one of old's replicas is a primary now (and, under
+        Sentinel, the one the sentinels name)."""
+        if self.topo.shape == "sentinel":
+            new = self.topo.sentinel_primary()
+            return new is not None and new is not old and new.role() == "master"
+        return any(r.role() == "master" for r in reps)
 
     def f_migrate_slot(self, rng, dur, d):
         t = self.topo

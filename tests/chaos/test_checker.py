@@ -248,6 +248,174 @@ class FencesFollowRealTime(Base):
         self.assertFails(run(h.events), "fences_follow_real_time", 2, ("L1 fence 9",))
 
 
+class ReplacedLeaseStaysLost(Base):
+    RULE = "replaced_lease_stays_lost"
+
+    @staticmethod
+    def replaced():
+        """L1 is granted fence 1 for 100 ms, expires; L2 is granted fence 2
+        (ok at 151) and holds the lock until 1151."""
+        return (H().acquire(1, "a", "L1", 1, 0, 1, ttl=100)
+                .acquire(2, "a", "L2", 2, 150, 151, ttl=1000))
+
+    def test_release_after_a_higher_fence_was_granted_fails(self):
+        # The zombie's late release succeeds: release-no-lease-check.
+        h = self.replaced().release(1, "a", "L1", 300, 301)
+        result = run(h.events)
+        r = self.assertFails(result, self.RULE, 1, (
+            "lock a: release ok of lease L1 fence 1 (process 1, acquire ok t=%d)" % ns(1),
+            "invoked t=%d, ok t=%d" % (ns(300), ns(301)),
+            "after lease L2 fence 2 (process 2, acquire ok t=%d) had replaced it" % ns(151)))
+        self.assertEqual(len(r["examples"]), 1)
+        # None of the other safety rules sees it.
+        for rule in checker.SAFETY_RULES:
+            if rule != self.RULE:
+                self.assertPasses(result, rule)
+
+    def test_renew_after_a_higher_fence_was_granted_fails(self):
+        # A renew that brings the old lease back, its reply naming L1's grant.
+        h = self.replaced().renew(1, "a", "L1", 1, 300, 301)
+        self.assertFails(run(h.events), self.RULE, 1, (
+            "renew ok of lease L1 fence 1", "(named by its reply)", "lease L2 fence 2"))
+
+    def test_renew_whose_reply_names_no_grant_of_the_lease_fails(self):
+        # A renew that answers the holder's fence (2) for L1: no grant of L1
+        # has fence 2, so it is about L1's latest grant, fence 1.
+        h = self.replaced().renew(1, "a", "L1", 2, 300, 301)
+        r = self.assertFails(run(h.events), self.RULE, 1, ("renew ok of lease L1 fence 1",))
+        self.assertNotIn("named by its reply", r["examples"][0])
+
+    def test_renew_and_release_before_the_new_grant_completed_pass(self):
+        h = (H().acquire(1, "a", "L1", 1, 0, 1, ttl=100)
+             .renew(1, "a", "L1", 1, 50, 51, ttl=100)
+             .release(1, "a", "L1", 60, 61)
+             .acquire(2, "a", "L2", 2, 62, 63))
+        self.assertAllPass(run(h.events))
+
+    def test_invoke_time_counts_not_completion(self):
+        # L1's renew is invoked at 140, before L2's acquire completed (150),
+        # and answered ok at 160, after it: the store may have renewed L1
+        # before granting L2 (L2 waited, say), so no violation.
+        h = (H().acquire(1, "a", "L1", 1, 0, 1, ttl=100)
+             .acquire(2, "a", "L2", 2, 120, 150, ttl=1000)
+             .renew(1, "a", "L1", 1, 140, 160, ttl=100))
+        self.assertPasses(run(h.events), self.RULE)
+        # Invoked exactly at the completion is not after it either.
+        h = self.replaced().renew(1, "a", "L1", 1, 151, 152)
+        self.assertPasses(run(h.events), self.RULE)
+        h = self.replaced().renew(1, "a", "L1", 1, 151.001, 152)
+        self.assertFails(run(h.events), self.RULE, 1)
+
+    def test_idempotent_same_lease_retry_passes(self):
+        # L1's first reply was lost; its retries return the same grant; its
+        # own acquires never replace it, whatever their number.
+        h = (H().acquire(1, "a", "L1", None, 0, 100, outcome="info")
+             .acquire(1, "a", "L1", 3, 101, 102)
+             .acquire(1, "a", "L1", 3, 200, 201)
+             .renew(1, "a", "L1", 3, 300, 301)
+             .release(1, "a", "L1", 400, 401)
+             .acquire(2, "a", "L2", 4, 402, 403))
+        result = run(h.events)
+        self.assertAllPass(result)
+        self.assertEqual(result["info"]["history"]["grants"], 2)
+
+    def test_lease_granted_again_above_the_new_fence_passes(self):
+        # L1 is granted again (fence 3) after L2's grant: its renew and
+        # release are about that grant.
+        h = (self.replaced().acquire(1, "a", "L1", 3, 1200, 1201)
+             .renew(1, "a", "L1", 3, 1300, 1301).release(1, "a", "L1", 1400, 1401))
+        self.assertAllPass(run(h.events))
+
+    def test_only_a_higher_fence_replaces(self):
+        # L2 (fence 1) and L1 (fence 2) overlap in the harness's bounds:
+        # fence 2 is the later grant, which replaced L2, not the other way.
+        h = (H().acquire(2, "a", "L2", 1, 0, 1, ttl=1000)
+             .acquire(1, "a", "L1", 2, 500, 501, ttl=1000)
+             .renew(1, "a", "L1", 2, 600, 601, ttl=1000))
+        self.assertPasses(run(h.events), self.RULE)
+        h.renew(2, "a", "L2", 1, 700, 701)
+        self.assertFails(run(h.events), self.RULE, 1, ("renew ok of lease L2 fence 1",
+                                                       "lease L1 fence 2"))
+
+    def test_failed_and_indeterminate_calls_do_not_count(self):
+        h = (self.replaced().renew(1, "a", "L1", None, 300, 301, outcome="fail")
+             .release(1, "a", "L1", 400, 401, outcome="info")
+             .release(1, "a", "L1", 500, 501, outcome="fail")
+             .release(1, "a", "L1", 600, None, outcome=None))
+        self.assertAllPass(run(h.events))
+
+    def test_other_locks_do_not_matter(self):
+        h = (H().acquire(1, "a", "L1", 1, 0, 1, ttl=100)
+             .acquire(2, "b", "L2", 2, 150, 151).release(1, "a", "L1", 300, 301))
+        self.assertPasses(run(h.events), self.RULE)
+
+    def test_an_indeterminate_try_may_have_granted_the_lease_again(self):
+        # L1 acquires again (invoked at 200) and times out: the store may
+        # have granted L1 fence 3 then, and the release be about that.
+        h = (self.replaced().acquire(1, "a", "L1", None, 200, 210, outcome="info")
+             .release(1, "a", "L1", 300, 301))
+        self.assertPasses(run(h.events), self.RULE)
+        # Also when that try is answered ok only after the release.
+        h = (self.replaced().acquire(1, "a", "L1", 3, 200, 400)
+             .release(3, "a", "L1", 300, 301))
+        self.assertPasses(run(h.events), self.RULE)
+        # A try invoked only after the release's reply cannot explain it.
+        h = (self.replaced().release(1, "a", "L1", 300, 301)
+             .acquire(1, "a", "L1", None, 302, 310, outcome="info"))
+        self.assertFails(run(h.events), self.RULE, 1)
+        # A renew whose reply names L1's fence-1 grant is judged regardless.
+        h = (self.replaced().acquire(1, "a", "L1", None, 200, 210, outcome="info")
+             .renew(1, "a", "L1", 1, 300, 301))
+        self.assertFails(run(h.events), self.RULE, 1, ("(named by its reply)",))
+
+    def test_completion_without_invoke_is_not_judged(self):
+        h = self.replaced().ev(301, "ok", 1, "release", lock="a", lease="L1")
+        result = run(h.events)
+        self.assertPasses(result, self.RULE)
+        self.assertEqual(result["info"]["history"]["anomalies"], {"completion_without_invoke": 1})
+
+    def test_one_violation_per_call_named_with_the_highest_fence(self):
+        h = (self.replaced().acquire(3, "a", "L3", 7, 160, 161, ttl=10)
+             .acquire(4, "a", "L4", 5, 170, 171)
+             .renew(1, "a", "L1", 1, 300, 301).release(1, "a", "L1", 400, 401)
+             .release(2, "a", "L2", 500, 501))
+        r = self.assertFails(run(h.events), self.RULE, 3)
+        self.assertEqual([x.split(" ok of ")[0] for x in r["examples"]],
+                         ["lock a: renew", "lock a: release", "lock a: release"])
+        for x in r["examples"]:
+            self.assertIn("after lease L3 fence 7", x)
+        self.assertIn("ok of lease L2 fence 2", r["examples"][2])
+
+    def test_the_highest_fence_of_another_lease_is_found(self):
+        # L1 is granted again and holds the highest fence so far (5). Its
+        # release is about that grant: no other lease has a fence above 5.
+        # A renew whose reply names L1's old grant (fence 1) is judged
+        # against the highest fence of the other leases: L3's 4, not L1's 5.
+        h = (H().acquire(1, "a", "L1", 1, 0, 1, ttl=10)
+             .acquire(2, "a", "L2", 2, 20, 21, ttl=10)
+             .acquire(3, "a", "L3", 4, 40, 41, ttl=10)
+             .acquire(1, "a", "L1", 5, 60, 61, ttl=1000)
+             .release(1, "a", "L1", 100, 101))
+        self.assertPasses(run(h.events), self.RULE)
+        h.renew(1, "a", "L1", 1, 200, 201)
+        self.assertFails(run(h.events), self.RULE, 1, ("renew ok of lease L1 fence 1",
+                                                       "after lease L3 fence 4"))
+
+    def test_many_grants_are_swept_quickly(self):
+        # 8000 grants on 4 locks, each renewed and released in time, one
+        # late release at the end (a quadratic sweep would take minutes).
+        h = H()
+        for i in range(8000):
+            t = (i // 4) * 10
+            lease = "L%d" % i
+            h.acquire(i % 50, "k%d" % (i % 4), lease, i + 1, t, t + 1, ttl=8)
+            h.renew(i % 50, "k%d" % (i % 4), lease, i + 1, t + 2, t + 3, ttl=8)
+            h.release(i % 50, "k%d" % (i % 4), lease, t + 4, t + 5)
+        h.release(0, "k0", "L0", 60000, 60001)
+        self.assertFails(run(h.events), self.RULE, 1, ("release ok of lease L0 fence 1",
+                                                       "after lease L7996 fence 7997"))
+
+
 class NoStaleWrite(Base):
     def test_write_with_lower_fence_after_claim_fails(self):
         # The new holder claimed fence 6; the zombie's write with fence 5,
@@ -485,9 +653,22 @@ class Simulated(Base):
         for bug, rule in (("reuse-fence", "no_fence_repeated"),
                           ("counter-reset", "fences_follow_real_time"),
                           ("admit-stale", "no_stale_write"),
+                          ("release-no-lease-check", "replaced_lease_stays_lost"),
+                          ("renew-resurrects", "replaced_lease_stays_lost"),
                           ("lose-element", "no_lost_element")):
             with self.subTest(bug=bug):
                 self.assertFails(run(simulate(1, 6000, bug=bug)), rule)
+
+    def test_only_the_lease_rule_sees_a_release_without_lease_check(self):
+        # Fencing shuts the freed holder out, so the other safety rules pass:
+        # replaced_lease_stays_lost is the one that catches this mutant.
+        for seed in (1, 2, 3):
+            with self.subTest(seed=seed):
+                result = run(simulate(seed, 6000, bug="release-no-lease-check"))
+                self.assertFails(result, "replaced_lease_stays_lost")
+                for rule in checker.SAFETY_RULES:
+                    if rule != "replaced_lease_stays_lost":
+                        self.assertPasses(result, rule)
 
 
 class Cli(Base):
@@ -575,19 +756,23 @@ class Cli(Base):
                          list(checker.SAFETY_RULES + checker.INFO_RULES) + ["checker"])
 
     def test_output_is_byte_identical_across_runs(self):
-        events = simulate(6, 4000, bug="reuse-fence")
-        random.Random(1).shuffle(events)
-        write_history(events, self.path("h.jsonl"))
-        outs = []
-        for seed in ("0", "1", "12345"):      # set order must not leak into the output
-            env = dict(os.environ, PYTHONHASHSEED=seed)
-            j = self.path("out%s.json" % seed)
-            p = cli(self.path("h.jsonl"), "--json", j, env=env)
-            self.assertEqual(p.returncode, 1)
-            with open(j, "rb") as f:
-                outs.append((p.stdout, f.read()))
-        self.assertEqual(outs[0], outs[1])
-        self.assertEqual(outs[0], outs[2])
+        for bug, rule in (("reuse-fence", "no_fence_repeated"),
+                          ("release-no-lease-check", "replaced_lease_stays_lost")):
+            with self.subTest(bug=bug):
+                events = simulate(6, 4000, bug=bug)
+                random.Random(1).shuffle(events)
+                write_history(events, self.path("h.jsonl"))
+                outs = []
+                for seed in ("0", "1", "12345"):      # set order must not leak into the output
+                    env = dict(os.environ, PYTHONHASHSEED=seed)
+                    j = self.path("out%s.json" % seed)
+                    p = cli(self.path("h.jsonl"), "--json", j, env=env)
+                    self.assertEqual(p.returncode, 1)
+                    self.assertIn("\n%s: FAIL (" % rule, p.stdout)
+                    with open(j, "rb") as f:
+                        outs.append((p.stdout, f.read()))
+                self.assertEqual(outs[0], outs[1])
+                self.assertEqual(outs[0], outs[2])
 
     def test_bad_json_exits_2_naming_the_line(self):
         with open(self.path("h.jsonl"), "w") as f:

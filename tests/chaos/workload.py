@@ -197,7 +197,7 @@ class Worker:
     # ---- the loop ------------------------------------------------------
 
     def sleep_past_ttl(self):
-        time.sleep(self.cfg["ttl_ms"] / 1000 * self.rng.uniform(1.3, 2.5))
+        time.sleep(self.cfg["ttl_ms"] / 1000 * self.rng.uniform(1.1, 2.0))
 
     def register(self, lock, fence, zombie):
         """Read-modify-write of LOCK.reg with the fence (no If-Match: the
@@ -259,7 +259,7 @@ class Worker:
             # element (what the fencedkv-ignores-if-match mutant breaks).
             zombie = rng.random() < cfg["zombie_p"]
             if rng.random() < cfg["add_first_p"]:
-                self.add(lock, fence, zombie, think=rng.uniform(0, 0.2))
+                self.add(lock, fence, zombie, think=rng.uniform(0, 0.6) * ttl / 1000)
                 self.register(lock, fence, False)
             else:
                 self.register(lock, fence, zombie)
