@@ -1,6 +1,6 @@
 -- acquire: grant a lease on one lock, with a fence, atomically.
 -- (Embedded after counter.lua: greater, is_count, guard and MAX are its.)
--- KEYS[1] = P{NAME}:lease (hash lease/fence/owner, PX expiry)
+-- KEYS[1] = P{NAME}:lease (hash lease/fence/owner/ttl, PX expiry)
 -- KEYS[2] = P{NAME}:fence (the counter: the last fence issued)
 -- ARGV[1] = lease id (32 hex), ARGV[2] = ttl in ms, ARGV[3] = owner ("" = none),
 -- ARGV[4] = fence floor: "clock" or "none",
@@ -13,7 +13,9 @@
 --   (proto/README.md says under which assumption).
 -- Returns {1, fence, 0, tamper} for a retry by the same lease id while its
 --   grant is live (same fence, TTL refreshed, owner kept).
--- Returns {0, pttl, owner, tamper} when another lease holds the lock.
+-- Returns {0, pttl, owner, tamper} when another lease holds the lock;
+--   pttl is never above the grant's ttl (an expiry further out is cut back:
+--   see below).
 -- tamper is "" or why the counter had to be repaired (counter.lua): the
 --   caller counts and logs it. The call still succeeds: the repair is
 --   certain, made in this very script before the reply.
@@ -54,12 +56,28 @@ end
 local last, cur, live, tamper = guard(ARGV[5])
 if cur == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('HSET', KEYS[1], 'ttl', ARGV[2])
   local px = counter_px()
   if px then redis.call('PEXPIRE', KEYS[2], px) end
   return {1, live, 0, tamper}
 end
 if cur then
-  return {0, redis.call('PTTL', KEYS[1]), redis.call('HGET', KEYS[1], 'owner') or '', tamper}
+  -- A live grant never has more left than the TTL it was given or last
+  -- renewed with. More means this node's clock and the expiry disagree:
+  -- the clock stepped back after the grant, or the grant was written under
+  -- a clock that was ahead (Redis replicates an expiry as an absolute
+  -- time, so a failover to a replica whose clock is behind the old
+  -- primary's carries the difference over). Left alone the lock would
+  -- stay taken for the whole step; cut back to the TTL it is still at
+  -- least as long as its holder may believe in it (the holder counts its
+  -- TTL from before it sent the request).
+  local left = redis.call('PTTL', KEYS[1])
+  local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl') or '')
+  if ttl and left > ttl then
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    left = ttl
+  end
+  return {0, left, redis.call('HGET', KEYS[1], 'owner') or '', tamper}
 end
 
 last = last or '0'
@@ -89,6 +107,6 @@ else
   redis.call('SET', KEYS[2], fence)
 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'lease', ARGV[1], 'fence', fence, 'owner', ARGV[3])
+redis.call('HSET', KEYS[1], 'lease', ARGV[1], 'fence', fence, 'owner', ARGV[3], 'ttl', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, fence, 1, tamper}

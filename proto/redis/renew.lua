@@ -12,6 +12,7 @@
 local _, cur, live, tamper = guard(ARGV[3])
 if cur == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('HSET', KEYS[1], 'ttl', ARGV[2])
   local idle = tonumber(ARGV[3])
   if idle > 0 then
     redis.call('PEXPIRE', KEYS[2], math.max(idle, tonumber(ARGV[2])))
