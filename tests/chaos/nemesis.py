@@ -309,8 +309,8 @@ class Nemesis:
         t = self.topo
         p = self.primary(rng)
         reps = t.replicas_of(p)
-        if not reps:
-            d["skipped"] = "no replica"
+        if not p.running or not reps:
+            d["skipped"] = "no live primary with a replica"
             return None
         hold = rng.uniform(0.5, 1.5)
         d.update(target=p.name, held_back_ms=int(hold * 1000))

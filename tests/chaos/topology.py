@@ -73,6 +73,8 @@ class Proc:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self):
+        if self.running:
+            return      # two faults may both restart it (a kill and a lossy failover)
         self.proc = self.topo.net.spawn(self.host, self.argv, log_path=self.log,
                                         cwd=self.topo.dir, clock=self.clock)
         self.stopped = False

@@ -32,12 +32,14 @@ Lease ids are secrets even here: the history holds the first 16 hex of
 their SHA-256, which identifies a lease and reveals nothing.
 """
 
+import ctypes
 import hashlib
 import http.client
 import json
 import os
 import random
 import secrets
+import signal
 import time
 
 
@@ -281,6 +283,8 @@ class Worker:
 def worker_main(wid, cfg, hist_path, stop, holding, epoch):
     """Entry point of a forked worker process."""
     os.setpgid(0, 0)   # its own group: the runner's ^C does not stop it mid-write
+    # ... and it dies with the runner, whatever kills the runner.
+    ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
     Worker(wid, cfg, hist_path, stop, holding, epoch).run()
 
 
