@@ -353,6 +353,12 @@ class Net:
             self.ip = self._prefix3 + "1"
             atexit.register(self.close)
             _run(["ip", "link", "add", self.bridge, "type", "bridge"])
+            # Keep the root firewall out of our bridge: with br_netfilter
+            # loaded, bridged packets go through the root FORWARD chain,
+            # whose policy a container runtime (podman, docker) may have
+            # set to DROP. Per bridge, so nothing else on the host changes.
+            _run(["ip", "link", "set", self.bridge, "type", "bridge", "nf_call_iptables", "0",
+                  "nf_call_ip6tables", "0", "nf_call_arptables", "0"], check=False)
             _run(["ip", "link", "set", "dev", self.bridge, "alias",
                   "picket chaos net tag=%s pid=%d" % (tag, os.getpid())], check=False)
             self._no_ipv6(self.bridge)
