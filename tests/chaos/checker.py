@@ -125,8 +125,11 @@ fences_follow_real_time  Per lock, for grants g1 and g2: if g1's end is
   O(n log n) sweep.
 
 replaced_lease_stays_lost  Per lock, an ok renew or ok release R of a lease
-  L is a violation when an acquire of a different lease M of the same lock
-  completed ok strictly before R's invoke with a fence above L's fence.
+  L is a violation when an acquire of a different lease M of the same lock,
+  invoked after L's grant was answered, completed ok strictly before R's
+  invoke, with a fence above L's fence (a grant asked for before L's, and
+  yet fenced above it, is a fence gone backwards: fences_follow_real_time
+  judges that).
   L's fence is that of the grant R is about (as under grants: the one a
   renew's reply's fence names, otherwise L's latest grant started before
   R's reply). A correct store's grant of M wrote over L's lease (acquire
@@ -142,7 +145,8 @@ replaced_lease_stays_lost  Per lock, an ok renew or ok release R of a lease
   complete ok before it (it ended info, never completed, or completed ok
   later): the store may have granted L again first, with a fence this
   history does not tie to R. One violation per R, named with the
-  highest-fenced M; an O(n log n) sweep.
+  highest-fenced M; each R scans the grants answered between L's grant
+  and R's invoke (few: a lease's lifetime).
 
 no_lost_element  Per set key (a key with adds, or whose last ok final-read
   value is a list): every element of an ok add is in the value of the key's
@@ -582,36 +586,29 @@ def rule_replaced_lease_stays_lost(grants, uses):
             probes[o.lock].append((o.invoked, o.seq, u))
     findings = []
     for lock, ps in probes.items():
-        gs = by_lock[lock]
-        starts = [g.first.completed for g in gs]
-        ps.sort()                      # (invoked, seq): seq is unique
-        # Sweep the renews and releases in invoke order, folding in every
-        # grant started strictly before: first (f1, k1, m1) is the highest
-        # fence so far, second (f2, m2) the highest among leases other than
-        # k1. The highest fence of a lease other than L's is first's, or
-        # second's when first is L's.
-        f1 = f2 = -INF
-        k1 = m1 = m2 = None
-        i, n = 0, len(gs)
-        for invoked, _, u in ps:
-            while i < n and starts[i] < invoked:
-                m = gs[i]
-                f, k = m.fence, m.lease_key
-                if f > f1:
-                    if k != k1:
-                        f2, m2 = f1, m1
-                    f1, k1, m1 = f, k, m
-                elif k != k1 and f > f2:
-                    f2, m2 = f, m
-                i += 1
+        # A grant M replaces L only if it was asked for after L's grant was
+        # answered: a grant from before (a fence that went backwards after
+        # a lost counter) is fences_follow_real_time's to judge. So look at
+        # the grants answered between L's grant and the probe's invoke; a
+        # lease's lifetime holds few of them, so the scan stays short.
+        gs = sorted(by_lock[lock], key=lambda g: g.first.completed)
+        done = [g.first.completed for g in gs]
+        for invoked, _, u in sorted(ps):
             o, g = u.op, u.grant
-            m = m1 if k1 != o.lease else m2
-            if m is not None and m.fence > g.fence:
+            lo = bisect.bisect_right(done, g.first.completed)
+            hi = bisect.bisect_left(done, invoked)
+            best = None
+            for m in gs[lo:hi]:
+                if (m.lease_key != o.lease and m.fence > g.fence and
+                        (m.first.invoked is None or m.first.invoked > g.first.completed) and
+                        (best is None or m.fence > best.fence)):
+                    best = m
+            if best is not None:
                 findings.append((o.seq, "lock %s: %s ok of %s%s by process %s (invoked t=%d, "
                                  "ok t=%d), after %s had replaced it" % (
                                      lock, o.f, grant_desc(g),
                                      " (named by its reply)" if u.named else "", o.process,
-                                     o.invoked, o.completed, grant_desc(m))))
+                                     o.invoked, o.completed, grant_desc(best))))
     return verdict(findings)
 
 

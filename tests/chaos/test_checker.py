@@ -285,6 +285,17 @@ class ReplacedLeaseStaysLost(Base):
         r = self.assertFails(run(h.events), self.RULE, 1, ("renew ok of lease L1 fence 1",))
         self.assertNotIn("named by its reply", r["examples"][0])
 
+    def test_a_grant_asked_for_before_the_lease_was_granted_does_not_replace_it(self):
+        # M (fence 5) is granted first; after a lost counter L is granted
+        # fence 3 (the fence went backwards: fences_follow_real_time's to
+        # judge), and L's release is fine by this rule.
+        h = (H().acquire(2, "a", "M", 5, 0, 1, ttl=100)
+             .acquire(1, "a", "L", 3, 200, 201, ttl=1000)
+             .release(1, "a", "L", 300, 301))
+        result = run(h.events)
+        self.assertPasses(result, self.RULE)
+        self.assertFails(result, "fences_follow_real_time", 1, ("lease L fence 3",))
+
     def test_renew_and_release_before_the_new_grant_completed_pass(self):
         h = (H().acquire(1, "a", "L1", 1, 0, 1, ttl=100)
              .renew(1, "a", "L1", 1, 50, 51, ttl=100)
