@@ -46,6 +46,10 @@ COMMON = {
     "pause-holder": 3,              # SIGSTOP a worker that holds a lease, past its TTL
     "kill-redis": 2,                # SIGKILL a primary, restart it at the fault's end
     "kill-picketd": 2,
+    # Drawn only when named (--faults): it matters only with a maxmemory
+    # and an evicting policy (--redis-conf), a configuration the docs call
+    # unsafe; under the default noeviction it would only fill memory.
+    "fill-memory": 0,
 }
 CATALOGUE = {
     "single": dict(COMMON),
@@ -75,7 +79,7 @@ def draw_schedule(rng, shape, only=None):
     names = sorted(k for k in cat if only is None or k in only)
     if not names:
         raise ValueError("no fault of %s applies to %s" % (sorted(only), shape))
-    weights = [cat[k] for k in names]
+    weights = [cat[k] if only is None else max(cat[k], 1) for k in names]
     n = min(rng.choice((1, 1, 2, 2, 3)), len(names))
     out, drawn = [], set()
     while len(out) < n:
@@ -271,6 +275,28 @@ class Nemesis:
         d["target"] = n.name
         n.kill()
         return n.start
+
+    def f_fill_memory(self, rng, dur, d):
+        """Filler keys on the primary, past its maxmemory: an evicting
+        policy then evicts what it likes, fence counters included."""
+        n = self.primary(rng)
+        size = 64 * 1024
+        count = rng.randrange(64, 256)
+        d.update(target=n.name, mb=count * size // (1 << 20))
+        blob = "x" * size
+        for i in range(count):
+            try:
+                n.call("SET", "filler:%d" % i, blob, timeout=2)
+            except (OSError, resp.RedisError):
+                break
+
+        def stop():
+            for i in range(count):
+                try:
+                    n.call("DEL", "filler:%d" % i, timeout=2)
+                except (OSError, resp.RedisError):
+                    break
+        return stop
 
     def f_kill_picketd(self, rng, dur, d):
         p = rng.choice(self.topo.picketds)

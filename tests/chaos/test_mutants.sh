@@ -95,6 +95,15 @@ case_run "unsafe: single-noaof, kills, --fence-floor none" "$real" --topology si
 case_run "control: single-noaof, kills, default flags" "$real" --topology single-noaof \
   --seed 17 --schedules 2 --faults kill-redis
 
+# Eviction allowed (allkeys-random under a small maxmemory, memory filled
+# past it): counters are evicted; with --fence-floor none fences repeat,
+# with the clock floor (control) they hold.
+evict=(--topology single --seed 18 --schedules 3 --faults fill-memory --redis-conf maxmemory=8mb
+  --redis-conf maxmemory-policy=allkeys-random --picketd-flag=--allow-eviction)
+case_run "unsafe: eviction allowed, --fence-floor none" "$real" "${evict[@]}" \
+  --picketd-flag=--fence-floor=none --expect-violation no_fence_repeated,fences_follow_real_time
+case_run "control: eviction allowed, the clock floor" "$real" "${evict[@]}"
+
 rmdir "$out" 2>/dev/null || echo "chaos mutants: kept runs under $out"
 echo "chaos mutants: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

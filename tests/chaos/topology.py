@@ -130,6 +130,7 @@ class RedisNode(Proc):
                       "cluster-require-full-coverage no"]
         if replicaof:
             lines.append("replicaof %s %d" % (replicaof.host.ip, REDIS_PORT))
+        lines += topo.redis_conf
         with open(conf, "w") as f:
             f.write("\n".join(lines) + "\n")
         super().__init__(topo, name, host, ["redis-server", conf], clock=clock, kind="redis")
@@ -160,12 +161,14 @@ class RedisNode(Proc):
 
 
 class Topology:
-    def __init__(self, shape, *, bin_dir, picketd_flags=(), fencedkv_bin=None, tag="chaos"):
+    def __init__(self, shape, *, bin_dir, picketd_flags=(), redis_conf=(), fencedkv_bin=None,
+                 tag="chaos"):
         if shape not in SHAPES:
             raise ValueError("unknown topology %r (one of %s)" % (shape, ", ".join(SHAPES)))
         self.shape = shape
         self.bin_dir = bin_dir
         self.picketd_flags = list(picketd_flags)
+        self.redis_conf = list(redis_conf)     # extra "key value" lines for every node
         self.fencedkv_bin = fencedkv_bin or os.path.join(bin_dir, "fenced-kv")
         self.dir = tempfile.mkdtemp(prefix="picket-%s-%s-" % (tag, shape))
         self.net = netns.Net(tag)
@@ -442,5 +445,5 @@ class Topology:
             "sentinels": {s.name: s.host.ip for s in self.sentinels},
             "picketd": {p.name: "%s:%d" % (p.host.ip, PICKETD_PORT) for p in self.picketds},
             "fenced-kv": "127.0.0.1:%s" % self.fencedkv_port,
-            "picketd_flags": self.picketd_flags,
+            "picketd_flags": self.picketd_flags, "redis_conf": self.redis_conf,
         }, sort_keys=True)
