@@ -14,10 +14,12 @@ VM would. It loops:
   2. sometimes claim the grant's fence in fenced-kv first (the new
      holder shuts out a zombie before it reads);
   3. read-modify-write a register (LOCK.reg, an integer) with the fence;
-  4. sometimes sleep past the TTL between that read and the write (a
+  4. add a unique element to a set (LOCK.set.EPOCH, a JSON list) with
+     the fence and If-Match on the version it read; sometimes (add_first_p)
+     the set comes before the register, with a think time between its
+     read and its write;
+  5. sometimes sleep past the TTL between the first read and its write (a
      zombie by its own choice, beside the nemesis's SIGSTOPs);
-  5. add a unique element to a set (LOCK.set.EPOCH, a JSON list) with
-     the fence and If-Match on the version it read;
   6. sometimes renew; then release, or walk away and let the lease expire.
 
 Every request is an invoke and one completion in the history: ok (it
