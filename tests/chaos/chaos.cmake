@@ -9,6 +9,6 @@
 # timings (TTLs, failovers) should not compete with other suites.
 picket_shell_test(chaos_checker ${CMAKE_CURRENT_LIST_DIR}/test_checker.sh LABELS chaos TIMEOUT 120)
 picket_shell_test(chaos_netns ${CMAKE_CURRENT_LIST_DIR}/test_netns.sh LABELS chaos TIMEOUT 180 SERIAL)
-picket_shell_test(chaos_quick ${CMAKE_CURRENT_LIST_DIR}/test_quick.sh LABELS chaos TIMEOUT 600 SERIAL)
+picket_shell_test(chaos_quick ${CMAKE_CURRENT_LIST_DIR}/test_quick.sh LABELS chaos TIMEOUT 900 SERIAL)
 picket_shell_test(chaos_mutants ${CMAKE_CURRENT_LIST_DIR}/test_mutants.sh LABELS "chaos;mutants"
                   TIMEOUT 900 SERIAL)
