@@ -348,14 +348,17 @@ def same_slot_names(slot, n, prefix):
 
 
 def redirects(port):
-    """picket_redis_redirects_total by kind, from /metrics."""
+    """picket_redis_redirects_total by kind, and the slot-map changes
+    (picket_cluster_map_changes_total, as "map"), from /metrics."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     c.request("GET", "/metrics")
-    out = {"moved": 0, "ask": 0, "tryagain": 0}
+    out = {"moved": 0, "ask": 0, "tryagain": 0, "map": 0}
     for line in c.getresponse().read().decode().splitlines():
-        for k in out:
+        for k in ("moved", "ask", "tryagain"):
             if line.startswith(f'picket_redis_redirects_total{{kind="{k}"}}'):
                 out[k] = int(float(line.split()[-1]))
+        if line.startswith("picket_cluster_map_changes_total "):
+            out["map"] = int(float(line.split()[-1]))
     return out
 
 
@@ -420,8 +423,14 @@ def case_migration(cluster, port, tag):
     check(not load.errors, f"migration {tag}: {len(load.errors)} 5xx: {load.errors[:3]}")
     after = redirects(port)
     print(f"migration {tag}: redirections followed: {after}", flush=True)
-    check(after["moved"] > before["moved"] and after["ask"] > before["ask"],
-          f"migration {tag}: the load met no MOVED or no ASK ({before} -> {after})")
+    # The load must have met the migration's ASK window, and picketd must
+    # have learned the new owner: from a MOVED, or from its map read when
+    # the ASKs kicked one and it landed after the slot's SETSLOT NODE (then
+    # no call meets MOVED: seen in CI, a race, not a fault).
+    check(after["ask"] > before["ask"] and
+          (after["moved"] > before["moved"] or after["map"] > before["map"]),
+          f"migration {tag}: the load met no ASK, or picketd learned the move neither by "
+          f"MOVED nor by its map ({before} -> {after})")
     hot_grants_after = [g for g in load.grants if g[0] > t1 and g[1] in hot]
     check(hot_grants_after, f"migration {tag}: no grant on the moved slot after it moved")
 
