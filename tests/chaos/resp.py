@@ -26,11 +26,6 @@ def call(host, port, *args, timeout=1.0):
 
 
 def info(host, port, section="", timeout=1.0):
-    """INFO as a dict of its key:value lines."""
+    """INFO as a dict of its key:value lines (the fixture's parser)."""
     text = call(host, port, "INFO", *([section] if section else []), timeout=timeout)
-    out = {}
-    for line in text.splitlines():
-        if ":" in line and not line.startswith("#"):
-            k, v = line.split(":", 1)
-            out[k] = v
-    return out
+    return redis_cluster._parse_info(text)

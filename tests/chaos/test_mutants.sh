@@ -15,6 +15,7 @@ src=$PICKET_SOURCE_DIR
 run="python3 $src/tests/chaos/run"
 mutdir="$PICKET_BIN_DIR/../mutants"
 mkdir -p "$mutdir"
+# XXXXXX is mktemp's template: it picks the name.
 out=$(mktemp -d /tmp/picket-chaos-mutants-XXXXXX)
 fails=0
 passes=0

@@ -4,6 +4,7 @@
 # random seed (printed, with the command that reruns it). Any safety
 # violation fails the test and keeps the run's history (path printed).
 set -u
+# XXXXXX is mktemp's template: it picks the name.
 out=$(mktemp -d /tmp/picket-chaos-quick-XXXXXX)
 python3 "$PICKET_SOURCE_DIR/tests/chaos/run" --quick --bin "$PICKET_BIN_DIR" --out "$out"
 rc=$?
