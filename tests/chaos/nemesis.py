@@ -281,7 +281,7 @@ class Nemesis:
         policy then evicts what it likes, fence counters included."""
         n = self.primary(rng)
         size = 64 * 1024
-        count = rng.randrange(64, 256)
+        count = rng.randrange(192, 320)    # 12-20 MiB: at least 1.5x the test's 8 MiB maxmemory
         d.update(target=n.name, mb=count * size // (1 << 20))
         blob = "x" * size
         for i in range(count):

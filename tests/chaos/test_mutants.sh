@@ -99,7 +99,7 @@ case_run "control: single-noaof, kills, default flags" "$real" --topology single
 # Eviction allowed (allkeys-random under a small maxmemory, memory filled
 # past it): counters are evicted; with --fence-floor none fences repeat,
 # with the clock floor (control) they hold.
-evict=(--topology single --seed 18 --schedules 3 --faults fill-memory --redis-conf maxmemory=8mb
+evict=(--topology single --seed 18 --schedules 4 --faults fill-memory --redis-conf maxmemory=8mb
   --redis-conf maxmemory-policy=allkeys-random --picketd-flag=--allow-eviction)
 case_run "unsafe: eviction allowed, --fence-floor none" "$real" "${evict[@]}" \
   --picketd-flag=--fence-floor=none --expect-violation no_fence_repeated,fences_follow_real_time
