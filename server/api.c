@@ -74,6 +74,7 @@ static void reply_fmt(api_response *resp, const char *fmt, ...) {
 
 #define OWNER_LITERAL_MAX (2 * PICKET_PROTO_OWNER_BYTES_MAX + 3)
 #define FENCE_TOKEN_MEMBER_MAX (PICKET_PROTO_FENCE_TOKEN_MAX + 20)
+#define UNAVAILABLE_RETRY_MS 200 /* a waiting acquire's next try after a 503 */
 
 /* With --fence-key-file, the grant's signed fence as a JSON member
  * (",\"fence_token\":\"v1...\"", nothing to escape), else "". */
@@ -423,11 +424,22 @@ static api_result acquire_outcome(api_call *call, api_response *resp) {
     lease_quota_note(call, "drop");
     call->lease_counted = 0;
   }
+  int64_t now = api_now_ms();
+  /* A waiting acquire rides out a store that is unavailable for a moment
+   * (a failover, the sentinels' lease on the primary lapsing): it tries
+   * again every UNAVAILABLE_RETRY_MS until its wait_ms runs out, as a
+   * blocking lock of etcd or Redisson does, instead of failing the whole
+   * wait on one refusal. A first try's 503 still goes to the client at
+   * once: it has not waited yet, and may prefer another picketd. */
+  call->unavailable = st == STORE_EUNAVAIL;
+  if (st == STORE_EUNAVAIL && call->retrying && now + UNAVAILABLE_RETRY_MS < call->deadline_ms) {
+    call->retry_at_ms = now + UNAVAILABLE_RETRY_MS;
+    return API_WAIT;
+  }
   if (st != STORE_HELD) {
     metrics_inc(M_ACQUIRE_ERROR);
     return store_failure(resp, st, r);
   }
-  int64_t now = api_now_ms();
   call->held_ttl_ms = r->ttl_ms;
   memcpy(call->held_owner, r->owner, sizeof r->owner);
   if (call->wait_ms > 0 && now < call->deadline_ms) {
@@ -463,6 +475,7 @@ api_result api_retry_acquire(api_call *call, api_response *resp) {
   resp->endpoint = EP_ACQUIRE;
   if (lease_quota_take(call, resp) == API_DONE) return API_DONE;
   api_run_store(call);
+  call->retrying = 1;
   return acquire_outcome(call, resp);
 }
 
@@ -476,6 +489,11 @@ void api_undo_grant(api_call *call) {
 }
 
 void api_wait_expired(api_call *call, api_response *resp) {
+  if (call->unavailable) { /* the wait ended on a store it could not reach */
+    metrics_inc(M_ACQUIRE_ERROR);
+    store_failure(resp, STORE_EUNAVAIL, &call->op.r);
+    return;
+  }
   metrics_inc(M_ACQUIRE_HELD);
   int64_t left = call->retry_at_ms - api_now_ms();
   reply_held(resp, call->name, left > 0 ? left : call->held_ttl_ms, call->held_owner);

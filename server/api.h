@@ -56,6 +56,8 @@ typedef struct {
   struct quota_subject *subject; /* whose limits apply (a reference), or NULL */
   int lease_counted;      /* 1: this call counted the lock into the token's leases */
   int waiter_counted;     /* 1: counted as one of the subject's waiters */
+  int retrying;           /* 1: a waiting acquire's retry (api_retry_acquire) */
+  int unavailable;        /* 1: its last try found the store unavailable */
 } api_call;
 
 typedef enum { API_DONE = 0, API_WAIT, API_STORE } api_result;

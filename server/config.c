@@ -64,6 +64,12 @@ static const config_option options[] = {
      "the master name the sentinels monitor (sentinel monitor NAME ...)"},
     {"sentinel-password-file", STR(sentinel_password_file), "", NULL,
      "file whose first line is the sentinels' password (requirepass of sentinel.conf)"},
+    {"sentinel-lease", BOOL(sentinel_lease), "true", NULL,
+     "with --sentinel: take lock calls only while enough sentinels (all but quorum - 1) have "
+     "confirmed, within half their down-after-milliseconds, that the primary answers them and "
+     "no failover is under way, so a primary cut off from the sentinels stops granting before "
+     "they can promote another (docs/failures.md). false: serve from the last primary named "
+     "while no sentinel answers (a partition can then hand a fence out twice)"},
     {"redis-cluster", STR(cluster_list), "", NULL,
      "HOST:PORT[,HOST:PORT...] of some Redis Cluster nodes: learn the slot map from them and "
      "send each lock to its slot's primary, through resharding and failovers (instead of "

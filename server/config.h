@@ -66,6 +66,7 @@ typedef struct {
   char sentinel_master[128];
   char sentinel_password_file[512];
   char sentinel_password[256];
+  int sentinel_lease;         /* --sentinel-lease: grant only under the sentinels' lease */
   int redis_db;              /* --redis-db, for the data nodes under --sentinel */
   /* --redis-cluster: seed nodes; the rest is learnt from CLUSTER SLOTS (0: not a cluster) */
   char cluster_list[2048];

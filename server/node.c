@@ -52,6 +52,13 @@ static char last_addr[280];       /* the last primary named, kept while none is 
 static char unknown_why[300] = "Sentinel has not named one yet"; /* while none is */
 static int sentinel_reachable = 1;
 static char sentinel_why[240];
+/* Sentinel mode, --sentinel-lease: the primary lease (node_sentinel_lease).
+ * A new lease after a lapse gets a new epoch before its end is stored, so
+ * a reader that sees the end and then the epoch it started with knows the
+ * lease has not broken in between. */
+static atomic_llong lease_until;
+static atomic_ulong lease_epoch;
+static char lease_why[600] = "no sentinel has confirmed the primary yet";
 /* Cluster mode: whether a node answered CLUSTER SLOTS lately. */
 static int cluster_reachable = 1;
 static char cluster_why[240] = "";
@@ -396,6 +403,54 @@ void node_forget_primary(const char *why) {
   run_hooks();
 }
 
+/* 1 when calls to node id are under the sentinels' lease. */
+static int leased(int id) {
+  return id == 0 && !cluster_mode && cfg->sentinel_count > 0 && cfg->sentinel_lease;
+}
+
+void node_sentinel_lease(int64_t until, const char *why) {
+  static int logged; /* the state last logged (under mu); none is at startup */
+  int64_t now = now_ms();
+  pthread_mutex_lock(&mu);
+  int was = atomic_load(&lease_until) > now, is = until > now;
+  if (!(was && is)) atomic_fetch_add(&lease_epoch, 1);
+  atomic_store(&lease_until, until);
+  snprintf(lease_why, sizeof lease_why, "%s", why);
+  int changed = logged != is;
+  logged = is;
+  pthread_mutex_unlock(&mu);
+  if (!cfg->sentinel_lease || !changed) return;
+  if (is) LOG(LOG_INFO, "the sentinels confirm the primary: taking lock calls");
+  else LOG(LOG_WARN, "refusing lock calls: the sentinels do not confirm the primary: %s", why);
+}
+
+int node_lease_check(int id, unsigned long *epoch, char *err, size_t errlen) {
+  *epoch = 0;
+  if (!leased(id)) return 1;
+  int64_t until = atomic_load(&lease_until);
+  *epoch = atomic_load(&lease_epoch);
+  if (now_ms() < until) return 1;
+  pthread_mutex_lock(&mu);
+  int ok = !known; /* no primary at all: node_connect says so, which is the news */
+  if (!ok) snprintf(err, errlen, "the sentinels do not confirm the primary now: %s", lease_why);
+  pthread_mutex_unlock(&mu);
+  return ok;
+}
+
+int node_current(int id, unsigned long gen, unsigned long epoch, char *err, size_t errlen) {
+  if (node_generation(id) != gen) {
+    snprintf(err, errlen, "the Redis primary changed during the call (failover); its outcome is "
+                          "unknown: retry");
+    return 0;
+  }
+  if (!leased(id)) return 1;
+  int64_t until = atomic_load(&lease_until);
+  if (now_ms() < until && atomic_load(&lease_epoch) == epoch) return 1;
+  snprintf(err, errlen, "the sentinels' confirmation of the primary lapsed during the call (a "
+                        "failover may be under way); its outcome is unknown: retry");
+  return 0;
+}
+
 void node_sentinel_state(int reachable, const char *why) {
   pthread_mutex_lock(&mu);
   sentinel_reachable = reachable;
@@ -515,6 +570,7 @@ void node_describe(node_info *out) {
   memset(out, 0, sizeof *out);
   out->cluster = -1;
   out->sentinel = -1;
+  out->lease = -1;
   if (cluster_mode) {
     pthread_mutex_lock(&mu);
     out->cluster = cluster_reachable;
@@ -532,6 +588,8 @@ void node_describe(node_info *out) {
   if (known) snprintf(out->primary, sizeof out->primary, "%s:%d", nodes[0].host, nodes[0].port);
   out->sentinel = sentinel_reachable;
   snprintf(out->sentinel_msg, sizeof out->sentinel_msg, "%s", sentinel_why);
+  out->lease = cfg->sentinel_lease ? now_ms() < atomic_load(&lease_until) : -1;
+  if (out->lease == 0) snprintf(out->lease_msg, sizeof out->lease_msg, "%s", lease_why);
   pthread_mutex_unlock(&mu);
 }
 

@@ -70,6 +70,17 @@ redisContext *node_connect(int id, int64_t timeout_ms, unsigned long *gen, char 
 /* "host:port" of node id (or the socket path), for messages. */
 void node_addr(int id, char *out, size_t cap);
 
+/* Whether a call may go to node `id` now: 1, except under --sentinel with
+ * --sentinel-lease when the sentinels' lease on the primary has lapsed (0,
+ * why in err). *epoch gets the lease's epoch, for node_current: each lease
+ * that starts after a lapse has a new one. Two atomic loads. */
+int node_lease_check(int id, unsigned long *epoch, char *err, size_t errlen);
+/* Whether a reply that a connection opened under generation `gen` got for
+ * a call made under lease epoch `epoch` can be trusted: the id still means
+ * the same node and, under --sentinel-lease, the lease held without a
+ * break from the call's start until now. 0 with why in err. */
+int node_current(int id, unsigned long gen, unsigned long epoch, char *err, size_t errlen);
+
 /* A call to node `id` met trouble that may mean its primary moved: a
  * connection error, a timeout, READONLY, LOADING, MASTERDOWN, CLUSTERDOWN.
  * The watcher (Sentinel's or the cluster's) looks again, at most every few
@@ -97,6 +108,8 @@ typedef struct {
   char primary[280];    /* "host:port" or the socket path; "" when none is known */
   int sentinel;         /* -1: not in Sentinel mode; 0: no sentinel answers; 1: one does */
   char sentinel_msg[240]; /* why no sentinel answers */
+  int lease;            /* -1: no lease kept; 0: lapsed; 1: held */
+  char lease_msg[600];  /* why it lapsed */
   int cluster;          /* -1: not a cluster; 0: no node answers CLUSTER SLOTS; 1: one does */
   char cluster_msg[240];  /* why none answers */
 } node_info;
@@ -141,6 +154,10 @@ void node_set_primary(const char *host, int port);
 void node_forget_primary(const char *why);
 /* Whether a sentinel answers now, and why not. */
 void node_sentinel_state(int reachable, const char *why);
+/* The sentinels' lease on the primary (sentinel_link.c): under
+ * --sentinel-lease, lock calls go to node 0 only before until_ms
+ * (CLOCK_MONOTONIC ms; 0 or past: no lease, for the reason `why`). */
+void node_sentinel_lease(int64_t until_ms, const char *why);
 /* Connects to host:port as a data node (the primary's password and db) and
  * says what ROLE reports: 1 primary, 0 replica (or any other role), -1
  * unreachable or no usable answer (why in err). */

@@ -54,6 +54,7 @@ typedef struct {
   int64_t backoff_ms;
   unsigned long opens;  /* successful connects */
   unsigned long gen;    /* the node table's generation at the last connect attempt */
+  unsigned long lease_epoch; /* the primary lease's epoch its calls went out under */
   char last_err[200];   /* why the last connect failed */
 } conn;
 
@@ -262,6 +263,17 @@ static int peer_closed(int fd) {
  * Redis cannot be reached now. `at_rest`: k has no replies outstanding, so
  * it may be reopened after another connection's failure. */
 static conn *conn_ready(conn *k, int at_rest, store_result *r) {
+  /* Under the sentinels' lease (node.h): none lapsed since the calls in
+   * flight went out, or their replies will be refused anyway. */
+  unsigned long epoch;
+  if (!node_lease_check(k->node, &epoch, r->err, sizeof r->err)) return NULL;
+  if (at_rest) {
+    k->lease_epoch = epoch;
+  } else if (epoch != k->lease_epoch) {
+    set_err(r, "the sentinels' confirmation of the primary lapsed while calls were in flight; "
+               "retry%s", NULL);
+    return NULL;
+  }
   if (k->c && at_rest && k->seen_failure != atomic_load(&failure_epoch[k->node])) {
     LOG(LOG_DEBUG, "another connection to Redis failed; reconnecting");
     conn_close(k);
@@ -436,16 +448,15 @@ static void conn_lost(conn *k) {
   metrics_gauge_set(G_REDIS_UP, 0);
 }
 
-/* A reply that came in after Sentinel named a new primary: the node that
- * sent it may be a replica now, and whatever it granted or renewed there
- * may be gone from the new primary. It is not passed on; the caller gets
- * 503 and retries on the new primary (a same-lease retry of acquire is
- * idempotent). Frees rep. */
+/* A reply that came in after Sentinel named a new primary, or after the
+ * sentinels' lease on the primary lapsed (node_current set r->err): the
+ * node that sent it may be a replica now, or about to be one, and whatever
+ * it granted or renewed there may be gone from the new primary. It is not
+ * passed on; the caller gets 503 and retries (a same-lease retry of
+ * acquire is idempotent). Frees rep. */
 static store_status primary_moved(conn *k, redisReply *rep, store_result *r) {
   freeReplyObject(rep);
   conn_close(k);
-  set_err(r, "the Redis primary changed during the call (failover); its outcome is unknown: "
-             "retry%s", NULL);
   metrics_inc(M_REDIS_ERR_UNAVAILABLE);
   return STORE_EUNAVAIL;
 }
@@ -794,7 +805,8 @@ static store_status op_run(store_op *op) {
     redisReply *rep = call_once(k, op, &cmd, &st);
     op->asking = 0;
     if (rep == NULL) return st;
-    if (k->gen != node_generation(id)) return primary_moved(k, rep, &op->r);
+    if (!node_current(id, k->gen, k->lease_epoch, op->r.err, sizeof op->r.err))
+      return primary_moved(k, rep, &op->r);
     int64_t wait_ms;
     if ((next = follow(op, id, rep, &wait_ms)) == FOLLOW_GIVE_UP) return op_parse(op, rep);
     if (wait_ms > 0) {
@@ -822,7 +834,8 @@ static store_status wait_replicas(int id, store_result *r) {
                                  (long long)cfg->replica_timeout_ms);
   redisSetTimeout(k->c, ms_tv(cfg->redis_timeout_ms));
   if (rep == NULL) return transport_error(k, r);
-  if (k->gen != node_generation(id)) return primary_moved(k, rep, r);
+  if (!node_current(id, k->gen, k->lease_epoch, r->err, sizeof r->err))
+    return primary_moved(k, rep, r);
   store_status st = STORE_OK;
   if (rep->type == REDIS_REPLY_ERROR) {
     st = error_reply(id, rep->str, r);
@@ -1109,13 +1122,14 @@ static void pipe_fail(node_pipe *np, const store_result *why) {
 }
 
 /* Sentinel named a new primary (or a cluster node's id was given to
- * another node) while calls wait on np: their replies would come from a
- * node that may no longer be the primary (see primary_moved). */
+ * another node, or the sentinels' lease lapsed) while calls wait on np:
+ * their replies would come from a node that may no longer be the primary
+ * (see primary_moved). */
 static void pipe_check_primary(node_pipe *np) {
-  if (np->k.c == NULL || np->k.gen == node_generation(np->k.node)) return;
   store_result why = {0};
-  set_err(&why, "the Redis primary changed during the call (failover); its outcome is unknown: "
-                "retry%s", NULL);
+  if (np->k.c == NULL ||
+      node_current(np->k.node, np->k.gen, np->k.lease_epoch, why.err, sizeof why.err))
+    return;
   pipe_fail(np, &why);
 }
 

@@ -37,9 +37,13 @@
  *                          started again and rejoins as a replica while
  *                          the load goes on.
  *  sentinels_lost          one Sentinel, then all three killed: picketd
- *                          serves on from the primary it knows and says so;
- *                          reachable again once they are back, and it
- *                          follows the next failover at once.
+ *                          serves on with one gone, and refuses lock calls
+ *                          (503, /readyz too) once the sentinels' lease on
+ *                          the primary runs out with all gone; ready again
+ *                          once they are back, and it follows the next
+ *                          failover at once.
+ *  sentinels_lost_no_lease the same with --sentinel-lease=false: it serves
+ *                          on from the primary it knows and says so.
  * and on groups of their own whose replicas follow through proxies (a
  * failover repoints the replicas directly, so each gets a fresh group):
  *  lagging_replicas_lossy  both replicas partitioned, the primary killed,
@@ -750,12 +754,19 @@ START_TEST(primary_killed) {
 }
 END_TEST
 
-START_TEST(sentinels_lost) {
+/* One Sentinel killed, then all three, then all back. lease: picketd's
+ * default --sentinel-lease (true), under which lock calls stop once the
+ * sentinels' last confirmation of the primary runs out (half of
+ * down-after-milliseconds, 750 ms here); =false: they go on at the primary
+ * the sentinels named last. */
+static void sentinels_lost_case(int lease) {
+  const char *name = lease ? "sentinels_lost" : "sentinels_lost_no_lease";
   int64_t t_case = harness_now_ms();
   sg_group *g = group();
   int prim = sg_primary(g);
   ck_assert_int_ge(prim, 0);
-  const char *base = start_picketd(g, NULL);
+  const char *off[] = {"--sentinel-lease=false", NULL};
+  const char *base = start_picketd(g, lease ? NULL : off);
   wait_follows(base, sg_node_addr(g, prim));
   readyz z = get_readyz(base);
   ck_assert_msg(z.reachable == 1, "/readyz before: %s", z.body);
@@ -770,36 +781,63 @@ START_TEST(sentinels_lost) {
 
   for (int s = 1; s < SG_SENTINELS; s++) sg_kill_sentinel(g, s);
   int64_t t_all = harness_now_ms();
-  while (!(z = get_readyz(base), z.status == 200 && z.reachable == 0)) {
-    ck_assert_msg(z.status == 200, "no Sentinel: /readyz %ld %s (it knows its primary)", z.status,
-                  z.body);
-    ck_assert_msg(harness_now_ms() - t_all < 10000 * harness_time_scale(),
-                  "no Sentinel for 10 s and /readyz still says reachable: %s", z.body);
-    harness_sleep_ms(50);
+  if (lease) {
+    /* Two of the three sentinels (quorum 2) must confirm the primary: with
+     * none, /readyz and every lock call are 503 once the lease runs out. */
+    while (!(z = get_readyz(base), z.status == 503)) {
+      ck_assert_msg(harness_now_ms() - t_all < 5000 * harness_time_scale(),
+                    "no Sentinel for 5 s and /readyz still says %ld: %s", z.status, z.body);
+      harness_sleep_ms(20);
+    }
+    int64_t refused_ms = harness_now_ms() - t_all;
+    printf("all Sentinels killed: /readyz 503 after %lld ms: %s\n", (long long)refused_ms, z.body);
+    ck_assert_msg(strstr(z.body, "store_unavailable") && strstr(z.body, "sentinels"),
+                  "/readyz without Sentinels: %s", z.body);
+    int64_t t_log = harness_now_ms();
+    while (!log_has(harness_picketd_log(P), "refusing lock calls", "sentinels", NULL)) {
+      ck_assert_msg(harness_now_ms() - t_log < 5000 * harness_time_scale(),
+                    "picketd's log does not say it refuses lock calls (%s)",
+                    harness_picketd_log(P));
+      harness_sleep_ms(50);
+    }
+    harness_sleep_ms(1000);
+    load_stop();
+    report R = check_run(name, t_one);
+    assert_safe(&R, name);
+    ck_assert_msg(R.unavailable > 0, "without Sentinels no lock call was refused");
+    free(R.all);
+  } else {
+    while (!(z = get_readyz(base), z.status == 200 && z.reachable == 0)) {
+      ck_assert_msg(z.status == 200, "no Sentinel: /readyz %ld %s (it knows its primary)",
+                    z.status, z.body);
+      ck_assert_msg(harness_now_ms() - t_all < 10000 * harness_time_scale(),
+                    "no Sentinel for 10 s and /readyz still says reachable: %s", z.body);
+      harness_sleep_ms(50);
+    }
+    int64_t unreach_ms = harness_now_ms() - t_all;
+    printf("all Sentinels killed: /readyz said unreachable after %lld ms: %s\n",
+           (long long)unreach_ms, z.body);
+    ck_assert_str_eq(z.primary, sg_node_addr(g, prim));
+    ck_assert_msg(z.message[0] != '\0', "/readyz gives no message: %s", z.body);
+    int64_t t_log = harness_now_ms();
+    while (!log_has(harness_picketd_log(P), "sentinel", "unreachable", NULL)) {
+      ck_assert_msg(harness_now_ms() - t_log < 5000 * harness_time_scale(),
+                    "picketd's log has no line with 'Sentinel' and 'unreachable' (%s)",
+                    harness_picketd_log(P));
+      harness_sleep_ms(50);
+    }
+    harness_sleep_ms(2000);
+    load_stop();
+    report R = check_run(name, t_one);
+    assert_safe(&R, name);
+    /* lock calls never need a Sentinel: none may fail for want of one */
+    ck_assert_msg(R.unavailable == 0 && R.transport == 0,
+                  "with Sentinels gone: %d store_unavailable, %d calls with no reply",
+                  R.unavailable, R.transport);
+    ck_assert_msg(R.switch_ms >= 0 && R.switch_ms < 5000 * harness_time_scale(),
+                  "lock calls stalled %lld ms without the Sentinels", (long long)R.switch_ms);
+    free(R.all);
   }
-  int64_t unreach_ms = harness_now_ms() - t_all;
-  printf("all Sentinels killed: /readyz said unreachable after %lld ms: %s\n",
-         (long long)unreach_ms, z.body);
-  ck_assert_str_eq(z.primary, sg_node_addr(g, prim));
-  ck_assert_msg(z.message[0] != '\0', "/readyz gives no message: %s", z.body);
-  int64_t t_log = harness_now_ms();
-  while (!log_has(harness_picketd_log(P), "sentinel", "unreachable", NULL)) {
-    ck_assert_msg(harness_now_ms() - t_log < 5000 * harness_time_scale(),
-                  "picketd's log has no line with 'Sentinel' and 'unreachable' (%s)",
-                  harness_picketd_log(P));
-    harness_sleep_ms(50);
-  }
-  harness_sleep_ms(2000);
-  load_stop();
-  report R = check_run("sentinels_lost", t_one);
-  assert_safe(&R, "sentinels_lost");
-  /* lock calls never need a Sentinel: none may fail for want of one */
-  ck_assert_msg(R.unavailable == 0 && R.transport == 0,
-                "with Sentinels gone: %d store_unavailable, %d calls with no reply",
-                R.unavailable, R.transport);
-  ck_assert_msg(R.switch_ms >= 0 && R.switch_ms < 5000 * harness_time_scale(),
-                "lock calls stalled %lld ms without the Sentinels", (long long)R.switch_ms);
-  free(R.all);
 
   for (int s = 0; s < SG_SENTINELS; s++) sg_restart_sentinel(g, s);
   int64_t t_back = harness_now_ms();
@@ -808,7 +846,7 @@ START_TEST(sentinels_lost) {
                   "Sentinels back for 15 s and /readyz still says: %ld %s", z.status, z.body);
     harness_sleep_ms(50);
   }
-  printf("Sentinels restarted: /readyz reachable again after %lld ms\n",
+  printf("Sentinels restarted: /readyz ready and reachable again after %lld ms\n",
          (long long)(harness_now_ms() - t_back));
   ck_assert_str_eq(z.primary, sg_node_addr(g, prim));
 
@@ -825,9 +863,14 @@ START_TEST(sentinels_lost) {
                 "picketd followed the failover only %lld ms after the Sentinels agreed",
                 (long long)follow_ms);
   expect_metrics_follow(g, base, now, 1);
-  printf("sentinels_lost took %lld ms\n", (long long)(harness_now_ms() - t_case));
+  printf("%s took %lld ms\n", name, (long long)(harness_now_ms() - t_case));
   case_done = 1;
 }
+
+START_TEST(sentinels_lost) { sentinels_lost_case(1); }
+END_TEST
+
+START_TEST(sentinels_lost_no_lease) { sentinels_lost_case(0); }
 END_TEST
 
 /* A lagging run: both replicas partitioned (behind their proxies) for
@@ -963,8 +1006,9 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN); /* the proxies write to sockets that may close */
   setvbuf(stdout, NULL, _IOLBF, 0);
   curl_global_init(CURL_GLOBAL_DEFAULT); /* before any thread uses libcurl */
-  const TTest *tests[] = {forced_failover,  waiter_across_failover, primary_killed,
-                          sentinels_lost,   lagging_replicas_lossy, lagging_replicas_refused};
+  const TTest *tests[] = {forced_failover,         waiter_across_failover, primary_killed,
+                          sentinels_lost,          sentinels_lost_no_lease,
+                          lagging_replicas_lossy,  lagging_replicas_refused};
   Suite *s = suite_create("fault_sentinel");
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
     TCase *tc = tcase_create(tests[i]->name);
