@@ -31,11 +31,15 @@
  * was seen in trouble (a flag, an announcement, e above D / 2), or that
  * went unobserved long enough to have flagged and recovered unseen, does
  * not count for DIRTY_MS: the leader may still be counting its "down".
+ * And one sentinel that says a failover is under way (o_down,
+ * failover_in_progress, +odown, +try-failover) ends the lease outright
+ * for as long: that needs no count (a forced SENTINEL FAILOVER flags
+ * nothing down, and its leader promotes within a tick or two).
  * node.c refuses lock calls outside the lease and distrusts a reply that
  * arrives after it lapsed (node_current). What the lease does not cover:
- * a forced SENTINEL FAILOVER (no s_down is needed; its announcements are
- * heard from the sentinel that runs it), and sentinels whose clocks step
- * (Sentinel times PINGs with the wall clock). docs/failures.md says what
+ * a forced SENTINEL FAILOVER run by a sentinel this picketd cannot hear
+ * (nothing else is flagged), and sentinels whose clocks step (Sentinel
+ * times PINGs with the wall clock). docs/failures.md says what
  * the chaos suite measured. */
 #include "sentinel_link.h"
 
@@ -76,6 +80,7 @@ typedef struct {
   int64_t bound_ms;       /* the last good poll: no s_down before this */
   int quorum, sentinels;  /* as it reports them (0: not yet) */
   char dirty_addr[300];   /* the master it was in trouble with */
+  int veto;               /* the trouble was a failover under way (o_down, failover_in_progress) */
   char why[160];          /* why it does not confirm */
 } link_t;
 
@@ -146,7 +151,22 @@ static void lease_update_locked(void) {
   }
   char why[600];
   int64_t lease = 0;
-  if (q == 0) {
+  /* A failover under way vetoes the primary it is taking the role from,
+   * or any while picketd knows none. Once the leader has seen its pick
+   * promoted and picketd follows it, the leader still flags the old
+   * master failover_in_progress until the other replica has been
+   * repointed (a second or so); that is no longer about this primary. */
+  node_info ni;
+  node_describe(&ni);
+  int veto = -1;
+  for (int i = 0; i < n && veto < 0; i++)
+    if (links[i].veto && links[i].dirty_until > now &&
+        (ni.primary[0] == '\0' || strcmp(links[i].dirty_addr, ni.primary) == 0))
+      veto = i;
+  if (veto >= 0) {
+    snprintf(why, sizeof why, "sentinel %s:%d %s: a failover may be under way",
+             cfg->sentinels[veto].host, cfg->sentinels[veto].port, links[veto].why);
+  } else if (q == 0) {
     snprintf(why, sizeof why, "no sentinel has described master '%s' yet", cfg->sentinel_master);
   } else {
     int need = total - q + 1;
@@ -164,15 +184,26 @@ static void lease_update_locked(void) {
         len += snprintf(why + len, sizeof why - (size_t)len, "; %s:%d %s",
                         cfg->sentinels[i].host, cfg->sentinels[i].port, links[i].why);
   }
+  /* Why it is not confirmed changes with every sentinel's state; at
+   * debug level each change is logged, to follow a failover. */
+  static char last_why[sizeof why];
+  if (strcmp(why, last_why) != 0 && lease == 0) LOG(LOG_DEBUG, "sentinel lease: %s", why);
+  snprintf(last_why, sizeof last_why, "%s", why);
   node_sentinel_lease(lease, why);
 }
 
 /* Marks link L as in trouble with the master at addr (a flag or an
  * announcement): it stops counting for DIRTY_MS, unless the sentinels
  * name another master before that (the trouble was the old one's, and a
- * switch resets what Sentinel counted against it). Called with mu held. */
-static void dirty_locked(link_t *L, const char *addr, const char *why) {
-  L->dirty_until = now_ms() + DIRTY_MS;
+ * switch resets what Sentinel counted against it). `veto`: the trouble
+ * says a failover is under way (the master objectively down, a failover
+ * started): then no lease at all, however many others confirm, for a
+ * forced SENTINEL FAILOVER needs no quorum to flag anything. Called with
+ * mu held. */
+static void dirty_locked(link_t *L, const char *addr, const char *why, int veto) {
+  int64_t now = now_ms();
+  if (veto || L->dirty_until <= now || strcmp(L->dirty_addr, addr) != 0) L->veto = veto;
+  L->dirty_until = now + DIRTY_MS;
   L->confirm_until = 0;
   snprintf(L->dirty_addr, sizeof L->dirty_addr, "%s", addr);
   snprintf(L->why, sizeof L->why, "%s", why);
@@ -220,6 +251,7 @@ static int poll_master(link_t *L, int64_t *down_after) {
   int64_t d = 0, e = 0;
   int quorum = 0, sentinels = 0;
   char addr[300] = "";
+  int veto = 0;
   if (r->type == REDIS_REPLY_ERROR) {
     snprintf(why, sizeof why, "answers %.140s", r->str);
   } else if (r->type != REDIS_REPLY_ARRAY) {
@@ -238,8 +270,9 @@ static int poll_master(link_t *L, int64_t *down_after) {
     sentinels = atoi(field(r, "num-other-sentinels")) + 1;
     if (d <= 0 || quorum <= 0)
       snprintf(why, sizeof why, "odd reply to SENTINEL MASTER (no down-after or quorum)");
-    else if (has_flag(flags, "s_down") || has_flag(flags, "o_down") ||
-             has_flag(flags, "failover_in_progress"))
+    else if (has_flag(flags, "o_down") || has_flag(flags, "failover_in_progress"))
+      snprintf(why, sizeof why, "flags the master %.100s", flags), veto = 1;
+    else if (has_flag(flags, "s_down"))
       snprintf(why, sizeof why, "flags the master %.100s", flags);
     else if (e > d / 2)
       snprintf(why, sizeof why, "has had no answer from the master for %lld ms (down after %lld)",
@@ -259,7 +292,7 @@ static int poll_master(link_t *L, int64_t *down_after) {
   int trouble = why[0] && (strncmp(why, "flags", 5) == 0 || strncmp(why, "has had", 7) == 0 ||
                            strncmp(why, "hears", 5) == 0);
   if (trouble) {
-    dirty_locked(L, addr, why);
+    dirty_locked(L, addr, why, veto);
     L->bound_ms = 0; /* seen, in trouble: the dirt covers it, not the gap check below */
   } else if (why[0]) {
     /* Not confirming, but no sign of a failure either (it names another
@@ -272,7 +305,7 @@ static int poll_master(link_t *L, int64_t *down_after) {
      * it may have flagged s_down and recovered in between, and a leader
      * may still count that "down": it waits out DIRTY_MS first. */
     if (L->dirty_until > got && strcmp(L->dirty_addr, addr) != 0) L->dirty_until = 0;
-    if (L->bound_ms && got > L->bound_ms) dirty_locked(L, addr, "was not heard for a while");
+    if (L->bound_ms && got > L->bound_ms) dirty_locked(L, addr, "was not heard for a while", 0);
     L->bound_ms = sent + d - e;
     L->confirm_until = sent + (d - e) / 2;
     if (L->dirty_until <= got) L->why[0] = '\0';
@@ -338,7 +371,7 @@ static void on_message(link_t *L, const redisReply *r) {
     snprintf(why, sizeof why, "announced %s", chan);
     snprintf(addr, sizeof addr, "%s:%d", ip, port);
     pthread_mutex_lock(&mu);
-    dirty_locked(L, addr, why);
+    dirty_locked(L, addr, why, strcmp(chan, "+sdown") != 0);
     lease_update_locked();
     pthread_mutex_unlock(&mu);
     LOG(LOG_WARN, "sentinel %s:%d announces %s for '%s'", cfg->sentinels[L->i].host,

@@ -614,6 +614,12 @@ START_TEST(forced_failover) {
                         sg_node_addr(g, f.now)),
                 "picketd's log has no line with 'switched', %s and %s", sg_node_addr(g, f.old),
                 sg_node_addr(g, f.now));
+  /* A forced failover flags nothing down: the lease ends on the leader's
+   * +try-failover (or its failover_in_progress flag), heard on that
+   * sentinel's own link, before the watcher thread hears +selected-slave. */
+  ck_assert_msg(log_has(harness_picketd_log(P), "refusing lock calls", "a failover may be under way",
+                        NULL),
+                "picketd's log does not say the sentinel lease ended when the failover started");
   printf("forced_failover took %lld ms\n", (long long)(harness_now_ms() - t_case));
   case_done = 1;
 }
