@@ -67,20 +67,27 @@ void sentinel_kick(void) { watcher_kick(&w); }
  * primary is the primary), and DEPOSED_MS after the promotion or the
  * switch (Sentinel's default failover-timeout), by when every sentinel
  * names the new primary and has converted the old one. A later failover
- * back to the old node is announced as such and replaces the hold. */
+ * back to the old node is announced as such and replaces the hold; one
+ * this picketd did not hear (it was cut off from the sentinels) shows as
+ * a sentinel naming the held node under a config-epoch above the one of
+ * the hold (each successful failover raises it), and lifts the hold. */
 #define HOLD_MS 10000
 #define DEPOSED_MS 180000
 /* Shared by the link threads (which set them) and the watcher: */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static char hold_addr[280];   /* "host:port" of the deposed primary */
 static int64_t hold_until_ms; /* 0: no hold */
+static int64_t hold_epoch;    /* the sentinels' config-epoch when it began (0: unknown) */
 static char named_host[256];  /* a node an announcement named, to probe (port 0: none) */
 static int named_port;
 
-/* Holds addr (host:port) off for ms. Called with mu held. */
-static void hold_locked(const char *host, int port, int64_t ms) {
+/* Holds addr (host:port) off for ms, from the sentinels' config-epoch
+ * `epoch` on (sentinel_link_epoch(), read before mu is taken). Called with
+ * mu held. */
+static void hold_locked(const char *host, int port, int64_t ms, int64_t epoch) {
   snprintf(hold_addr, sizeof hold_addr, "%s:%d", host, port);
   hold_until_ms = now_ms() + ms;
+  hold_epoch = epoch;
 }
 
 /* Acts on an address a sentinel gave for the primary: probes it and, if it
@@ -92,7 +99,16 @@ static void primary_named(const char *host, int port) {
   snprintf(addr, sizeof addr, "%s:%d", host, port);
   pthread_mutex_lock(&mu);
   int held = hold_until_ms && strcmp(addr, hold_addr) == 0;
+  int64_t since = hold_epoch;
   pthread_mutex_unlock(&mu);
+  if (held && since > 0 && sentinel_link_names_after(addr, since)) {
+    LOG(LOG_WARN, "Sentinel failed over back to %s (config-epoch above %lld) without this picketd "
+                  "hearing it; using it again", addr, (long long)since);
+    pthread_mutex_lock(&mu);
+    if (strcmp(addr, hold_addr) == 0) hold_until_ms = 0;
+    pthread_mutex_unlock(&mu);
+    held = 0;
+  }
   if (held) return;
   int role = node_probe(host, port, why, sizeof why);
   if (role == 0) {
@@ -148,8 +164,9 @@ static int ask(char *err, size_t errlen) {
 /* old_h:old_p is deposed (held off for DEPOSED_MS) and new_h:new_p named:
  * the watcher probes it and, if it says it is the primary, uses it. */
 static void deposed(const char *old_h, int old_p, const char *new_h, int new_p) {
+  int64_t epoch = sentinel_link_epoch();
   pthread_mutex_lock(&mu);
-  hold_locked(old_h, old_p, DEPOSED_MS);
+  hold_locked(old_h, old_p, DEPOSED_MS, epoch);
   snprintf(named_host, sizeof named_host, "%s", new_h);
   named_port = new_p;
   pthread_mutex_unlock(&mu);
@@ -178,8 +195,9 @@ static void on_event(const char *chan, const char *msg) {
       strcmp(name, cfg->sentinel_master) != 0)
     return;
   if (strcmp(chan, "+selected-slave") == 0) {
+    int64_t epoch = sentinel_link_epoch();
     pthread_mutex_lock(&mu);
-    hold_locked(h2, p2, HOLD_MS);
+    hold_locked(h2, p2, HOLD_MS, epoch);
     pthread_mutex_unlock(&mu);
     char why[800];
     snprintf(why, sizeof why, "Sentinel is failing over '%s' from %s:%d to %s:%d", name, h2, p2,

@@ -82,6 +82,8 @@ typedef struct {
   char dirty_addr[300];   /* the master it was in trouble with */
   int veto;               /* the trouble was a failover under way (o_down, failover_in_progress) */
   char why[160];          /* why it does not confirm */
+  char named[300];        /* the master its last answer named, "host:port" ("": none yet) */
+  int64_t epoch;          /* and that answer's config-epoch */
 } link_t;
 
 static const config *cfg;
@@ -129,6 +131,24 @@ int sentinel_link_up(void) {
   for (int i = 0; i < cfg->sentinel_count; i++) n += links[i].heard;
   pthread_mutex_unlock(&mu);
   return n;
+}
+
+int64_t sentinel_link_epoch(void) {
+  int64_t max = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < cfg->sentinel_count; i++)
+    if (links[i].epoch > max) max = links[i].epoch;
+  pthread_mutex_unlock(&mu);
+  return max;
+}
+
+int sentinel_link_names_after(const char *addr, int64_t epoch) {
+  int yes = 0;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < cfg->sentinel_count && !yes; i++)
+    yes = links[i].epoch > epoch && strcmp(links[i].named, addr) == 0;
+  pthread_mutex_unlock(&mu);
+  return yes;
 }
 
 /* ---- the lease ------------------------------------------------------ */
@@ -248,7 +268,7 @@ static int poll_master(link_t *L, int64_t *down_after) {
   }
   node_info ni;
   node_describe(&ni);
-  int64_t d = 0, e = 0;
+  int64_t d = 0, e = 0, epoch = 0;
   int quorum = 0, sentinels = 0;
   char addr[300] = "";
   int veto = 0;
@@ -266,6 +286,7 @@ static int poll_master(link_t *L, int64_t *down_after) {
       int64_t ok_ago = atoll(field(r, "last-ok-ping-reply"));
       if (ok_ago > e) e = ok_ago;
     }
+    epoch = atoll(field(r, "config-epoch"));
     quorum = atoi(field(r, "quorum"));
     sentinels = atoi(field(r, "num-other-sentinels")) + 1;
     if (d <= 0 || quorum <= 0)
@@ -287,6 +308,10 @@ static int poll_master(link_t *L, int64_t *down_after) {
 
   pthread_mutex_lock(&mu);
   L->heard = 1;
+  if (addr[0] && strcmp(addr, ":") != 0) {
+    snprintf(L->named, sizeof L->named, "%s", addr);
+    L->epoch = epoch;
+  }
   if (quorum > 0) L->quorum = quorum;
   if (sentinels > 0) L->sentinels = sentinels;
   int trouble = why[0] && (strncmp(why, "flags", 5) == 0 || strncmp(why, "has had", 7) == 0 ||

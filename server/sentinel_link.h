@@ -7,6 +7,7 @@
 
 #include <hiredis/hiredis.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 
@@ -25,6 +26,14 @@ void sentinel_link_stop(void);
 
 /* How many sentinels are heard now (a subscription or a poll that works). */
 int sentinel_link_up(void);
+
+/* The highest config-epoch any sentinel's last SENTINEL MASTER answer
+ * gave (0: none answered yet). A failover that succeeds raises it. */
+int64_t sentinel_link_epoch(void);
+/* 1 when some sentinel's last answer names addr ("host:port") as the
+ * master under a config-epoch above `epoch`: a failover to addr happened
+ * after that epoch. */
+int sentinel_link_names_after(const char *addr, int64_t epoch);
 
 /* A connection to sentinel i of --sentinel, authenticated, with
  * --redis-timeout-ms as its connect and command timeout; NULL with why in

@@ -21,7 +21,7 @@ struct fault_proxy {
   int fd[PROXY_CONNS][2]; /* [0] the client's side, [1] the upstream's */
   int silent[PROXY_CONNS]; /* client sides kept open, never read */
   int nsilent;
-  atomic_int partitioned, drop, stop;
+  atomic_int partitioned, heal, drop, stop;
   pthread_t thread;
 };
 
@@ -81,6 +81,12 @@ static void *proxy_main(void *arg) {
       }
       atomic_store(&p->drop, 0);
     }
+    if (atomic_load(&p->heal)) {
+      for (int i = 0; i < PROXY_CONNS; i++)
+        if (p->fd[i][0] >= 0) close_pair(p, i);
+      atomic_store(&p->partitioned, 0);
+      atomic_store(&p->heal, 0);
+    }
     if (atomic_load(&p->partitioned)) { /* the cable is cut: nothing moves */
       harness_sleep_ms(10);
       continue;
@@ -121,6 +127,11 @@ fault_proxy *fault_proxy_start(int upstream) {
 int fault_proxy_port(const fault_proxy *p) { return p->port; }
 
 void fault_proxy_partition(fault_proxy *p) { atomic_store(&p->partitioned, 1); }
+
+void fault_proxy_heal(fault_proxy *p) {
+  atomic_store(&p->heal, 1);
+  while (atomic_load(&p->heal)) harness_sleep_ms(5);
+}
 
 void fault_proxy_drop_silently(fault_proxy *p) {
   atomic_store(&p->drop, 1);

@@ -15,6 +15,11 @@ int fault_proxy_port(const fault_proxy *p);
 /* Cuts the cable: from now on nothing moves in either direction, on old or
  * new connections, and neither side is told. */
 void fault_proxy_partition(fault_proxy *p);
+/* Mends the cable after fault_proxy_partition: the connections open
+ * across the cut are reset (both sides closed, what was held back is
+ * lost, as a peer that timed out would find), new ones work. Returns once
+ * done. */
+void fault_proxy_heal(fault_proxy *p);
 /* Loses every connection open now, the way a middlebox that lost its state
  * does: the upstream side is closed (the server sees the client go), the
  * client side stays open and silent forever (no data, no FIN, no RST; the

@@ -44,6 +44,10 @@
  *                          failover at once.
  *  sentinels_lost_no_lease the same with --sentinel-lease=false: it serves
  *                          on from the primary it knows and says so.
+ *  failback_unheard        failover A -> B, then back B -> A while picketd
+ *                          is cut off from every sentinel (through
+ *                          proxies): once it hears them again it uses A,
+ *                          which it had been holding off as deposed.
  * and on groups of their own whose replicas follow through proxies (a
  * failover repoints the replicas directly, so each gets a fresh group):
  *  lagging_replicas_lossy  both replicas partitioned, the primary killed,
@@ -879,6 +883,75 @@ END_TEST
 START_TEST(sentinels_lost_no_lease) { sentinels_lost_case(0); }
 END_TEST
 
+/* A failover back to a primary picketd saw deposed, while picketd was
+ * cut off from every sentinel. picketd holds a deposed primary off for
+ * Sentinel's failover-timeout (180 s): sentinels that have not heard of
+ * the promotion still name it. A failover back that picketd did not hear
+ * shows in the sentinels' config-epoch, which each successful failover
+ * raises: a node named under an epoch newer than the hold is the primary
+ * again. The sentinels are reached through proxies that the case cuts;
+ * the third node is stopped for the failover back, so that the node
+ * Sentinel promotes is the deposed one (sg_heal starts it again). */
+START_TEST(failback_unheard) {
+  int64_t t_case = harness_now_ms();
+  sg_group *g = group();
+  int first = sg_primary(g);
+  ck_assert_int_ge(first, 0);
+  fault_proxy *px[SG_SENTINELS];
+  char list[200] = "";
+  for (int s = 0; s < SG_SENTINELS; s++) {
+    px[s] = fault_proxy_start(sg_sentinel_port(g, s));
+    size_t len = strlen(list);
+    snprintf(list + len, sizeof list - len, "%s127.0.0.1:%d", s ? "," : "",
+             fault_proxy_port(px[s]));
+  }
+  const char *args[] = {"--sentinel", list, "--sentinel-master", SG_MASTER, NULL};
+  P = harness_picketd_start(NULL, args);
+  ck_assert_msg(P != NULL, "picketd did not start in Sentinel mode");
+  const char *base = harness_picketd_url(P);
+  wait_follows(base, sg_node_addr(g, first));
+
+  sg_failover(g, -1);
+  int second = sg_primary(g);
+  wait_follows(base, sg_node_addr(g, second));
+  /* the deposed node must be a replica again, able to be promoted */
+  int64_t ms = sg_wait_healthy(g, 60000 * harness_time_scale());
+  printf("failback_unheard: %s -> %s, group whole after %lld ms\n", sg_node_addr(g, first),
+         sg_node_addr(g, second), (long long)ms);
+
+  for (int s = 0; s < SG_SENTINELS; s++) fault_proxy_partition(px[s]);
+  int third = 3 - first - second;
+  sg_kill_node(g, third);
+  harness_sleep_ms(2500); /* past down-after (1500): no sentinel would pick it */
+  int64_t fo_ms = sg_failover(g, -1);
+  ck_assert_msg(sg_primary(g) == first, "Sentinel failed over to %s, not back to %s",
+                sg_node_addr(g, sg_primary(g)), sg_node_addr(g, first));
+  for (int s = 0; s < SG_SENTINELS; s++) fault_proxy_heal(px[s]);
+  int64_t t_heal = harness_now_ms();
+  readyz z = get_readyz(base);
+  while (!(z.status == 200 && strcmp(z.primary, sg_node_addr(g, first)) == 0)) {
+    /* measured ~10 s: its next ask (every 5 s) and the 6 s a sentinel
+     * not heard for a while waits before it counts for the lease */
+    ck_assert_msg(harness_now_ms() - t_heal < 40000 * harness_time_scale(),
+                  "the sentinels failed over back to %s while picketd could not hear them; "
+                  "40 s after it hears them again /readyz says %ld %s",
+                  sg_node_addr(g, first), z.status, z.body);
+    harness_sleep_ms(50);
+    z = get_readyz(base);
+  }
+  printf("failback_unheard: failed over back to %s in %lld ms, unheard; picketd used it %lld ms "
+         "after it heard the sentinels again\n",
+         sg_node_addr(g, first), (long long)fo_ms, (long long)(harness_now_ms() - t_heal));
+  ck_assert_msg(log_has(harness_picketd_log(P), "failed over back", sg_node_addr(g, first), NULL),
+                "picketd's log does not say it lifted the hold on %s", sg_node_addr(g, first));
+  harness_picketd_free(P);
+  P = NULL;
+  for (int s = 0; s < SG_SENTINELS; s++) fault_proxy_free(px[s]);
+  printf("failback_unheard took %lld ms\n", (long long)(harness_now_ms() - t_case));
+  case_done = 1;
+}
+END_TEST
+
 /* A lagging run: both replicas partitioned (behind their proxies) for
  * 1.5 s under load, then the primary killed, so Sentinel promotes a
  * replica that missed what the lag wrote. Besides the load, two locks it
@@ -1014,7 +1087,8 @@ int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT); /* before any thread uses libcurl */
   const TTest *tests[] = {forced_failover,         waiter_across_failover, primary_killed,
                           sentinels_lost,          sentinels_lost_no_lease,
-                          lagging_replicas_lossy,  lagging_replicas_refused};
+                          failback_unheard,        lagging_replicas_lossy,
+                          lagging_replicas_refused};
   Suite *s = suite_create("fault_sentinel");
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
     TCase *tc = tcase_create(tests[i]->name);
