@@ -640,14 +640,39 @@ static void reply_text(api_response *resp, const char *type, char *body, size_t 
   resp->body_len = len;
 }
 
-static api_result handle_ready(api_response *resp) {
+/* Whether /readyz may say where Redis is and why it is not ready. It is
+ * open (load balancers probe it without a token), but under --auth-file
+ * the addresses, socket paths and Redis's own messages are for operators:
+ * a token with the metrics verb. Anyone else gets the status, the error
+ * code and the replica count. A bad token is not refused here: it is a
+ * stranger's probe. */
+static int ready_detail(const api_request *req, api_call *call) {
+  if (!auth_enabled()) return 1;
+  if (req->authorization == NULL || req->authorization[0] == '\0') return 0;
+  char msg[160];
+  quota_deny why;
+  if (auth_resolve(req->authorization, &call->who, msg, sizeof msg, &why) != 0) return 0;
+  return auth_allows(call->who, AUTH_METRICS);
+}
+
+static api_result handle_ready(api_response *resp, int detail) {
   store_result r = {0};
   store_topology topo = {0};
   store_status st = store_ready(&r, &topo);
+  if (st != STORE_OK && !detail)
+    snprintf(r.err, sizeof r.err, "%s", "not ready (the reason is shown to a token with the "
+                                        "metrics verb)");
   if (st != STORE_OK) return store_failure(resp, st, &r);
-  json_t *body = topo.cluster ? json_pack("{s:s, s:i}", "status", "ready", "replicas", r.replicas)
-                              : json_pack("{s:s, s:i, s:s}", "status", "ready", "replicas",
-                                          r.replicas, "primary", topo.primary);
+  json_t *body = topo.cluster || !detail
+                     ? json_pack("{s:s, s:i}", "status", "ready", "replicas", r.replicas)
+                     : json_pack("{s:s, s:i, s:s}", "status", "ready", "replicas", r.replicas,
+                                 "primary", topo.primary);
+  if (body && !detail) {
+    if (topo.sentinel >= 0)
+      json_object_set_new(body, "sentinel", json_pack("{s:b}", "reachable", topo.sentinel != 0));
+    reply_json(resp, 200, body);
+    return API_DONE;
+  }
   if (body && topo.cluster) {
     /* Each shard's primary: where its locks are, and how safe (replicas). */
     json_t *shards = json_array();
@@ -730,7 +755,7 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
       case EP_HEALTHZ:
         reply_json(resp, 200, json_pack("{s:s}", "status", "ok"));
         return API_DONE;
-      case EP_READYZ: return handle_ready(resp);
+      case EP_READYZ: return handle_ready(resp, ready_detail(req, call));
       case EP_METRICS:
         if (authenticate(req, call, resp) < 0 || authorize(call, AUTH_METRICS, NULL, resp) < 0)
           return API_DONE;

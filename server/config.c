@@ -48,8 +48,9 @@ static const config_option options[] = {
     {"listen", STR(listen), "127.0.0.1:7070", NULL,
      "HOST:PORT to serve HTTP on; port 0 picks a free one (logged, and written to --port-file)"},
     {"redis", STR(redis_url), "redis://127.0.0.1:6379", NULL,
-     "Redis URL: redis://[user:pass@]host:port[/db] or unix://[user@]/path/redis.sock[?db=N] "
-     "(a unix URL has no password: use --redis-password-file)"},
+     "Redis URL: redis://[user@]host:port[/db] or unix://[user@]/path/redis.sock[?db=N]; the "
+     "password goes in --redis-password-file, not in argv (redis://user:pass@ is read too, for "
+     "$PICKET_REDIS)"},
     {"redis-user", STR(redis_user_flag), "", NULL,
      "Redis ACL user to AUTH as (overrides one in the URL; with --sentinel or --redis-cluster, "
      "the data nodes' user); needs --redis-password-file. See deploy/users.acl for the least it "

@@ -22,7 +22,9 @@
 #include "config.h"
 #include "http.h"
 #include "log.h"
+#include "metrics.h"
 #include "node.h"
+#include "quota.h"
 #include "signer.h"
 #include "store.h"
 #include "tls.h"
@@ -114,6 +116,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "picketd: %s\n", err);
     return 1;
   }
+  metrics_add_families(quota_render_metrics);
   if (signer_init(&cfg, err, sizeof err) < 0 || auth_init(&cfg, err, sizeof err) < 0) {
     LOG(LOG_ERROR, "%s", err);
     fprintf(stderr, "picketd: %s\n", err);

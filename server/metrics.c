@@ -3,7 +3,6 @@
  * rendering reads each value once with relaxed loads, which is all a
  * scrape needs. */
 #include "metrics.h"
-#include "quota.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -55,6 +54,13 @@ static struct {
   atomic_ulong count;
   atomic_ulong sum_us; /* microseconds, so the sum stays an integer atomic */
 } hists[H_COUNT];
+
+static metrics_family_fn *families[4];
+static int nfamilies;
+
+void metrics_add_families(metrics_family_fn *fn) {
+  if (nfamilies < (int)(sizeof families / sizeof families[0])) families[nfamilies++] = fn;
+}
 
 void metrics_inc(metrics_counter c) { atomic_fetch_add_explicit(&counters[c], 1, memory_order_relaxed); }
 void metrics_add(metrics_counter c, long n) { atomic_fetch_add_explicit(&counters[c], n, memory_order_relaxed); }
@@ -175,7 +181,7 @@ char *metrics_render(size_t *len) {
     metrics_put(&b, "%s_bucket{le=\"+Inf\"} %lu\n%s_sum %.6f\n%s_count %lu\n", n, cum, n,
         LOAD(hists[h].sum_us) / 1e6, n, LOAD(hists[h].count));
   }
-  quota_render_metrics(&b);
+  for (int i = 0; i < nfamilies; i++) families[i](&b);
   if (b.oom) {
     free(b.buf);
     return NULL;

@@ -74,6 +74,11 @@ void metrics_observe(metrics_histogram h, double seconds);
  * (quota.c: per-token rows) to it. */
 typedef struct metrics_buf metrics_buf;
 void metrics_put(metrics_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A subsystem's own families (quota.c: per-token rows), appended to every
+ * scrape after picketd's. Registered at start, before the HTTP server
+ * runs, so that metrics.c depends on nothing above it; at most 4. */
+typedef void metrics_family_fn(metrics_buf *b);
+void metrics_add_families(metrics_family_fn *fn);
 /* The address lock calls go to now, for picket_redis_primary_info{addr};
  * "" when no primary is known (the sample is then left out). */
 void metrics_set_primary(const char *addr);

@@ -55,7 +55,8 @@ void quota_waiter_leave(quota_subject *s);
 void quota_count_denied(quota_subject *s, quota_deny why);
 void quota_count_grant(quota_subject *s);
 
-/* Appends the per-token families to a /metrics scrape (metrics.h). */
+/* Appends the per-token families to a /metrics scrape: main.c registers
+ * it with metrics_add_families (metrics.h). */
 struct metrics_buf;
 void quota_render_metrics(struct metrics_buf *b);
 

@@ -33,6 +33,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 import netns
@@ -377,12 +378,15 @@ class Topology:
         return False
 
     def readyz(self, p, timeout=1.0):
+        """None when picketd p's /readyz is 200, else what it said."""
         ip, port = p.host.ip, PICKETD_PORT
         try:
             with urllib.request.urlopen("http://%s:%d/readyz" % (ip, port), timeout=timeout) as r:
-                return r.status == 200
-        except Exception:
-            return False
+                return None if r.status == 200 else "%d" % r.status
+        except urllib.error.HTTPError as e:
+            return "%d %s" % (e.code, e.read(300).decode("utf-8", "replace"))
+        except Exception as e:
+            return str(e)
 
     def unhealthy(self):
         """None when the topology is whole again (every process running,
@@ -410,8 +414,9 @@ class Topology:
                 if len(self.replicas_of(p)) != 1:
                     return "%s has no replica online" % p.name
         for p in self.picketds:
-            if not self.readyz(p):
-                return "%s is not ready" % p.name
+            why = self.readyz(p)
+            if why:
+                return "%s is not ready: %s" % (p.name, why)
         return None
 
     def wait_ready(self, timeout_s):

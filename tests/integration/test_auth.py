@@ -381,9 +381,38 @@ def metrics_and_secrets():
         check(tok not in log, "%s appears in the log" % name)
 
 
+def readyz_detail():
+    """/readyz stays open under --auth-file, but where Redis is (the socket
+    path here) and why it is not ready are for a token with the metrics
+    verb; without --auth-file everyone sees them."""
+    sock = E["REDIS_SOCK"]
+    for who, kw in [("no token", {}), ("a bad token", {"token": "pkt_nobody"}),
+                    ("a token without metrics", {"token": READER})]:
+        r = call(P1, "GET", "/readyz", **kw)
+        check(r[0] == 200 and sorted(r[2]) == ["replicas", "status"] and sock not in json.dumps(r[2]),
+              "/readyz with %s: %s %s" % (who, r[0], r[2]))
+    for port, kw in [(P1, {"token": OPS}), (P3, {})]:
+        r = call(port, "GET", "/readyz", **kw)
+        check(r[0] == 200 and r[2].get("primary") == sock,
+              "/readyz (port %d) with %s: %s %s" % (port, kw or "no --auth-file", r[0], r[2]))
+    # Redis paused past --redis-timeout-ms: 503 with the reason, to operators only
+    os.kill(int(E["REDIS_PID"]), signal.SIGSTOP)
+    try:
+        stranger = call(P1, "GET", "/readyz")
+        ops = call(P1, "GET", "/readyz", token=OPS)
+    finally:
+        os.kill(int(E["REDIS_PID"]), signal.SIGCONT)
+    check(stranger[0] == 503 and code(stranger) == "store_unavailable" and
+          sock not in json.dumps(stranger[2]) and "metrics verb" in json.dumps(stranger[2]),
+          "/readyz, Redis paused, no token: %s %s" % (stranger[0], stranger[2]))
+    check(ops[0] == 503 and code(ops) == "store_unavailable" and
+          "metrics verb" not in json.dumps(ops[2]),
+          "/readyz, Redis paused, ops token: %s %s" % (ops[0], ops[2]))
+
+
 def main():
     for f in [unauthenticated, permissions, lease_binding, max_leases, waiters, rate, per_address,
-              reload_under_load, metrics_and_secrets]:
+              reload_under_load, metrics_and_secrets, readyz_detail]:
         t0 = time.time()
         f()
         print("%-20s %.1f s" % (f.__name__, time.time() - t0), flush=True)

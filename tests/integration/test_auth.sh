@@ -51,7 +51,7 @@ export P2_PORT=$PICKETD_PORT
 # client of a test is) is limited too.
 h_start_picketd --max-waiters-per-ip 2 --acquire-rate-per-ip 5
 export P3_PORT=$PICKETD_PORT
-export PICKETD_LOG="$H_DIR/picketd.log"
+export PICKETD_LOG="$H_DIR/picketd.log" REDIS_SOCK REDIS_PID
 
 python3 "$PICKET_SOURCE_DIR/tests/integration/test_auth.py" || h_fail "auth checks (see above)"
 

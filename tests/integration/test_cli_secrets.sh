@@ -214,4 +214,13 @@ expect 2 "$P" token new a '*'
 expect 2 "$P" token
 expect 2 "$P" token old a '*' lock
 ok "picket token new: pkt_ and 64 hex, its SHA-256 on the auth-file line; bad input exits 2"
+# The docs teach the rule the help states: no example passes a lease id or
+# a token in argv, and a Redis password in a URL only through $PICKET_REDIS.
+S=$PICKET_SOURCE_DIR
+bad=$(grep -nE -- '--lease[ =]"?\$|--token[ =]"?\$|redis://[^ /@]*:[^ /@]*@' "$S/README.md" \
+        "$S"/docs/*.md "$S"/man/* "$S"/client/*/*.md 2>/dev/null | grep -v 'PICKET_REDIS)' || true)
+[ -z "$bad" ] || h_fail "a doc puts a secret in argv: $bad"
+"$PICKET_BIN_DIR/picketd" --help 2>&1 | grep -E 'redis://[^ /@]*:[^ /@]*@' | grep -qv 'PICKET_REDIS)' &&
+  h_fail "picketd --help offers a password in the --redis URL"
+ok "no doc or help passes a lease id, a token or a Redis password in argv"
 echo "$passed passed, 0 failed"
