@@ -360,12 +360,14 @@ static const char *framing_refused(struct MHD_Connection *conn) {
   return NULL;
 }
 
-/* Answers err and closes: nothing after the headers is read. */
+/* Answers err and closes: nothing after the headers is read. challenge:
+ * the WWW-Authenticate of a 401 (NULL otherwise). */
 static enum MHD_Result refuse_as(struct MHD_Connection *conn, http_req *r, picket_proto_err err,
-                                 const char *msg) {
+                                 const char *msg, const char *challenge) {
   api_response resp = {0};
   resp.endpoint = EP_OTHER;
   resp.close = 1;
+  resp.www_authenticate = challenge;
   api_error(&resp, err, msg);
   r->refused = 1;
   return send_response(conn, r, &resp);
@@ -375,7 +377,7 @@ static enum MHD_Result refuse_as(struct MHD_Connection *conn, http_req *r, picke
 static enum MHD_Result refuse(struct MHD_Connection *conn, http_req *r, const char *why) {
   char msg[160];
   snprintf(msg, sizeof msg, "ambiguous request framing: %s", why);
-  return refuse_as(conn, r, PICKET_PROTO_ERR_INVALID_ARGUMENT, msg);
+  return refuse_as(conn, r, PICKET_PROTO_ERR_INVALID_ARGUMENT, msg, NULL);
 }
 
 /* Whether a lock call goes through the loop's pipe. It pays when other
@@ -404,7 +406,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   if (!r->seen) { /* the first call: headers are in, the body (if any) follows */
     r->seen = 1;
     const char *why = tls_peer_refused(conn); /* mutual TLS: 401 on every path */
-    if (why) return refuse_as(conn, r, PICKET_PROTO_ERR_UNAUTHENTICATED, why);
+    if (why) return refuse_as(conn, r, PICKET_PROTO_ERR_UNAUTHENTICATED, why, TLS_CHALLENGE);
     why = framing_refused(conn);
     return why ? refuse(conn, r, why) : MHD_YES;
   }

@@ -34,6 +34,11 @@ struct MHD_OptionItem *tls_mhd_options(void);
  * and why. Does nothing when TLS is off. Called from the main thread. */
 void tls_reload(void);
 
+/* The challenge a 401 of tls_peer_refused carries (RFC 9110 11.6.1: every
+ * 401 has one). No registered HTTP scheme stands for a TLS client
+ * certificate, and no Authorization header answers it: it names what is
+ * missing, a certificate at the handshake (proto/openapi.yaml). */
+#define TLS_CHALLENGE "Mutual-TLS realm=\"picket\""
 /* Under --tls-client-ca: NULL when the request's connection presented a
  * certificate chain that verifies against the client CA (for TLS client
  * authentication, valid now), else the message of the 401 to send (a

@@ -205,6 +205,9 @@ refused_401() {
     h_fail "$what: curl exited $? (want an HTTP 401)"
   head -1 "$H_DIR/hdr" | grep -q " 401" || h_fail "$what: $(head -1 "$H_DIR/hdr") $(cat "$H_DIR/body")"
   grep -qi '^connection: close' "$H_DIR/hdr" || h_fail "$what: no Connection: close"
+  # RFC 9110 11.6.1: a 401 carries a challenge
+  grep -qi '^www-authenticate: Mutual-TLS realm="picket"' "$H_DIR/hdr" ||
+    h_fail "$what: no WWW-Authenticate: Mutual-TLS challenge: $(cat "$H_DIR/hdr")"
   grep -q '"code":"unauthenticated"' "$H_DIR/body" || h_fail "$what: $(cat "$H_DIR/body")"
   grep -q 'client certificate signed by the configured CA is required' "$H_DIR/body" ||
     h_fail "$what: $(cat "$H_DIR/body")"
