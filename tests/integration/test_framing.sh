@@ -46,6 +46,24 @@ cases = [
      lambda h: front + b"Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n" + h),
     ("a control byte in a header value",
      lambda h: front + b"X-Note: a\x01b\r\nContent-Length: 0\r\n\r\n" + h),
+    # libmicrohttpd reads a value up to a NUL: this is Content-Length 0 to
+    # it, the hidden request's length to a parser that skips the NUL
+    ("a NUL inside Content-Length",
+     lambda h: front + b"Content-Length: 0\x00%d\r\n\r\n" % len(h) + h),
+    ("a NUL inside another header's value",
+     lambda h: front + b"X-Note: a\x00b\r\nContent-Length: 0\r\n\r\n" + h),
+    ("a NUL inside the last header's value",
+     lambda h: front + b"Content-Length: 0\r\nX-Note: a\x00b\r\n\r\n" + h),
+    ("a header line ended by a bare LF",
+     lambda h: front + b"X-Note: a\nContent-Length: 0\r\n\r\n" + h),
+    ("the last header line ended by a bare LF",
+     lambda h: front + b"Content-Length: 0\n\r\n" + h),
+    ("the request line ended by a bare LF",
+     lambda h: b"POST /v1/locks/front/acquire HTTP/1.1\nHost: x\r\nContent-Length: 0\r\n\r\n" + h),
+    ("the empty line a bare LF",
+     lambda h: front + b"Content-Length: 0\r\n\n" + h),
+    ("a folded header line",
+     lambda h: front + b"X-Note: a\r\n b\r\nContent-Length: 0\r\n\r\n" + h),
 ]
 failed = 0
 for i, (name, make) in enumerate(cases):
