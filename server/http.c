@@ -320,7 +320,7 @@ static void *uri_logged(void *cls, const char *uri, struct MHD_Connection *conn)
  *
  * That last check reads libmicrohttpd's read buffer. 0.9.75 hands a value
  * over cut at its first NUL (its size is strlen's), and ends a line at a
- * bare LF as at CRLF (a TODO in get_next_header_line), so neither shows
+ * bare LF as at CRLF (get_next_header_line accepts both), so neither shows
  * in the values: "Content-Length: 5\0..." is 5 here and something else to
  * a proxy. But the header lines stay where they were read, in order, one
  * after the other, with CR and LF overwritten by NUL (the read buffer
