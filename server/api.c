@@ -329,41 +329,6 @@ static int authorize(api_call *call, auth_verb verb, const char *name, api_respo
   return 0;
 }
 
-/* The token's max_leases, counted in Redis before the grant is tried, so
- * concurrent acquires (on any picketd of this Redis) cannot overshoot it:
- * API_STORE to go on, or API_DONE with a 429 or the store's failure. */
-static api_result store_call(api_call *call, store_op_kind kind);
-static api_result lease_quota_take(api_call *call, api_response *resp) {
-  const char *token = call->subject ? quota_token(call->subject) : NULL;
-  int64_t max = call->subject ? quota_limits_of(call->subject)->max_leases : 0;
-  if (token == NULL || max <= 0) return store_call(call, STORE_OP_ACQUIRE);
-  store_result r = {0};
-  store_status st = store_quota(token, "take", call->name, call->ttl_ms, max, &r);
-  if (st != STORE_OK) {
-    metrics_inc(M_ACQUIRE_ERROR);
-    return store_failure(resp, st, &r);
-  }
-  if (r.counted == 0) {
-    char msg[200];
-    snprintf(msg, sizeof msg, "token '%s' holds its max_leases (%lld); release one first", token,
-             (long long)max);
-    return deny(call, resp, PICKET_PROTO_ERR_TOO_MANY_LEASES, QUOTA_DENY_LEASES, msg);
-  }
-  call->lease_counted = r.counted == 1;
-  return store_call(call, STORE_OP_ACQUIRE);
-}
-
-/* A lease-count update after a lock call ("touch" or "drop"): best
- * effort. A failure leaves a count that expires with the lease's TTL. */
-static void lease_quota_note(api_call *call, const char *verb) {
-  const char *token = call->subject ? quota_token(call->subject) : NULL;
-  if (token == NULL || quota_limits_of(call->subject)->max_leases <= 0) return;
-  store_result r = {0};
-  if (store_quota(token, verb, call->name, call->ttl_ms, 0, &r) != STORE_OK)
-    LOG(LOG_WARN, "token '%s': lease count of %s not updated (%s): it expires with the lease",
-        token, call->name, r.err);
-}
-
 void api_call_end(api_call *call) {
   if (call->waiter_counted) quota_waiter_leave(call->subject);
   call->waiter_counted = 0;
@@ -386,22 +351,17 @@ static api_result store_call(api_call *call, store_op_kind kind) {
   call->op.lease = call->lease;
   call->op.owner = call->owner;
   call->op.ttl_ms = call->ttl_ms;
+  /* A token's max_leases is counted by the store, in the lock call itself
+   * (store.h), so concurrent acquires on any picketd of this Redis cannot
+   * overshoot it. */
+  if (call->subject && quota_token(call->subject)) {
+    call->op.token = quota_token(call->subject);
+    call->op.max_leases = quota_limits_of(call->subject)->max_leases;
+  }
   return API_STORE;
 }
 
-void api_run_store(api_call *call) {
-  store_op *op = &call->op;
-  memset(&op->r, 0, sizeof op->r);
-  switch (op->kind) {
-    case STORE_OP_ACQUIRE:
-      op->st = store_acquire(op->name, op->lease, op->ttl_ms, op->owner, &op->r);
-      break;
-    case STORE_OP_RENEW: op->st = store_renew(op->name, op->lease, op->ttl_ms, &op->r); break;
-    case STORE_OP_RELEASE: op->st = store_release(op->name, op->lease, &op->r); break;
-    case STORE_OP_INSPECT: op->st = store_inspect(op->name, &op->r); break;
-    case STORE_OP_QUOTA: break; /* never an API_STORE call: lease_quota_take runs it */
-  }
-}
+void api_run_store(api_call *call) { store_run(&call->op); }
 
 /* An attempt at the grant: API_DONE (granted or failed) or API_WAIT. */
 static api_result acquire_outcome(api_call *call, api_response *resp) {
@@ -410,7 +370,6 @@ static api_result acquire_outcome(api_call *call, api_response *resp) {
   if (st == STORE_OK) {
     metrics_inc(M_ACQUIRE_GRANTED);
     if (r->created && call->subject) quota_count_grant(call->subject);
-    call->lease_counted = 0; /* the count is the grant's now */
     char lease_log[16];
     LOG(LOG_DEBUG, "granted %s fence %lld lease %s ttl %lld ms", call->name, (long long)r->fence,
         log_lease(call->client_lease, lease_log), (long long)call->ttl_ms);
@@ -420,9 +379,11 @@ static api_result acquire_outcome(api_call *call, api_response *resp) {
               owner_literal(call->owner, owner), fence_token_member(call->name, r->fence, token));
     return API_DONE;
   }
-  if (call->lease_counted) { /* no grant: the count taken for it goes back */
-    lease_quota_note(call, "drop");
-    call->lease_counted = 0;
+  if (st == STORE_EQUOTA) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "token '%s' holds its max_leases (%lld); release one first",
+             call->op.token, (long long)call->op.max_leases);
+    return deny(call, resp, PICKET_PROTO_ERR_TOO_MANY_LEASES, QUOTA_DENY_LEASES, msg);
   }
   int64_t now = api_now_ms();
   /* A waiting acquire rides out a store that is unavailable for a moment
@@ -473,16 +434,16 @@ int api_granted(const api_call *call) {
 api_result api_retry_acquire(api_call *call, api_response *resp) {
   memset(resp, 0, sizeof *resp);
   resp->endpoint = EP_ACQUIRE;
-  if (lease_quota_take(call, resp) == API_DONE) return API_DONE;
+  store_call(call, STORE_OP_ACQUIRE);
   api_run_store(call);
   call->retrying = 1;
   return acquire_outcome(call, resp);
 }
 
 void api_undo_grant(api_call *call) {
-  store_result sr = {0};
-  store_release(call->name, call->lease, &sr);
-  lease_quota_note(call, "drop");
+  store_op undo = {.kind = STORE_OP_RELEASE, .name = call->name, .lease = call->lease,
+                   .token = call->op.token, .max_leases = call->op.max_leases};
+  store_run(&undo); /* a failure leaves the lease to its TTL */
   char lease_log[16];
   LOG(LOG_INFO, "grant of %s (lease %s) was not delivered; released it", call->name,
       log_lease(call->client_lease, lease_log));
@@ -547,7 +508,7 @@ static api_result handle_acquire(const api_request *req, api_call *call, api_res
     set_retry_after(resp, retry_ms);
     return API_DONE;
   }
-  return lease_quota_take(call, resp);
+  return store_call(call, STORE_OP_ACQUIRE);
 }
 
 /* A renew or release that did not succeed: lease_lost is the signal of a
@@ -580,7 +541,6 @@ static api_result renew_outcome(api_call *call, api_response *resp) {
   if (call->op.st != STORE_OK)
     return renew_or_release_failed(call, "renew", M_RENEW_LOST, M_RENEW_ERROR, resp);
   metrics_inc(M_RENEW_RENEWED);
-  lease_quota_note(call, "touch");
   char token[FENCE_TOKEN_MEMBER_MAX];
   reply_fmt(resp, "{\"lock\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld%s}", call->name,
             (long long)call->op.r.fence, (long long)call->ttl_ms,
@@ -602,7 +562,6 @@ static api_result release_outcome(api_call *call, api_response *resp) {
   if (call->op.st != STORE_OK)
     return renew_or_release_failed(call, "release", M_RELEASE_LOST, M_RELEASE_ERROR, resp);
   metrics_inc(M_RELEASE_RELEASED);
-  lease_quota_note(call, "drop");
   reply_fmt(resp, "{\"lock\":\"%s\",\"released\":true}", call->name);
   return API_DONE;
 }

@@ -54,7 +54,6 @@ typedef struct {
   store_op op;            /* the store call of API_STORE, and its result */
   struct auth_principal *who;    /* with --auth-file: the caller (a reference) */
   struct quota_subject *subject; /* whose limits apply (a reference), or NULL */
-  int lease_counted;      /* 1: this call counted the lock into the token's leases */
   int waiter_counted;     /* 1: counted as one of the subject's waiters */
   int retrying;           /* 1: a waiting acquire's retry (api_retry_acquire) */
   int unavailable;        /* 1: its last try found the store unavailable */

@@ -2,7 +2,7 @@
  * real one (hiredis, the scripts in proto/redis); the fuzzer links a stub
  * instead, so the request path can be fuzzed without a server.
  *
- * Two ways to make a call. The direct calls (store_acquire, ...) run on the
+ * Two ways to make a call. A direct call (store_run) runs on the
  * calling thread's own connection: one round trip, the thread blocked for
  * it. A store_pipe is an HTTP event loop's pipelined connection instead:
  * the loop appends every call it meets in one pass, writes them at once,
@@ -26,7 +26,8 @@ typedef enum {
   STORE_EMISCONF,     /* Redis evicts keys (maxmemory-policy allkeys-*) */
   STORE_EFULL,        /* Redis is at maxmemory and refuses writes (OOM) */
   STORE_ENOTREPL,     /* fewer than --min-replicas acknowledged (grant undone) */
-  STORE_ETAMPERED     /* another writer changed a lock's fence state beyond a certain repair */
+  STORE_ETAMPERED,    /* another writer changed a lock's fence state beyond a certain repair */
+  STORE_EQUOTA        /* acquire: the op's token holds its max_leases (nothing granted) */
 } store_status;
 
 typedef struct {
@@ -35,7 +36,6 @@ typedef struct {
   int held;          /* inspect: 1 when a lease is live */
   int created;       /* acquire: 1 for a new grant, 0 for a same-lease retry */
   int replicas;      /* ready: connected replicas */
-  int counted;       /* quota take: 1 added, 2 counted already, 0 at the limit */
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
   char err[256];     /* a message for the E* results */
 } store_result;
@@ -49,19 +49,6 @@ int store_init(const config *cfg, char *err, size_t errlen);
 /* Closes the calling thread's connection (threads call it before exit). */
 void store_thread_done(void);
 
-/* All names and lease ids are validated by the caller. These run on the
- * calling thread's connection. */
-store_status store_acquire(const char *name, const char *lease, int64_t ttl_ms, const char *owner,
-                           store_result *r);
-store_status store_renew(const char *name, const char *lease, int64_t ttl_ms, store_result *r);
-store_status store_release(const char *name, const char *lease, store_result *r);
-store_status store_inspect(const char *name, store_result *r);
-/* A token's count of held leases (proto/redis/quota.lua), for its
- * max_leases: "take" (r->counted: 1 added, 2 counted already, 0 at `max`),
- * "touch" (a renew moved its expiry) or "drop" (released, or a take whose
- * grant failed). */
-store_status store_quota(const char *token, const char *verb, const char *name, int64_t ttl_ms,
-                         int64_t max, store_result *r);
 /* Where lock calls go, for /readyz. */
 #define STORE_SHARDS_MAX 64
 typedef struct {
@@ -83,22 +70,28 @@ store_status store_ready(store_result *r, store_topology *topo);
 
 /* ---- pipelined calls -------------------------------------------------- */
 
-typedef enum {
-  STORE_OP_ACQUIRE, STORE_OP_RENEW, STORE_OP_RELEASE, STORE_OP_INSPECT,
-  STORE_OP_QUOTA /* direct calls only */
-} store_op_kind;
+typedef enum { STORE_OP_ACQUIRE, STORE_OP_RENEW, STORE_OP_RELEASE, STORE_OP_INSPECT } store_op_kind;
 
-/* One lock call for a store_pipe. The caller owns it and the strings it
- * points to, and keeps them alive until `done` has been called. */
+/* One lock call, direct (store_run) or for a store_pipe. The caller owns
+ * it and the strings it points to, and keeps them alive until store_run
+ * returns or `done` has been called.
+ *
+ * A token's lease count: with `token` set and max_leases > 0, an acquire
+ * that would make a new grant while the token holds max_leases leases
+ * ends in STORE_EQUOTA, and the grant, renew and release keep the count
+ * (proto/redis/leases.lua). On one Redis or under Sentinel that happens
+ * in the lock call's own script; under Redis Cluster the count lives in
+ * the token's slot, so the store adds a call there before a grant and
+ * after a renew or release (the caller sees one call either way). */
 typedef struct store_op {
   store_op_kind kind;
   const char *name;
   const char *lease;               /* acquire, renew, release */
   const char *owner;               /* acquire; "" for none */
-  int64_t ttl_ms;                  /* acquire, renew, quota */
-  const char *token, *verb;        /* quota: whose count, and "take", "touch" or "drop" */
-  int64_t max;                     /* quota take: the token's max_leases */
-  store_status st;                 /* the outcome, as the direct call returns it */
+  int64_t ttl_ms;                  /* acquire, renew */
+  const char *token;               /* whose lease count this lease is in, or NULL */
+  int64_t max_leases;              /* ...and its limit (0: none, nothing counted) */
+  store_status st;                 /* the outcome */
   store_result r;
   void (*done)(struct store_op *); /* called once, on the pipe's thread */
   void *arg;                       /* the caller's */
@@ -108,7 +101,15 @@ typedef struct store_op {
   int64_t call_deadline_ms;        /* the whole call's, across redirections */
   int64_t retry_at_ms;             /* TRYAGAIN: sent again at this time */
   int node, slot, hops, asking, backoff_ms;
+  int phase;                       /* Cluster quota: taking the count, or the call */
+  int quota_added;                 /* ...the take counted the lock in */
+  const char *note;                /* a count update of its own: "touch" or "drop" */
 } store_op;
+
+/* Runs op on the calling thread's own connection (one round trip, the
+ * thread blocked for it; with --min-replicas also the WAIT) and sets
+ * op->st and op->r. op->done is not called. */
+void store_run(store_op *op);
 
 /* A pipelined connection, used by one thread only. */
 typedef struct store_pipe store_pipe;

@@ -472,66 +472,117 @@ static store_status transport_error(conn *k, store_result *r) {
 
 static const int op_script[] = {
     [STORE_OP_ACQUIRE] = SCRIPT_ACQUIRE, [STORE_OP_RENEW] = SCRIPT_RENEW,
-    [STORE_OP_RELEASE] = SCRIPT_RELEASE, [STORE_OP_INSPECT] = SCRIPT_INSPECT,
-    [STORE_OP_QUOTA] = SCRIPT_QUOTA};
+    [STORE_OP_RELEASE] = SCRIPT_RELEASE, [STORE_OP_INSPECT] = SCRIPT_INSPECT};
+
+/* ---- a token's lease count (proto/redis/leases.lua) --------------------
+ *
+ * On one Redis the lock scripts keep it: the token's key is their third
+ * key, and the call stays one EVALSHA. Under Redis Cluster that key is in
+ * the token's slot, which one script cannot reach together with the
+ * lock's, so an op goes through phases: an acquire first takes the count
+ * (quota.lua, on the token's slot), then makes the call; an update after
+ * the call (touch after a renew, drop after a release or a failed grant)
+ * is an op of its own, sent once the call's reply is in, and its failure
+ * is only logged: the entry expires with the lease it counts. */
+enum { PHASE_CALL = 0, PHASE_TAKE, PHASE_NOTE };
+
+static int quota_counted(const store_op *op) {
+  return op->token && op->max_leases > 0 && op->kind != STORE_OP_INSPECT;
+}
+static int quota_apart(const store_op *op) { return quota_counted(op) && node_is_cluster(); }
+
+static int op_script_of(const store_op *op) {
+  return op->phase == PHASE_CALL ? op_script[op->kind] : SCRIPT_QUOTA;
+}
+
+/* The first phase of op, before its first send. */
+static void phase_begin(store_op *op) {
+  op->phase = quota_apart(op) && op->kind == STORE_OP_ACQUIRE ? PHASE_TAKE : PHASE_CALL;
+  op->quota_added = 0;
+}
+
+/* After a take: 1 when the call itself goes out next (op->phase moved on). */
+static int phase_take_done(store_op *op) {
+  if (op->phase != PHASE_TAKE || op->st != STORE_OK) return 0;
+  op->phase = PHASE_CALL;
+  return 1;
+}
+
+/* The count update op's outcome calls for once it is complete: "touch",
+ * "drop", or NULL for none (or when the scripts keep the count). */
+static const char *phase_note_of(const store_op *op) {
+  if (op->phase != PHASE_CALL || !quota_apart(op)) return NULL;
+  switch (op->kind) {
+    case STORE_OP_ACQUIRE: return op->st != STORE_OK && op->quota_added ? "drop" : NULL;
+    case STORE_OP_RENEW: return op->st == STORE_OK ? "touch" : NULL;
+    case STORE_OP_RELEASE: return op->st == STORE_OK ? "drop" : NULL;
+    default: return NULL;
+  }
+}
+
+static void note_failed(const store_op *note) {
+  LOG(LOG_WARN, "token '%s': lease count of %s not updated (%s): it expires with the lease",
+      note->token, note->name, note->r.err);
+}
 
 /* The EVALSHA command of one call; the strings live in the struct. */
 typedef struct {
-  const char *argv[12];
+  const char *argv[14];
   int argc;
-  char lease_key[KEY_MAX], fence_key[KEY_MAX], ttl[24], max[24];
+  char lease_key[KEY_MAX], fence_key[KEY_MAX], token_key[KEY_MAX], ttl[24], max[24];
 } op_command;
 
 /* Fills cmd for op; -1 when the name cannot make a key. The script's SHA
  * (argv[1]) is the connection's: cmd_bind sets it once one is chosen.
- * cmd->lease_key is the key the call is routed by (a token's key for
- * quota calls): every key of one call shares its hash tag. */
+ * cmd->lease_key is the key the call is routed by (the token's key in a
+ * quota phase): every key of one call shares its hash tag, except the
+ * token's key outside a cluster, where slots do not matter. */
 static int op_command_build(const store_op *op, op_command *cmd) {
-  if (op->kind == STORE_OP_QUOTA) {
-    /* (token_key; verb, name, ttl, max) */
-    if (picket_proto_key_token_leases(cmd->lease_key, KEY_MAX, cfg->key_prefix, op->token) < 0)
-      return -1;
-    snprintf(cmd->ttl, sizeof cmd->ttl, "%lld", (long long)op->ttl_ms);
-    snprintf(cmd->max, sizeof cmd->max, "%lld", (long long)op->max);
-    const char *q[] = {"EVALSHA", NULL, "1", cmd->lease_key, op->verb, op->name,
-                       cmd->ttl, cmd->max};
-    memcpy(cmd->argv, q, sizeof q);
-    cmd->argc = (int)(sizeof q / sizeof q[0]);
+  int quota = quota_counted(op);
+  if (quota && picket_proto_key_token_leases(cmd->token_key, KEY_MAX, cfg->key_prefix,
+                                             op->token) < 0)
+    return -1;
+  snprintf(cmd->ttl, sizeof cmd->ttl, "%lld", (long long)op->ttl_ms);
+  snprintf(cmd->max, sizeof cmd->max, "%lld", (long long)op->max_leases);
+  const char **a = cmd->argv;
+  int n = 0;
+  a[n++] = "EVALSHA";
+  a[n++] = NULL; /* cmd_bind */
+  if (op->phase != PHASE_CALL) { /* quota.lua (token_key; verb, name, ttl, max) */
+    memcpy(cmd->lease_key, cmd->token_key, sizeof cmd->lease_key);
+    a[n++] = "1", a[n++] = cmd->token_key;
+    a[n++] = op->phase == PHASE_TAKE ? "take" : op->note, a[n++] = op->name;
+    a[n++] = cmd->ttl, a[n++] = cmd->max;
+    cmd->argc = n;
     return 0;
   }
   if (picket_proto_key_lease(cmd->lease_key, KEY_MAX, cfg->key_prefix, op->name) < 0 ||
       picket_proto_key_fence(cmd->fence_key, KEY_MAX, cfg->key_prefix, op->name) < 0)
     return -1;
-  snprintf(cmd->ttl, sizeof cmd->ttl, "%lld", (long long)op->ttl_ms);
-  const char **a = cmd->argv;
-  int n = 0;
-  a[n++] = "EVALSHA";
-  a[n++] = NULL; /* cmd_bind */
+  int inline_quota = quota && !node_is_cluster();
+  a[n++] = inline_quota ? "3" : "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
+  if (inline_quota) a[n++] = cmd->token_key;
   switch (op->kind) {
-    case STORE_OP_ACQUIRE: /* (lease_key, fence_key; lease, ttl, owner, floor, idle) */
-      a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
+    case STORE_OP_ACQUIRE: /* (lease, ttl, owner, floor, idle[, max, name]) */
       a[n++] = op->lease, a[n++] = cmd->ttl, a[n++] = op->owner ? op->owner : "";
       a[n++] = floor_arg, a[n++] = idle_arg;
+      if (inline_quota) a[n++] = cmd->max, a[n++] = op->name;
       break;
-    case STORE_OP_RENEW: /* (lease_key, fence_key; lease, ttl, idle) */
-      a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
+    case STORE_OP_RENEW: /* (lease, ttl, idle[, name]) */
       a[n++] = op->lease, a[n++] = cmd->ttl, a[n++] = idle_arg;
+      if (inline_quota) a[n++] = op->name;
       break;
-    case STORE_OP_RELEASE: /* (lease_key, fence_key; lease, channel, name, idle) */
-      a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key, a[n++] = op->lease;
-      a[n++] = channel, a[n++] = op->name, a[n++] = idle_arg;
+    case STORE_OP_RELEASE: /* (lease, channel, name, idle) */
+      a[n++] = op->lease, a[n++] = channel, a[n++] = op->name, a[n++] = idle_arg;
       break;
-    case STORE_OP_QUOTA: break; /* built above */
-    case STORE_OP_INSPECT: /* (lease_key, fence_key) */
-      a[n++] = "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
-      break;
+    case STORE_OP_INSPECT: break; /* (lease_key, fence_key) */
   }
   cmd->argc = n;
   return 0;
 }
 
 static void cmd_bind(op_command *cmd, const conn *k, const store_op *op) {
-  cmd->argv[1] = k->sha[op_script[op->kind]];
+  cmd->argv[1] = k->sha[op_script_of(op)];
 }
 
 static store_status bad_name(store_result *r) {
@@ -580,11 +631,22 @@ static store_status op_parse(store_op *op, redisReply *rep) {
   metrics_gauge_set(G_REDIS_UP, 1);
   node_ok(op->node);
   redisReply **e = rep->element;
+  if (op->phase != PHASE_CALL) { /* quota.lua: take 0, 1 or 2; touch, drop 1 */
+    if (!is_int(rep) || rep->integer < 0 || rep->integer > 2) goto odd;
+    if (rep->integer == 0) st = STORE_EQUOTA;
+    op->quota_added = rep->integer == 1;
+    freeReplyObject(rep);
+    return st;
+  }
   switch (op->kind) {
-    case STORE_OP_ACQUIRE: /* {1, fence, created, tamper} or {0, ttl, owner, tamper} */
+    case STORE_OP_ACQUIRE:
+      /* {1, fence, created, tamper}, {0, ttl, owner, tamper}, or {2, 0, "",
+       * tamper}: the token holds its max_leases */
       if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 || !is_int(e[0])) goto odd;
       tamper_repaired(op, e[3]);
-      if (e[0]->integer == 0) {
+      if (e[0]->integer == 2) {
+        st = STORE_EQUOTA;
+      } else if (e[0]->integer == 0) {
         if (!is_int(e[1])) goto odd;
         r->ttl_ms = e[1]->integer;
         copy_owner(e[2], r);
@@ -607,10 +669,6 @@ static store_status op_parse(store_op *op, redisReply *rep) {
       tamper_repaired(op, e[1]);
       if (e[0]->integer != 1) st = STORE_LOST;
       break;
-    case STORE_OP_QUOTA: /* take: 0, 1 or 2; touch, drop: 1 */
-      if (!is_int(rep) || rep->integer < 0 || rep->integer > 2) goto odd;
-      r->counted = (int)rep->integer;
-      break;
     case STORE_OP_INSPECT: /* {fence, held, pttl, owner} */
       if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 ||
           !fence_reply(e[0], 1, &r->fence) || !is_int(e[1]) || !is_int(e[2]))
@@ -624,7 +682,7 @@ static store_status op_parse(store_op *op, redisReply *rep) {
   return st;
 odd:
   freeReplyObject(rep);
-  set_err(r, "unexpected reply from the %s script", script_name[op_script[op->kind]]);
+  set_err(r, "unexpected reply from the %s script", script_name[op_script_of(op)]);
   metrics_inc(M_REDIS_ERR_REPLY);
   return STORE_EREPLY;
 }
@@ -774,7 +832,7 @@ static redisReply *call_once(conn *k, store_op *op, op_command *cmd, store_statu
     }
     if (!is_noscript(rep) || attempt == 1) return rep;
     freeReplyObject(rep);
-    int s = op_script[op->kind];
+    int s = op_script_of(op);
     LOG(LOG_INFO, "Redis lost script %s (restart or SCRIPT FLUSH); reloading", script_name[s]);
     if (load_script(k, s, &op->r) < 0) {
       *st = k->c->err ? transport_error(k, &op->r) : STORE_EREPLY;
@@ -850,57 +908,35 @@ static store_status wait_replicas(int id, store_result *r) {
   return st;
 }
 
-/* A direct call: the script, then (grants and renewals) the replica
- * guard. Copies the outcome to *r. */
-static store_status op_run_direct(store_op *op, store_result *r) {
+/* A direct call: the script (after the count's take, under a cluster),
+ * then (grants and renewals) the replica guard, then any count update. */
+void store_run(store_op *op) {
   memset(&op->r, 0, sizeof op->r);
-  store_status st = op_run(op);
-  if (st == STORE_OK && (op->kind == STORE_OP_ACQUIRE || op->kind == STORE_OP_RENEW)) {
-    st = wait_replicas(op->node, &op->r);
-    if (st != STORE_OK && op->kind == STORE_OP_ACQUIRE && op->r.created) {
+  phase_begin(op);
+  do op->st = op_run(op);
+  while (phase_take_done(op));
+  if (op->st == STORE_OK && op->phase == PHASE_CALL &&
+      (op->kind == STORE_OP_ACQUIRE || op->kind == STORE_OP_RENEW)) {
+    op->st = wait_replicas(op->node, &op->r);
+    if (op->st != STORE_OK && op->kind == STORE_OP_ACQUIRE && op->r.created) {
       /* A new grant that may not survive a failover: take it back, so no
        * caller ever holds a grant that another could get after a
        * promotion. A same-lease retry only refreshed a grant made (and
        * replicated) before: it stays, as a renewal that was not
        * replicated does. */
-      store_op undo = {.kind = STORE_OP_RELEASE, .name = op->name, .lease = op->lease};
-      op_run(&undo);
+      store_op undo = {.kind = STORE_OP_RELEASE, .name = op->name, .lease = op->lease,
+                       .token = op->token, .max_leases = op->max_leases};
+      store_run(&undo);
+      op->quota_added = 0; /* the undo dropped the count */
     }
   }
-  *r = op->r;
-  return st;
-}
-
-store_status store_acquire(const char *name, const char *lease, int64_t ttl_ms, const char *owner,
-                           store_result *r) {
-  store_op op = {.kind = STORE_OP_ACQUIRE, .name = name, .lease = lease, .owner = owner,
-                 .ttl_ms = ttl_ms};
-  return op_run_direct(&op, r);
-}
-
-store_status store_renew(const char *name, const char *lease, int64_t ttl_ms, store_result *r) {
-  store_op op = {.kind = STORE_OP_RENEW, .name = name, .lease = lease, .ttl_ms = ttl_ms};
-  return op_run_direct(&op, r);
-}
-
-store_status store_release(const char *name, const char *lease, store_result *r) {
-  store_op op = {.kind = STORE_OP_RELEASE, .name = name, .lease = lease};
-  return op_run_direct(&op, r);
-}
-
-store_status store_inspect(const char *name, store_result *r) {
-  store_op op = {.kind = STORE_OP_INSPECT, .name = name};
-  return op_run_direct(&op, r);
-}
-
-store_status store_quota(const char *token, const char *verb, const char *name, int64_t ttl_ms,
-                         int64_t max, store_result *r) {
-  store_op op = {.kind = STORE_OP_QUOTA, .name = name, .token = token, .verb = verb,
-                 .ttl_ms = ttl_ms, .max = max};
-  memset(&op.r, 0, sizeof op.r);
-  store_status st = op_run(&op);
-  *r = op.r;
-  return st;
+  const char *verb = phase_note_of(op);
+  if (verb) {
+    store_op note = {.kind = op->kind, .name = op->name, .token = op->token,
+                     .max_leases = op->max_leases, .ttl_ms = op->ttl_ms,
+                     .phase = PHASE_NOTE, .note = verb};
+    if (op_run(&note) != STORE_OK) note_failed(&note);
+  }
 }
 
 /* One node's readiness: reachable, not evicting, not full, a primary, and
@@ -1189,8 +1225,9 @@ static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id) {
   return 0;
 }
 
-int store_pipe_append(store_pipe *p, store_op *op) {
-  memset(&op->r, 0, sizeof op->r);
+/* Routes and queues op's command for its current phase: 0, or -1 with
+ * op->st and op->r set (done not called). */
+static int pipe_submit(store_pipe *p, store_op *op) {
   op->call_deadline_ms = now_ms() + cfg->redis_timeout_ms;
   op->hops = op->asking = 0;
   op->backoff_ms = TRYAGAIN_MIN_MS;
@@ -1205,6 +1242,12 @@ int store_pipe_append(store_pipe *p, store_op *op) {
     return -1;
   }
   return pipe_send(p, op, &cmd, id);
+}
+
+int store_pipe_append(store_pipe *p, store_op *op) {
+  memset(&op->r, 0, sizeof op->r);
+  phase_begin(op);
+  return pipe_submit(p, op);
 }
 
 /* Sends a redirected call again (from a reply or the retry list, so done
@@ -1258,6 +1301,46 @@ int64_t store_pipe_timeout_ms(const store_pipe *p) {
   return left > 0 ? left : 0;
 }
 
+/* A count update of its own (see PHASE_NOTE), owned by the pipe: freed
+ * by its done, which logs a failure. */
+typedef struct {
+  store_op op;
+  char name[PICKET_PROTO_NAME_MAX + 1];
+  char token[PICKET_PROTO_NAME_MAX + 1]; /* token names are shorter (AUTH_NAME_MAX) */
+} pipe_note;
+
+static void pipe_note_done(store_op *op) {
+  if (op->st != STORE_OK) note_failed(op);
+  free(op->arg);
+}
+
+static void pipe_note_send(store_pipe *p, const store_op *of, const char *verb) {
+  pipe_note *n = calloc(1, sizeof *n);
+  if (n == NULL) {
+    LOG(LOG_WARN, "token '%s': lease count of %s not updated (out of memory): it expires "
+                  "with the lease", of->token, of->name);
+    return;
+  }
+  snprintf(n->name, sizeof n->name, "%s", of->name);
+  snprintf(n->token, sizeof n->token, "%s", of->token);
+  n->op = (store_op){.kind = of->kind, .name = n->name, .token = n->token,
+                     .max_leases = of->max_leases, .ttl_ms = of->ttl_ms, .phase = PHASE_NOTE,
+                     .note = verb, .done = pipe_note_done, .arg = n};
+  if (pipe_submit(p, &n->op) < 0) pipe_note_done(&n->op);
+}
+
+/* op's reply for its current phase is in (op->st set): sends its next
+ * phase, or completes it (and sends the count update it calls for). */
+static void pipe_complete(store_pipe *p, store_op *op) {
+  if (phase_take_done(op)) {
+    if (pipe_submit(p, op) < 0) op->done(op);
+    return;
+  }
+  const char *verb = phase_note_of(op);
+  if (verb) pipe_note_send(p, op, verb);
+  op->done(op);
+}
+
 /* Completes each call of np whose reply is in. */
 static void node_pipe_read(store_pipe *p, node_pipe *np) {
   pipe_check_primary(np);
@@ -1297,16 +1380,16 @@ static void node_pipe_read(store_pipe *p, node_pipe *np) {
       freeReplyObject(rep);
       if (!noscript_logged++)
         LOG(LOG_INFO, "Redis lost script %s (restart or SCRIPT FLUSH); reloading",
-            script_name[op_script[op->kind]]);
+            script_name[op_script_of(op)]);
       op->st = op_run(op);
-      op->done(op);
+      pipe_complete(p, op);
       continue;
     }
     int64_t wait_ms;
     int next = follow(op, np->k.node, rep, &wait_ms);
     if (next == FOLLOW_GIVE_UP) {
       op->st = op_parse(op, rep);
-      op->done(op);
+      pipe_complete(p, op);
     } else if (wait_ms > 0) {
       op->retry_at_ms = now_ms() + wait_ms;
       op->next = p->retry;

@@ -1,10 +1,14 @@
 -- acquire: grant a lease on one lock, with a fence, atomically.
--- (Embedded after counter.lua: greater, is_count, guard and MAX are its.)
+-- (Embedded after counter.lua and leases.lua: greater, is_count, guard and
+-- MAX are counter.lua's, leases_* are leases.lua's.)
 -- KEYS[1] = P{NAME}:lease (hash lease/fence/owner/ttl, PX expiry)
 -- KEYS[2] = P{NAME}:fence (the counter: the last fence issued)
+-- KEYS[3] = P{/token/TOKEN}:leases, only for a token with max_leases, and
+--   only outside Redis Cluster (leases.lua says why)
 -- ARGV[1] = lease id (32 hex), ARGV[2] = ttl in ms, ARGV[3] = owner ("" = none),
 -- ARGV[4] = fence floor: "clock" or "none",
--- ARGV[5] = counter idle TTL in ms, "0" for a counter that never expires.
+-- ARGV[5] = counter idle TTL in ms, "0" for a counter that never expires,
+-- ARGV[6] = max_leases and ARGV[7] = lock name, with KEYS[3].
 --
 -- Returns {1, fence, 1, tamper} for a new grant: fence = counter + 1, or
 --   with the clock floor max(counter + 1, Redis TIME in microseconds),
@@ -16,6 +20,10 @@
 -- Returns {0, pttl, owner, tamper} when another lease holds the lock;
 --   pttl is never above the grant's ttl (an expiry further out is cut back:
 --   see below).
+-- Returns {2, 0, "", tamper} when the lock is free but the token (KEYS[3])
+--   holds max_leases: nothing is granted. A new grant counts the lock into
+--   KEYS[3], a retry moves its expiry; a lock held by another lease is not
+--   the token's and is not counted.
 -- tamper is "" or why the counter had to be repaired (counter.lua): the
 --   caller counts and logs it. The call still succeeds: the repair is
 --   certain, made in this very script before the reply.
@@ -53,8 +61,11 @@ local function counter_px()
   return math.max(idle, tonumber(ARGV[2]))
 end
 
+local quota = KEYS[3]
+local now_ms = quota and leases_now()
 local last, cur, live, tamper = guard(ARGV[5])
 if cur == ARGV[1] then
+  if quota then leases_add(quota, ARGV[7], tonumber(ARGV[2]), now_ms) end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   redis.call('HSET', KEYS[1], 'ttl', ARGV[2])
   local px = counter_px()
@@ -80,6 +91,9 @@ if cur then
   return {0, left, redis.call('HGET', KEYS[1], 'owner') or '', tamper}
 end
 
+if quota and leases_room(quota, ARGV[7], tonumber(ARGV[6]), now_ms) == 0 then
+  return {2, 0, '', tamper}
+end
 last = last or '0'
 if not is_count(last) then
   if ARGV[4] ~= 'clock' then
@@ -109,4 +123,5 @@ end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'lease', ARGV[1], 'fence', fence, 'owner', ARGV[3], 'ttl', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if quota then leases_add(quota, ARGV[7], tonumber(ARGV[2]), now_ms) end
 return {1, fence, 1, tamper}

@@ -5,13 +5,16 @@
 -- KEYS[1] = P{NAME}:lease, KEYS[2] = P{NAME}:fence; ARGV[1] = lease id,
 -- ARGV[2] = release channel, ARGV[3] = lock name (the message, so every
 -- picketd can wake its waiters), ARGV[4] = counter idle TTL in ms ("0":
--- the counter never expires).
+-- the counter never expires). KEYS[3] (only for a token with max_leases,
+-- outside Redis Cluster) = P{/token/TOKEN}:leases: the lock leaves the
+-- token's count in the same call (leases.lua).
 -- Returns {1, tamper} when released, {0, tamper} when the lease is lost;
 -- tamper is "" or why the counter was repaired. The fence counter is
 -- kept: with an idle TTL it now expires that long after the release (it no
 -- longer has a lease to outlive); without one, never.
 local _, cur, _, tamper = guard(ARGV[4])
 if cur == ARGV[1] then
+  if KEYS[3] then leases_drop(KEYS[3], ARGV[3]) end
   redis.call('DEL', KEYS[1])
   if tonumber(ARGV[4]) > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
   redis.call('PUBLISH', ARGV[2], ARGV[3])

@@ -178,8 +178,52 @@ int store_init(const config *cfg, char *err, size_t errlen) {
 
 void store_thread_done(void) {}
 
-store_status store_acquire(const char *name, const char *lease, int64_t ttl_ms, const char *owner,
-                           store_result *r) {
+/* A token's lease count (see `counted` above), as leases.lua keeps it in
+ * the lock scripts: room (1, or 2 when `name` is counted already, 0 at
+ * max), add, touch, drop. Not a store call of its own. */
+static int count_find(const char *token, const char *name, int *mine, int *free_slot) {
+  int at = -1;
+  *mine = 0;
+  *free_slot = -1;
+  for (int i = 0; i < STUB_COUNTED; i++) {
+    if (counted[i].expiry_ms <= now_ms) counted[i].token[0] = '\0'; /* ZREMRANGEBYSCORE */
+    if (counted[i].token[0] == '\0') {
+      if (*free_slot < 0) *free_slot = i;
+      continue;
+    }
+    if (strcmp(counted[i].token, token) != 0) continue;
+    ++*mine;
+    if (strcmp(counted[i].name, name) == 0) at = i;
+  }
+  return at;
+}
+
+static int count_room(const store_op *op) {
+  int mine, free_slot, at = count_find(op->token, op->name, &mine, &free_slot);
+  if (at >= 0) return 2;
+  /* a full table cannot happen (see STUB_COUNTED) */
+  return mine < op->max_leases && free_slot >= 0;
+}
+
+static void count_set(const store_op *op, int add, int drop) {
+  int mine, free_slot, at = count_find(op->token, op->name, &mine, &free_slot);
+  if (drop) {
+    if (at >= 0) counted[at].token[0] = '\0';
+    return;
+  }
+  if (at < 0 && add && free_slot >= 0) {
+    at = free_slot;
+    snprintf(counted[at].token, sizeof counted[at].token, "%s", op->token);
+    snprintf(counted[at].name, sizeof counted[at].name, "%s", op->name);
+    counted[at].expiry_ms = 0;
+  }
+  if (at >= 0 && now_ms + op->ttl_ms > counted[at].expiry_ms)
+    counted[at].expiry_ms = now_ms + op->ttl_ms;
+}
+
+static store_status stub_acquire(const store_op *op, store_result *r) {
+  const char *name = op->name, *lease = op->lease;
+  int quota = op->token && op->max_leases > 0;
   stub_fault f = enter(name);
   if (f == STUB_FAULT_NOTREPL) { /* granted, WAIT fell short, undone: the fence is spent */
     stub_lock *l = lookup(name, 1);
@@ -197,38 +241,43 @@ store_status store_acquire(const char *name, const char *lease, int64_t ttl_ms, 
     memcpy(r->owner, l->owner, sizeof r->owner);
     return STORE_HELD;
   }
-  r->created = last_created = !l->has_grant;
+  r->created = !l->has_grant;
+  if (r->created && quota && count_room(op) == 0) return STORE_EQUOTA;
+  last_created = r->created;
   if (r->created) {
     l->fence++;
     l->has_grant = 1;
     memcpy(l->lease, lease, sizeof l->lease);
-    snprintf(l->owner, sizeof l->owner, "%s", owner ? owner : "");
+    snprintf(l->owner, sizeof l->owner, "%s", op->owner ? op->owner : "");
   }
-  l->expires_ms = now_ms + ttl_ms;
+  l->expires_ms = now_ms + op->ttl_ms;
   r->fence = l->fence;
+  if (quota) count_set(op, 1, 0);
   return STORE_OK;
 }
 
-store_status store_renew(const char *name, const char *lease, int64_t ttl_ms, store_result *r) {
-  stub_fault f = enter(name);
+static store_status stub_renew(const store_op *op, store_result *r) {
+  stub_fault f = enter(op->name);
   if (f != STUB_FAULT_NONE) return failed(f, STORE_HELD, r);
-  stub_lock *l = lookup(name, 0);
-  if (l == NULL || !l->has_grant || strcmp(l->lease, lease) != 0) return STORE_LOST;
-  l->expires_ms = now_ms + ttl_ms;
+  stub_lock *l = lookup(op->name, 0);
+  if (l == NULL || !l->has_grant || strcmp(l->lease, op->lease) != 0) return STORE_LOST;
+  l->expires_ms = now_ms + op->ttl_ms;
   r->fence = l->fence;
+  if (op->token && op->max_leases > 0) count_set(op, 0, 0);
   return STORE_OK;
 }
 
-store_status store_release(const char *name, const char *lease, store_result *r) {
-  stub_fault f = enter(name);
+static store_status stub_release(const store_op *op, store_result *r) {
+  stub_fault f = enter(op->name);
   if (f != STUB_FAULT_NONE) return failed(f, STORE_HELD, r);
-  stub_lock *l = lookup(name, 0);
-  if (l == NULL || !l->has_grant || strcmp(l->lease, lease) != 0) return STORE_LOST;
+  stub_lock *l = lookup(op->name, 0);
+  if (l == NULL || !l->has_grant || strcmp(l->lease, op->lease) != 0) return STORE_LOST;
   l->has_grant = 0;
+  if (op->token && op->max_leases > 0) count_set(op, 0, 1);
   return STORE_OK;
 }
 
-store_status store_inspect(const char *name, store_result *r) {
+static store_status stub_inspect(const char *name, store_result *r) {
   stub_fault f = enter(name);
   if (f != STUB_FAULT_NONE) return failed(f, STORE_LOST, r);
   stub_lock *l = lookup(name, 0);
@@ -242,6 +291,16 @@ store_status store_inspect(const char *name, store_result *r) {
   return STORE_OK;
 }
 
+void store_run(store_op *op) {
+  memset(&op->r, 0, sizeof op->r);
+  switch (op->kind) {
+    case STORE_OP_ACQUIRE: op->st = stub_acquire(op, &op->r); break;
+    case STORE_OP_RENEW: op->st = stub_renew(op, &op->r); break;
+    case STORE_OP_RELEASE: op->st = stub_release(op, &op->r); break;
+    case STORE_OP_INSPECT: op->st = stub_inspect(op->name, &op->r); break;
+  }
+}
+
 store_status store_ready(store_result *r, store_topology *topo) {
   /* The in-memory store is its own (single) node; no Sentinel. */
   snprintf(topo->primary, sizeof topo->primary, "in-memory");
@@ -252,37 +311,3 @@ store_status store_ready(store_result *r, store_topology *topo) {
   return STORE_OK;
 }
 
-/* A token's lease count (see `counted` above). */
-store_status store_quota(const char *token, const char *verb, const char *name, int64_t ttl_ms,
-                         int64_t max, store_result *r) {
-  memset(r, 0, sizeof *r);
-  calls++;
-  int mine = 0, at = -1, free_slot = -1;
-  for (int i = 0; i < STUB_COUNTED; i++) {
-    if (counted[i].expiry_ms <= now_ms) counted[i].token[0] = '\0'; /* ZREMRANGEBYSCORE */
-    if (counted[i].token[0] == '\0') {
-      if (free_slot < 0) free_slot = i;
-      continue;
-    }
-    if (strcmp(counted[i].token, token) != 0) continue;
-    mine++;
-    if (strcmp(counted[i].name, name) == 0) at = i;
-  }
-  if (strcmp(verb, "drop") == 0) {
-    if (at >= 0) counted[at].token[0] = '\0';
-    r->counted = 1;
-  } else if (strcmp(verb, "touch") == 0) {
-    if (at >= 0 && now_ms + ttl_ms > counted[at].expiry_ms) counted[at].expiry_ms = now_ms + ttl_ms;
-    r->counted = 1;
-  } else if (at >= 0) {
-    r->counted = 2;
-  } else if (mine >= max || free_slot < 0) {
-    r->counted = 0; /* at its limit (a full table cannot happen; see STUB_COUNTED) */
-  } else {
-    snprintf(counted[free_slot].token, sizeof counted[free_slot].token, "%s", token);
-    snprintf(counted[free_slot].name, sizeof counted[free_slot].name, "%s", name);
-    counted[free_slot].expiry_ms = now_ms + ttl_ms;
-    r->counted = 1;
-  }
-  return STORE_OK;
-}

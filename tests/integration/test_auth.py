@@ -410,8 +410,74 @@ def readyz_detail():
           "/readyz, Redis paused, ops token: %s %s" % (ops[0], ops[2]))
 
 
+def redis(*args):
+    import subprocess
+    return subprocess.run(["redis-cli", "-s", E["REDIS_SOCK"]] + list(args), check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def evalsha_calls():
+    for line in redis("INFO", "commandstats").splitlines():
+        if line.startswith("cmdstat_evalsha:"):
+            return int(line.split("calls=")[1].split(",")[0])
+    return 0
+
+
+def quota_in_the_lock_call():
+    """Issue 28: the token's count is kept by the lock call's own script:
+    one EVALSHA per HTTP call, the count's entry moving with the lease; and
+    concurrent acquires on the pipelined path never overshoot."""
+    key = "picket:{/token/billing}:leases"
+    before = evalsha_calls()
+    g = acquire(P1, "billing.one", token=B, ttl_ms=60000)
+    check(g[0] == 200, "billing.one: %s" % (g,))
+    lease = g[2].get("lease")
+    s1 = redis("ZSCORE", key, "billing.one")
+    time.sleep(0.05)
+    check(call(P1, "POST", "/v1/locks/billing.one/renew", {"lease": lease, "ttl_ms": 90000},
+               token=B)[0] == 200, "renew billing.one")
+    s2 = redis("ZSCORE", key, "billing.one")
+    check(s1 and s2 and float(s2) > float(s1) + 20000,
+          "a renewal moves the count's expiry: %r then %r" % (s1, s2))
+    check(release(P1, "billing.one", lease, token=B)[0] == 200, "release billing.one")
+    check(redis("ZSCORE", key, "billing.one") == "", "a release drops the count's entry")
+    n = evalsha_calls() - before
+    check(n == 3, "acquire, renew, release under max_leases: %d EVALSHA, want 3" % n)
+
+    # 12 connections at once, max_leases 3: exactly 3 grants.
+    barrier = threading.Barrier(12)
+    out = [None] * 12
+    conns = [http.client.HTTPConnection("127.0.0.1", P1, timeout=30 * SCALE) for _ in range(12)]
+    for c in conns:
+        c.connect()
+
+    def one(i):
+        barrier.wait()
+        out[i] = call(P1, "POST", "/v1/locks/billing.c%d/acquire" % i, {"ttl_ms": 60000},
+                      token=B, conn=conns[i])
+
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(12)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    granted = [(i, r[2]["lease"]) for i, r in enumerate(out) if r and r[0] == 200]
+    refused = [r for r in out if r and r[0] == 429 and code(r) == "too_many_leases"]
+    check(len(granted) == 3 and len(refused) == 9,
+          "12 concurrent acquires at max_leases 3: %d granted, %d refused" %
+          (len(granted), len(refused)))
+    check(int(redis("ZCARD", key) or 0) == len(granted), "the count holds the grants")
+    for i, lease in granted:
+        call(P1, "POST", "/v1/locks/billing.c%d/release" % i, {"lease": lease}, token=B,
+             conn=conns[i])
+    for c in conns:
+        c.close()
+    check(int(redis("ZCARD", key) or 0) == 0, "all released: the count is empty")
+
+
 def main():
-    for f in [unauthenticated, permissions, lease_binding, max_leases, waiters, rate, per_address,
+    for f in [unauthenticated, permissions, lease_binding, max_leases, quota_in_the_lock_call,
+              waiters, rate, per_address,
               reload_under_load, metrics_and_secrets, readyz_detail]:
         t0 = time.time()
         f()
