@@ -4,7 +4,7 @@
  * ("token NAME"), or, without it, a client address ("ip ADDR"). It counts
  * the client's parked waiters and paces its acquires (a token bucket), and
  * carries its auth counters for /metrics. A token's max_leases is not
- * counted here but in Redis (store_quota), so it holds across several
+ * counted here but in Redis, by the lock calls themselves (store.h), so it holds across several
  * picketd on one Redis; waiters and acquire rates are this process's
  * resources, so each picketd counts its own. */
 #ifndef PICKETD_QUOTA_H
