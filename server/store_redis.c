@@ -543,7 +543,7 @@ static int op_command_build(const store_op *op, op_command *cmd) {
                                              op->token) < 0)
     return -1;
   snprintf(cmd->ttl, sizeof cmd->ttl, "%lld", (long long)op->ttl_ms);
-  snprintf(cmd->max, sizeof cmd->max, "%lld", (long long)op->max_leases);
+  if (quota) snprintf(cmd->max, sizeof cmd->max, "%lld", (long long)op->max_leases);
   const char **a = cmd->argv;
   int n = 0;
   a[n++] = "EVALSHA";

@@ -178,39 +178,42 @@ int store_init(const config *cfg, char *err, size_t errlen) {
 
 void store_thread_done(void) {}
 
-/* A token's lease count (see `counted` above), as leases.lua keeps it in
- * the lock scripts: room (1, or 2 when `name` is counted already, 0 at
- * max), add, touch, drop. Not a store call of its own. */
-static int count_find(const char *token, const char *name, int *mine, int *free_slot) {
+/* A token's lease count (see `counted` above), kept by the lock calls
+ * themselves, as leases.lua keeps it in the scripts. */
+static int counts(const store_op *op) { return op->token && op->max_leases > 0; }
+
+/* The index of op's lock in its token's count, or -1. Forgets expired
+ * entries first (ZREMRANGEBYSCORE); *mine gets the token's entries, and
+ * *free_slot an empty one (-1: none). */
+static int count_find(const store_op *op, int *mine, int *free_slot) {
   int at = -1;
   *mine = 0;
   *free_slot = -1;
   for (int i = 0; i < STUB_COUNTED; i++) {
-    if (counted[i].expiry_ms <= now_ms) counted[i].token[0] = '\0'; /* ZREMRANGEBYSCORE */
+    if (counted[i].expiry_ms <= now_ms) counted[i].token[0] = '\0';
     if (counted[i].token[0] == '\0') {
       if (*free_slot < 0) *free_slot = i;
       continue;
     }
-    if (strcmp(counted[i].token, token) != 0) continue;
+    if (strcmp(counted[i].token, op->token) != 0) continue;
     ++*mine;
-    if (strcmp(counted[i].name, name) == 0) at = i;
+    if (strcmp(counted[i].name, op->name) == 0) at = i;
   }
   return at;
 }
 
+/* Whether a new grant of op's lock fits under the token's max_leases. A
+ * full table would refuse too (stricter, never looser), but it does not
+ * fill: see STUB_COUNTED. */
 static int count_room(const store_op *op) {
-  int mine, free_slot, at = count_find(op->token, op->name, &mine, &free_slot);
-  if (at >= 0) return 2;
-  /* a full table cannot happen (see STUB_COUNTED) */
-  return mine < op->max_leases && free_slot >= 0;
+  int mine, free_slot, at = count_find(op, &mine, &free_slot);
+  return at >= 0 || (mine < op->max_leases && free_slot >= 0);
 }
 
-static void count_set(const store_op *op, int add, int drop) {
-  int mine, free_slot, at = count_find(op->token, op->name, &mine, &free_slot);
-  if (drop) {
-    if (at >= 0) counted[at].token[0] = '\0';
-    return;
-  }
+/* Counts op's lock until now + ttl_ms, never back: `add` for a grant (ZADD),
+ * else only an entry there already moves (a renew: ZADD XX GT). */
+static void count_hold(const store_op *op, int add) {
+  int mine, free_slot, at = count_find(op, &mine, &free_slot);
   if (at < 0 && add && free_slot >= 0) {
     at = free_slot;
     snprintf(counted[at].token, sizeof counted[at].token, "%s", op->token);
@@ -221,9 +224,20 @@ static void count_set(const store_op *op, int add, int drop) {
     counted[at].expiry_ms = now_ms + op->ttl_ms;
 }
 
+static void count_drop(const store_op *op) {
+  int mine, free_slot, at = count_find(op, &mine, &free_slot);
+  if (at >= 0) counted[at].token[0] = '\0';
+}
+
+/* The lock whose live grant is op's lease, or NULL (renew and release:
+ * the lease is lost). */
+static stub_lock *held_by(const store_op *op) {
+  stub_lock *l = lookup(op->name, 0);
+  return l && l->has_grant && strcmp(l->lease, op->lease) == 0 ? l : NULL;
+}
+
 static store_status stub_acquire(const store_op *op, store_result *r) {
   const char *name = op->name, *lease = op->lease;
-  int quota = op->token && op->max_leases > 0;
   stub_fault f = enter(name);
   if (f == STUB_FAULT_NOTREPL) { /* granted, WAIT fell short, undone: the fence is spent */
     stub_lock *l = lookup(name, 1);
@@ -242,7 +256,7 @@ static store_status stub_acquire(const store_op *op, store_result *r) {
     return STORE_HELD;
   }
   r->created = !l->has_grant;
-  if (r->created && quota && count_room(op) == 0) return STORE_EQUOTA;
+  if (r->created && counts(op) && !count_room(op)) return STORE_EQUOTA;
   last_created = r->created;
   if (r->created) {
     l->fence++;
@@ -252,28 +266,28 @@ static store_status stub_acquire(const store_op *op, store_result *r) {
   }
   l->expires_ms = now_ms + op->ttl_ms;
   r->fence = l->fence;
-  if (quota) count_set(op, 1, 0);
+  if (counts(op)) count_hold(op, 1);
   return STORE_OK;
 }
 
 static store_status stub_renew(const store_op *op, store_result *r) {
   stub_fault f = enter(op->name);
   if (f != STUB_FAULT_NONE) return failed(f, STORE_HELD, r);
-  stub_lock *l = lookup(op->name, 0);
-  if (l == NULL || !l->has_grant || strcmp(l->lease, op->lease) != 0) return STORE_LOST;
+  stub_lock *l = held_by(op);
+  if (l == NULL) return STORE_LOST;
   l->expires_ms = now_ms + op->ttl_ms;
   r->fence = l->fence;
-  if (op->token && op->max_leases > 0) count_set(op, 0, 0);
+  if (counts(op)) count_hold(op, 0);
   return STORE_OK;
 }
 
 static store_status stub_release(const store_op *op, store_result *r) {
   stub_fault f = enter(op->name);
   if (f != STUB_FAULT_NONE) return failed(f, STORE_HELD, r);
-  stub_lock *l = lookup(op->name, 0);
-  if (l == NULL || !l->has_grant || strcmp(l->lease, op->lease) != 0) return STORE_LOST;
+  stub_lock *l = held_by(op);
+  if (l == NULL) return STORE_LOST;
   l->has_grant = 0;
-  if (op->token && op->max_leases > 0) count_set(op, 0, 1);
+  if (counts(op)) count_drop(op);
   return STORE_OK;
 }
 
