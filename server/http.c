@@ -310,13 +310,23 @@ static void *uri_logged(void *cls, const char *uri, struct MHD_Connection *conn)
  * 6.3: a sender must not, a server must reject and close). libmicrohttpd
  * 0.9.75 accepts them and picks one reading; a proxy in front may pick the
  * other, and a request hidden in the body then runs here (issue 17: a
- * hidden acquire of another lock was granted). Refused: two Content-Length
- * headers; Content-Length with Transfer-Encoding; a Transfer-Encoding that
- * is not exactly "chunked"; a header name with a space or a control byte
+ * hidden acquire of another lock was granted). Refused with 400: two
+ * Content-Length headers; a header name with a space or a control byte
  * ("Content-Length : 5" is not Content-Length to libmicrohttpd); a header
- * value with a control byte other than tab; and a header section whose
- * lines are not each ended by CRLF, or that holds a NUL byte or a folded
- * line.
+ * value with a control byte other than tab; a header section whose lines
+ * are not each ended by CRLF, or that holds a NUL byte or a folded line;
+ * and a Transfer-Encoding whose final coding is not chunked (RFC 9112 6.3
+ * says 400 and close for that one).
+ *
+ * Every other request that carries Transfer-Encoding is refused too, with
+ * 411 length_required (RFC 9112 6.3 lets a server refuse a body without
+ * Content-Length so): libmicrohttpd parses chunk lines itself, a bare LF
+ * as CRLF, and passes on only the data, so chunk framing is the one
+ * framing picketd could never check, and a proxy that reads "2\n{}..."
+ * otherwise would see another request than we do. Nothing needs chunked
+ * bodies: ours are a few hundred bytes of JSON and every client of ours
+ * sends Content-Length. Content-Length together with Transfer-Encoding is
+ * 411 too (the body is not read either way, and the connection is closed).
  *
  * That last check reads libmicrohttpd's read buffer. 0.9.75 hands a value
  * over cut at its first NUL (its size is strlen's), and ends a line at a
@@ -330,13 +340,13 @@ static void *uri_logged(void *cls, const char *uri, struct MHD_Connection *conn)
  * (the empty line). A NUL inside the value, a bare LF, or a folded line
  * (libmicrohttpd copies it elsewhere) breaks that chain. Every request the
  * suites send passes through this check, so a libmicrohttpd that laid its
- * buffer out otherwise would fail them all at once, not quietly. Chunk
- * framing is out of reach: libmicrohttpd parses the chunk lines (bare LF
- * included) and passes on only the data (docs/picketd.md). */
+ * buffer out otherwise would fail them all at once, not quietly. */
 typedef struct {
   int content_length, transfer_encoding, bad;
   const char *why;
   const char *next; /* where the next header's name must start (NULL: anywhere) */
+  const char *te;   /* the last Transfer-Encoding value... */
+  size_t te_size;   /* ...and its size */
 } framing;
 
 static const char lines_why[] =
@@ -368,29 +378,51 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const 
   if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) f->content_length++;
   if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
     f->transfer_encoding++;
-    if (value == NULL || strcasecmp(value, "chunked") != 0) {
-      f->bad = 1, f->why = "a Transfer-Encoding other than chunked";
-      return MHD_NO;
-    }
+    f->te = value, f->te_size = value_size;
   }
   return MHD_YES;
 }
 
-/* NULL when the request's framing is unambiguous, else why not. */
-static const char *framing_refused(struct MHD_Connection *conn, const char *version) {
+/* 1 when the last coding of a Transfer-Encoding value is "chunked"
+ * ("gzip, chunked" is; "chunked, gzip" and "" are not). */
+static int te_ends_chunked(const char *v, size_t n) {
+  size_t start = n;
+  while (start > 0 && v[start - 1] != ',') start--;
+  while (start < n && (v[start] == ' ' || v[start] == '\t')) start++;
+  while (n > start && (v[n - 1] == ' ' || v[n - 1] == '\t')) n--;
+  return n - start == 7 && strncasecmp(v + start, "chunked", 7) == 0;
+}
+
+/* What framing_refused found. */
+enum { FRAMING_OK, FRAMING_AMBIGUOUS, FRAMING_NO_LENGTH };
+
+/* FRAMING_OK when the request's framing is unambiguous and by
+ * Content-Length (or there is no body); FRAMING_AMBIGUOUS (400) with *why
+ * set; FRAMING_NO_LENGTH (411) when it carries Transfer-Encoding. */
+static int framing_refused(struct MHD_Connection *conn, const char *version, const char **why) {
   framing f = {0};
+  *why = lines_why;
   /* the request line ends with its version, then CR LF (both NUL now) */
   size_t vlen = version ? strlen(version) : 0;
   if (vlen && version[vlen + 1] == '\0') f.next = version + vlen + 2;
-  else if (vlen) return lines_why; /* the request line ended by a bare LF */
+  else if (vlen) return FRAMING_AMBIGUOUS; /* the request line ended by a bare LF */
   MHD_get_connection_values_n(conn, MHD_HEADER_KIND, framing_header, &f);
-  if (f.bad) return f.why;
+  if (f.bad) {
+    *why = f.why;
+    return FRAMING_AMBIGUOUS;
+  }
   /* the empty line after the headers: CR LF */
-  if (f.next && (f.next[0] != '\0' || f.next[1] != '\0')) return lines_why;
-  if (f.content_length > 1) return "more than one Content-Length";
-  if (f.transfer_encoding > 1) return "more than one Transfer-Encoding";
-  if (f.content_length && f.transfer_encoding) return "both Content-Length and Transfer-Encoding";
-  return NULL;
+  if (f.next && (f.next[0] != '\0' || f.next[1] != '\0')) return FRAMING_AMBIGUOUS;
+  if (f.transfer_encoding) {
+    if (te_ends_chunked(f.te, f.te_size)) return FRAMING_NO_LENGTH;
+    *why = "a Transfer-Encoding whose final coding is not chunked";
+    return FRAMING_AMBIGUOUS;
+  }
+  if (f.content_length > 1) {
+    *why = "more than one Content-Length";
+    return FRAMING_AMBIGUOUS;
+  }
+  return FRAMING_OK;
 }
 
 /* Answers err and closes: nothing after the headers is read. challenge:
@@ -440,8 +472,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->seen = 1;
     const char *why = tls_peer_refused(conn); /* mutual TLS: 401 on every path */
     if (why) return refuse_as(conn, r, PICKET_PROTO_ERR_UNAUTHENTICATED, why, TLS_CHALLENGE);
-    why = framing_refused(conn, version);
-    return why ? refuse(conn, r, why) : MHD_YES;
+    switch (framing_refused(conn, version, &why)) {
+      case FRAMING_AMBIGUOUS:
+        return refuse(conn, r, why);
+      case FRAMING_NO_LENGTH:
+        return refuse_as(conn, r, PICKET_PROTO_ERR_LENGTH_REQUIRED,
+                         "picketd reads a request body by its Content-Length only: send "
+                         "Content-Length instead of Transfer-Encoding",
+                         NULL);
+      default:
+        return MHD_YES;
+    }
   }
   if (r->refused) { /* libmicrohttpd may still pass the body on: drop it */
     *upload_size = 0;

@@ -23,7 +23,7 @@ static const char *const endpoint_names[EP_COUNT] = {
     "acquire", "renew", "release", "inspect", "healthz", "readyz", "metrics", "openapi", "other"};
 
 /* The statuses picketd sends; anything else is counted as "other". */
-static const int statuses[] = {200, 400, 401, 403, 404, 405, 409, 413, 429, 500, 502, 503};
+static const int statuses[] = {200, 400, 401, 403, 404, 405, 409, 411, 413, 429, 500, 502, 503};
 #define NSTATUS (sizeof statuses / sizeof statuses[0])
 
 static const char *const gauge_info[G_COUNT][2] = {

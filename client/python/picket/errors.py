@@ -61,6 +61,7 @@ _CODES = {
     "unauthenticated": (PicketError, "401: no token, or an unknown one."),
     "permission_denied": (PicketError, "403: the token may not do this to this name."),
     "body_too_large": (PicketError, "413: the request body is over 8 KiB."),
+    "length_required": (PicketError, "411: a body sent without Content-Length (chunked)."),
     "too_many_leases": (QuotaExceeded, "429: the token holds its max_leases."),
     "rate_limited": (QuotaExceeded, "429: too many acquires a second (retry_after)."),
     "internal_error": (PicketError, "500: picketd ran out of memory."),
