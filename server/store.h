@@ -3,9 +3,9 @@
  * instead, so the request path can be fuzzed without a server.
  *
  * Two ways to make a call. A direct call (store_run) runs on the
- * calling thread's own connection: one round trip, the thread blocked for
- * it. A store_pipe is an HTTP event loop's pipelined connection instead:
- * the loop appends every call it meets in one pass, writes them at once,
+ * calling thread's own connection: one round trip (and its WAIT under
+ * --min-replicas), the thread blocked for it. A store_pipe is an HTTP
+ * event loop's pipelined connection instead: the loop appends every call it meets in one pass, writes them at once,
  * and completes each when its reply arrives, so under load many requests
  * share one round trip and no loop waits on Redis (see --redis-pipeline).
  * Results are store codes, never HTTP statuses: api.c alone maps them. */
@@ -114,8 +114,9 @@ void store_run(store_op *op);
 /* A pipelined connection, used by one thread only. */
 typedef struct store_pipe store_pipe;
 
-/* 1 when lock calls may be pipelined: --redis-pipeline is not off and
- * --min-replicas (a WAIT per call, on the caller's connection) is not set. */
+/* 1 when lock calls may be pipelined: --redis-pipeline is not off. (With
+ * --min-replicas a pipe writes one WAIT after each batch that holds a
+ * grant or a renewal, and holds only those calls for its reply.) */
 int store_pipeline_enabled(void);
 /* A pipe with no connection yet (it opens on the first call); NULL when out
  * of memory. */

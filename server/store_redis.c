@@ -484,7 +484,7 @@ static const int op_script[] = {
  * the call (touch after a renew, drop after a release or a failed grant)
  * is an op of its own, sent once the call's reply is in, and its failure
  * is only logged: the entry expires with the lease it counts. */
-enum { PHASE_CALL = 0, PHASE_TAKE, PHASE_NOTE };
+enum { PHASE_CALL = 0, PHASE_TAKE, PHASE_NOTE, PHASE_WAIT /* a pipe's WAIT entry, not a call */ };
 
 static int quota_counted(const store_op *op) {
   return op->token && op->max_leases > 0 && op->kind != STORE_OP_INSPECT;
@@ -908,6 +908,41 @@ static store_status wait_replicas(int id, store_result *r) {
   return st;
 }
 
+/* 1 when op's outcome must reach --min-replicas before it is passed on:
+ * a grant or a renewal (a refusal wrote nothing that matters; a release
+ * that is lost in a failover only leaves a lease to its TTL). */
+static int guarded(const store_op *op) {
+  return cfg->min_replicas > 0 && op->phase == PHASE_CALL && op->st == STORE_OK &&
+         (op->kind == STORE_OP_ACQUIRE || op->kind == STORE_OP_RENEW);
+}
+
+/* A guarded call that the replicas did not acknowledge (op->st says why):
+ * a new grant is taken back, so no caller ever holds a grant that another
+ * could get after a promotion. A same-lease retry only refreshed a grant
+ * made (and replicated) before: it stays, as a renewal that was not
+ * replicated does. undo(op) runs the release, on a direct connection or
+ * on the pipe. */
+static void guard_refused(store_op *op, void (*undo)(void *, const store_op *), void *arg) {
+  if (op->kind != STORE_OP_ACQUIRE || !op->r.created) return;
+  undo(arg, op);
+  op->quota_added = 0; /* the undo dropped the count */
+}
+
+static void undo_direct(void *arg, const store_op *op) {
+  (void)arg;
+  store_op undo = {.kind = STORE_OP_RELEASE, .name = op->name, .lease = op->lease,
+                   .token = op->token, .max_leases = op->max_leases};
+  store_run(&undo); /* a failure leaves the lease to its TTL */
+}
+
+/* The replica guard on the calling thread's direct connection, which made
+ * op's write: WAIT, and the undo when it falls short. */
+static void guard_direct(store_op *op) {
+  if (!guarded(op)) return;
+  op->st = wait_replicas(op->node, &op->r);
+  if (op->st != STORE_OK) guard_refused(op, undo_direct, NULL);
+}
+
 /* A direct call: the script (after the count's take, under a cluster),
  * then (grants and renewals) the replica guard, then any count update. */
 void store_run(store_op *op) {
@@ -915,21 +950,7 @@ void store_run(store_op *op) {
   phase_begin(op);
   do op->st = op_run(op);
   while (phase_take_done(op));
-  if (op->st == STORE_OK && op->phase == PHASE_CALL &&
-      (op->kind == STORE_OP_ACQUIRE || op->kind == STORE_OP_RENEW)) {
-    op->st = wait_replicas(op->node, &op->r);
-    if (op->st != STORE_OK && op->kind == STORE_OP_ACQUIRE && op->r.created) {
-      /* A new grant that may not survive a failover: take it back, so no
-       * caller ever holds a grant that another could get after a
-       * promotion. A same-lease retry only refreshed a grant made (and
-       * replicated) before: it stays, as a renewal that was not
-       * replicated does. */
-      store_op undo = {.kind = STORE_OP_RELEASE, .name = op->name, .lease = op->lease,
-                       .token = op->token, .max_leases = op->max_leases};
-      store_run(&undo);
-      op->quota_added = 0; /* the undo dropped the count */
-    }
-  }
+  guard_direct(op);
   const char *verb = phase_note_of(op);
   if (verb) {
     store_op note = {.kind = op->kind, .name = op->name, .token = op->token,
@@ -1057,43 +1078,74 @@ void store_thread_done(void) {
 /* ---- pipelined calls -------------------------------------------------- */
 
 /* A store_pipe belongs to one HTTP event loop and has connections of its
- * own, one per node it has called (never the loop thread's direct ones: a
+ * own, to each node it has called (never the loop thread's direct ones: a
  * direct call waits for the next reply on its connection, which on a
  * pipelined one would be someone else's). While libmicrohttpd runs, the
- * loop appends each lock call it meets to the pipe of the call's node;
- * after the pass it writes each node's calls at once, and the replies,
- * read in order as they arrive, complete the calls. Under load a round
- * trip carries as many calls as the pass met for that node, and a lone
- * call still goes out at once. Each script runs atomically and each call
- * gets its own reply, so batching changes no outcome.
+ * loop appends each lock call it meets to a connection of the call's node;
+ * after the pass it writes each connection's calls at once, and the
+ * replies, read in order as they arrive, complete the calls. Under load a
+ * round trip carries as many calls as the pass met for that node, and a
+ * lone call still goes out at once. Each script runs atomically and each
+ * call gets its own reply, so batching changes no outcome.
+ *
+ * --min-replicas: one WAIT per batch. WAIT waits for the replicas to
+ * acknowledge the replication offset of its connection's last write, so a
+ * WAIT written after a batch covers every grant and renewal in it (and,
+ * the replication stream being one sequence, every write before them).
+ * The flush appends one WAIT to a batch that holds a grant or a renewal;
+ * their replies are held until the WAIT's reply is in, and a WAIT that
+ * falls short fails them (new grants taken back, as on the direct path).
+ * Every other call (a refusal, a release, an inspect) completes on its
+ * own reply: no call waits for a WAIT it does not need. But Redis blocks
+ * a connection while its WAIT runs, so a command written behind a WAIT
+ * waits for it whatever it is. Hence lanes: a node has up to LANES_MAX
+ * connections, and a batch goes to the first lane with no WAIT
+ * outstanding (a new lane is opened when all wait). A lagging replica
+ * then delays only the batches that wrote; only when every lane waits is
+ * a batch queued behind the oldest WAIT (as if there were no lanes).
+ * Without --min-replicas a node only ever has lane 0.
  *
  * The loop watches one descriptor: the pipe's own epoll set, which holds
- * the sockets of its nodes. So http.c never learns how many nodes there
+ * the sockets of its lanes. So http.c never learns how many nodes there
  * are, and a node's reconnect changes nothing it watches.
  *
  * Redirections are followed without blocking the loop: a MOVED or ASK
  * reply sends the call again at once (to the node named), a TRYAGAIN puts
  * it on the pipe's retry list until its backoff passes. */
+
+/* Connections per node and pipe: enough for a WAIT per pass to be in
+ * flight while the next passes go out (a replica's acknowledgement takes
+ * about one round trip; a pass of a busy loop is shorter), and few enough
+ * that --threads loops cannot crowd Redis's maxclients. */
+#define LANES_MAX 8
+
+/* A WAIT written after a batch: its place in the lane's queue, and the
+ * calls it covers whose script replies are in. */
+typedef struct pipe_wait {
+  store_op entry;              /* phase PHASE_WAIT; entry.next is the queue */
+  store_op *held, *held_tail;  /* covered calls, in reply order (op->next) */
+  struct pipe_wait *next;      /* the lane's next outstanding WAIT */
+} pipe_wait;
+
 typedef struct {
   conn k;
   store_op *head, *tail; /* appended, in the order their replies will come */
   store_op *unsent;      /* the first of them not yet written, or NULL */
   long unsent_n;         /* ...and how many from there */
+  int unsent_guarded;    /* ...of which may write (grants, renewals): WAIT after them */
+  pipe_wait *waits, *waits_tail; /* WAITs written, their replies not in: oldest first */
   unsigned long watched; /* k.opens when its socket joined the epoll set */
 } node_pipe;
 
 struct store_pipe {
-  int ep;                       /* the node pipes' sockets */
-  node_pipe *nodes[NODE_MAX];   /* by node id, made on first use */
-  store_op *retry;              /* TRYAGAIN: sent again at their retry_at_ms */
+  int ep;                                /* the lanes' sockets */
+  node_pipe *lanes[NODE_MAX][LANES_MAX]; /* by node id, made on first use */
+  node_pipe *all[NODE_MAX * LANES_MAX];  /* every lane made, to walk them */
+  int nall;
+  store_op *retry;                       /* TRYAGAIN: sent again at their retry_at_ms */
 };
 
-int store_pipeline_enabled(void) {
-  /* --min-replicas asks for a WAIT after every grant: WAIT counts the
-   * writes of its own connection, so each guarded call keeps to its
-   * thread's direct connection. */
-  return cfg->redis_pipeline != PIPELINE_OFF && cfg->min_replicas == 0;
-}
+int store_pipeline_enabled(void) { return cfg->redis_pipeline != PIPELINE_OFF; }
 
 store_pipe *store_pipe_new(void) {
   store_pipe *p = calloc(1, sizeof *p);
@@ -1105,9 +1157,9 @@ store_pipe *store_pipe_new(void) {
   return p;
 }
 
-/* The pipe of node id, made if new; NULL (r->err set) when out of memory. */
-static node_pipe *node_pipe_get(store_pipe *p, int id, store_result *r) {
-  if (p->nodes[id]) return p->nodes[id];
+/* Lane j of node id, made if new; NULL (r->err set) when out of memory. */
+static node_pipe *lane_get(store_pipe *p, int id, int j, store_result *r) {
+  if (p->lanes[id][j]) return p->lanes[id][j];
   node_pipe *np = calloc(1, sizeof *np);
   if (np == NULL) {
     set_err(r, "out of memory%s", NULL);
@@ -1115,7 +1167,23 @@ static node_pipe *node_pipe_get(store_pipe *p, int id, store_result *r) {
   }
   np->k.node = id;
   np->k.backoff_ms = BACKOFF_MIN_MS;
-  return p->nodes[id] = np;
+  p->all[p->nall++] = np;
+  return p->lanes[id][j] = np;
+}
+
+/* The lane of node id that the next calls go to: the first with no WAIT
+ * outstanding (made if need be), or, when every lane waits, the one whose
+ * WAIT ends first. NULL (r->err set) when out of memory. */
+static node_pipe *lane_for(store_pipe *p, int id, store_result *r) {
+  node_pipe *soonest = NULL;
+  for (int j = 0; j < LANES_MAX; j++) {
+    node_pipe *np = p->lanes[id][j];
+    if (np == NULL) return lane_get(p, id, j, r);
+    if (np->waits == NULL) return np;
+    if (soonest == NULL || np->waits->entry.deadline_ms < soonest->waits->entry.deadline_ms)
+      soonest = np;
+  }
+  return soonest;
 }
 
 /* Puts np's socket in the pipe's epoll set after each (re)connect. (A
@@ -1133,27 +1201,44 @@ int store_pipe_connect(store_pipe *p) {
   node_shard sh[NODE_MAX];
   int n = node_shards(sh, NODE_MAX), ok = n > 0;
   for (int i = 0; i < n; i++) {
-    node_pipe *np = node_pipe_get(p, sh[i].id, &r);
+    node_pipe *np = lane_get(p, sh[i].id, 0, &r);
     if (np == NULL || conn_ready(&np->k, 1, &r) == NULL) ok = 0;
     else node_pipe_watch(p, np);
   }
   return ok ? 0 : -1;
 }
 
+static void op_fail(store_op *op, const store_result *why) {
+  op->r = *why;
+  op->st = STORE_EUNAVAIL;
+  metrics_inc(M_REDIS_ERR_UNAVAILABLE);
+  op->done(op);
+}
+
 /* Completes every call still waiting on np's connection with `why` (the
  * connection is gone, and with it any way to know which of them Redis
- * ran) and closes it. done() may end the request that owns an op. */
+ * ran, or whether the replicas have what it wrote) and closes it. done()
+ * may end the request that owns an op. */
 static void pipe_fail(node_pipe *np, const store_result *why) {
   if (np->k.c) conn_lost(&np->k);
   store_op *op = np->head;
   np->head = np->tail = np->unsent = NULL;
-  np->unsent_n = 0;
+  np->unsent_n = np->unsent_guarded = 0;
+  np->waits = np->waits_tail = NULL;
   for (store_op *next; op; op = next) {
     next = op->next;
-    op->r = *why;
-    op->st = STORE_EUNAVAIL;
-    metrics_inc(M_REDIS_ERR_UNAVAILABLE);
-    op->done(op);
+    if (op->phase != PHASE_WAIT) {
+      op_fail(op, why);
+      continue;
+    }
+    /* A grant held for this WAIT stays in Redis until its TTL: its
+     * client gets 503, and a retry with the same lease gets it back. */
+    pipe_wait *w = (pipe_wait *)op;
+    for (store_op *h = w->held, *hn; h; h = hn) {
+      hn = h->next;
+      op_fail(h, why);
+    }
+    free(w);
   }
 }
 
@@ -1185,20 +1270,19 @@ void store_pipe_free(store_pipe *p) {
     op->st = STORE_EUNAVAIL;
     op->done(op);
   }
-  for (int i = 0; i < NODE_MAX; i++)
-    if (p->nodes[i]) {
-      pipe_fail(p->nodes[i], &why);
-      free(p->nodes[i]);
-    }
+  for (int i = 0; i < p->nall; i++) {
+    pipe_fail(p->all[i], &why);
+    free(p->all[i]);
+  }
   close(p->ep);
   free(p);
 }
 
-/* Queues op's command (cmd, built by the caller to route it) on the pipe
- * of node `id` (after ASKING when op->asking). 0, or -1 with op->st and
+/* Queues op's command (cmd, built by the caller to route it) on a lane of
+ * node `id` (after ASKING when op->asking). 0, or -1 with op->st and
  * op->r set (done not called). */
 static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id) {
-  node_pipe *np = node_pipe_get(p, id, &op->r);
+  node_pipe *np = lane_for(p, id, &op->r);
   if (np == NULL) {
     op->st = STORE_EUNAVAIL;
     return -1;
@@ -1222,6 +1306,9 @@ static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id) {
   np->tail = op;
   if (np->unsent == NULL) np->unsent = op;
   np->unsent_n++;
+  if (cfg->min_replicas > 0 && op->phase == PHASE_CALL &&
+      (op->kind == STORE_OP_ACQUIRE || op->kind == STORE_OP_RENEW))
+    np->unsent_guarded++;
   return 0;
 }
 
@@ -1262,13 +1349,44 @@ static void pipe_resend(store_pipe *p, store_op *op, int to) {
   if (pipe_send(p, op, &cmd, to) < 0) op->done(op);
 }
 
+/* Appends the WAIT that covers np's unsent batch. 0, or -1 when out of
+ * memory (np has failed, its calls with it). */
+static int pipe_append_wait(node_pipe *np) {
+  pipe_wait *w = calloc(1, sizeof *w);
+  store_result why = {0};
+  if (w == NULL) {
+    set_err(&why, "out of memory%s", NULL);
+    pipe_fail(np, &why);
+    return -1;
+  }
+  if (redisAppendCommand(np->k.c, "WAIT %d %lld", cfg->min_replicas,
+                         (long long)cfg->replica_timeout_ms) != REDIS_OK) {
+    free(w);
+    set_err(&why, "out of memory%s", NULL);
+    pipe_fail(np, &why);
+    return -1;
+  }
+  /* WAIT may take --replica-timeout-ms by design: only past that and the
+   * command timeout is its silence a dead Redis. */
+  w->entry.phase = PHASE_WAIT;
+  w->entry.deadline_ms = now_ms() + cfg->redis_timeout_ms + cfg->replica_timeout_ms;
+  np->tail->next = &w->entry; /* the batch is not empty */
+  np->tail = &w->entry;
+  if (np->waits_tail) np->waits_tail->next = w;
+  else np->waits = w;
+  np->waits_tail = w;
+  return 0;
+}
+
 void store_pipe_flush(store_pipe *p) {
-  for (int i = 0; i < NODE_MAX; i++) {
-    node_pipe *np = p->nodes[i];
-    if (np == NULL || np->unsent == NULL) continue;
+  for (int i = 0; i < p->nall; i++) {
+    node_pipe *np = p->all[i];
+    if (np->unsent == NULL) continue;
     long n = np->unsent_n;
+    int guard = np->unsent_guarded > 0;
     np->unsent = NULL;
-    np->unsent_n = 0;
+    np->unsent_n = np->unsent_guarded = 0;
+    if (guard && pipe_append_wait(np) < 0) continue;
     /* The socket blocks (up to --redis-timeout-ms): a round trip's
      * commands fit the socket buffer unless Redis has stopped reading,
      * and then every call on it is lost anyway. */
@@ -1291,9 +1409,9 @@ int store_pipe_fd(const store_pipe *p, unsigned long *opens) {
 
 int64_t store_pipe_timeout_ms(const store_pipe *p) {
   int64_t at = -1;
-  for (int i = 0; i < NODE_MAX; i++)
-    if (p->nodes[i] && p->nodes[i]->head && (at < 0 || p->nodes[i]->head->deadline_ms < at))
-      at = p->nodes[i]->head->deadline_ms;
+  for (int i = 0; i < p->nall; i++)
+    if (p->all[i]->head && (at < 0 || p->all[i]->head->deadline_ms < at))
+      at = p->all[i]->head->deadline_ms;
   for (const store_op *op = p->retry; op; op = op->next)
     if (at < 0 || op->retry_at_ms < at) at = op->retry_at_ms;
   if (at < 0) return -1;
@@ -1301,32 +1419,54 @@ int64_t store_pipe_timeout_ms(const store_pipe *p) {
   return left > 0 ? left : 0;
 }
 
-/* A count update of its own (see PHASE_NOTE), owned by the pipe: freed
- * by its done, which logs a failure. */
+/* A call the pipe makes for itself: a count update (see PHASE_NOTE), or
+ * the release that takes back a grant the replicas did not acknowledge.
+ * Owned by the pipe: freed by its done, which logs a failure. */
 typedef struct {
   store_op op;
   char name[PICKET_PROTO_NAME_MAX + 1];
   char token[PICKET_PROTO_NAME_MAX + 1]; /* token names are shorter (AUTH_NAME_MAX) */
-} pipe_note;
+  char lease[PICKET_PROTO_LEASE_LEN + 1];
+} pipe_own;
 
-static void pipe_note_done(store_op *op) {
-  if (op->st != STORE_OK) note_failed(op);
+static void pipe_own_done(store_op *op) {
+  if (op->st != STORE_OK && op->phase == PHASE_NOTE) note_failed(op);
+  else if (op->st != STORE_OK && op->st != STORE_LOST)
+    LOG(LOG_WARN, "lock %s: an unreplicated grant was not taken back (%s); it expires with "
+                  "its TTL", op->name, op->r.err);
   free(op->arg);
 }
 
-static void pipe_note_send(store_pipe *p, const store_op *of, const char *verb) {
-  pipe_note *n = calloc(1, sizeof *n);
+/* A call of the pipe's own about `of`, queued; `set` fills in what it is. */
+static void pipe_own_send(store_pipe *p, const store_op *of, store_op call) {
+  pipe_own *n = calloc(1, sizeof *n);
   if (n == NULL) {
-    LOG(LOG_WARN, "token '%s': lease count of %s not updated (out of memory): it expires "
-                  "with the lease", of->token, of->name);
+    LOG(LOG_WARN, "lock %s: %s (out of memory): it expires with the lease", of->name,
+        call.phase == PHASE_NOTE ? "token's lease count not updated" : "unreplicated grant "
+                                                                       "not taken back");
     return;
   }
   snprintf(n->name, sizeof n->name, "%s", of->name);
-  snprintf(n->token, sizeof n->token, "%s", of->token);
-  n->op = (store_op){.kind = of->kind, .name = n->name, .token = n->token,
-                     .max_leases = of->max_leases, .ttl_ms = of->ttl_ms, .phase = PHASE_NOTE,
-                     .note = verb, .done = pipe_note_done, .arg = n};
-  if (pipe_submit(p, &n->op) < 0) pipe_note_done(&n->op);
+  if (of->token) snprintf(n->token, sizeof n->token, "%s", of->token);
+  if (of->lease) snprintf(n->lease, sizeof n->lease, "%s", of->lease);
+  n->op = call;
+  n->op.name = n->name;
+  n->op.token = of->token ? n->token : NULL;
+  n->op.lease = of->lease ? n->lease : NULL;
+  n->op.max_leases = of->max_leases;
+  n->op.done = pipe_own_done;
+  n->op.arg = n;
+  if (n->op.phase == PHASE_CALL) phase_begin(&n->op);
+  if (pipe_submit(p, &n->op) < 0) pipe_own_done(&n->op);
+}
+
+static void pipe_note_send(store_pipe *p, const store_op *of, const char *verb) {
+  pipe_own_send(p, of, (store_op){.kind = of->kind, .ttl_ms = of->ttl_ms, .phase = PHASE_NOTE,
+                                  .note = verb});
+}
+
+static void undo_piped(void *p, const store_op *of) {
+  pipe_own_send(p, of, (store_op){.kind = STORE_OP_RELEASE});
 }
 
 /* op's reply for its current phase is in (op->st set): sends its next
@@ -1339,6 +1479,33 @@ static void pipe_complete(store_pipe *p, store_op *op) {
   const char *verb = phase_note_of(op);
   if (verb) pipe_note_send(p, op, verb);
   op->done(op);
+}
+
+/* A WAIT's reply: the calls it covers complete, or fail when fewer than
+ * --min-replicas acknowledged. Frees rep and w. */
+static void wait_reply(store_pipe *p, node_pipe *np, pipe_wait *w, redisReply *rep) {
+  store_result why = {0};
+  store_status st = STORE_OK;
+  if (rep->type == REDIS_REPLY_ERROR) {
+    st = error_reply(np->k.node, rep->str, &why);
+  } else if (rep->type != REDIS_REPLY_INTEGER || rep->integer < cfg->min_replicas) {
+    snprintf(why.err, sizeof why.err, "only %lld of %d replicas acknowledged within %lld ms",
+             rep->type == REDIS_REPLY_INTEGER ? (long long)rep->integer : 0LL,
+             cfg->min_replicas, (long long)cfg->replica_timeout_ms);
+    st = STORE_ENOTREPL;
+  }
+  freeReplyObject(rep);
+  for (store_op *op = w->held, *next; op; op = next) {
+    next = op->next;
+    if (st != STORE_OK) {
+      if (st == STORE_ENOTREPL) metrics_inc(M_REDIS_ERR_NOT_REPLICATED);
+      op->st = st;
+      memcpy(op->r.err, why.err, sizeof why.err);
+      guard_refused(op, undo_piped, p);
+    }
+    pipe_complete(p, op);
+  }
+  free(w);
 }
 
 /* Completes each call of np whose reply is in. */
@@ -1374,14 +1541,22 @@ static void node_pipe_read(store_pipe *p, node_pipe *np) {
     }
     np->head = op->next;
     if (np->head == NULL) np->tail = NULL;
+    if (op->phase == PHASE_WAIT) { /* the oldest outstanding WAIT */
+      np->waits = np->waits->next;
+      if (np->waits == NULL) np->waits_tail = NULL;
+      wait_reply(p, np, (pipe_wait *)op, rep);
+      continue;
+    }
     if (is_noscript(rep)) {
       /* Redis lost its scripts (a restart, SCRIPT FLUSH): run the call
-       * again on the thread's direct connection, which reloads it. */
+       * again on the thread's direct connection, which reloads it (and
+       * WAITs there, if it must). Rare enough to block the loop for. */
       freeReplyObject(rep);
       if (!noscript_logged++)
         LOG(LOG_INFO, "Redis lost script %s (restart or SCRIPT FLUSH); reloading",
             script_name[op_script_of(op)]);
       op->st = op_run(op);
+      guard_direct(op);
       pipe_complete(p, op);
       continue;
     }
@@ -1389,7 +1564,24 @@ static void node_pipe_read(store_pipe *p, node_pipe *np) {
     int next = follow(op, np->k.node, rep, &wait_ms);
     if (next == FOLLOW_GIVE_UP) {
       op->st = op_parse(op, rep);
-      pipe_complete(p, op);
+      if (guarded(op)) {
+        /* Held for the WAIT written after its batch, the oldest one
+         * outstanding (replies come in order). */
+        pipe_wait *w = np->waits;
+        if (w == NULL) { /* cannot happen: its flush wrote a WAIT after it */
+          op->st = STORE_ENOTREPL;
+          set_err(&op->r, "no WAIT followed the call%s", NULL);
+          guard_refused(op, undo_piped, p);
+          pipe_complete(p, op);
+          continue;
+        }
+        op->next = NULL;
+        if (w->held_tail) w->held_tail->next = op;
+        else w->held = op;
+        w->held_tail = op;
+      } else {
+        pipe_complete(p, op);
+      }
     } else if (wait_ms > 0) {
       op->retry_at_ms = now_ms() + wait_ms;
       op->next = p->retry;
@@ -1401,21 +1593,21 @@ static void node_pipe_read(store_pipe *p, node_pipe *np) {
 }
 
 void store_pipe_read(store_pipe *p) {
-  struct epoll_event evs[NODE_MAX];
-  int n = epoll_wait(p->ep, evs, NODE_MAX, 0);
+  struct epoll_event evs[64];
+  int n = epoll_wait(p->ep, evs, 64, 0);
   for (int i = 0; i < n; i++) node_pipe_read(p, evs[i].data.ptr);
 }
 
 void store_pipe_expire(store_pipe *p) {
   int64_t now = now_ms();
-  for (int i = 0; i < NODE_MAX; i++) {
-    node_pipe *np = p->nodes[i];
-    if (np == NULL) continue;
+  for (int i = 0; i < p->nall; i++) {
+    node_pipe *np = p->all[i];
     pipe_check_primary(np);
     if (np->head == NULL || now < np->head->deadline_ms) continue;
     store_result why = {0};
     snprintf(why.err, sizeof why.err, "Redis timed out after %lld ms",
-             (long long)cfg->redis_timeout_ms);
+             (long long)(cfg->redis_timeout_ms +
+                         (np->head->phase == PHASE_WAIT ? cfg->replica_timeout_ms : 0)));
     pipe_fail(np, &why);
   }
   /* The TRYAGAIN calls whose backoff has passed (taken off the list

@@ -9,7 +9,7 @@ picket_check_test(fault_failover SOURCES ${_d}/test_failover.c ${_d}/fault_proxy
 picket_check_test(fault_two_picketd SOURCES ${_d}/test_two_picketd.c LABELS fault TIMEOUT 60 SERIAL)
 # The reproducers of the picketd defects this suite found (docs/failures.md and CHANGELOG.md,
 # "Defects found"), fixed in 9999b3f.
-picket_check_test(fault_min_replicas SOURCES ${_d}/test_min_replicas.c LABELS fault TIMEOUT 60 SERIAL)
+picket_check_test(fault_min_replicas SOURCES ${_d}/test_min_replicas.c LABELS fault TIMEOUT 120 SERIAL)
 picket_check_test(fault_silent_drop SOURCES ${_d}/test_silent_drop.c ${_d}/fault_proxy.c LABELS fault TIMEOUT 60 SERIAL)
 picket_check_test(fault_client_gone SOURCES ${_d}/test_client_gone.c LABELS fault TIMEOUT 60 SERIAL)
 picket_check_test(fault_sentinel SOURCES ${_d}/test_sentinel.c ${_d}/sentinel_group.c ${_d}/fault_proxy.c LABELS fault TIMEOUT 300 SERIAL)

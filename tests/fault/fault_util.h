@@ -139,6 +139,16 @@ static inline long long fault_info_int(harness_redis *r, const char *field) {
   return v;
 }
 
+/* A new redis-server replicating `primary` (which listens on TCP); asserts. */
+static inline harness_redis *fault_replica_start(harness_redis *primary) {
+  char conf[100];
+  snprintf(conf, sizeof conf, "replicaof 127.0.0.1 %d", harness_redis_port(primary));
+  harness_redis_opts ro = {.extra_conf = conf};
+  harness_redis *replica = harness_redis_start(&ro);
+  ck_assert_ptr_nonnull(replica);
+  return replica;
+}
+
 /* Waits (up to 15 s) until `n` replicas acknowledge a write to `primary`:
  * a replica that says its link is up, or that the primary lists as online,
  * may still not be streaming (Redis 7 starts at the replica's first

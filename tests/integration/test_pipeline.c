@@ -16,7 +16,8 @@
  * auto_follows_connections: `auto` keeps a lone client's calls direct and
  *   pipes them once more connections are open than --threads.
  * off_and_min_replicas: the same load with `off` never uses the pipeline;
- *   nor does `on` with --min-replicas (WAIT needs the caller's connection).
+ *   `on` with --min-replicas does (a WAIT after the batch): with no
+ *   replica the grant is refused not_replicated and taken back.
  * noscript_in_batch: SCRIPT FLUSH, then one batch of acquires and releases
  *   that all meet NOSCRIPT: each is re-run and answers as without the flush.
  * redis_killed_mid_batch: Redis SIGKILLed while calls wait in the
@@ -264,8 +265,9 @@ START_TEST(off_and_min_replicas) {
   ck_assert_int_eq((int)metric("picket_redis_pipeline_batches_total"), 0);
   ck_assert_int_eq((int)metric("picket_redis_pipeline_calls_total"), 0);
   harness_picketd_free(P);
-  /* --min-replicas turns `on` off: no replica here, so the grant is
-   * refused, after the WAIT that the pipeline could not have done */
+  /* --min-replicas keeps `on`: the pipe writes a WAIT after the batch.
+   * No replica here, so the grant is refused and taken back (the undo is
+   * a call of the pipe's own, so wait for it to land). */
   const char *args[] = {"--redis-pipeline", "on", "--min-replicas", "1",
                         "--replica-timeout-ms", "50", NULL};
   P = harness_picketd_start(harness_redis_url(R), args);
@@ -273,7 +275,14 @@ START_TEST(off_and_min_replicas) {
   fault_call c;
   ck_assert_int_eq(fault_acquire(harness_picketd_url(P), "mr", 30000, NULL, &c), 503);
   ck_assert_str_eq(c.code, "not_replicated");
-  ck_assert_int_eq((int)metric("picket_redis_pipeline_batches_total"), 0);
+  ck_assert_int_ge((int)metric("picket_redis_pipeline_batches_total"), 1);
+  int64_t until = harness_now_ms() + 5000 * harness_time_scale();
+  for (;;) {
+    ck_assert_int_eq(fault_lock(harness_picketd_url(P), "mr", NULL, NULL, &c), 200);
+    if (!c.held || harness_now_ms() > until) break;
+    harness_sleep_ms(10);
+  }
+  ck_assert_msg(c.held == 0, "the refused grant was not taken back");
   stop_both();
 }
 END_TEST
