@@ -119,10 +119,20 @@ static const config_option options[] = {
      "10 s: a lock call (at most 8 KiB) arrives in milliseconds even from a loaded client, "
      "and a slow-loris connection holds its slot no longer than that"},
     {"max-connections-per-ip", INT_AUTO(max_conns_per_ip, 0, 1000000), "auto", NULL,
-     "open connections from one client address (IPv6: the whole address), across all loops; "
-     "past it new ones are refused at accept. auto: 256 for each address but loopback "
-     "(127.0.0.0/8, ::1), which is not capped, so sidecars on the host are never refused; "
-     "N: N for every address, loopback included; 0: no cap"},
+     "open connections from one client address group, across all loops: an IPv4 address, an "
+     "IPv6 prefix of --ipv6-prefix-len bits, or all of loopback (127.0.0.0/8 and ::1: one "
+     "host); past it new ones are refused at accept (with --auth-file, the group's oldest "
+     "connection without a token is closed instead). auto: 256 for each group, loopback "
+     "half of --max-connections; N: N for every group; 0: no cap"},
+    {"ipv6-prefix-len", INT(ipv6_prefix_len, 1, 128), "64", NULL,
+     "IPv6 clients share one --max-connections-per-ip count per prefix of this many bits: "
+     "a host given a /64 has endless addresses in it. Raise it where many hosts share a /64; "
+     "128: each address alone"},
+    {"reserved-auth-connections", INT_AUTO(reserved_auth_conns, 0, 1000000), "auto", NULL,
+     "with --auth-file: slots of --max-connections that connections without a valid token "
+     "may not hold; a new connection past their share closes the oldest one without a token "
+     "(a connection has one once a request on it sent a valid Authorization: Bearer). auto: "
+     "an eighth of --max-connections with --auth-file, 0 without; 0: none"},
     {"shutdown-timeout-ms", INT(shutdown_timeout_ms, 0, 600000), "10000", NULL,
      "on SIGTERM, how long in-flight requests may take to finish"},
     {"log-level", ENUM(log_level), "info", level_choices, "debug, info, warn or error"},
@@ -513,6 +523,12 @@ int config_load(config *cfg, int argc, char **argv, char **envp, char *err, size
   if (cfg->tls_client_ca[0] && !cfg->tls_cert[0])
     return fail(err, errlen, "--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is "
                              "TLS with client certificates)");
+  if (cfg->reserved_auth_conns > 0 && !cfg->auth_file[0])
+    return fail(err, errlen, "--reserved-auth-connections needs --auth-file (without tokens no "
+                             "connection can show it is authenticated)");
+  if (cfg->reserved_auth_conns >= cfg->max_connections)
+    return fail(err, errlen, "--reserved-auth-connections must be below --max-connections (%d)",
+                cfg->max_connections);
   if (!picket_proto_prefix_valid(cfg->key_prefix, strlen(cfg->key_prefix)))
     return fail(err, errlen, "--key-prefix: up to %d bytes of [A-Za-z0-9._:-]",
                 PICKET_PROTO_KEY_PREFIX_MAX);

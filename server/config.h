@@ -48,7 +48,9 @@ typedef struct {
   int max_connections;
   int64_t conn_timeout_s;
   int64_t request_timeout_ms; /* a request's bytes must all arrive within this of its first */
-  int max_conns_per_ip;      /* CONFIG_AUTO, 0 (no cap) or a cap for every address */
+  int max_conns_per_ip;      /* CONFIG_AUTO, 0 (no cap) or a cap for every address group */
+  int ipv6_prefix_len;       /* IPv6 peers are grouped by this many leading bits for that cap */
+  int reserved_auth_conns;   /* CONFIG_AUTO or N: slots unauthenticated connections leave free */
   int64_t shutdown_timeout_ms;
   int log_level;
   int log_format;
@@ -87,7 +89,8 @@ enum { FENCE_FLOOR_CLOCK = 0, FENCE_FLOOR_NONE };
  * pipelined Redis connection (store.h) instead of its direct one. */
 enum { PIPELINE_AUTO = 0, PIPELINE_ON, PIPELINE_OFF };
 
-/* --max-connections-per-ip auto (conns.c says what it means). */
+/* --max-connections-per-ip and --reserved-auth-connections auto (conns.c
+ * says what each means). */
 enum { CONFIG_AUTO = -1 };
 
 /* What config_load found on the command line. */

@@ -30,21 +30,64 @@
  * sees the end of the stream, closes the socket (it owns it) and runs its
  * callbacks as for a client that left.
  *
- * The cap per address. One table for all loops (a connection's address
- * says nothing of its loop) under a mutex, taken once per accept and once
- * per close of a capped address. The accept policy counts the connection
- * in; libmicrohttpd may still drop it before NOTIFY_STARTED (out of
- * memory), so the count is held for the loop's thread until its
+ * The cap per address group. One table for all loops (a connection's
+ * address says nothing of its loop) under a mutex, taken once per accept
+ * and once per close of a capped group. The accept policy counts the
+ * connection in; libmicrohttpd may still drop it before NOTIFY_STARTED
+ * (out of memory), so the count is held for the loop's thread until its
  * conns_opened takes it, and given back by the next accept if none did.
- * Under `auto` loopback peers are not counted at all. IPv6 peers are
- * grouped by the whole address, not by /64: a data centre gives each host
- * its own address in a shared /64 (one per subnet on AWS), and a /64 cap
- * would throttle the whole subnet; a host with a /64 of its own can spread
- * past the cap, and --max-connections and the request deadline still
- * bound what it holds.
+ * A group is what one client can be expected to hold (issue 28: 16
+ * loopback addresses at 256 each filled all 4,096 slots):
+ * - an IPv4 address (IPv4-mapped IPv6 included) is its own group;
+ * - IPv6 addresses are grouped by their first --ipv6-prefix-len bits
+ *   (default 64). A /64 is the smallest block one site or host is given
+ *   (RFC 6177; SLAAC needs it; a VPS or a phone gets a whole one), so a
+ *   client that owns a /64 can pick endless addresses inside it, and a cap
+ *   by whole address would not stop it. Where many honest hosts share one
+ *   /64 (a cloud subnet), raise the prefix length (up to 128: whole
+ *   addresses, the old behaviour) rather than lose the cap;
+ * - all of loopback (127.0.0.0/8 and ::1) is one group: each of its
+ *   addresses is this same host, and 127/8 has 16 million of them.
+ * Under `auto` the loopback group is capped too, at half of
+ * --max-connections: far above what a host's sidecars and workers open
+ * (a connection or two each), so none is refused, yet a local flood
+ * leaves the other half to other hosts (it used to be uncapped: one local
+ * process could take every slot). Other groups get 256 (AUTO_PER_IP).
  *
- * Everything of one connection happens on its loop's thread, so a loop's
- * list needs no lock. */
+ * Slots kept for authenticated clients (--reserved-auth-connections,
+ * under --auth-file). A connection is accepted before any of its bytes,
+ * so at accept nobody knows whether it will authenticate; it counts as
+ * unauthenticated until a request on it presents a valid bearer token
+ * (conns_request_complete, before the request is handled; once per
+ * connection), and from then on counts against neither of the bounds
+ * below. Two bounds, one rule: when a new connection would put a bound
+ * over, the oldest unauthenticated connection under that bound is closed
+ * (shutdown(), no reply: as an idle timeout would) and the new one is let
+ * in. Closing the oldest rather than refusing the newest is what lets a
+ * client with a token in: its connection is the newest, and sends its
+ * token in the next milliseconds; a flood has to open as many connections
+ * as the bound in that time to push it out, and mostly evicts its own.
+ * - Per loop: unauthenticated connections may hold the loop's share of
+ *   --max-connections less its share of the reserve (rounded up).
+ *   libmicrohttpd counts connections per daemon, and refuses one at its
+ *   daemon's limit before our policy sees it, so a global bound would
+ *   let a flood fill one loop and lock a token out of it. A loop's own
+ *   connections are on its own thread: this one needs no lock.
+ * - Per group, under --auth-file: the cap counts unauthenticated
+ *   connections only, and a new one over it closes its group's oldest
+ *   unauthenticated one (on any loop: shutdown() from this thread, under
+ *   the table's mutex, on a socket its loop closes only after
+ *   conns_closed has taken it off the group's list). Without
+ *   --auth-file nobody can be told apart, and the newest is refused, so
+ *   that connections already serving keep their slot.
+ * A request on an unauthenticated connection under --auth-file can only
+ * be refused 401 or be an open endpoint (/healthz, /readyz, the spec), so
+ * closing one never strands a grant. Mutual TLS clients are not counted
+ * as authenticated: only a bearer token is.
+ *
+ * Everything of one connection happens on its loop's thread (but a
+ * group's eviction, which only calls shutdown() on it), so a loop's lists
+ * need no lock. */
 #include "conns.h"
 
 #include <arpa/inet.h>
@@ -62,21 +105,34 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "auth.h"
 #include "log.h"
 #include "metrics.h"
 
-/* --max-connections-per-ip auto, for addresses other than loopback: far
+/* --max-connections-per-ip auto, for groups other than loopback: far
  * above what one honest host opens (a pool per process, a few processes),
- * far below --max-connections' default of 4096. */
+ * far below --max-connections' default of 4096. Loopback gets half of
+ * --max-connections (cap_of). */
 #define AUTO_PER_IP 256
 
 /* The table's entries are counted, up to --max-connections plus one held
  * per loop between accept and conns_opened; buckets at most this many. */
 #define MAX_BUCKETS (1u << 16)
 
+/* A list of connections, oldest first, through one of their links. */
+typedef struct conns_link {
+  conns_client *prev, *next;
+} conns_link;
+typedef struct conns_list {
+  conns_client *head, *tail;
+  size_t link;            /* offsetof(conns_client, the link it goes through) */
+} conns_list;
+
 typedef struct ip_entry {
-  unsigned char addr[16]; /* IPv6, or IPv4 mapped into it (::ffff:a.b.c.d) */
+  unsigned char addr[16]; /* the group's key (group_key) */
   int count;              /* open connections, and one held by an accept */
+  int dying;              /* of count: closed by an eviction, not yet by their loop */
+  conns_list unauth;      /* under --auth-file: its unauthenticated connections, oldest first */
   struct ip_entry *next;  /* in its bucket */
 } ip_entry;
 
@@ -90,16 +146,27 @@ struct conns_client {
   int from_accept;        /* ARRIVING since its accept, no byte seen yet */
   int64_t started_ms;     /* the arriving request's start: its first byte, or the accept */
   conns_client *prev, *next; /* in loop->head while ARRIVING */
-  ip_entry *ip;           /* the address's count it holds, or NULL */
+  ip_entry *ip;           /* the group's count it holds, or NULL */
   unsigned char addr[16]; /* for the log */
+  /* Under --auth-file, until a request on it shows a valid token: */
+  int unauth;                  /* in loop->unauth (this loop's thread only) */
+  conns_link in_loop;
+  int grouped;                 /* in ip->unauth (ips.mu) */
+  conns_link in_group;
+  atomic_int evicted;          /* shut down to make room (any thread) */
 };
 
 struct conns_loop {
   int ep;
   conns_client *head, *tail; /* ARRIVING, oldest first: the next deadline is the head's */
+  conns_list unauth;         /* unauthenticated, oldest first */
+  int unauth_count;
 };
 
 static const config *cfg;
+static int auth_on;       /* --auth-file: connections may authenticate */
+static int loop_unauth_max; /* per loop, under a reserve; 0: no reserve */
+static int ipv6_prefix;   /* --ipv6-prefix-len */
 
 static struct {
   pthread_mutex_t mu;
@@ -111,6 +178,9 @@ static struct {
 
 /* Counted by this thread's last accept and not yet taken by conns_opened. */
 static __thread ip_entry *held;
+/* The loop this thread runs (set by its first conns_opened: before that
+ * it has no connection to close). */
+static __thread conns_loop *this_loop;
 
 /* ---- addresses ----------------------------------------------------------- */
 
@@ -157,10 +227,33 @@ const char *conns_peer(const conns_client *c, char out[INET6_ADDRSTRLEN]) {
 
 int conns_peer_loopback(const conns_client *c) { return c != NULL && is_loopback(c->addr); }
 
-/* How many connections the address may have; 0: no cap. */
+void conns_group_key(const unsigned char addr[16], int ipv6_prefix_len, unsigned char key[16]) {
+  if (is_loopback(addr)) { /* 127.0.0.0/8 and ::1: one host, one group */
+    memcpy(key, &in6addr_loopback, 16);
+    return;
+  }
+  memcpy(key, addr, 16);
+  if (is_v4(addr)) return;
+  int bits = ipv6_prefix_len < 1 ? 1 : ipv6_prefix_len > 128 ? 128 : ipv6_prefix_len;
+  if (bits % 8) key[bits / 8] &= (unsigned char)(0xff00 >> (bits % 8));
+  for (int i = (bits + 7) / 8; i < 16; i++) key[i] = 0;
+}
+
+/* A group as text, for the log: "loopback", an IPv4 address, or an IPv6
+ * prefix. */
+static const char *group_text(const unsigned char key[16], char out[INET6_ADDRSTRLEN + 4]) {
+  char a[INET6_ADDRSTRLEN];
+  if (memcmp(key, &in6addr_loopback, 16) == 0) snprintf(out, INET6_ADDRSTRLEN + 4, "loopback");
+  else if (is_v4(key)) snprintf(out, INET6_ADDRSTRLEN + 4, "%s", addr_text(key, a));
+  else snprintf(out, INET6_ADDRSTRLEN + 4, "%s/%d", addr_text(key, a), ipv6_prefix);
+  return out;
+}
+
+/* How many connections the group may have; 0: no cap. */
 static int cap_of(const unsigned char key[16]) {
   if (cfg->max_conns_per_ip != CONFIG_AUTO) return cfg->max_conns_per_ip;
-  return is_loopback(key) ? 0 : AUTO_PER_IP;
+  if (memcmp(key, &in6addr_loopback, 16) != 0) return AUTO_PER_IP;
+  return cfg->max_connections > 1 ? cfg->max_connections / 2 : 1;
 }
 
 /* ---- the table of addresses (ips.mu held) ------------------------------- */
@@ -184,17 +277,19 @@ static ip_entry *ip_find(const unsigned char key[16]) {
   ip_entry *e = calloc(1, sizeof *e);
   if (e == NULL) return NULL;
   memcpy(e->addr, key, 16);
+  e->unauth.link = offsetof(conns_client, in_group);
   e->next = *b;
   *b = e;
   ips.entries++;
   return e;
 }
 
-/* Gives back one count of e (NULL is fine); an address with none left
- * leaves the table. */
-static void ip_put(ip_entry *e) {
+/* Gives back one count of e (NULL is fine), of a connection an eviction
+ * closed if `dying`; a group with none left leaves the table. */
+static void ip_put(ip_entry *e, int dying) {
   if (e == NULL) return;
   pthread_mutex_lock(&ips.mu);
+  e->dying -= dying;
   if (--e->count == 0) {
     for (ip_entry **p = bucket_of(e->addr); *p; p = &(*p)->next)
       if (*p == e) {
@@ -207,8 +302,61 @@ static void ip_put(ip_entry *e) {
   pthread_mutex_unlock(&ips.mu);
 }
 
+static conns_link *link_of(const conns_list *l, conns_client *c) {
+  return (conns_link *)((char *)c + l->link);
+}
+
+static void list_push(conns_list *l, conns_client *c) {
+  link_of(l, c)->prev = l->tail;
+  link_of(l, c)->next = NULL;
+  if (l->tail) link_of(l, l->tail)->next = c;
+  else l->head = c;
+  l->tail = c;
+}
+
+static void list_drop(conns_list *l, conns_client *c) {
+  conns_link *k = link_of(l, c);
+  if (k->prev) link_of(l, k->prev)->next = k->next;
+  else l->head = k->next;
+  if (k->next) link_of(l, k->next)->prev = k->prev;
+  else l->tail = k->prev;
+  k->prev = k->next = NULL;
+}
+
+/* c off its group's list of unauthenticated connections, if on it. */
+static void group_unlink(conns_client *c) {
+  if (!c->grouped) return;
+  list_drop(&c->ip->unauth, c);
+  c->grouped = 0;
+}
+
+/* Closes c to make room (any thread; ips.mu held when c->ip is set, so
+ * that c's loop cannot free it meanwhile). Its loop sees the end of the
+ * stream and closes it as for a client that left. */
+static void evict(conns_client *c) {
+  atomic_store(&c->evicted, 1);
+  if (c->ip) {
+    group_unlink(c);
+    c->ip->dying++;
+  }
+  shutdown(c->fd, SHUT_RDWR);
+  metrics_inc(M_CONN_CUT_UNAUTHENTICATED);
+}
+
 int conns_init(const config *c) {
   cfg = c;
+  auth_on = cfg->auth_file[0] != '\0';
+  ipv6_prefix = cfg->ipv6_prefix_len;
+  loop_unauth_max = 0;
+  int reserve = cfg->reserved_auth_conns == CONFIG_AUTO ? (auth_on ? cfg->max_connections / 8 : 0)
+                                                         : cfg->reserved_auth_conns;
+  if (auth_on && reserve > 0) {
+    /* As http.c splits --max-connections: one daemon per loop, each with
+     * its share (the first ones one more when it does not divide). */
+    int loops = cfg->threads < cfg->max_connections ? cfg->threads : cfg->max_connections;
+    int share = cfg->max_connections / loops, kept = (reserve + loops - 1) / loops;
+    loop_unauth_max = share - kept > 0 ? share - kept : 1;
+  }
   if (cfg->max_conns_per_ip == 0) return 0;
   size_t n = 1;
   while (n < (size_t)cfg->max_connections && n < MAX_BUCKETS) n *= 2;
@@ -232,27 +380,52 @@ void conns_free(void) {
   ips.buckets = NULL;
 }
 
-/* At most one line a second, however many are refused. */
+/* At most one line a second, however many are refused. key: the group. */
 static void log_refused(const unsigned char key[16], int cap) {
   static atomic_llong next_ms;
   static atomic_long refused;
   atomic_fetch_add(&refused, 1);
   long long now = api_now_ms(), due = atomic_load(&next_ms);
   if (now < due || !atomic_compare_exchange_strong(&next_ms, &due, now + 1000)) return;
-  char a[INET6_ADDRSTRLEN];
+  char g[INET6_ADDRSTRLEN + 4];
   LOG(LOG_WARN, "connections over --max-connections-per-ip (%d) refused since the last such "
-      "line: %ld, the last from %s", cap, atomic_exchange(&refused, 0), addr_text(key, a));
+      "line: %ld, the last from %s", cap, atomic_exchange(&refused, 0), group_text(key, g));
+}
+
+/* This loop's oldest unauthenticated connection, closed to make room for
+ * a new one (this loop's thread). */
+static void evict_in_loop(conns_loop *cl) {
+  for (conns_client *c = cl->unauth.head; c; c = c->in_loop.next) {
+    if (c->state == CUT || atomic_load(&c->evicted)) continue; /* closing already */
+    if (c->ip) pthread_mutex_lock(&ips.mu);
+    evict(c);
+    if (c->ip) pthread_mutex_unlock(&ips.mu);
+    return;
+  }
 }
 
 enum MHD_Result conns_accept(void *cls, const struct sockaddr *addr, socklen_t len) {
-  ip_put(held); /* the last connection let in here never opened */
+  ip_put(held, 0); /* the last connection let in here never opened */
   held = NULL;
-  unsigned char key[16];
-  int cap = ips.buckets && addr_key(addr, key) ? cap_of(key) : 0;
+  /* The reserve: this loop's unauthenticated connections make room. A
+   * connection the group cap refuses below was let in for nothing: the
+   * bound is still kept, one connection too early. */
+  if (loop_unauth_max && this_loop && this_loop->unauth_count >= loop_unauth_max)
+    evict_in_loop(this_loop);
+  unsigned char a[16], key[16];
+  int cap = 0;
+  if (ips.buckets && addr_key(addr, a)) {
+    conns_group_key(a, ipv6_prefix, key);
+    cap = cap_of(key);
+  }
   if (cap == 0) return MHD_YES;
   pthread_mutex_lock(&ips.mu);
   ip_entry *e = ip_find(key);
-  int ok = e && e->count < cap;
+  int ok = e && e->count - e->dying < cap;
+  if (e && !ok && auth_on && e->unauth.head) { /* its oldest unauthenticated one makes room */
+    evict(e->unauth.head);
+    ok = 1;
+  }
   if (ok) e->count++;
   pthread_mutex_unlock(&ips.mu);
   if (!ok) {
@@ -268,7 +441,10 @@ enum MHD_Result conns_accept(void *cls, const struct sockaddr *addr, socklen_t l
 
 conns_loop *conns_loop_new(int ep) {
   conns_loop *cl = calloc(1, sizeof *cl);
-  if (cl) cl->ep = ep;
+  if (cl) {
+    cl->ep = ep;
+    cl->unauth.link = offsetof(conns_client, in_loop);
+  }
   return cl;
 }
 
@@ -321,14 +497,66 @@ static int none_read(const conns_client *c) {
   return got >= 0 && ioctl(c->fd, FIONREAD, &unread) == 0 && unread >= got;
 }
 
+/* Under --auth-file: c joins its loop's and its group's lists of
+ * unauthenticated connections, as their newest. */
+static void unauth_join(conns_client *c) {
+  c->unauth = 1;
+  list_push(&c->loop->unauth, c);
+  c->loop->unauth_count++;
+  if (c->ip == NULL) return;
+  pthread_mutex_lock(&ips.mu);
+  c->grouped = 1;
+  list_push(&c->ip->unauth, c);
+  pthread_mutex_unlock(&ips.mu);
+}
+
+/* c off its loop's list (this loop's thread). */
+static void unauth_leave(conns_client *c) {
+  if (!c->unauth) return;
+  list_drop(&c->loop->unauth, c);
+  c->unauth = 0;
+  c->loop->unauth_count--;
+}
+
+/* c and its group count off the table, under the lock its group's
+ * evictions take (they read c->ip). */
+static void group_leave(conns_client *c) {
+  if (c->ip == NULL) return;
+  pthread_mutex_lock(&ips.mu);
+  group_unlink(c);
+  ip_entry *ip = c->ip;
+  c->ip = NULL;
+  pthread_mutex_unlock(&ips.mu);
+  ip_put(ip, atomic_load(&c->evicted));
+}
+
+/* A request on an unauthenticated connection is all in: a valid bearer
+ * token makes the connection authenticated for the rest of its life (a
+ * token removed by a reload later does not undo it: the connection's
+ * requests are refused, and it holds its slot until it closes). Hashing
+ * the token again here (api.c does it for the request) costs one SHA-256
+ * per connection, not per request. */
+static void authenticate(conns_client *c) {
+  const char *h = MHD_lookup_connection_value(c->mhd, MHD_HEADER_KIND,
+                                              MHD_HTTP_HEADER_AUTHORIZATION);
+  auth_principal *who = NULL;
+  char msg[160];
+  quota_deny why;
+  if (h == NULL || auth_resolve(h, &who, msg, sizeof msg, &why) != 0) return;
+  auth_put(who);
+  unauth_leave(c);
+  group_leave(c); /* an authenticated connection counts against no group */
+}
+
 conns_client *conns_opened(conns_loop *cl, struct MHD_Connection *mc) {
   ip_entry *ip = held;
   held = NULL;
+  this_loop = cl;
   const union MHD_ConnectionInfo *fi = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
   const union MHD_ConnectionInfo *ai = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
   conns_client *c = fi ? calloc(1, sizeof *c) : NULL;
   if (c == NULL) { /* untracked, it could dodge the limits: refuse it */
-    ip_put(ip);
+    ip_put(ip, 0);
     if (fi) shutdown(fi->connect_fd, SHUT_RDWR);
     return NULL;
   }
@@ -337,6 +565,7 @@ conns_client *conns_opened(conns_loop *cl, struct MHD_Connection *mc) {
   c->fd = fi->connect_fd;
   c->ip = ip;
   if (ai == NULL || !addr_key(ai->client_addr, c->addr)) memset(c->addr, 0, sizeof c->addr);
+  if (auth_on) unauth_join(c);
   arm(c, EPOLL_CTL_ADD);
   /* The first request's clock starts at the accept: its first bytes often
    * come in a burst of connections that libmicrohttpd may read before this
@@ -353,7 +582,8 @@ void conns_closed(conns_client *c) {
   unlink_arriving(c);
   /* Out of the set before c is freed; the socket is still open here. */
   epoll_ctl(c->loop->ep, EPOLL_CTL_DEL, c->fd, NULL);
-  ip_put(c->ip);
+  unauth_leave(c);
+  group_leave(c); /* after it, no other thread can reach c */
   free(c);
 }
 
@@ -374,8 +604,10 @@ void conns_request_started(conns_client *c) {
 
 void conns_request_complete(conns_client *c) {
   if (c == NULL || c->state == CUT) return;
+  int first = c->state != COMPLETE; /* not a resumed request's call again */
   unlink_arriving(c);
   c->state = COMPLETE;
+  if (first && c->unauth) authenticate(c);
 }
 
 void conns_request_finished(conns_client *c) {
@@ -412,6 +644,7 @@ static void cut(conns_client *c) {
 }
 
 void conns_expire(conns_loop *cl) {
+  this_loop = cl;
   if (cl->head == NULL) return;
   int64_t now = api_now_ms();
   for (conns_client *c; (c = cl->head) && c->started_ms + cfg->request_timeout_ms <= now;) {

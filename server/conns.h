@@ -1,6 +1,8 @@
 /* conns.h: limits on client connections that libmicrohttpd 0.9.75 does
- * not have: a deadline for a whole request (--request-timeout-ms) and a
- * cap on open connections per client address (--max-connections-per-ip).
+ * not have: a deadline for a whole request (--request-timeout-ms), a cap
+ * on open connections per client address group (--max-connections-per-ip,
+ * IPv6 by --ipv6-prefix-len) and, under --auth-file, slots kept for
+ * clients that authenticated (--reserved-auth-connections).
  * http.c calls these from its libmicrohttpd callbacks and event loops;
  * conns.c says how they work. */
 #ifndef PICKETD_CONNS_H
@@ -28,9 +30,12 @@ void conns_free(void);
 conns_loop *conns_loop_new(int ep);
 void conns_loop_free(conns_loop *cl);
 
-/* libmicrohttpd's accept policy: MHD_NO when the client's address already
- * has as many connections as it may. Runs on the accepting loop's thread,
- * and the connection it lets in is the next conns_opened on that thread. */
+/* libmicrohttpd's accept policy: MHD_NO when the client's address group
+ * already has as many connections as it may (under --auth-file, the
+ * group's oldest unauthenticated connection is closed instead, if it has
+ * one; so is the loop's, past its share of unauthenticated connections).
+ * Runs on the accepting loop's thread, and the connection it lets in is
+ * the next conns_opened on that thread. */
 enum MHD_Result conns_accept(void *cls, const struct sockaddr *addr, socklen_t len);
 
 /* MHD_CONNECTION_NOTIFY_STARTED, on the loop cl that accepted mc: returns
@@ -48,8 +53,15 @@ void conns_closed(conns_client *c);
 /* The client's address as text (IPv4-mapped addresses as IPv4), for
  * per-address limits; "" when unknown (c NULL). Returns out. */
 const char *conns_peer(const conns_client *c, char out[INET6_ADDRSTRLEN]);
+/* The key of the group whose connections one cap counts, for a 16-byte
+ * address (IPv4 mapped as ::ffff:a.b.c.d): all of loopback (127.0.0.0/8,
+ * ::1) is one group (key ::1); an IPv4 address is its own; an IPv6
+ * address is cut to its first ipv6_prefix_len bits (1..128). */
+void conns_group_key(const unsigned char addr[16], int ipv6_prefix_len, unsigned char key[16]);
+
 /* 1 when the client is on loopback (127.0.0.0/8, ::1, IPv4-mapped), where
- * one address is every sidecar of the host: `auto` limits leave it alone. */
+ * one address is every sidecar of the host: api.c's `auto` limits leave it
+ * alone. */
 int conns_peer_loopback(const conns_client *c);
 
 void conns_readable(conns_client *c);

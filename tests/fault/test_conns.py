@@ -5,12 +5,15 @@ started by test_conns.sh with a real redis-server.
 The attack of issue 16: 4,096 sockets from one host, each dribbling a
 header byte now and then, so that --connection-timeout-s never fires. The
 attacker's sockets come from 127.0.0.2, honest clients from 127.0.0.1 (on
-Linux all of 127/8 is loopback).
+Linux all of 127/8 is loopback) or, where the cap per group would count
+them with the attacker (all of loopback is one group, issue 28), from
+OTHER: an address of this host that is not loopback (--other, or the
+first one found).
 
   a) --max-connections-per-ip 64: past 64 the attacker's sockets are
      refused at once, the 64 stay open, and honest acquire/release cycles
-     (a new connection each) are served throughout; their latency is
-     printed;
+     from OTHER (a new connection each) are served throughout; their
+     latency is printed;
   b) no cap, --request-timeout-ms 2000 and --max-connections 4096: the
      attack takes every slot, yet each dribbler is cut (a bare 408, then
      the close) at its deadline though it keeps sending, and an honest
@@ -22,10 +25,32 @@ Linux all of 127/8 is loopback).
      --connection-timeout-s) serve their next request; pipelined requests
      are all answered; none of them is counted as cut;
   auto) the default: 300 connections from 127.0.0.2 are all let in
-     (loopback is not capped), and from a non-loopback address of this
-     host (if it has one) only 256.
+     (loopback's cap is half of --max-connections), and from OTHER (if
+     there is one) only 256.
 
-Usage: test_conns.py [--cap PORT] [--deadline PORT] [--auto PORT]
+Issue 28: per-address caps stopped one address only.
+  loop16) the defaults but --max-connections 1024: 1,024 sockets from 16
+     loopback addresses (64 each) hold at most 512 slots (all of loopback
+     is one group, capped at half), and an honest client from OTHER is
+     served throughout;
+  reserve) --auth-file, --max-connections 256 (so 32 slots kept for
+     tokens), no cap per group: 400 sockets without a token from 16
+     loopback addresses never hold more than 224, and acquire/release
+     cycles with a token, on a new connection each, are all served;
+  authgroup) --auth-file, --max-connections-per-ip 64: 200 sockets without
+     a token from 127.0.0.1 hold 64 slots, and cycles with a token from the
+     same 127.0.0.1 are all served (each closes the group's oldest
+     connection without a token);
+  ipv6) --max-connections-per-ip 64 with the default --ipv6-prefix-len 64:
+     256 sockets from 16 addresses of fd00:6::/64 hold 64 slots, and a
+     client from fd00:7::1 (another /64) is served; with
+     --ipv6-prefix-len 128 (--ipv6-whole) all 256 are let in. These need
+     the addresses test_conns.sh gives loopback in its own network
+     namespace.
+
+Usage: test_conns.py [--cap PORT] [--deadline PORT] [--auto PORT] [--loop16 PORT]
+                     [--reserve PORT] [--authgroup PORT] [--ipv6 PORT --ipv6-whole PORT]
+                     [--other ADDR]
 Each part runs when its picketd is named, so one can be run alone, or
 against a picketd that lacks the flags (to see it fail).
 Env: PICKET_TIME_SCALE (slow builds, e.g. sanitizers) widens time bounds.
@@ -74,8 +99,15 @@ def raise_fd_limit(want):
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
 
 
+TOKEN = os.environ.get("T_CONNS", "")  # a token of test_conns.sh's --auth-file
+OTHER = None                            # set by main: see the top
+
+
 def connect(port, src, host="127.0.0.1", timeout=5.0):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    family = socket.AF_INET6 if ":" in src else socket.AF_INET
+    if family == socket.AF_INET6 and host == "127.0.0.1":
+        host = "::1"
+    s = socket.socket(family, socket.SOCK_STREAM)
     s.bind((src, 0))
     s.settimeout(timeout)
     s.connect((host, port))
@@ -109,16 +141,17 @@ def read_reply(s, timeout):
         data += chunk
 
 
-def request(method, path, body=None):
+def request(method, path, body=None, token=None):
     data = b"" if body is None else json.dumps(body).encode()
-    return (b"%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
-            % (method.encode(), path.encode(), len(data)) + data)
+    auth = b"Authorization: Bearer %s\r\n" % token.encode() if token else b""
+    return (b"%s %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n"
+            % (method.encode(), path.encode(), auth, len(data)) + data)
 
 
-def call(s, method, path, body=None, timeout=5.0):
+def call(s, method, path, body=None, timeout=5.0, token=None):
     """Sends one request on s and reads its reply: (status, JSON or None)."""
     try:
-        s.sendall(request(method, path, body))
+        s.sendall(request(method, path, body, token))
     except OSError:
         return None, None
     st, _, raw = read_reply(s, timeout * SCALE)
@@ -128,28 +161,30 @@ def call(s, method, path, body=None, timeout=5.0):
         return st, None
 
 
-def cycle(port, name, timeout):
+def cycle(port, name, timeout, src=HONEST_ADDR, host="127.0.0.1", token=None):
     """An honest client's acquire and release on a new connection from
-    HONEST_ADDR: its duration in seconds, or None if it was not served."""
+    src: its duration in seconds, or None if it was not served."""
     t0 = time.monotonic()
     try:
-        s = connect(port, HONEST_ADDR, timeout=timeout)
+        s = connect(port, src, host, timeout=timeout)
     except OSError:
         return None
     with s:
-        st, j = call(s, "POST", "/v1/locks/%s/acquire" % name, {"ttl_ms": 10000}, timeout)
+        st, j = call(s, "POST", "/v1/locks/%s/acquire" % name, {"ttl_ms": 10000}, timeout,
+                     token)
         if st != 200 or not j:
             return None
-        st, _ = call(s, "POST", "/v1/locks/%s/release" % name, {"lease": j["lease"]}, timeout)
+        st, _ = call(s, "POST", "/v1/locks/%s/release" % name, {"lease": j["lease"]}, timeout,
+                     token)
         if st != 200:
             return None
     return time.monotonic() - t0
 
 
-def metric(port, line_start):
+def metric(port, line_start, src=HONEST_ADDR, host="127.0.0.1", token=None):
     """The value of the /metrics sample whose line starts with line_start."""
-    with connect(port, HONEST_ADDR) as s:
-        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    with connect(port, src, host) as s:
+        s.sendall(request("GET", "/metrics", token=token))
         st, _, raw = read_reply(s, 5 * SCALE)
     for ln in raw.decode().splitlines():
         if ln.startswith(line_start + " "):
@@ -243,7 +278,12 @@ def part_cap(port):
     """(a) --max-connections-per-ip 64 against the flood."""
     print("(a) %d dribbling sockets from %s, --max-connections-per-ip %d"
           % (ATTACKERS, ATTACK_ADDR, CAP), flush=True)
-    base = cycle(port, "conns-a-warm", 5)
+    if OTHER is None:  # 127.0.0.1 is in the attacker's group: no honest client to try
+        print("    SKIP (a): no address but loopback on this host, and all of loopback is one "
+              "group", flush=True)
+        return
+    honest = dict(src=OTHER, host=OTHER)
+    base = cycle(port, "conns-a-warm", 5, **honest)
     FAIL.check(base is not None, "(a) an acquire/release before the attack failed")
     t0 = time.monotonic()
     flood = Flood(port, ATTACKERS, ATTACK_ADDR, period=1.0)
@@ -261,7 +301,7 @@ def part_cap(port):
     # attack runs.
     lat, failed, end = [], 0, time.monotonic() + 4
     while time.monotonic() < end:
-        d = cycle(port, "conns-a-%d" % len(lat), 3)
+        d = cycle(port, "conns-a-%d" % len(lat), 3, **honest)
         if d is None:
             failed += 1
         else:
@@ -270,14 +310,14 @@ def part_cap(port):
     if lat:
         print("    honest acquire+release on a new connection from %s under the attack: %d served, "
               "%d failed; median %s, max %s (before the attack: %s)"
-              % (HONEST_ADDR, len(lat), failed, ms(statistics.median(lat)), ms(max(lat)),
+              % (OTHER, len(lat), failed, ms(statistics.median(lat)), ms(max(lat)),
                  ms(base or 0)), flush=True)
     FAIL.check(failed == 0 and lat, "(a) %d honest cycles failed, %d served" % (failed, len(lat)))
     FAIL.check(not lat or max(lat) < 1.0 * SCALE,
                "(a) the slowest honest cycle took %s" % ms(max(lat or [0])))
     FAIL.check(flood.open_count() == CAP, "(a) %d attacking sockets open at the end, want %d"
                % (flood.open_count(), CAP))
-    n = metric(port, 'picket_connections_refused_total{reason="per_ip"}')
+    n = metric(port, 'picket_connections_refused_total{reason="per_ip"}', **honest)
     FAIL.check(n is not None and n >= ATTACKERS - CAP,
                "(a) picket_connections_refused_total{reason=\"per_ip\"} is %s" % n)
     flood.end()
@@ -428,7 +468,7 @@ def local_address():
 
 
 def part_auto(port):
-    """auto) the default cap: loopback not capped, 256 for other addresses."""
+    """auto) the default cap: loopback half of --max-connections, 256 for other addresses."""
     print("(auto) --max-connections-per-ip auto (the default)", flush=True)
     flood = Flood(port, 300, ATTACK_ADDR, period=1.0)
     time.sleep(0.5 * SCALE)
@@ -436,7 +476,7 @@ def part_auto(port):
     FAIL.check(flood.open_count() == 300, "(auto) loopback: %d of 300 open, want all"
                % flood.open_count())
     flood.end()
-    addr = local_address()
+    addr = OTHER
     if addr is None:
         print("    no address but loopback on this host: the non-loopback cap is not checked")
         return
@@ -448,6 +488,118 @@ def part_auto(port):
     flood.end()
 
 
+def honest_cycles(part, port, seconds, **how):
+    """Acquire/release cycles on a new connection each, every 10 ms for
+    `seconds`; checks that all were served, and prints their latency."""
+    lat, failed, end = [], 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        d = cycle(port, "conns-%s-%d" % (part, len(lat) + failed), 3, **how)
+        if d is None:
+            failed += 1
+        else:
+            lat.append(d)
+        time.sleep(0.01)
+    print("    honest acquire+release from %s%s: %d served, %d failed%s"
+          % (how.get("src", HONEST_ADDR), " with a token" if how.get("token") else "",
+             len(lat), failed, "; median %s, max %s" % (ms(statistics.median(lat)), ms(max(lat)))
+             if lat else ""), flush=True)
+    FAIL.check(failed == 0 and lat, "(%s) %d honest cycles failed, %d served"
+               % (part, failed, len(lat)))
+
+
+class Floods:
+    """Floods from several source addresses at once: n sockets from each."""
+
+    def __init__(self, port, n, srcs, period=1.0, host="127.0.0.1"):
+        self.parts = [Flood(port, n, src, period, host) for src in srcs]
+
+    def open_count(self):
+        return sum(f.open_count() for f in self.parts)
+
+    def settle(self, want_at_most, limit):
+        """Waits up to `limit` seconds for at most want_at_most to stay open."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < limit and self.open_count() > want_at_most:
+            time.sleep(0.02)
+        return self.open_count()
+
+    def end(self):
+        for f in self.parts:
+            f.end()
+
+
+LOOPBACK16 = ["127.0.0.%d" % i for i in range(1, 17)]
+
+
+def part_loop16(port):
+    """loop16) 16 loopback addresses cannot take every slot."""
+    print("(loop16) 1,024 sockets from 16 loopback addresses (64 each), the default cap, "
+          "--max-connections 1024", flush=True)
+    if OTHER is None:
+        print("    SKIP (loop16): no address but loopback on this host", flush=True)
+        return
+    flood = Floods(port, 64, LOOPBACK16)
+    n = flood.settle(512, 3 * SCALE)
+    print("    %d of 1,024 open" % n, flush=True)
+    FAIL.check(n == 512, "(loop16) %d loopback sockets open, want 512 (half of "
+               "--max-connections: all of loopback is one group)" % n)
+    honest_cycles("loop16", port, 2, src=OTHER, host=OTHER)
+    flood.end()
+
+
+def part_reserve(port):
+    """reserve) sockets without a token leave --reserved-auth-connections free."""
+    print("(reserve) 400 sockets without a token from 16 loopback addresses, --auth-file, "
+          "--max-connections 256 (32 kept for tokens), no cap per group", flush=True)
+    name = 'picket_connections_cut_total{reason="unauthenticated"}'
+    before = metric(port, name, token=TOKEN) or 0
+    flood = Floods(port, 25, LOOPBACK16)
+    n = flood.settle(224, 3 * SCALE)
+    print("    %d of 400 open" % n, flush=True)
+    FAIL.check(n <= 224, "(reserve) %d sockets without a token open, want at most 224" % n)
+    honest_cycles("reserve", port, 2, token=TOKEN)
+    n = flood.open_count()
+    FAIL.check(n <= 224, "(reserve) %d sockets without a token open at the end" % n)
+    cut = metric(port, name, token=TOKEN)
+    grew = None if cut is None else cut - before
+    print("    closed to make room: %s" % grew, flush=True)
+    FAIL.check(grew is not None and grew >= 400 - 224, "(reserve) %s grew by %s" % (name, grew))
+    flood.end()
+
+
+def part_authgroup(port):
+    """authgroup) a token gets in from a group its flood has filled."""
+    print("(authgroup) 200 sockets without a token from %s, --auth-file, "
+          "--max-connections-per-ip %d" % (HONEST_ADDR, CAP), flush=True)
+    flood = Floods(port, 200, [HONEST_ADDR])
+    n = flood.settle(CAP, 3 * SCALE)
+    print("    %d of 200 open" % n, flush=True)
+    FAIL.check(n == CAP, "(authgroup) %d open, want %d" % (n, CAP))
+    honest_cycles("authgroup", port, 2, token=TOKEN)
+    n = flood.open_count()
+    FAIL.check(n <= CAP, "(authgroup) %d sockets without a token open at the end" % n)
+    flood.end()
+
+
+def part_ipv6(port, whole_port):
+    """ipv6) one /64 is one group; --ipv6-prefix-len 128 undoes it."""
+    srcs = ["fd00:6::%d" % i for i in range(1, 17)]  # as test_conns.sh added them
+    print("(ipv6) 256 sockets from 16 addresses of fd00:6::/64, --max-connections-per-ip %d"
+          % CAP, flush=True)
+    flood = Floods(port, 16, srcs, host="::1")
+    n = flood.settle(CAP, 3 * SCALE)
+    print("    --ipv6-prefix-len 64 (the default): %d of 256 open" % n, flush=True)
+    FAIL.check(n == CAP, "(ipv6) %d sockets of one /64 open, want %d" % (n, CAP))
+    honest_cycles("ipv6", port, 1, src="fd00:7::1", host="::1")
+    flood.end()
+    flood = Floods(whole_port, 16, srcs, host="::1")
+    time.sleep(0.5 * SCALE)
+    n = flood.open_count()
+    print("    --ipv6-prefix-len 128: %d of 256 open" % n, flush=True)
+    FAIL.check(n == 256, "(ipv6) --ipv6-prefix-len 128: %d open, want all 256" % n)
+    flood.end()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cap", type=int, help="picketd --max-connections-per-ip 64")
@@ -455,8 +607,18 @@ def main():
                     help="picketd --max-connections-per-ip 0 --request-timeout-ms 2000 "
                     "--max-connections 4096")
     ap.add_argument("--auto", type=int, help="picketd with the defaults, on 0.0.0.0")
+    ap.add_argument("--loop16", type=int, help="picketd --max-connections 1024, on 0.0.0.0")
+    ap.add_argument("--reserve", type=int, help="picketd --auth-file F --max-connections 256 "
+                    "--max-connections-per-ip 0 ($T_CONNS a token of F)")
+    ap.add_argument("--authgroup", type=int, help="picketd --auth-file F "
+                    "--max-connections-per-ip 64")
+    ap.add_argument("--ipv6", type=int, help="picketd --listen [::]:0 --max-connections-per-ip 64")
+    ap.add_argument("--ipv6-whole", type=int, help="the same with --ipv6-prefix-len 128")
+    ap.add_argument("--other", help="an address of this host that is not loopback")
     args = ap.parse_args()
     raise_fd_limit(ATTACKERS + 1024)
+    global OTHER
+    OTHER = args.other or local_address()
     start = time.monotonic()
     if args.auto:
         part_auto(args.auto)
@@ -465,6 +627,16 @@ def main():
     if args.deadline:
         part_deadline(args.deadline)
         part_not_cut(args.deadline)
+    if args.loop16:
+        part_loop16(args.loop16)
+    if args.reserve:
+        part_reserve(args.reserve)
+    if args.authgroup:
+        part_authgroup(args.authgroup)
+    if args.ipv6 and args.ipv6_whole:
+        part_ipv6(args.ipv6, args.ipv6_whole)
+    elif args.ipv6 or args.ipv6_whole:
+        ap.error("--ipv6 and --ipv6-whole go together")
     print("%.1fs, %d failures" % (time.monotonic() - start, FAIL.count))
     return 1 if FAIL.count else 0
 

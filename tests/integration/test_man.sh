@@ -43,10 +43,10 @@ check_picketd() {
   for f in $man_flags; do
     grep -qx -- "$f" <<<"$help_flags" || { echo "  picketd.8 names $f, picketd --help has no such flag"; bad=1; }
   done
-  for v in $(grep -oE '\[PICKET_[A-Z_]+;' "$tmp/picketd.help" | tr -d '[;'); do
+  for v in $(grep -oE '\[PICKET_[A-Z0-9_]+;' "$tmp/picketd.help" | tr -d '[;'); do
     grep -q "$v" "$page" || { echo "  picketd.8 lacks $v"; bad=1; }
   done
-  for v in $(grep -oE 'PICKET_[A-Z_]+' "$page" | sort -u); do
+  for v in $(grep -oE 'PICKET_[A-Z0-9_]+' "$page" | sort -u); do
     [ "$v" = PICKET_ ] && continue
     grep -q "\[$v;" "$tmp/picketd.help" || { echo "  picketd.8 names $v, picketd has no such setting"; bad=1; }
   done

@@ -308,6 +308,30 @@ START_TEST(connection_limits) {
   char *bad_env[] = {"PICKET_MAX_CONNECTIONS_PER_IP=lots", NULL};
   ck_assert_int_eq(load(d, bad_env), -1);
   ck_assert_msg(strstr(err, "PICKET_MAX_CONNECTIONS_PER_IP") && strstr(err, "auto"), "%s", err);
+  /* Issue 28: the IPv6 group prefix and the slots kept for tokens. */
+  ck_assert_int_eq(load(d, NULL), CONFIG_RUN);
+  ck_assert_int_eq(cfg.ipv6_prefix_len, 64);
+  ck_assert_int_eq(cfg.reserved_auth_conns, CONFIG_AUTO);
+  char *v6[] = {"PICKET_IPV6_PREFIX_LEN=48", NULL};
+  ck_assert_int_eq(load(d, v6), CONFIG_RUN);
+  ck_assert_int_eq(cfg.ipv6_prefix_len, 48);
+  const char *refused[][4] = {
+      {"--ipv6-prefix-len", "0"}, {"--ipv6-prefix-len", "129"},
+      {"--reserved-auth-connections", "8"}, /* no --auth-file */
+      {"--reserved-auth-connections", "-1"},
+      {"--reserved-auth-connections", "16", "--auth-file", "/nonexistent"}, /* not below 16 */
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    char *a[] = {"picketd", "--max-connections", "16", (char *)refused[i][0],
+                 (char *)refused[i][1], (char *)refused[i][2], (char *)refused[i][3], NULL};
+    err[0] = '\0';
+    ck_assert_msg(load(a, NULL) == -1, "%s %s accepted", refused[i][0], refused[i][1]);
+    ck_assert_msg(strstr(err, refused[i][0] + 2) && strchr(err, '\n') == NULL, "%s", err);
+  }
+  char *ok[] = {"picketd", "--max-connections", "16", "--reserved-auth-connections", "15",
+                "--auth-file", "/nonexistent", NULL}; /* config_load does not read it */
+  ck_assert_msg(load(ok, NULL) == CONFIG_RUN, "%s", err);
+  ck_assert_int_eq(cfg.reserved_auth_conns, 15);
 }
 END_TEST
 
