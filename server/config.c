@@ -86,7 +86,8 @@ static const config_option options[] = {
     {"redis-pipeline", ENUM(redis_pipeline), "auto", pipeline_choices,
      "auto: lock calls share their loop's pipelined Redis connection while other requests are being "
      "handled or more connections are open than --threads; on: always; off: each call waits "
-     "on its loop's direct connection. Off whenever --min-replicas is set"},
+     "on its loop's direct connection. With --min-replicas, one WAIT follows each batch that "
+     "grants or renews"},
     {"max-ttl-ms", INT(max_ttl_ms, 1, 86400000LL * 365), "3600000", NULL,
      "largest ttl_ms a client may ask for"},
     {"max-wait-ms", INT(max_wait_ms, 0, 86400000LL), "60000", NULL,
