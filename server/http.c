@@ -57,6 +57,7 @@ typedef struct http_req {
   struct MHD_Connection *conn;
   conns_client *sock;   /* its connection's state in conns.c, or NULL */
   struct http_req *resume_next; /* in loop->resume_head, while queued */
+  struct http_req *spare_next;  /* in loop->spare, once ended */
   waiter w;
   int waiting;          /* parked in wait.c at least once */
   int piped;            /* its store call is with the pipeline */
@@ -85,6 +86,8 @@ struct loop {
   int started;
   pthread_mutex_t mu;   /* guards the resume queue */
   http_req *resume_head, *resume_tail;
+  http_req *spare;      /* ended requests kept for reuse (this loop's thread only)... */
+  int nspare;           /* ...and how many */
 };
 
 static loop *loops;
@@ -279,9 +282,26 @@ static conns_client *sock_of(struct MHD_Connection *conn) {
   return ci ? ci->socket_context : NULL;
 }
 
+/* Ended requests a loop keeps for its next ones. An http_req is 2.5 KiB
+ * (the api_call's names, owner and store result): calloc and free of it
+ * per request went through glibc's large-chunk path (malloc_consolidate
+ * each time), and its body buffer was allocated afresh too. Bounded, so a
+ * burst of connections does not pin memory for good. */
+#define SPARE_MAX 64
+
 static http_req *req_new(struct MHD_Connection *conn) {
-  http_req *r = calloc(1, sizeof *r);
-  if (r == NULL) return NULL;
+  http_req *r;
+  if (cur && cur->spare) {
+    r = cur->spare;
+    cur->spare = r->spare_next;
+    cur->nspare--;
+    char *body = r->body; /* its buffer (at most 1 KiB) is kept, emptied */
+    size_t cap = r->cap;
+    memset(r, 0, sizeof *r);
+    r->body = body, r->cap = cap;
+  } else if ((r = calloc(1, sizeof *r)) == NULL) {
+    return NULL;
+  }
   r->t0_ms = api_now_ms();
   r->w.fd = -1;
   r->loop = cur;
@@ -586,9 +606,19 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
     api_undo_grant(&r->call);
   }
   api_call_end(&r->call);
-  free(r->body);
-  free(r);
   *state = NULL;
+  if (cur && r->loop == cur && cur->nspare < SPARE_MAX) {
+    if (r->cap > 1024) { /* an odd large body: not kept for every request */
+      free(r->body);
+      r->body = NULL, r->cap = 0;
+    }
+    r->spare_next = cur->spare;
+    cur->spare = r;
+    cur->nspare++;
+  } else {
+    free(r->body);
+    free(r);
+  }
   atomic_fetch_sub(&inflight, 1);
   metrics_gauge_add(G_INFLIGHT, -1);
 }
@@ -829,6 +859,11 @@ void http_stop(void) {
     if (l->quiesced != MHD_INVALID_SOCKET) close(l->quiesced);
     if (l->ep >= 0) close(l->ep);
     if (l->wake >= 0) close(l->wake);
+    for (http_req *r = l->spare, *next; r; r = next) {
+      next = r->spare_next;
+      free(r->body);
+      free(r);
+    }
     pthread_mutex_destroy(&l->mu);
   }
   free(loops);
