@@ -95,12 +95,14 @@ static const config_option options[] = {
     {"max-waiters", INT(max_waiters, 0, 1000000), "10000", NULL,
      "waiting acquires across all locks; past it, 503 too_many_waiters"},
     {"max-waiters-per-ip", INT_AUTO(max_waiters_per_ip, 0, 1000000), "auto", NULL,
-     "without --auth-file: waiting acquires from one client address; past it, 429 "
+     "without --auth-file: waiting acquires from one client address group (as "
+     "--max-connections-per-ip groups them); past it, 429 "
      "too_many_waiters. auto: a quarter of --max-waiters for addresses other than loopback "
      "(sidecars and local workers are not limited); 0: no limit; N: N for every address. With "
      "--auth-file, each token's max_waiters applies instead"},
     {"acquire-rate-per-ip", INT(acquire_rate_per_ip, 0, 10000000), "0", NULL,
-     "without --auth-file: acquires per second from one client address; past it, 429 "
+     "without --auth-file: acquires per second from one client address group (as "
+     "--max-connections-per-ip groups them); past it, 429 "
      "rate_limited with Retry-After (0: no limit)"},
     {"fence-key-file", STR(fence_key_file), "", NULL,
      "HMAC keys (\"KID HEX\" per line; the first signs) to sign each grant's fence: replies "

@@ -217,14 +217,6 @@ static const char *addr_text(const unsigned char key[16], char out[INET6_ADDRSTR
   return out;
 }
 
-const char *conns_peer(const conns_client *c, char out[INET6_ADDRSTRLEN]) {
-  if (c == NULL) {
-    out[0] = '\0';
-    return out;
-  }
-  return addr_text(c->addr, out);
-}
-
 int conns_peer_loopback(const conns_client *c) { return c != NULL && is_loopback(c->addr); }
 
 void conns_group_key(const unsigned char addr[16], int ipv6_prefix_len, unsigned char key[16]) {
@@ -246,6 +238,20 @@ static const char *group_text(const unsigned char key[16], char out[INET6_ADDRST
   if (memcmp(key, &in6addr_loopback, 16) == 0) snprintf(out, INET6_ADDRSTRLEN + 4, "loopback");
   else if (is_v4(key)) snprintf(out, INET6_ADDRSTRLEN + 4, "%s", addr_text(key, a));
   else snprintf(out, INET6_ADDRSTRLEN + 4, "%s/%d", addr_text(key, a), ipv6_prefix);
+  return out;
+}
+
+const char *conns_peer(const conns_client *c, char out[INET6_ADDRSTRLEN]) {
+  if (c == NULL) {
+    out[0] = '\0';
+    return out;
+  }
+  unsigned char key[16];
+  char g[INET6_ADDRSTRLEN + 4];
+  conns_group_key(c->addr, ipv6_prefix, key);
+  /* a prefix's text ends in "::" (its host bits are zero), so it and its
+   * "/len" fit where a whole address would */
+  snprintf(out, INET6_ADDRSTRLEN, "%s", group_text(key, g));
   return out;
 }
 

@@ -50,8 +50,11 @@ void conns_closed(conns_client *c);
  * started: libmicrohttpd has the request line (uri_logged);
  * complete: the whole request is in, so the deadline no longer applies;
  * finished: the request is over (on_completed), the next one may come. */
-/* The client's address as text (IPv4-mapped addresses as IPv4), for
- * per-address limits; "" when unknown (c NULL). Returns out. */
+/* The client's address group as text, for api.c's per-address limits
+ * (--max-waiters-per-ip, --acquire-rate-per-ip), so that they count the
+ * groups the connection cap counts: "loopback", an IPv4 address, or an
+ * IPv6 prefix of --ipv6-prefix-len bits ("2001:db8:1:2::/64"); "" when
+ * unknown (c NULL). Returns out. */
 const char *conns_peer(const conns_client *c, char out[INET6_ADDRSTRLEN]);
 /* The key of the group whose connections one cap counts, for a 16-byte
  * address (IPv4 mapped as ::ffff:a.b.c.d): all of loopback (127.0.0.0/8,

@@ -44,7 +44,10 @@ Issue 28: per-address caps stopped one address only.
   ipv6) --max-connections-per-ip 64 with the default --ipv6-prefix-len 64:
      256 sockets from 16 addresses of fd00:6::/64 hold 64 slots, and a
      client from fd00:7::1 (another /64) is served; with
-     --ipv6-prefix-len 128 (--ipv6-whole) all 256 are let in. These need
+     --ipv6-prefix-len 128 (--ipv6-whole) all 256 are let in. Both run
+     --max-waiters-per-ip 1, which counts the same groups: with the /64,
+     a second address of it gets 429 too_many_waiters while the first
+     waits; with 128 it waits too. These need
      the addresses test_conns.sh gives loopback in its own network
      namespace.
 
@@ -598,6 +601,30 @@ def part_ipv6(port, whole_port):
     print("    --ipv6-prefix-len 128: %d of 256 open" % n, flush=True)
     FAIL.check(n == 256, "(ipv6) --ipv6-prefix-len 128: %d open, want all 256" % n)
     flood.end()
+    # --max-waiters-per-ip 1 counts the same groups: a second address of
+    # one /64 may not wait while the first waits; each address alone may.
+    for p, want, lock in ((port, 429, "v6w64"), (whole_port, None, "v6w128")):
+        holder = connect(p, "fd00:7::1", "::1")
+        st, j = call(holder, "POST", "/v1/locks/%s/acquire" % lock, {"ttl_ms": 30000})
+        FAIL.check(st == 200, "(ipv6) the waiters' lock: %s" % st)
+        first = connect(p, "fd00:6::1", "::1")
+        first.sendall(request("POST", "/v1/locks/%s/acquire" % lock,
+                              {"ttl_ms": 1000, "wait_ms": 20000}))
+        time.sleep(0.3 * SCALE)  # parked by now (no reply expected)
+        second = connect(p, "fd00:6::2", "::1")
+        st2, j2 = call(second, "POST", "/v1/locks/%s/acquire" % lock,
+                       {"ttl_ms": 1000, "wait_ms": 20000}, timeout=0.5)
+        code = (j2 or {}).get("error", {}).get("code")
+        print("    --ipv6-prefix-len %s, --max-waiters-per-ip 1: a second waiter of the /64: %s %s"
+              % ("64" if want else "128", st2, code or "(still waiting)"), flush=True)
+        if want:
+            FAIL.check(st2 == 429 and code == "too_many_waiters",
+                       "(ipv6) two waiters of one /64 under --max-waiters-per-ip 1: %s %s" % (st2, code))
+        else:
+            FAIL.check(st2 is None, "(ipv6) --ipv6-prefix-len 128: the second address could not wait (%s)" % st2)
+        call(holder, "POST", "/v1/locks/%s/release" % lock, {"lease": j["lease"]})
+        for s in (holder, first, second):
+            s.close()
 
 
 def main():

@@ -68,10 +68,11 @@ authgroup=$PICKETD_PORT pids="$pids $PICKETD_PID"
 v6args=""
 if [ -n "$v6" ]; then
   # ipv6: a cap of 64 per /64 (the default prefix), and per whole address.
-  h_start_picketd --listen '[::]:0' --max-connections-per-ip 64 --log-level warn
+  h_start_picketd --listen '[::]:0' --max-connections-per-ip 64 --max-waiters-per-ip 1 \
+    --log-level warn
   v6args="--ipv6 $PICKETD_PORT" pids="$pids $PICKETD_PID"
   h_start_picketd --listen '[::]:0' --max-connections-per-ip 64 --ipv6-prefix-len 128 \
-    --log-level warn
+    --max-waiters-per-ip 1 --log-level warn
   v6args="$v6args --ipv6-whole $PICKETD_PORT" pids="$pids $PICKETD_PID"
 fi
 python3 "$PICKET_SOURCE_DIR/tests/fault/test_conns.py" --auto "$auto" --cap "$cap" \
