@@ -233,26 +233,22 @@ void conns_group_key(const unsigned char addr[16], int ipv6_prefix_len, unsigned
 
 /* A group as text, for the log: "loopback", an IPv4 address, or an IPv6
  * prefix. */
-static const char *group_text(const unsigned char key[16], char out[INET6_ADDRSTRLEN + 4]) {
+static const char *group_text(const unsigned char key[16], char out[CONNS_GROUP_TEXT_MAX]) {
   char a[INET6_ADDRSTRLEN];
-  if (memcmp(key, &in6addr_loopback, 16) == 0) snprintf(out, INET6_ADDRSTRLEN + 4, "loopback");
-  else if (is_v4(key)) snprintf(out, INET6_ADDRSTRLEN + 4, "%s", addr_text(key, a));
-  else snprintf(out, INET6_ADDRSTRLEN + 4, "%s/%d", addr_text(key, a), ipv6_prefix);
+  if (memcmp(key, &in6addr_loopback, 16) == 0) snprintf(out, CONNS_GROUP_TEXT_MAX, "loopback");
+  else if (is_v4(key)) snprintf(out, CONNS_GROUP_TEXT_MAX, "%s", addr_text(key, a));
+  else snprintf(out, CONNS_GROUP_TEXT_MAX, "%s/%d", addr_text(key, a), ipv6_prefix);
   return out;
 }
 
-const char *conns_peer(const conns_client *c, char out[INET6_ADDRSTRLEN]) {
+const char *conns_peer(const conns_client *c, char out[CONNS_GROUP_TEXT_MAX]) {
   if (c == NULL) {
     out[0] = '\0';
     return out;
   }
   unsigned char key[16];
-  char g[INET6_ADDRSTRLEN + 4];
   conns_group_key(c->addr, ipv6_prefix, key);
-  /* a prefix's text ends in "::" (its host bits are zero), so it and its
-   * "/len" fit where a whole address would */
-  snprintf(out, INET6_ADDRSTRLEN, "%s", group_text(key, g));
-  return out;
+  return group_text(key, out);
 }
 
 /* How many connections the group may have; 0: no cap. */
@@ -393,7 +389,7 @@ static void log_refused(const unsigned char key[16], int cap) {
   atomic_fetch_add(&refused, 1);
   long long now = api_now_ms(), due = atomic_load(&next_ms);
   if (now < due || !atomic_compare_exchange_strong(&next_ms, &due, now + 1000)) return;
-  char g[INET6_ADDRSTRLEN + 4];
+  char g[CONNS_GROUP_TEXT_MAX];
   LOG(LOG_WARN, "connections over --max-connections-per-ip (%d) refused since the last such "
       "line: %ld, the last from %s", cap, atomic_exchange(&refused, 0), group_text(key, g));
 }

@@ -527,7 +527,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   }
   if (r->waiting) return resumed(conn, r);
 
-  char peer[INET6_ADDRSTRLEN];
+  char peer[CONNS_GROUP_TEXT_MAX];
   api_request req = {method, url, r->body, r->len, r->too_large,
                      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
                      conns_peer(r->sock, peer), conns_peer_loopback(r->sock)};
