@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "picket_proto.h"
@@ -81,8 +82,10 @@ static const config_option options[] = {
      "connect and command timeout for Redis; past it a request gets 503"},
     {"key-prefix", STR(key_prefix), PICKET_PROTO_KEY_PREFIX_DEFAULT, NULL,
      "prefix of every Redis key and of the release channel"},
-    {"threads", INT(threads, 1, 256), "4", NULL,
-     "HTTP event loops, each a thread with its own Redis connections (one pipelined, one direct)"},
+    {"threads", INT_AUTO(threads, 1, 256), "auto", NULL,
+     "HTTP event loops, each a thread with its own Redis connections (pipelined, and one "
+     "direct). auto: one per online CPU (at most 64): a loop waits on Redis only for a direct "
+     "call, so more loops than cores mostly add switching"},
     {"redis-pipeline", ENUM(redis_pipeline), "auto", pipeline_choices,
      "auto: lock calls share their loop's pipelined Redis connection while other requests are being "
      "handled or more connections are open than --threads; on: always; off: each call waits "
@@ -514,6 +517,10 @@ int config_load(config *cfg, int argc, char **argv, char **envp, char *err, size
     given[o - options] = 1;
   }
 
+  if (cfg->threads == CONFIG_AUTO) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cfg->threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (int)cpus;
+  }
   if (config_parse_hostport(cfg->listen, cfg->listen_host, sizeof cfg->listen_host,
                             &cfg->listen_port) < 0)
     return fail(err, errlen, "--listen: expected HOST:PORT, got '%s'", cfg->listen);

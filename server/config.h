@@ -37,7 +37,7 @@ typedef struct {
   char redis_password_file[512];
   int64_t redis_timeout_ms;
   char key_prefix[72];
-  int threads;
+  int threads;                /* resolved: "auto" is the online CPUs, at most 64 */
   int64_t max_ttl_ms;
   int64_t max_wait_ms;
   int max_waiters;

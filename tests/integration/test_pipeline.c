@@ -288,7 +288,8 @@ START_TEST(off_and_min_replicas) {
 END_TEST
 
 START_TEST(noscript_in_batch) {
-  start("on", NULL);
+  const char *four[] = {"--threads", "4", NULL};
+  start("on", four);
   /* Every event loop's pipe connects (and loads every script) as its
    * thread starts: one that got there after the SCRIPT FLUSH below would
    * load them all again, and nothing would meet NOSCRIPT (seen once on a
