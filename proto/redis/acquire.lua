@@ -62,7 +62,8 @@ local function counter_px()
 end
 
 local quota = KEYS[3]
-local now_ms = quota and leases_now()
+local time = quota and redis.call('TIME') -- read once: the count's clock, and the floor's below
+local now_ms = quota and leases_now(time)
 local last, cur, live, tamper = guard(ARGV[5])
 if cur == ARGV[1] then
   if quota then leases_add(quota, ARGV[7], tonumber(ARGV[2]), now_ms) end
@@ -91,7 +92,7 @@ if cur then
   return {0, left, redis.call('HGET', KEYS[1], 'owner') or '', tamper}
 end
 
-if quota and leases_room(quota, ARGV[7], tonumber(ARGV[6]), now_ms) == 0 then
+if quota and leases_full(quota, ARGV[7], tonumber(ARGV[6]), now_ms) then
   return {2, 0, '', tamper}
 end
 last = last or '0'
@@ -109,7 +110,7 @@ if last == MAX then
 end
 local fence = succ(last)
 if ARGV[4] == 'clock' then
-  local t = redis.call('TIME')
+  local t = time or redis.call('TIME')
   local now = t[1] .. string.format('%06d', tonumber(t[2]))
   if greater(now, fence) then fence = now end
 end

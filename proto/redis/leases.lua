@@ -15,15 +15,18 @@
 -- touch two slots, so picketd runs quota.lua on the token's slot before a
 -- grant (take) and after a renew or release (touch, drop): see quota.lua.
 
-local function leases_now()
-  local t = redis.call('TIME')
+-- Now in ms, from a TIME reply (t, when the caller has read one) or a new one.
+local function leases_now(t)
+  t = t or redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- the set lives as long as its longest lease
-local function leases_keep(key, expiry)
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if last[2] then redis.call('PEXPIREAT', key, math.max(tonumber(last[2]), expiry)) end
+-- The set lives as long as its longest lease: every add and touch moves
+-- its expiry out to theirs, never in (PTTL is -1 for a set just made).
+-- PTTL and PEXPIREAT rather than reading the top score: the expiry already
+-- covers every entry, so only a later one can move it.
+local function leases_keep(key, expiry, now)
+  if redis.call('PTTL', key) <= expiry - now then redis.call('PEXPIREAT', key, expiry) end
 end
 
 -- Whether `name` may be counted in under `max`: forgets leases past their
@@ -38,11 +41,20 @@ local function leases_room(key, name, max, now)
   return 1
 end
 
+-- Whether a grant of `name` would go past `max` (acquire.lua): ZCARD
+-- alone while the set has room. Entries of leases that expired without a
+-- release are forgotten only once the set looks full (leases_room), so a
+-- grant costs one call here, and at most `max` stale entries wait.
+local function leases_full(key, name, max, now)
+  if redis.call('ZCARD', key) < max then return false end
+  return leases_room(key, name, max, now) == 0
+end
+
 -- Counts `name` in (or moves its expiry) until now + ttl_ms.
 local function leases_add(key, name, ttl_ms, now)
   local expiry = now + ttl_ms
   redis.call('ZADD', key, expiry, name)
-  leases_keep(key, expiry)
+  leases_keep(key, expiry, now)
 end
 
 -- A renew: moves a counted lock's expiry, never back. Fails (WRONGTYPE)
@@ -50,7 +62,7 @@ end
 local function leases_touch(key, name, ttl_ms, now)
   local expiry = now + ttl_ms
   redis.call('ZADD', key, 'XX', 'GT', expiry, name)
-  leases_keep(key, expiry)
+  leases_keep(key, expiry, now)
 end
 
 local function leases_drop(key, name)
