@@ -696,9 +696,12 @@ static void *loop_main(void *arg) {
     /* Every event is taken before the daemon runs: once libmicrohttpd has
      * read a client's first byte, epoll no longer reports it, and the
      * request's deadline would start late (conns.c). So a full batch is
-     * followed by another; only client sockets' events, which are
-     * one-shot, can fill one, so this ends. */
-    for (;;) {
+     * followed by another. Client sockets are edge-triggered, so one that
+     * keeps receiving could be reported again and again while the daemon
+     * waits: the rounds are bounded by what this loop's connections could
+     * fill once each (the bound one-shot events used to give), and a
+     * request that misses it starts at its line instead. */
+    for (int rounds = (int)(cfg->max_connections / LOOP_EVENTS) + 2;; rounds--) {
       for (int i = 0; i < n; i++) {
         void *tag = evs[i].data.ptr;
         if (tag == &l->wake) take_resumes(l);
@@ -708,7 +711,7 @@ static void *loop_main(void *arg) {
           conns_readable(tag); /* the rest are client sockets, tagged by conns.c */
         }
       }
-      if (n < LOOP_EVENTS) break;
+      if (n < LOOP_EVENTS || rounds == 0) break;
       n = epoll_wait(l->ep, evs, LOOP_EVENTS, 0);
     }
     conns_expire(l->conns);
