@@ -128,7 +128,10 @@ bash "$R" --bin "$H_DIR/rbin" --quick --duration 0.5 --repeat 2 --picketd-flags 
 grep -q '^picket-bench .*0.5 s measured' "$H_DIR/run.out" || h_fail "bench/run: no header: $(cat "$H_DIR/run.out")"
 grep -q 'picketd (default threads; flags --redis-pipeline off) reaches Redis' "$H_DIR/run.out" ||
   h_fail "bench/run: picketd's flags not in the header: $(cat "$H_DIR/run.out")"
-[ "$(grep -c 'run [12] of 2' "$H_DIR/run.err")" = 30 ] || h_fail "bench/run: not 2 runs of each of 15 rows: $(cat "$H_DIR/run.err")"
+[ "$(grep -c 'run [12] of 2' "$H_DIR/run.err")" = 32 ] || h_fail "bench/run: not 2 runs of each of 16 rows: $(cat "$H_DIR/run.err")"
+# The auth rows run in turns with each other.
+grep -A1 'cycle auth (run 1 of 2)' "$H_DIR/run.err" | grep -q 'cycle auth quota (run 1 of 2)' ||
+  h_fail "bench/run: the auth rows not in turns: $(cat "$H_DIR/run.err")"
 # The Redis Cluster rows (a three-primary cluster of bench/run's own), with
 # every node's CPU, beside the single Redis, and the lines that compare them.
 for c in 16 64; do
@@ -149,6 +152,14 @@ for r in "cycle auth" "cycle auth quota"; do
 done
 grep -Eq '^--auth-file \(1,000 tokens\), cycle at 16 connections and 1,000 names \(median runs\): [0-9]+ ops/s' \
   "$H_DIR/run.out" || h_fail "bench/run: no auth comparison: $(cat "$H_DIR/run.out")"
+# The --min-replicas row (a primary with a replica of bench/run's own), its
+# comparison with the plain cycle, and issue 28's four target lines.
+grep -Eq '^\| cycle min-replicas 1 \| 16 \| 1000 \| [0-9]+ \| [0-9]+ \|' "$H_DIR/run.out" ||
+  h_fail "bench/run: no min-replicas row: $(cat "$H_DIR/run.out")"
+grep -Eq '^--min-replicas 1 \(a primary with one replica\), cycle at 16 connections .*: [0-9]+ ops/s against [0-9]+ plain' \
+  "$H_DIR/run.out" || h_fail "bench/run: no min-replicas comparison: $(cat "$H_DIR/run.out")"
+[ "$(grep -Ec '^- .*: [0-9.]+ x \(target >= 0\.[0-9]\): (met|NOT met)$' "$H_DIR/run.out")" -ge 4 ] ||
+  h_fail "bench/run: issue 28's target lines missing: $(cat "$H_DIR/run.out")"
 # The target row's ratio cell is median (min–max); one line per run under
 # the table, one of them the median; the Targets line says so.
 grep -Eq '^\| cycle \| 16 \| 1000 \| [0-9]+ \| [0-9]+ \| [0-9.]+ \([0-9.]+–[0-9.]+\) \|' "$H_DIR/run.out" ||
