@@ -151,6 +151,7 @@ struct conns_client {
   conns_client *prev, *next; /* in loop->head while ARRIVING */
   ip_entry *ip;           /* the group's count it holds, or NULL */
   unsigned char addr[16]; /* for the log */
+  char group[CONNS_GROUP_TEXT_MAX]; /* its address group as text, made once (conns_peer) */
   /* Under --auth-file, until a request on it shows a valid token: */
   int unauth;                  /* in loop->unauth (this loop's thread only) */
   conns_link in_loop;
@@ -244,15 +245,7 @@ static const char *group_text(const unsigned char key[16], char out[CONNS_GROUP_
   return out;
 }
 
-const char *conns_peer(const conns_client *c, char out[CONNS_GROUP_TEXT_MAX]) {
-  if (c == NULL) {
-    out[0] = '\0';
-    return out;
-  }
-  unsigned char key[16];
-  conns_group_key(c->addr, ipv6_prefix, key);
-  return group_text(key, out);
-}
+const char *conns_peer(const conns_client *c) { return c ? c->group : ""; }
 
 /* How many connections the group may have; 0: no cap. */
 static int cap_of(const unsigned char key[16]) {
@@ -570,6 +563,9 @@ conns_client *conns_opened(conns_loop *cl, struct MHD_Connection *mc) {
   c->fd = fi->connect_fd;
   c->ip = ip;
   if (ai == NULL || !addr_key(ai->client_addr, c->addr)) memset(c->addr, 0, sizeof c->addr);
+  unsigned char key[16];
+  conns_group_key(c->addr, ipv6_prefix, key);
+  group_text(key, c->group); /* once: every request's per-address limits key on it */
   if (auth_on) unauth_join(c);
   arm(c);
   /* The first request's clock starts at the accept: its first bytes often

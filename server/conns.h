@@ -54,9 +54,9 @@ void conns_closed(conns_client *c);
  * (--max-waiters-per-ip, --acquire-rate-per-ip), so that they count the
  * groups the connection cap counts: "loopback", an IPv4 address, or an
  * IPv6 prefix of --ipv6-prefix-len bits ("2001:db8:1:2::/64"); "" when
- * unknown (c NULL). Returns out. */
+ * unknown (c NULL). Made when the connection opens; lives as long as c. */
 #define CONNS_GROUP_TEXT_MAX (INET6_ADDRSTRLEN + 12) /* an address, "/" and a number */
-const char *conns_peer(const conns_client *c, char out[CONNS_GROUP_TEXT_MAX]);
+const char *conns_peer(const conns_client *c);
 /* The key of the group whose connections one cap counts, for a 16-byte
  * address (IPv4 mapped as ::ffff:a.b.c.d): all of loopback (127.0.0.0/8,
  * ::1) is one group (key ::1); an IPv4 address is its own; an IPv6

@@ -527,10 +527,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   }
   if (r->waiting) return resumed(conn, r);
 
-  char peer[CONNS_GROUP_TEXT_MAX];
   api_request req = {method, url, r->body, r->len, r->too_large,
                      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
-                     conns_peer(r->sock, peer), conns_peer_loopback(r->sock)};
+                     conns_peer(r->sock), conns_peer_loopback(r->sock)};
   handling_set(r, 1); /* until reply(), or the end of the request */
   if (target_has_nul(r, url, version)) {
     handling_set(r, 0);
