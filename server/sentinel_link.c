@@ -308,7 +308,13 @@ static int poll_master(link_t *L, int64_t *down_after) {
 
   pthread_mutex_lock(&mu);
   L->heard = 1;
-  if (addr[0] && strcmp(addr, ":") != 0) {
+  /* What it names, and under which config-epoch, is recorded only from a
+   * view with no failover under way (veto): between +promoted-slave and
+   * its own +switch-master, a failover's leader reports the deposed
+   * primary's address under the failover's new config-epoch. Taken as
+   * is, that looks like a failover back to the deposed node (see
+   * sentinel_link_names_after), and sent picketd back to it. */
+  if (addr[0] && strcmp(addr, ":") != 0 && !veto) {
     snprintf(L->named, sizeof L->named, "%s", addr);
     L->epoch = epoch;
   }

@@ -28,11 +28,12 @@ void sentinel_link_stop(void);
 int sentinel_link_up(void);
 
 /* The highest config-epoch any sentinel's last SENTINEL MASTER answer
- * gave (0: none answered yet). A failover that succeeds raises it. */
+ * gave, from answers that showed no failover under way (0: none yet). A
+ * failover that succeeds raises it. */
 int64_t sentinel_link_epoch(void);
-/* 1 when some sentinel's last answer names addr ("host:port") as the
- * master under a config-epoch above `epoch`: a failover to addr happened
- * after that epoch. */
+/* 1 when some sentinel's last answer with no failover under way names
+ * addr ("host:port") as the master under a config-epoch above `epoch`: a
+ * failover to addr happened after that epoch. */
 int sentinel_link_names_after(const char *addr, int64_t epoch);
 
 /* A connection to sentinel i of --sentinel, authenticated, with

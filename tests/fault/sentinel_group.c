@@ -19,6 +19,7 @@ typedef struct {
   char log[300];
   int port;
   pid_t pid;
+  int paused; /* SIGSTOPped by sg_pause_sentinel */
 } sg_sentinel;
 
 struct sg_group {
@@ -151,7 +152,7 @@ redisReply *sg_sentinel_cmd(const sg_group *g, int s, const char *fmt, ...) {
 }
 
 /* The value of `key` in a flat key/value array reply, or NULL. */
-static const char *field(const redisReply *kv, const char *key) {
+const char *sg_field(const redisReply *kv, const char *key) {
   if (kv == NULL || kv->type != REDIS_REPLY_ARRAY) return NULL;
   for (size_t i = 0; i + 1 < kv->elements; i += 2)
     if (kv->element[i]->type == REDIS_REPLY_STRING && strcmp(kv->element[i]->str, key) == 0 &&
@@ -297,7 +298,7 @@ static int healthy(sg_group *g) {
   for (int s = 0; s < SG_SENTINELS; s++) {
     if (g->sentinel[s].pid <= 0) continue;
     r = sg_sentinel_cmd(g, s, "SENTINEL MASTER %s", SG_MASTER);
-    const char *flags = field(r, "flags");
+    const char *flags = sg_field(r, "flags");
     int master_ok = flags && strcmp(flags, "master") == 0;
     if (r) freeReplyObject(r);
     int good = 0;
@@ -312,15 +313,15 @@ static int healthy(sg_group *g) {
        * it again (+convert-to-slave), stalling the failover (seen: 27 s
        * without a primary). Its link status is as old; the primary's INFO
        * and WAIT above are the live account of replication. */
-      const char *f = field(r->element[i], "flags");
-      const char *role = field(r->element[i], "role-reported");
+      const char *f = sg_field(r->element[i], "flags");
+      const char *role = sg_field(r->element[i], "role-reported");
       good += f && strcmp(f, "slave") == 0 && role && strcmp(role, "slave") == 0;
     }
     if (r) freeReplyObject(r);
     int peers = 0;
     r = sg_sentinel_cmd(g, s, "SENTINEL SENTINELS %s", SG_MASTER);
     for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
-      const char *f = field(r->element[i], "flags");
+      const char *f = sg_field(r->element[i], "flags");
       peers += f && strcmp(f, "sentinel") == 0;
     }
     if (r) freeReplyObject(r);
@@ -460,11 +461,13 @@ int64_t sg_heal(sg_group *g, int64_t timeout_ms) {
       printf("sentinel group: starting node %s again\n", g->addr[i]);
       ck_assert_msg(harness_redis_restart(g->node[i]) == 0, "node %d did not restart", i);
     }
-  for (int s = 0; s < SG_SENTINELS; s++)
+  for (int s = 0; s < SG_SENTINELS; s++) {
+    if (g->sentinel[s].paused) sg_pause_sentinel(g, s, 0);
     if (g->sentinel[s].pid <= 0) {
       printf("sentinel group: starting sentinel %d again\n", s);
       start_sentinel(g, s);
     }
+  }
   sg_wait_healthy(g, timeout_ms);
   return harness_now_ms() - t0;
 }
@@ -475,7 +478,16 @@ void sg_partition_replicas(sg_group *g) {
     if (g->proxy[i]) fault_proxy_partition(g->proxy[i]);
 }
 
-void sg_kill_sentinel(sg_group *g, int s) { stop_pid(&g->sentinel[s].pid); }
+void sg_kill_sentinel(sg_group *g, int s) {
+  stop_pid(&g->sentinel[s].pid);
+  g->sentinel[s].paused = 0;
+}
+
+void sg_pause_sentinel(sg_group *g, int s, int paused) {
+  ck_assert_msg(g->sentinel[s].pid > 0, "sentinel %d is not running", s);
+  kill(g->sentinel[s].pid, paused ? SIGSTOP : SIGCONT);
+  g->sentinel[s].paused = paused;
+}
 
 void sg_restart_sentinel(sg_group *g, int s) {
   ck_assert_msg(g->sentinel[s].pid <= 0, "sentinel %d is running", s);

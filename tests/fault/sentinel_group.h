@@ -110,9 +110,15 @@ void sg_partition_replicas(sg_group *g);
  * and waits until it answers and knows the primary. */
 void sg_kill_sentinel(sg_group *g, int s);
 void sg_restart_sentinel(sg_group *g, int s);
+/* SIGSTOPs Sentinel s (paused 1) or SIGCONTs it (0); sg_heal resumes a
+ * paused one. */
+void sg_pause_sentinel(sg_group *g, int s, int paused);
 /* One command to Sentinel s (NULL when it cannot be reached); free the
  * reply with freeReplyObject. */
 redisReply *sg_sentinel_cmd(const sg_group *g, int s, const char *fmt, ...);
+/* The value of `key` in a flat key/value array reply (SENTINEL MASTER),
+ * or NULL. */
+const char *sg_field(const redisReply *kv, const char *key);
 /* Prints the last lines of every Sentinel's log (to stderr). */
 void sg_dump_logs(const sg_group *g);
 

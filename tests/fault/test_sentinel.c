@@ -48,6 +48,9 @@
  *                          is cut off from every sentinel (through
  *                          proxies): once it hears them again it uses A,
  *                          which it had been holding off as deposed.
+ *  leader_frozen_mid_failover the failover's leader SIGSTOPped between
+ *                          its promotion and its +switch-master, under
+ *                          load: picketd stays on the promoted node.
  * and on groups of their own whose replicas follow through proxies (a
  * failover repoints the replicas directly, so each gets a fresh group):
  *  lagging_replicas_lossy  both replicas partitioned, the primary killed,
@@ -952,6 +955,110 @@ START_TEST(failback_unheard) {
 }
 END_TEST
 
+/* A failover's leader is the one sentinel that knows of the promotion
+ * before its own +switch-master, a second or more later: in between, its
+ * SENTINEL MASTER names the deposed primary under the failover's new
+ * config-epoch, flagged failover_in_progress. picketd once took that for a
+ * failover back to the deposed node that it had not heard, lifted its hold
+ * and switched back to it (a CI run of primary_killed, 3 switches in one
+ * failover). Here the leader is frozen (SIGSTOP) in that window, under
+ * load, and the other sentinels never learn of the failover, so picketd
+ * sees both answers for as long as the case runs: it must
+ * stay on the promoted node, never go back to the old primary (still a
+ * master after a forced failover, taking writes the new one never sees). */
+START_TEST(leader_frozen_mid_failover) {
+  int64_t t_case = harness_now_ms();
+  sg_group *g = group();
+  int L = SG_SENTINELS - 1; /* the leader: a forced failover is led by the sentinel asked */
+  /* picketd compares config-epochs with the one of its hold, and a group
+   * that never failed over has config-epoch 0, which it ignores: run on
+   * its own, the case fails over once first. */
+  redisReply *r = sg_sentinel_cmd(g, L, "SENTINEL MASTER %s", SG_MASTER);
+  const char *epoch = r ? sg_field(r, "config-epoch") : NULL;
+  int never = epoch == NULL || strcmp(epoch, "0") == 0;
+  if (r) freeReplyObject(r);
+  if (never) {
+    sg_failover(g, -1);
+    sg_heal(g, 60000 * harness_time_scale());
+  }
+  int old = sg_primary(g);
+  ck_assert_int_ge(old, 0);
+  const char *base = start_picketd(g, NULL);
+  wait_follows(base, sg_node_addr(g, old)); /* the leader: a forced failover is led by the sentinel asked */
+  redisContext *sub = redisConnect("127.0.0.1", sg_sentinel_port(g, L));
+  ck_assert_msg(sub && !sub->err, "cannot reach sentinel %d", L);
+  struct timeval tv = {(time_t)(30 * harness_time_scale()), 0};
+  redisSetTimeout(sub, tv);
+  r = redisCommand(sub, "SUBSCRIBE +promoted-slave");
+  ck_assert_msg(r != NULL, "SUBSCRIBE: %s", sub->errstr);
+  freeReplyObject(r);
+  load_start(base);
+  harness_sleep_ms(500);
+  /* The other sentinels, down through the failover, never hear of it from
+   * the frozen leader: started again, they name the old primary, the
+   * answer that makes picketd look for a failover back. (Paused instead,
+   * they would find the leader's news in their sockets.) */
+  for (int s = 0; s < L; s++) sg_kill_sentinel(g, s);
+  r = sg_sentinel_cmd(g, L, "SENTINEL FAILOVER %s", SG_MASTER);
+  ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "SENTINEL FAILOVER: %s",
+                r && r->type == REDIS_REPLY_ERROR ? r->str : "no reply");
+  freeReplyObject(r);
+  r = NULL;
+  ck_assert_msg(redisGetReply(sub, (void **)&r) == REDIS_OK && r, "no +promoted-slave: %s",
+                sub->errstr);
+  char named_new[64] = "", host[40];
+  int port = 0;
+  if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+      sscanf(r->element[2]->str, "slave %*s %39s %d", host, &port) == 2)
+    snprintf(named_new, sizeof named_new, "%s:%d", host, port);
+  freeReplyObject(r);
+  ck_assert_msg(port > 0, "odd +promoted-slave message");
+  redisFree(sub);
+  /* past picketd's next look at the leader (every 100 ms at most) */
+  harness_sleep_ms(250);
+  r = sg_sentinel_cmd(g, L, "SENTINEL MASTER %s", SG_MASTER);
+  sg_pause_sentinel(g, L, 1);
+  const char *ip = sg_field(r, "ip"), *port_s = sg_field(r, "port"), *fl = sg_field(r, "flags");
+  char named[64], flags[200];
+  snprintf(named, sizeof named, "%s:%s", ip ? ip : "?", port_s ? port_s : "?");
+  snprintf(flags, sizeof flags, "%s", fl ? fl : "(no answer)");
+  if (r) freeReplyObject(r);
+  for (int s = 0; s < L; s++) sg_restart_sentinel(g, s);
+  printf("leader_frozen_mid_failover: sentinel %d frozen naming %s, flags %s\n", L, named, flags);
+  ck_assert_msg(strcmp(named, sg_node_addr(g, old)) == 0 && strstr(flags, "failover_in_progress"),
+                "the leader had finished the failover 250 ms after the promotion (names %s, flags "
+                "%s): the case needs it frozen before", named, flags);
+  /* picketd asks the sentinels every 5 s and on trouble: watch for 12 s.
+   * It follows the promoted node, and refuses lock calls (503) while the
+   * sentinels do not agree on a primary. */
+  int64_t t0 = harness_now_ms();
+  char was[120], now[120];
+  snprintf(was, sizeof was, "picket_redis_primary_info{addr=\"%s\"}", sg_node_addr(g, old));
+  snprintf(now, sizeof now, "picket_redis_primary_info{addr=\"%s\"}", named_new);
+  int followed = 0;
+  while (harness_now_ms() - t0 < 12000) {
+    followed |= harness_metric(base, now) == 1;
+    ck_assert_msg(!followed || harness_metric(base, was) != 1,
+                  "picketd went back to the deposed primary %s while the failover's leader was "
+                  "frozen", sg_node_addr(g, old));
+    harness_sleep_ms(20);
+  }
+  readyz z = get_readyz(base);
+  printf("leader_frozen_mid_failover: at the end /readyz says %ld %s\n", z.status, z.body);
+  load_stop();
+  ck_assert_msg(followed, "picketd never followed the promotion");
+  report R = check_run("leader_frozen_mid_failover", t0);
+  assert_safe(&R, "leader_frozen_mid_failover");
+  free(R.all);
+  double switches = harness_metric(base, "picket_redis_failovers_total");
+  if (switches != 1) show_switches(harness_picketd_log(P));
+  ck_assert_msg(switches == 1, "picketd switched primaries %g times in one failover", switches);
+  sg_pause_sentinel(g, L, 0);
+  printf("leader_frozen_mid_failover took %lld ms\n", (long long)(harness_now_ms() - t_case));
+  case_done = 1;
+}
+END_TEST
+
 /* A lagging run: both replicas partitioned (behind their proxies) for
  * 1.5 s under load, then the primary killed, so Sentinel promotes a
  * replica that missed what the lag wrote. Besides the load, two locks it
@@ -1087,7 +1194,8 @@ int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT); /* before any thread uses libcurl */
   const TTest *tests[] = {forced_failover,         waiter_across_failover, primary_killed,
                           sentinels_lost,          sentinels_lost_no_lease,
-                          failback_unheard,        lagging_replicas_lossy,
+                          failback_unheard,        leader_frozen_mid_failover,
+                          lagging_replicas_lossy,
                           lagging_replicas_refused};
   Suite *s = suite_create("fault_sentinel");
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
