@@ -671,9 +671,10 @@ static void send_acquire(bconn *c) {
     char ttl[24];
     picket_proto_lease_new(c->lease);
     snprintf(ttl, sizeof ttl, "%lld", (long long)opt.ttl_ms);
+    /* (lease, ttl, owner, floor, idle, lock-delay, hold cap) */
     const char *argv[] = {"EVALSHA", sha_acquire, "2", ln->lease_key, ln->fence_key,
-                          c->lease,  ttl,         "",           "clock",      "0"};
-    redis_request(c, 10, argv);
+                          c->lease,  ttl,         "",  "clock",      "0", "0", "0"};
+    redis_request(c, 12, argv);
   }
   c->req = REQ_ACQUIRE;
 }
@@ -868,12 +869,13 @@ static int redis_parse(bconn *c) {
   char detail[96] = "unexpected reply";
   if (r->type == REDIS_REPLY_ERROR) {
     snprintf(detail, sizeof detail, "Redis: %.80s", r->str);
-  } else if (c->req == REQ_ACQUIRE && r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+  } else if (c->req == REQ_ACQUIRE && r->type == REDIS_REPLY_ARRAY && r->elements == 5 &&
              r->element[0]->type == REDIS_REPLY_INTEGER) {
     o = r->element[0]->integer == 1 ? OUT_OK : OUT_HELD;
-  } else if ((c->req == REQ_RELEASE || c->req == REQ_RENEW) && r->type == REDIS_REPLY_ARRAY &&
-             r->elements == 2) {
-    /* {fence (a decimal string) or 1, tamper}, or {0, tamper}: lost */
+  } else if (r->type == REDIS_REPLY_ARRAY && ((c->req == REQ_RELEASE && r->elements == 2) ||
+                                               (c->req == REQ_RENEW && r->elements == 3))) {
+    /* release {1, tamper}, renew {fence (a decimal string), tamper, ttl};
+     * {0, ...}: lost */
     const redisReply *e = r->element[0];
     o = e->type == REDIS_REPLY_STRING || (e->type == REDIS_REPLY_INTEGER && e->integer > 0)
             ? OUT_OK

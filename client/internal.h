@@ -23,6 +23,7 @@ struct picket_lease {
   _Atomic int64_t ttl_ms;
   _Atomic int64_t sent_ms;     /* when the last successful grant/renew was sent */
   _Atomic int64_t deadline_ms; /* local deadline; 0 when unknown */
+  atomic_int capped;           /* a grant or renewal was cut by max_hold_ms */
 };
 
 /* A new client with the same server and options as `c`; NULL on failure. */

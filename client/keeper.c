@@ -5,7 +5,8 @@
  * backoff, and no attempt runs past the lease's local deadline, so the loss
  * is reported at the deadline at the latest, even when the server hangs
  * (SIGSTOP, partition). It reports loss at once when the server says the
- * lease is gone. It uses its own client handle, because a handle belongs to
+ * lease is gone, and at the deadline when the lease's max_hold_ms cut a
+ * renewal short. It uses its own client handle, because a handle belongs to
  * one thread, and a stop flag that also aborts a request in flight. */
 #include <errno.h>
 #include <pthread.h>
@@ -54,6 +55,13 @@ static void *keeper_main(void *arg) {
   int failures = 0;
   int64_t next = atomic_load(&k->lease->sent_ms) + k->ttl_ms / k->opts.renew_divisor;
   for (;;) {
+    if (picket_lease_capped(k->lease)) {
+      /* max_hold_ms cut the last grant or renewal: no renewal can carry
+       * the lease further, so none is sent (each would get less, without
+       * end); the lease ends at its deadline, reported as the cap. */
+      if (!wait_until(k, picket_lease_deadline_ms(k->lease))) lose(k, PICKET_ECAPPED);
+      break;
+    }
     if (wait_until(k, next)) break;
     int64_t deadline = picket_lease_deadline_ms(k->lease);
     if (picket_now_ms() >= deadline) {

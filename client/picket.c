@@ -342,7 +342,8 @@ static int from_reply(picket_client *c, long status, json_t *j) {
     return PICKET_ELIMIT;
   }
   switch (code ? picket_proto_err_from_code(code) : -1) {
-  case PICKET_PROTO_ERR_LOCK_HELD: {
+  case PICKET_PROTO_ERR_LOCK_HELD:
+  case PICKET_PROTO_ERR_LOCK_DELAY: {
     json_t *ra = json_object_get(e, "retry_after_ms");
     c->retry_after_ms = json_is_integer(ra) ? json_integer_value(ra) : -1;
     const char *owner = json_string_value(json_object_get(e, "owner"));
@@ -523,6 +524,8 @@ int64_t picket_lease_ttl_ms(const picket_lease *l) { return atomic_load(&l->ttl_
 const char *picket_lease_owner(const picket_lease *l) { return l->has_owner ? l->owner : NULL; }
 int64_t picket_lease_deadline_ms(const picket_lease *l) { return atomic_load(&l->deadline_ms); }
 
+int picket_lease_capped(const picket_lease *l) { return atomic_load(&l->capped); }
+
 int picket_lease_valid(const picket_lease *l) {
   int64_t d = atomic_load(&l->deadline_ms);
   return d > 0 && picket_now_ms() < d;
@@ -548,8 +551,9 @@ int picket_acquire(picket_client *c, const char *name, const picket_acquire_opts
   clear_detail(c);
   if (opts == NULL) opts = &none;
   if ((err = set_url(c, &call, name, "acquire")) != 0) return err;
-  if (opts->ttl_ms < 0 || opts->wait_ms < 0)
-    return fail(c, PICKET_EINVAL, "ttl_ms and wait_ms must not be negative");
+  if (opts->ttl_ms < 0 || opts->wait_ms < 0 || opts->lock_delay_ms < 0 || opts->max_hold_ms < 0)
+    return fail(c, PICKET_EINVAL,
+                "ttl_ms, wait_ms, lock_delay_ms and max_hold_ms must not be negative");
   if (opts->owner != NULL && !picket_proto_owner_valid(opts->owner, strlen(opts->owner)))
     return fail(c, PICKET_EINVAL, "owner must be at most 128 characters of UTF-8 without control characters");
   if (!opts->server_lease_id) {
@@ -565,6 +569,10 @@ int picket_acquire(picket_client *c, const char *name, const picket_acquire_opts
   if (body == NULL) return fail(c, PICKET_ENOMEM, "out of memory");
   if (opts->ttl_ms > 0) json_object_set_new(body, "ttl_ms", json_integer(opts->ttl_ms));
   if (opts->wait_ms > 0) json_object_set_new(body, "wait_ms", json_integer(opts->wait_ms));
+  if (opts->lock_delay_ms > 0)
+    json_object_set_new(body, "lock_delay_ms", json_integer(opts->lock_delay_ms));
+  if (opts->max_hold_ms > 0)
+    json_object_set_new(body, "max_hold_ms", json_integer(opts->max_hold_ms));
   if (opts->owner != NULL && opts->owner[0] != '\0')
     json_object_set_new(body, "owner", json_string(opts->owner));
   if (id[0] != '\0') json_object_set_new(body, "lease", json_string(id));
@@ -607,6 +615,7 @@ int picket_acquire(picket_client *c, const char *name, const picket_acquire_opts
   atomic_store(&l->ttl_ms, ttl);
   atomic_store(&l->sent_ms, sent);
   atomic_store(&l->deadline_ms, sent + ttl - drift_ms(c, ttl));
+  if (opts->ttl_ms > 0 && ttl < opts->ttl_ms) atomic_store(&l->capped, 1);
   json_decref(reply);
   /* A waited grant was made at some moment between sending and the reply
    * that this clock cannot see: sent + ttl is still a safe deadline, but
@@ -663,6 +672,7 @@ int picket__renew(picket_client *c, picket_lease *l, int64_t ttl_ms, int64_t unt
   l->fence = fence;
   atomic_store(&l->ttl_ms, ttl);
   atomic_store(&l->sent_ms, sent);
+  if (ttl_ms > 0 && ttl < ttl_ms) atomic_store(&l->capped, 1); /* max_hold_ms reached */
   /* Never move a deadline backwards: a slower reply to an older renew
    * must not shorten what a newer one granted (both are true). */
   int64_t d = sent + ttl - drift_ms(c, ttl), old = atomic_load(&l->deadline_ms);

@@ -154,6 +154,31 @@ static void reply_held(api_response *resp, const char *name, int64_t ttl_ms, con
   set_retry_after(resp, ttl_ms);
 }
 
+/* 409 lock_delay: the last lease expired without a release and asked for
+ * a lock-delay, which runs ms more (proto/redis/hold.lua). owner: the
+ * expired lease's. */
+static void reply_delay(api_response *resp, const char *name, int64_t ms, const char *owner) {
+  if (ms < 1) ms = 1;
+  char msg[300];
+  snprintf(msg, sizeof msg, "lock '%s': its last lease expired without a release; no grant until "
+           "its lock-delay has run", name);
+  json_t *err = error_object(PICKET_PROTO_ERR_LOCK_DELAY, msg);
+  json_object_set_new(err, "retry_after_ms", json_integer(ms));
+  json_object_set_new(err, "owner", owner_json(owner));
+  reply_json(resp, 409, json_pack("{s:o}", "error", err));
+  set_retry_after(resp, ms);
+}
+
+/* The 409 of an acquire that found the lock taken: by a holder, or by an
+ * expired lease's lock-delay. */
+static void reply_taken(api_response *resp, const api_call *call, int64_t ms) {
+  metrics_inc(call->held_delay ? M_ACQUIRE_DELAYED : M_ACQUIRE_HELD);
+  if (call->held_delay)
+    reply_delay(resp, call->name, ms, call->held_owner);
+  else
+    reply_held(resp, call->name, ms, call->held_owner);
+}
+
 /* Maps a failed store call to its reply. */
 static api_result store_failure(api_response *resp, store_status st, const store_result *r) {
   switch (st) {
@@ -351,6 +376,8 @@ static api_result store_call(api_call *call, store_op_kind kind) {
   call->op.lease = call->lease;
   call->op.owner = call->owner;
   call->op.ttl_ms = call->ttl_ms;
+  call->op.lock_delay_ms = call->lock_delay_ms;
+  call->op.max_hold_ms = call->max_hold_ms;
   /* A token's max_leases is counted by the store, in the lock call itself
    * (store.h), so concurrent acquires on any picketd of this Redis cannot
    * overshoot it. */
@@ -372,10 +399,11 @@ static api_result acquire_outcome(api_call *call, api_response *resp) {
     if (r->created && call->subject) quota_count_grant(call->subject);
     char lease_log[16];
     LOG(LOG_DEBUG, "granted %s fence %lld lease %s ttl %lld ms", call->name, (long long)r->fence,
-        log_lease(call->client_lease, lease_log), (long long)call->ttl_ms);
+        log_lease(call->client_lease, lease_log), (long long)r->ttl_ms);
     char owner[OWNER_LITERAL_MAX], token[FENCE_TOKEN_MEMBER_MAX];
+    /* ttl_ms: the TTL given, which a hold cap may have cut below the ask */
     reply_fmt(resp, "{\"lock\":\"%s\",\"lease\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld,\"owner\":%s%s}",
-              call->name, call->client_lease, (long long)r->fence, (long long)call->ttl_ms,
+              call->name, call->client_lease, (long long)r->fence, (long long)r->ttl_ms,
               owner_literal(call->owner, owner), fence_token_member(call->name, r->fence, token));
     return API_DONE;
   }
@@ -397,10 +425,11 @@ static api_result acquire_outcome(api_call *call, api_response *resp) {
     call->retry_at_ms = now + UNAVAILABLE_RETRY_MS;
     return API_WAIT;
   }
-  if (st != STORE_HELD) {
+  if (st != STORE_HELD && st != STORE_DELAYED) {
     metrics_inc(M_ACQUIRE_ERROR);
     return store_failure(resp, st, r);
   }
+  call->held_delay = st == STORE_DELAYED;
   call->held_ttl_ms = r->ttl_ms;
   memcpy(call->held_owner, r->owner, sizeof r->owner);
   if (call->wait_ms > 0 && now < call->deadline_ms) {
@@ -415,12 +444,12 @@ static api_result acquire_outcome(api_call *call, api_response *resp) {
       }
       call->waiter_counted = 1;
     }
-    /* Retry at the holder's expiry unless a release wakes us first. */
+    /* Retry at the holder's expiry (or the lock-delay's end) unless a
+     * release wakes us first. */
     call->retry_at_ms = now + (r->ttl_ms > 0 ? r->ttl_ms : 1);
     return API_WAIT;
   }
-  metrics_inc(M_ACQUIRE_HELD);
-  reply_held(resp, call->name, r->ttl_ms, r->owner);
+  reply_taken(resp, call, r->ttl_ms);
   return API_DONE;
 }
 
@@ -455,9 +484,8 @@ void api_wait_expired(api_call *call, api_response *resp) {
     store_failure(resp, STORE_EUNAVAIL, &call->op.r);
     return;
   }
-  metrics_inc(M_ACQUIRE_HELD);
   int64_t left = call->retry_at_ms - api_now_ms();
-  reply_held(resp, call->name, left > 0 ? left : call->held_ttl_ms, call->held_owner);
+  reply_taken(resp, call, left > 0 ? left : call->held_ttl_ms);
 }
 
 /* A fresh lease id from the kernel's CSPRNG. Each thread reads 32
@@ -480,11 +508,15 @@ static int lease_new(char out[PICKET_PROTO_LEASE_LEN + 1]) {
 }
 
 static api_result handle_acquire(const api_request *req, api_call *call, api_response *resp) {
-  static const char *const allowed[] = {"ttl_ms", "wait_ms", "owner", "lease", NULL};
+  static const char *const allowed[] = {"ttl_ms",        "wait_ms",     "owner", "lease",
+                                        "lock_delay_ms", "max_hold_ms", NULL};
   json_t *b = parse_body(req, allowed, resp);
   if (b == NULL) return API_DONE;
   int bad = get_int(b, "ttl_ms", 1, cfg->max_ttl_ms, ttl_default(), &call->ttl_ms, resp) < 0 ||
             get_int(b, "wait_ms", 0, cfg->max_wait_ms, 0, &call->wait_ms, resp) < 0 ||
+            get_int(b, "lock_delay_ms", 0, cfg->max_lock_delay_ms, 0, &call->lock_delay_ms,
+                    resp) < 0 ||
+            get_int(b, "max_hold_ms", 0, PICKET_PROTO_HOLD_MAX_MS, 0, &call->max_hold_ms, resp) < 0 ||
             get_owner(b, call->owner, resp) < 0 || get_lease(b, 0, call, resp) < 0;
   json_decref(b);
   if (bad) return API_DONE;
@@ -543,7 +575,7 @@ static api_result renew_outcome(api_call *call, api_response *resp) {
   metrics_inc(M_RENEW_RENEWED);
   char token[FENCE_TOKEN_MEMBER_MAX];
   reply_fmt(resp, "{\"lock\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld%s}", call->name,
-            (long long)call->op.r.fence, (long long)call->ttl_ms,
+            (long long)call->op.r.fence, (long long)call->op.r.ttl_ms,
             fence_token_member(call->name, call->op.r.fence, token));
   return API_DONE;
 }
@@ -572,10 +604,12 @@ static api_result inspect_outcome(api_call *call, api_response *resp) {
   /* A lease key without expiry (PTTL -1: PERSISTed by hand) is "held now",
    * as in reply_held: the spec's ttl_ms is never negative. */
   int64_t ttl_ms = r->held && r->ttl_ms < 1 ? 1 : r->ttl_ms;
-  reply_json(resp, 200,
-             json_pack("{s:s, s:b, s:I, s:I, s:o}", "lock", call->name, "held", r->held, "fence",
-                       (json_int_t)r->fence, "ttl_ms", (json_int_t)ttl_ms, "owner",
-                       owner_json(r->held ? r->owner : NULL)));
+  json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:o}", "lock", call->name, "held", r->held, "fence",
+                        (json_int_t)r->fence, "ttl_ms", (json_int_t)ttl_ms, "owner",
+                        owner_json(r->held ? r->owner : NULL));
+  /* an expired lease's lock-delay still to run: acquires get lock_delay */
+  if (o && r->delay_ms > 0) json_object_set_new(o, "lock_delay_ms", json_integer(r->delay_ms));
+  reply_json(resp, 200, o);
   return API_DONE;
 }
 

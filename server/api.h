@@ -46,10 +46,13 @@ typedef struct {
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
   int64_t ttl_ms;
   int64_t wait_ms;
+  int64_t lock_delay_ms;  /* acquire: hold.lua's lock-delay (0: none) */
+  int64_t max_hold_ms;    /* acquire: hold.lua's cap on holding (0: none) */
   int64_t started_ms;     /* monotonic, when the request was complete */
   int64_t deadline_ms;    /* monotonic, when a wait ends */
   int64_t retry_at_ms;    /* monotonic, the holder's expiry: retry then */
   int64_t held_ttl_ms;    /* the last lock_held answer, for the timeout reply */
+  int held_delay;         /* ...which was lock_delay: a lock-delay, not a holder */
   char held_owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
   store_op op;            /* the store call of API_STORE, and its result */
   struct auth_principal *who;    /* with --auth-file: the caller (a reference) */

@@ -95,6 +95,8 @@ static const config_option options[] = {
      "largest ttl_ms a client may ask for"},
     {"max-wait-ms", INT(max_wait_ms, 0, 86400000LL), "60000", NULL,
      "largest wait_ms a client may ask for"},
+    {"max-lock-delay-ms", INT(max_lock_delay_ms, 0, 86400000LL), "60000", NULL,
+     "largest lock_delay_ms a client may ask for (0: lock-delay refused)"},
     {"max-waiters", INT(max_waiters, 0, 1000000), "10000", NULL,
      "waiting acquires across all locks; past it, 503 too_many_waiters"},
     {"max-waiters-per-ip", INT_AUTO(max_waiters_per_ip, 0, 1000000), "auto", NULL,

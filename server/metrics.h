@@ -17,6 +17,7 @@ typedef enum {
 #define METRICS_COUNTER_MAP(X)                                                                   \
   X(ACQUIRE_GRANTED, "picket_acquire_total", "outcome=\"granted\"", "Acquire outcomes.")        \
   X(ACQUIRE_HELD, "picket_acquire_total", "outcome=\"held\"", "")                                \
+  X(ACQUIRE_DELAYED, "picket_acquire_total", "outcome=\"lock_delay\"", "")                                \
   X(ACQUIRE_ERROR, "picket_acquire_total", "outcome=\"error\"", "")                              \
   X(RENEW_RENEWED, "picket_renew_total", "outcome=\"renewed\"", "Renew outcomes; lease_lost is a holder that overran its TTL.") \
   X(RENEW_LOST, "picket_renew_total", "outcome=\"lease_lost\"", "")                              \

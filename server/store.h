@@ -20,6 +20,7 @@
 typedef enum {
   STORE_OK = 0,       /* granted / renewed / released / inspected / ready */
   STORE_HELD,         /* acquire: another lease holds it (ttl_ms, owner set) */
+  STORE_DELAYED,      /* acquire: the last lease expired and its lock-delay runs ttl_ms more */
   STORE_LOST,         /* renew/release: the lease is not held by this id */
   STORE_EREPLY,       /* Redis answered with an error (e.g. WRONGTYPE) */
   STORE_EUNAVAIL,     /* Redis unreachable, timed out, loading, read-only */
@@ -32,7 +33,9 @@ typedef enum {
 
 typedef struct {
   int64_t fence;     /* the grant's fence; inspect: the last fence issued */
-  int64_t ttl_ms;    /* HELD and inspect: the holder's remaining TTL */
+  int64_t ttl_ms;    /* acquire and renew OK: the TTL given (the hold cap may cut it);
+                        HELD and inspect: the holder's remaining TTL; DELAYED: the delay's */
+  int64_t delay_ms;  /* inspect: an expired lease's lock-delay still to run (0: none) */
   int held;          /* inspect: 1 when a lease is live */
   int created;       /* acquire: 1 for a new grant, 0 for a same-lease retry */
   int replicas;      /* ready: connected replicas */
@@ -89,6 +92,8 @@ typedef struct store_op {
   const char *lease;               /* acquire, renew, release */
   const char *owner;               /* acquire; "" for none */
   int64_t ttl_ms;                  /* acquire, renew */
+  int64_t lock_delay_ms;           /* acquire: kept off the lock this long after an expiry */
+  int64_t max_hold_ms;             /* acquire: no expiry past grant + this (0: no cap) */
   const char *token;               /* whose lease count this lease is in, or NULL */
   int64_t max_leases;              /* ...and its limit (0: none, nothing counted) */
   store_status st;                 /* the outcome */

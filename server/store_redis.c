@@ -527,9 +527,10 @@ static void note_failed(const store_op *note) {
 
 /* The EVALSHA command of one call; the strings live in the struct. */
 typedef struct {
-  const char *argv[14];
+  const char *argv[16];
   int argc;
   char lease_key[KEY_MAX], fence_key[KEY_MAX], token_key[KEY_MAX], ttl[24], max[24];
+  char delay[24], cap[24];
 } op_command;
 
 /* Fills cmd for op; -1 when the name cannot make a key. The script's SHA
@@ -563,9 +564,11 @@ static int op_command_build(const store_op *op, op_command *cmd) {
   a[n++] = inline_quota ? "3" : "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
   if (inline_quota) a[n++] = cmd->token_key;
   switch (op->kind) {
-    case STORE_OP_ACQUIRE: /* (lease, ttl, owner, floor, idle[, max, name]) */
+    case STORE_OP_ACQUIRE: /* (lease, ttl, owner, floor, idle, delay, cap[, max, name]) */
+      snprintf(cmd->delay, sizeof cmd->delay, "%lld", (long long)op->lock_delay_ms);
+      snprintf(cmd->cap, sizeof cmd->cap, "%lld", (long long)op->max_hold_ms);
       a[n++] = op->lease, a[n++] = cmd->ttl, a[n++] = op->owner ? op->owner : "";
-      a[n++] = floor_arg, a[n++] = idle_arg;
+      a[n++] = floor_arg, a[n++] = idle_arg, a[n++] = cmd->delay, a[n++] = cmd->cap;
       if (inline_quota) a[n++] = cmd->max, a[n++] = op->name;
       break;
     case STORE_OP_RENEW: /* (lease, ttl, idle[, name]) */
@@ -640,41 +643,46 @@ static store_status op_parse(store_op *op, redisReply *rep) {
   }
   switch (op->kind) {
     case STORE_OP_ACQUIRE:
-      /* {1, fence, created, tamper}, {0, ttl, owner, tamper}, or {2, 0, "",
-       * tamper}: the token holds its max_leases */
-      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 || !is_int(e[0])) goto odd;
+      /* {1, fence, created, tamper, ttl}, {0, pttl, owner, tamper, 0}, {3,
+       * pttl, owner, tamper, 0}: a lock-delay runs, or {2, 0, "", tamper,
+       * 0}: the token holds its max_leases */
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 5 || !is_int(e[0]) || !is_int(e[4]))
+        goto odd;
       tamper_repaired(op, e[3]);
       if (e[0]->integer == 2) {
         st = STORE_EQUOTA;
-      } else if (e[0]->integer == 0) {
+      } else if (e[0]->integer == 0 || e[0]->integer == 3) {
         if (!is_int(e[1])) goto odd;
         r->ttl_ms = e[1]->integer;
         copy_owner(e[2], r);
-        st = STORE_HELD;
+        st = e[0]->integer == 0 ? STORE_HELD : STORE_DELAYED;
       } else {
         if (!fence_reply(e[1], 0, &r->fence)) goto odd;
         r->created = is_int(e[2]) && e[2]->integer == 1;
+        r->ttl_ms = e[4]->integer;
       }
       break;
-    case STORE_OP_RENEW: /* {fence, tamper}, or {0, tamper} when the lease is not held */
-      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2) goto odd;
+    case STORE_OP_RENEW: /* {fence, tamper, ttl}, or {0, tamper, 0} when the lease is not held */
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 || !is_int(e[2])) goto odd;
       tamper_repaired(op, e[1]);
       if (is_int(e[0]) && e[0]->integer == 0)
         st = STORE_LOST;
       else if (!fence_reply(e[0], 0, &r->fence))
         goto odd;
+      r->ttl_ms = e[2]->integer;
       break;
     case STORE_OP_RELEASE: /* {1, tamper} released, {0, tamper} not held */
       if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 || !is_int(e[0])) goto odd;
       tamper_repaired(op, e[1]);
       if (e[0]->integer != 1) st = STORE_LOST;
       break;
-    case STORE_OP_INSPECT: /* {fence, held, pttl, owner} */
-      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 ||
-          !fence_reply(e[0], 1, &r->fence) || !is_int(e[1]) || !is_int(e[2]))
+    case STORE_OP_INSPECT: /* {fence, held, pttl, owner, delay} */
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 5 ||
+          !fence_reply(e[0], 1, &r->fence) || !is_int(e[1]) || !is_int(e[2]) || !is_int(e[4]))
         goto odd;
       r->held = e[1]->integer == 1;
       r->ttl_ms = r->held ? e[2]->integer : 0;
+      r->delay_ms = e[4]->integer > 0 ? e[4]->integer : 0;
       copy_owner(e[3], r);
       break;
   }

@@ -26,6 +26,8 @@ typedef struct {
   int64_t ttl_ms;   /* 0: not given */
   int64_t wait_ms;
   int64_t grace_ms;
+  int64_t lock_delay_ms; /* 0: none */
+  int64_t max_hold_ms;   /* 0: no cap */
   const char *owner;
   const char *lease;      /* --lease, --lease-file or $PICKET_LEASE (renew, release) */
   const char *lease_file;

@@ -26,6 +26,7 @@ static const char usage_text[] =
     "\n"
     "commands:\n"
     "  acquire NAME [--ttl 30s] [--wait 0s] [--owner X] [--lease ID] [--shell]\n"
+    "               [--lock-delay D] [--max-hold D]\n"
     "      take the lock; print the grant as JSON {lock, lease, fence, ttl_ms, owner},\n"
     "      or with --shell as PICKET_LOCK=, PICKET_FENCE=, PICKET_LEASE= lines\n"
     "  renew NAME (--lease ID | --lease-file FILE) [--ttl 30s]\n"
@@ -34,13 +35,14 @@ static const char usage_text[] =
     "      give the lock back; print {lock, released}\n"
     "  status NAME\n"
     "      print {lock, held, fence, ttl_ms, owner} (never the lease id)\n"
-    "  run NAME [--ttl 30s] [--wait 0s] [--grace 5s] [--owner X] -- CMD [ARGS...]\n"
+    "  run NAME [--ttl 30s] [--wait 0s] [--grace 5s] [--owner X] [--lock-delay D]\n"
+    "      [--max-hold D] -- CMD [ARGS...]\n"
     "      take the lock, run CMD in its own process group with PICKET_LOCK,\n"
     "      PICKET_FENCE, PICKET_LEASE and PICKET_DEADLINE_MS set, renew every ttl/3\n"
     "      while it runs, forward SIGINT, SIGTERM, SIGHUP and SIGQUIT to it, release\n"
     "      when it exits and exit with its status (128+N if killed by signal N).\n"
-    "      If the lease is lost: SIGTERM the child's group, SIGKILL it after --grace,\n"
-    "      exit 76.\n"
+    "      If the lease is lost (--max-hold reached included): SIGTERM the child's\n"
+    "      group, SIGKILL it after --grace, exit 76.\n"
     "  token new NAME PREFIXES VERBS [max_leases=N] [max_waiters=N] [acquire_rate=N]\n"
     "      print a new random bearer token, and on the next line its line for\n"
     "      picketd's --auth-file (NAME sha256:HEX PREFIXES VERBS [limits]); PREFIXES is\n"
@@ -59,6 +61,9 @@ static const char usage_text[] =
     "  --wait D       how long the server may wait for the lock (default 0s: fail at once;\n"
     "                 at most the server's --max-wait-ms, 60s by default)\n"
     "  --grace D      run: time between SIGTERM and SIGKILL after a lost lease (default 5s)\n"
+    "  --lock-delay D if the lease expires without a release, nobody gets the lock for D\n"
+    "                 after (default 0s; at most the server's --max-lock-delay-ms, 60s)\n"
+    "  --max-hold D   no renewal carries the lease past grant + D (default: no cap)\n"
     "  --owner X      a label others see in status and lock_held (up to 128 characters)\n"
     "  --lease ID     the lease id (32 lowercase hex); acquire: choose it (default random)\n"
     "  --lease-file FILE  renew, release: the lease id is the file's first line; without\n"
@@ -88,7 +93,14 @@ static int usage_error(const char *fmt, const char *arg) {
 int cli_report(picket_client *c, const char *what, int err) {
   const char *msg = c ? picket_client_error_message(c) : "";
   fprintf(stderr, "picket: %s: %s", what, picket_strerror(err));
-  if (err == PICKET_EHELD && c != NULL) {
+  int delay = err == PICKET_EHELD && c != NULL &&
+              strcmp(picket_client_error_code(c), "lock_delay") == 0;
+  if (delay) {
+    /* not held: an expired lease's lock-delay keeps it */
+    fprintf(stderr, ": %s", msg);
+    if (picket_client_retry_after_ms(c) >= 0)
+      fprintf(stderr, "; free in %lld ms", (long long)picket_client_retry_after_ms(c));
+  } else if (err == PICKET_EHELD && c != NULL) {
     const char *holder = picket_client_holder(c);
     if (holder) fprintf(stderr, " (owner %s)", holder);
     if (picket_client_retry_after_ms(c) >= 0)
@@ -103,6 +115,7 @@ int cli_report(picket_client *c, const char *what, int err) {
     return CLI_EXIT_HELD;
   case PICKET_ELOST:
   case PICKET_EEXPIRED:
+  case PICKET_ECAPPED:
     return CLI_EXIT_LOST;
   case PICKET_EINVAL:
     return CLI_EXIT_USAGE;
@@ -138,16 +151,16 @@ static int parse_duration(const char *s, int64_t *out) {
 
 /* Which flags each command takes. */
 enum { F_TTL = 1, F_WAIT = 2, F_GRACE = 4, F_OWNER = 8, F_LEASE = 16, F_SHELL = 32,
-       F_LEASE_FILE = 64 };
+       F_LEASE_FILE = 64, F_LOCK_DELAY = 128, F_MAX_HOLD = 256 };
 static const struct {
   const char *name;
   int flags;
 } commands[] = {
-    {"acquire", F_TTL | F_WAIT | F_OWNER | F_LEASE | F_SHELL},
+    {"acquire", F_TTL | F_WAIT | F_OWNER | F_LEASE | F_SHELL | F_LOCK_DELAY | F_MAX_HOLD},
     {"renew", F_TTL | F_LEASE | F_LEASE_FILE},
     {"release", F_LEASE | F_LEASE_FILE},
     {"status", 0},
-    {"run", F_TTL | F_WAIT | F_GRACE | F_OWNER},
+    {"run", F_TTL | F_WAIT | F_GRACE | F_OWNER | F_LOCK_DELAY | F_MAX_HOLD},
 };
 
 static int flag_bit(const char *name) {
@@ -156,7 +169,8 @@ static int flag_bit(const char *name) {
     int bit;
   } flags[] = {{"ttl", F_TTL},     {"wait", F_WAIT},   {"grace", F_GRACE},
                {"owner", F_OWNER}, {"lease", F_LEASE}, {"shell", F_SHELL},
-               {"lease-file", F_LEASE_FILE}};
+               {"lease-file", F_LEASE_FILE}, {"lock-delay", F_LOCK_DELAY},
+               {"max-hold", F_MAX_HOLD}};
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
     if (strcmp(flags[i].name, name) == 0) return flags[i].bit;
   return 0;
@@ -354,6 +368,11 @@ static int parse(int argc, char **argv, cli_args *a) {
         if (bit == F_TTL) a->ttl_ms = ms;
         if (bit == F_WAIT) a->wait_ms = ms;
         if (bit == F_GRACE) a->grace_ms = ms;
+        if (bit == F_LOCK_DELAY) a->lock_delay_ms = ms;
+        if (bit == F_MAX_HOLD) {
+          if (ms == 0) return usage_error("--max-hold must be more than %s", "0");
+          a->max_hold_ms = ms;
+        }
       }
       continue;
     }
@@ -407,7 +426,8 @@ static json_t *string_or_null(const char *s) { return s ? json_string(s) : json_
 
 static int cmd_acquire(picket_client *c, const cli_args *a) {
   picket_acquire_opts o = {.ttl_ms = a->ttl_ms, .wait_ms = a->wait_ms, .owner = a->owner,
-                           .lease_id = a->lease};
+                           .lease_id = a->lease, .lock_delay_ms = a->lock_delay_ms,
+                           .max_hold_ms = a->max_hold_ms};
   picket_lease *l = NULL;
   char what[300];
   snprintf(what, sizeof what, "acquire %s", a->name);

@@ -109,7 +109,8 @@ static int status_code(int st) {
 int cli_run(picket_client *c, const cli_args *a) {
   char what[300];
   snprintf(what, sizeof what, "run %s", a->name);
-  picket_acquire_opts o = {.ttl_ms = a->ttl_ms, .wait_ms = a->wait_ms, .owner = a->owner};
+  picket_acquire_opts o = {.ttl_ms = a->ttl_ms, .wait_ms = a->wait_ms, .owner = a->owner,
+                           .lock_delay_ms = a->lock_delay_ms, .max_hold_ms = a->max_hold_ms};
   picket_lease *l = NULL;
   int err = picket_acquire(c, a->name, &o, &l);
   if (err != 0) {

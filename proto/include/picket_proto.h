@@ -21,6 +21,7 @@
 #define PICKET_PROTO_TTL_DEFAULT_MS 30000  /* acquire and renew default */
 #define PICKET_PROTO_MAX_TTL_DEFAULT_MS 3600000
 #define PICKET_PROTO_MAX_WAIT_DEFAULT_MS 60000
+#define PICKET_PROTO_HOLD_MAX_MS (86400000LL * 365) /* max_hold_ms: 0 (no cap) or up to a year */
 #define PICKET_PROTO_FENCE_MAX INT64_MAX   /* fences are 1..2^63-1 */
 #define PICKET_PROTO_KEY_PREFIX_DEFAULT "picket:"
 #define PICKET_PROTO_KEY_PREFIX_MAX 64
@@ -47,6 +48,7 @@
   X(NOT_FOUND, "not_found", 404, "no such resource")                                   \
   X(METHOD_NOT_ALLOWED, "method_not_allowed", 405, "method not allowed")               \
   X(LOCK_HELD, "lock_held", 409, "the lock is held by another lease")                 \
+  X(LOCK_DELAY, "lock_delay", 409, "the last lease expired without a release; its lock-delay is running") \
   X(LEASE_LOST, "lease_lost", 409, "the lease is no longer held (expired, released or never yours)") \
   X(STALE_FENCE, "stale_fence", 409, "a newer fence has been seen for this lock")     \
   X(VERSION_MISMATCH, "version_mismatch", 412, "the stored version does not match If-Match") \

@@ -1,6 +1,7 @@
 -- acquire: grant a lease on one lock, with a fence, atomically.
--- (Embedded after counter.lua and leases.lua: greater, is_count, guard and
--- MAX are counter.lua's, leases_* are leases.lua's.)
+-- (Embedded after counter.lua, leases.lua and hold.lua: greater, is_count,
+-- guard, hold and MAX are counter.lua's, leases_* are leases.lua's, hold_*
+-- hold.lua's.)
 -- KEYS[1] = P{NAME}:lease (hash lease/fence/owner/ttl, PX expiry)
 -- KEYS[2] = P{NAME}:fence (the counter: the last fence issued)
 -- KEYS[3] = P{/token/TOKEN}:leases, only for a token with max_leases, and
@@ -8,19 +9,26 @@
 -- ARGV[1] = lease id (32 hex), ARGV[2] = ttl in ms, ARGV[3] = owner ("" = none),
 -- ARGV[4] = fence floor: "clock" or "none",
 -- ARGV[5] = counter idle TTL in ms, "0" for a counter that never expires,
--- ARGV[6] = max_leases and ARGV[7] = lock name, with KEYS[3].
+-- ARGV[6] = lock_delay_ms ("0": none), ARGV[7] = max_hold_ms ("0": none)
+-- (hold.lua), ARGV[8] = max_leases and ARGV[9] = lock name, with KEYS[3].
 --
--- Returns {1, fence, 1, tamper} for a new grant: fence = counter + 1, or
+-- Every reply has a fifth element: the TTL given (ms), which is ARGV[2]
+-- unless the hold cap cut it (0 in a reply that grants nothing).
+-- Returns {1, fence, 1, tamper, ttl} for a new grant: fence = counter + 1, or
 --   with the clock floor max(counter + 1, Redis TIME in microseconds),
 --   stored back into the counter. A lost counter counts as 0: with the
 --   clock floor the next fence is still above every fence issued before
 --   (proto/README.md says under which assumption).
--- Returns {1, fence, 0, tamper} for a retry by the same lease id while its
---   grant is live (same fence, TTL refreshed, owner kept).
--- Returns {0, pttl, owner, tamper} when another lease holds the lock;
+-- Returns {1, fence, 0, tamper, ttl} for a retry by the same lease id while
+--   its grant is live (same fence, TTL refreshed, owner kept; the delay and
+--   cap it was granted with kept too).
+-- Returns {3, pttl, owner, tamper, 0} when the last lease expired (no
+--   release) and its lock-delay has pttl ms to run: nobody gets the lock
+--   before, the lease's own id neither (it was lost).
+-- Returns {0, pttl, owner, tamper, 0} when another lease holds the lock;
 --   pttl is never above the grant's ttl (an expiry further out is cut back:
 --   see below).
--- Returns {2, 0, "", tamper} when the lock is free but the token (KEYS[3])
+-- Returns {2, 0, "", tamper, 0} when the lock is free but the token (KEYS[3])
 --   holds max_leases: nothing is granted. A new grant counts the lock into
 --   KEYS[3], a retry moves its expiry; a lock held by another lease is not
 --   the token's and is not counted.
@@ -54,24 +62,42 @@ local function succ(s)
   return s:sub(1, i - 1) .. string.char(s:byte(i) + 1) .. string.rep('0', #s - i)
 end
 
--- the counter's expiry: the idle TTL, never shorter than the lease
-local function counter_px()
+-- the counter's expiry: the idle TTL, never shorter than the lease key
+-- (which lives `life` ms: its TTL, and its lock-delay after it)
+local function counter_px(life)
   local idle = tonumber(ARGV[5])
   if idle == 0 then return nil end
-  return math.max(idle, tonumber(ARGV[2]))
+  return math.max(idle, life)
 end
 
 local quota = KEYS[3]
-local time = quota and redis.call('TIME') -- read once: the count's clock, and the floor's below
-local now_ms = quota and leases_now(time)
+local ttl, delay, cap_ms = tonumber(ARGV[2]), tonumber(ARGV[6]), tonumber(ARGV[7])
+-- read once: the count's clock, the floor's below, and the delay's and cap's
+local time = (quota or delay > 0 or cap_ms > 0) and redis.call('TIME')
+local now_ms = time and hold_now(time)
 local last, cur, live, tamper = guard(ARGV[5])
+if cur and hold.exp then
+  now_ms = now_ms or hold_now()
+  if hold_delaying(now_ms) then
+    return {3, redis.call('PTTL', KEYS[1]), redis.call('HGET', KEYS[1], 'owner') or '', tamper, 0}
+  end
+end
 if cur == ARGV[1] then
-  if quota then leases_add(quota, ARGV[7], tonumber(ARGV[2]), now_ms) end
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('HSET', KEYS[1], 'ttl', ARGV[2])
-  local px = counter_px()
+  local given = ttl
+  if hold.exp or hold.cap then
+    now_ms = now_ms or hold_now()
+    given = hold_set(now_ms, ttl, hold.delay, hold.cap)
+    if given == 0 then -- at its cap to the ms: over
+      return {0, 1, redis.call('HGET', KEYS[1], 'owner') or '', tamper, 0}
+    end
+  else
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    redis.call('HSET', KEYS[1], 'ttl', ttl)
+  end
+  if quota then leases_add(quota, ARGV[9], given, now_ms) end
+  local px = counter_px((hold.delay or 0) + given)
   if px then redis.call('PEXPIRE', KEYS[2], px) end
-  return {1, live, 0, tamper}
+  return {1, live, 0, tamper, given}
 end
 if cur then
   -- A live grant never has more left than the TTL it was given or last
@@ -82,18 +108,29 @@ if cur then
   -- primary's carries the difference over). Left alone the lock would
   -- stay taken for the whole step; cut back to the TTL it is still at
   -- least as long as its holder may believe in it (the holder counts its
-  -- TTL from before it sent the request).
-  local left = redis.call('PTTL', KEYS[1])
-  local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttl') or '')
-  if ttl and left > ttl then
-    redis.call('PEXPIRE', KEYS[1], ttl)
-    left = ttl
+  -- TTL from before it sent the request). A lease with a lock-delay keeps
+  -- its own expiry in `exp`, cut back the same way.
+  local had = tonumber(redis.call('HGET', KEYS[1], 'ttl') or '')
+  local left
+  if hold.exp then
+    left = hold.exp - now_ms
+    if had and left > had then
+      redis.call('HSET', KEYS[1], 'exp', now_ms + had)
+      redis.call('PEXPIRE', KEYS[1], had + (hold.delay or 0))
+      left = had
+    end
+  else
+    left = redis.call('PTTL', KEYS[1])
+    if had and left > had then
+      redis.call('PEXPIRE', KEYS[1], had)
+      left = had
+    end
   end
-  return {0, left, redis.call('HGET', KEYS[1], 'owner') or '', tamper}
+  return {0, left, redis.call('HGET', KEYS[1], 'owner') or '', tamper, 0}
 end
 
-if quota and leases_full(quota, ARGV[7], tonumber(ARGV[6]), now_ms) then
-  return {2, 0, '', tamper}
+if quota and leases_full(quota, ARGV[9], tonumber(ARGV[8]), now_ms) then
+  return {2, 0, '', tamper, 0}
 end
 last = last or '0'
 if not is_count(last) then
@@ -115,14 +152,22 @@ if ARGV[4] == 'clock' then
   if greater(now, fence) then fence = now end
 end
 
-local px = counter_px()
+local given = cap_ms > 0 and math.min(ttl, cap_ms) or ttl
+local px = counter_px(given + delay)
 if px then
   redis.call('SET', KEYS[2], fence, 'PX', px)
 else
   redis.call('SET', KEYS[2], fence)
 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'lease', ARGV[1], 'fence', fence, 'owner', ARGV[3], 'ttl', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if quota then leases_add(quota, ARGV[7], tonumber(ARGV[2]), now_ms) end
-return {1, fence, 1, tamper}
+local f = {'lease', ARGV[1], 'fence', fence, 'owner', ARGV[3], 'ttl', given}
+if delay > 0 then
+  for _, v in ipairs({'delay', delay, 'exp', now_ms + given}) do f[#f + 1] = v end
+end
+if cap_ms > 0 then
+  for _, v in ipairs({'cap', now_ms + cap_ms}) do f[#f + 1] = v end
+end
+redis.call('HSET', KEYS[1], unpack(f))
+redis.call('PEXPIRE', KEYS[1], given + delay)
+if quota then leases_add(quota, ARGV[9], given, now_ms) end
+return {1, fence, 1, tamper, given}

@@ -33,11 +33,18 @@ end
 -- "missing", "below" or "invalid". Raises PICKET_TAMPERED (nothing
 -- written) when the live grant's own fence is not a count from 1: then no
 -- fence is certain. A key of the wrong type raises WRONGTYPE, as before.
+-- The lease's lock-delay and hold cap fields (hold.lua), as guard read them:
+-- numbers, or nil when the lease has none (or there is no lease).
+local hold = {}
+
 local function guard(idle)
   local last = redis.call('GET', KEYS[2])
-  local lease = redis.call('HGET', KEYS[1], 'lease')
+  local h = redis.call('HMGET', KEYS[1], 'lease', 'fence', 'exp', 'delay', 'cap')
+  local lease, live = h[1], h[2]
+  hold.exp = h[3] and tonumber(h[3]) or nil
+  hold.delay = h[4] and tonumber(h[4]) or nil
+  hold.cap = h[5] and tonumber(h[5]) or nil
   if not lease then return last, nil, nil, '' end
-  local live = redis.call('HGET', KEYS[1], 'fence')
   if not (live and live ~= '0' and is_count(live)) then
     error(redis.error_reply('PICKET_TAMPERED the live grant ' .. KEYS[1] ..
       ' holds no valid fence; another writer changed it'))

@@ -1,5 +1,6 @@
 -- release: delete a lease, only if the caller holds it, and wake waiters.
--- (Embedded after counter.lua, whose guard checks the counter first: a
+-- (Embedded after counter.lua, leases.lua and hold.lua; counter.lua's
+-- guard checks the counter first: a
 -- release is the last moment the live fence is in Redis, so a counter
 -- another writer lowered is raised back before the grant goes.)
 -- KEYS[1] = P{NAME}:lease, KEYS[2] = P{NAME}:fence; ARGV[1] = lease id,
@@ -8,12 +9,14 @@
 -- the counter never expires). KEYS[3] (only for a token with max_leases,
 -- outside Redis Cluster) = P{/token/TOKEN}:leases: the lock leaves the
 -- token's count in the same call (leases.lua).
--- Returns {1, tamper} when released, {0, tamper} when the lease is lost;
+-- Returns {1, tamper} when released (before its expiry: a lock-delay is
+-- skipped), {0, tamper} when the lease is lost;
 -- tamper is "" or why the counter was repaired. The fence counter is
 -- kept: with an idle TTL it now expires that long after the release (it no
 -- longer has a lease to outlive); without one, never.
 local _, cur, _, tamper = guard(ARGV[4])
-if cur == ARGV[1] then
+-- a lease past its expiry is lost, and its lock-delay stands (hold.lua)
+if cur == ARGV[1] and not (hold.exp and hold_delaying(hold_now())) then
   if KEYS[3] then leases_drop(KEYS[3], ARGV[3]) end
   redis.call('DEL', KEYS[1])
   if tonumber(ARGV[4]) > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end

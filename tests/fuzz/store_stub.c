@@ -266,6 +266,7 @@ static store_status stub_acquire(const store_op *op, store_result *r) {
   }
   l->expires_ms = now_ms + op->ttl_ms;
   r->fence = l->fence;
+  r->ttl_ms = op->ttl_ms; /* (no hold cap or lock-delay here: those are the scripts') */
   if (counts(op)) count_hold(op, 1);
   return STORE_OK;
 }
@@ -277,6 +278,7 @@ static store_status stub_renew(const store_op *op, store_result *r) {
   if (l == NULL) return STORE_LOST;
   l->expires_ms = now_ms + op->ttl_ms;
   r->fence = l->fence;
+  r->ttl_ms = op->ttl_ms;
   if (counts(op)) count_hold(op, 0);
   return STORE_OK;
 }

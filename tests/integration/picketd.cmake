@@ -11,6 +11,8 @@ picket_shell_test(picketd_sentinel_auth ${_d}/test_sentinel_auth.sh LABELS integ
 # The fence itself (issue 13): exact up to 2^63-1, the clock floor, counters
 # destroyed between grants, --fence-idle-ttl-ms.
 picket_check_test(picketd_fence SOURCES ${_d}/test_fence.c LABELS integration TIMEOUT 120)
+# Lock-delay and the hold cap (issue 26).
+picket_check_test(picketd_hold SOURCES ${_d}/test_hold.c LABELS integration TIMEOUT 120)
 
 # The suites that check fence values run twice: once with picketd's default
 # floor (clock: fences rise and are at least Redis TIME) and once with

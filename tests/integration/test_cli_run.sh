@@ -3,7 +3,8 @@
 # runs, release at exit, forwarded signals, a lease lost mid-run (deleted in
 # Redis, or the `picket run` process paused past its TTL) stopping the child
 # within --grace with exit 76, a held lock with a short --wait giving 75
-# without starting the child, and the terminal handed to the child.
+# without starting the child, the terminal handed to the child, and
+# --max-hold stopping the child at the cap (--lock-delay after it).
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 P="$PICKET_BIN_DIR/picket"
 h_start_redis
@@ -163,6 +164,24 @@ printf 'hello\n' | timeout 20 script -qec \
   "$P run run-tty -- sh -c 'read line; echo \"got \$line\"'" /dev/null > "$D/tty" 2>&1 ||
   h_fail "interactive child on a terminal: exit $?: $(cat "$D/tty")"
 grep -q 'got hello' "$D/tty" || h_fail "interactive child did not read the terminal: $(cat "$D/tty")"
+
+# 8b. --max-hold: the child runs until the cap however often the lease is
+#     renewed, then is stopped (SIGTERM, obeyed) and picket run exits 76,
+#     naming the cap. A lease with --lock-delay that is lost that way keeps
+#     the lock from the next holder for the delay: exit 75 with lock_delay.
+t0=$(h_now_ms)
+rc=0; "$P" run run-cap --ttl 600ms --max-hold 1500ms --lock-delay 3s -- sleep 30 \
+  2> "$D/cap.err" || rc=$?
+t=$(( $(h_now_ms) - t0 ))
+[ "$rc" = 76 ] || h_fail "--max-hold: exit $rc, want 76: $(cat "$D/cap.err")"
+[ "$t" -ge 1200 ] || h_fail "--max-hold 1500ms: child stopped after $t ms"
+[ "$t" -lt $(( 1500 + 4000 * SCALE )) ] || h_fail "--max-hold 1500ms: child stopped after $t ms"
+grep -q 'max_hold_ms' "$D/cap.err" || h_fail "no word of the cap: $(cat "$D/cap.err")"
+rc=0; "$P" acquire run-cap 2> "$D/delay.err" > /dev/null || rc=$?
+[ "$rc" = 75 ] && grep -q 'lock-delay' "$D/delay.err" ||
+  h_fail "after the capped lease: exit $rc, want 75 naming the lock-delay: $(cat "$D/delay.err")"
+rc=0; "$P" acquire run-cap --max-hold 0s 2> "$D/err" > /dev/null || rc=$?
+[ "$rc" = 2 ] || h_fail "--max-hold 0s: exit $rc, want 2"
 
 # 9. Bad flags: exit 2, one line, nothing run.
 rc=0; "$P" run run-bad --ttl 5 -- touch "$D/never" 2> "$D/err" || rc=$?

@@ -795,6 +795,64 @@ START_TEST(keeper_retries_failed_renewals) {
 }
 END_TEST
 
+/* max_hold_ms (proto/redis/hold.lua): renewals are cut to what is left of
+ * the cap; the keeper sends none after a cut one and reports
+ * PICKET_ECAPPED at the lease's local deadline, which is at the cap, not
+ * before the cap's renewals and not long after it. */
+START_TEST(keeper_stops_at_cap) {
+  lost_report r = {0};
+  picket_client *cc = client();
+  picket_lease *l = NULL;
+  picket_acquire_opts o = {.ttl_ms = 900, .max_hold_ms = 2000};
+  int64_t t0 = picket_now_ms();
+  ck_assert_int_eq(picket_acquire(cc, "keep-cap", &o, &l), 0);
+  ck_assert_int_eq(picket_lease_ttl_ms(l), 900);
+  ck_assert(!picket_lease_capped(l));
+  picket_keeper_options ko;
+  picket_keeper_options_init(&ko);
+  ko.on_lost = on_lost;
+  ko.arg = &r;
+  picket_keeper *k = NULL;
+  ck_assert_int_eq(picket_keeper_start(cc, l, &ko, &k), 0);
+  while (atomic_load(&r.calls) == 0 && picket_now_ms() < t0 + 8000) harness_sleep_ms(10);
+  ck_assert_int_eq(atomic_load(&r.calls), 1);
+  ck_assert_int_eq(atomic_load(&r.err), PICKET_ECAPPED);
+  ck_assert(picket_lease_capped(l));
+  int64_t at = atomic_load(&r.at_ms) - t0;
+  ck_assert_msg(at >= 1700 && at <= 2000 + 750 * harness_time_scale(),
+                "loss reported %lld ms after the grant; the cap is at 2000", (long long)at);
+  /* the renewals before the cut, and none after: 900/3 = every 300 ms */
+  ck_assert_int_le(picket_keeper_renewals(k), 8);
+  ck_assert_int_eq(picket_keeper_stop(k), PICKET_ECAPPED);
+  /* the local deadline comes a little before the server's cap (drift
+   * margin); past the cap the server agrees */
+  harness_sleep_ms(2000 + 300 - (picket_now_ms() - t0));
+  ck_assert_int_eq(picket_renew(cc, l, 900), PICKET_ELOST);
+  picket_lease_free(l);
+  picket_client_free(cc);
+}
+END_TEST
+
+/* lock_delay_ms: after the lease expires, an acquire is PICKET_EHELD with
+ * the code lock_delay and how long the delay still runs. */
+START_TEST(lock_delay_is_held) {
+  picket_client *cc = client();
+  picket_lease *l = NULL, *l2 = NULL;
+  picket_acquire_opts o = {.ttl_ms = 200, .lock_delay_ms = 3000};
+  ck_assert_int_eq(picket_acquire(cc, "keep-delay", &o, &l), 0);
+  harness_sleep_ms(400);
+  picket_acquire_opts o2 = {.ttl_ms = 200};
+  ck_assert_int_eq(picket_acquire(cc, "keep-delay", &o2, &l2), PICKET_EHELD);
+  ck_assert_str_eq(picket_client_error_code(cc), "lock_delay");
+  ck_assert_int_gt(picket_client_retry_after_ms(cc), 0);
+  ck_assert_int_le(picket_client_retry_after_ms(cc), 3000);
+  picket_acquire_opts bad = {.lock_delay_ms = -1};
+  ck_assert_int_eq(picket_acquire(cc, "keep-delay", &bad, &l2), PICKET_EINVAL);
+  picket_lease_free(l);
+  picket_client_free(cc);
+}
+END_TEST
+
 /* Stopping while a renewal hangs on a paused server is prompt. */
 START_TEST(keeper_stop_interrupts) {
   kept t;
@@ -879,6 +937,8 @@ static Suite *keeper_suite(void) {
   tcase_add_test(t, keeper_retries_failed_renewals);
   tcase_add_test(t, keeper_stop_interrupts);
   tcase_add_test(t, keeper_invalid);
+  tcase_add_test(t, keeper_stops_at_cap);
+  tcase_add_test(t, lock_delay_is_held);
   suite_add_tcase(s, t);
   return s;
 }

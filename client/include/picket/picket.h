@@ -69,7 +69,8 @@ extern "C" {
   X(ESERVER, -12, "the server refused the request")                                       \
   X(ECANCELED, -13, "the request was canceled")                                           \
   X(ESYS, -14, "a system call failed")                                                    \
-  X(ELIMIT, -15, "a quota of this client was reached (429)")
+  X(ELIMIT, -15, "a quota of this client was reached (429)")                            \
+  X(ECAPPED, -16, "the lease reached its max_hold_ms")
 
 typedef enum {
 #define PICKET_ERRNO_ENUM(name, value, msg) PICKET_##name = value,
@@ -162,6 +163,9 @@ PICKET_EXTERN int64_t picket_lease_deadline_ms(const picket_lease *l);
 PICKET_EXTERN int picket_lease_valid(const picket_lease *l);
 /* Milliseconds left before the local deadline (0 once past or unknown). */
 PICKET_EXTERN int64_t picket_lease_remaining_ms(const picket_lease *l);
+/* 1 once a grant or renewal got less ttl_ms than it asked for: the lease's
+ * max_hold_ms is reached, and it ends at its local deadline. */
+PICKET_EXTERN int picket_lease_capped(const picket_lease *l);
 
 /* ---- calls ------------------------------------------------------------ */
 
@@ -173,13 +177,22 @@ typedef struct picket_acquire_opts {
   const char *lease_id; /* 32 hex chosen by the caller; NULL: a fresh one */
   int server_lease_id;  /* 1: send no lease id and let the server choose one;
                            the call is then not retried */
+  /* (appended; 0 for both is the old behaviour) */
+  int64_t lock_delay_ms; /* > 0: if this lease expires without a release, the
+                            lock goes to nobody for this long after (409
+                            lock_delay, PICKET_EHELD); bounded by picketd's
+                            --max-lock-delay-ms */
+  int64_t max_hold_ms;  /* > 0: no renewal carries the lease past grant +
+                           this; picket_lease_capped() says when one was cut */
 } picket_acquire_opts;
 
 /* Acquires lock `name`. opts NULL means all defaults. A lease id is chosen
  * on the client by default, so a retry after a lost reply returns the same
  * grant (same fence); retries then happen on 503 and transport errors.
  * Returns 0 and sets *out (free with picket_lease_free), PICKET_EHELD when
- * another lease holds it (see picket_client_retry_after_ms), PICKET_ELIMIT
+ * another lease holds it, or an expired one's lock-delay runs
+ * (picket_client_error_code() says "lock_held" or "lock_delay"; see
+ * picket_client_retry_after_ms), PICKET_ELIMIT
  * when a quota of the caller's token or address says no (429; the code
  * says which: too_many_leases, too_many_waiters, rate_limited), or another
  * PICKET_E* code. */
@@ -214,8 +227,10 @@ PICKET_EXTERN int picket_inspect(picket_client *c, const char *name, picket_lock
 typedef struct picket_keeper picket_keeper;
 
 /* Called once, from the keeper's thread, when the lease is lost: err is
- * PICKET_ELOST (the server says it is gone) or PICKET_EEXPIRED (no renewal
- * succeeded before the local deadline). Keep it short and thread-safe. */
+ * PICKET_ELOST (the server says it is gone), PICKET_EEXPIRED (no renewal
+ * succeeded before the local deadline) or PICKET_ECAPPED (the lease's
+ * max_hold_ms cut a renewal short, and its local deadline has come). Keep
+ * it short and thread-safe. */
 typedef void (*picket_lost_cb)(picket_lease *lease, int err, void *arg);
 
 typedef struct picket_keeper_options {

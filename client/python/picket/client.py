@@ -70,6 +70,7 @@ class Lease:
         self.fence_token = fence_token
         self.deadline = deadline
         self.lost = threading.Event()
+        self.capped = False  # a grant or renewal was cut by max_hold
 
     @property
     def lease(self):
@@ -229,15 +230,25 @@ class Client:
         return p + "/" + verb if verb else p
 
     # -- the API -------------------------------------------------------------
-    def acquire(self, name, ttl=30.0, wait=0.0, owner=None, lease=None):
+    def acquire(self, name, ttl=30.0, wait=0.0, owner=None, lease=None, lock_delay=0.0,
+                max_hold=None):
         """Take the lock for ttl seconds, waiting up to wait seconds while it
         is held. Returns a Lease; raises LockHeld (owner, retry_after) if it
-        stays held. lease: your own id (32 lowercase hex), default a fresh
-        random one; a retry with the same id gets the same grant."""
+        stays held, or LockDelay (a LockHeld) while an expired lease's
+        lock-delay runs. lease: your own id (32 lowercase hex), default a
+        fresh random one; a retry with the same id gets the same grant.
+        lock_delay: if this lease expires without a release, nobody gets the
+        lock for that many seconds after. max_hold: no renewal carries the
+        lease past grant + max_hold seconds (lease.capped says when one was
+        cut short)."""
         body = {"ttl_ms": _ms(ttl, "ttl")}
         wait_ms = _ms(wait, "wait")
         if wait_ms:
             body["wait_ms"] = wait_ms
+        if _ms(lock_delay, "lock_delay"):
+            body["lock_delay_ms"] = _ms(lock_delay, "lock_delay")
+        if max_hold is not None:
+            body["max_hold_ms"] = _ms(max_hold, "max_hold")
         if owner is not None:
             body["owner"] = owner
         lease_id = secrets.token_hex(16) if lease is None else lease
@@ -251,6 +262,7 @@ class Client:
         ttl_s = doc["ttl_ms"] / 1000.0
         g = Lease(doc["lock"], doc["lease"], doc["fence"], ttl_s, doc.get("owner"),
                   doc.get("fence_token"), sent + ttl_s - drift_margin(ttl_s))
+        g.capped = doc["ttl_ms"] < body["ttl_ms"]
         # A waited grant was made at some moment between send and reply: when
         # that gap is over a tenth of the TTL, renew now so the deadline
         # counts from a request sent after the grant.
@@ -285,8 +297,10 @@ class Client:
             lease.lost.set()
             raise
         t = doc["ttl_ms"] / 1000.0
+        if doc["ttl_ms"] < body["ttl_ms"]:
+            lease.capped = True  # max_hold: no renewal can carry it further
         lease.ttl = t
-        lease.deadline = stamp["sent"] + t - drift_margin(t)
+        lease.deadline = max(lease.deadline, stamp["sent"] + t - drift_margin(t))
         if "fence_token" in doc:
             lease.fence_token = doc["fence_token"]
         return lease
@@ -304,10 +318,13 @@ class Client:
         doc["ttl"] = doc.get("ttl_ms", 0) / 1000.0
         return doc
 
-    def lock(self, name, ttl=30.0, wait=0.0, owner=None, renew_every=None, on_lost=None):
+    def lock(self, name, ttl=30.0, wait=0.0, owner=None, renew_every=None, on_lost=None,
+             lock_delay=0.0, max_hold=None):
         """A context manager: acquires, keeps the lease renewed from a
         background thread every ttl/3, and releases on exit (also on an
         exception). `with client.lock("x", ttl=30) as lease:` gives the
-        Lease; check lease.valid() before each write."""
+        Lease; check lease.valid() before each write. With max_hold the
+        keeper stops renewing at the cap, and the lease is lost there."""
         from .keeper import Held
-        return Held(self, name, ttl, wait, owner, renew_every, on_lost)
+        return Held(self, name, ttl, wait, owner, renew_every, on_lost,
+                    {"lock_delay": lock_delay, "max_hold": max_hold})

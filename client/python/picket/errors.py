@@ -76,6 +76,10 @@ _CODES = {
 }
 
 ERROR_CLASSES = {code: _cls(code, base, doc) for code, (base, doc) in _CODES.items()}
+# Not held, but not to be had either: `except LockHeld` catches it too.
+ERROR_CLASSES["lock_delay"] = _cls(
+    "lock_delay", ERROR_CLASSES["lock_held"],
+    "409: the last lease expired without a release; its lock-delay runs (retry_after).")
 globals().update({c.__name__: c for c in ERROR_CLASSES.values()})
 
 

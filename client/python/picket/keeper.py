@@ -14,11 +14,14 @@ class Held:
     successful renewal (then calls on_lost(lease) if given). On exit: stop
     the keeper, release the lock (also when the body raised). If the body
     finished normally but the lease was lost on the way, exit raises
-    LeaseLost: the block ran for a while without the lock."""
+    LeaseLost: the block ran for a while without the lock. With max_hold, a
+    renewal the cap cut short is the last: the lease is lost at its
+    deadline, at the cap."""
 
-    def __init__(self, client, name, ttl, wait, owner, renew_every, on_lost):
+    def __init__(self, client, name, ttl, wait, owner, renew_every, on_lost, extra=None):
         self.client = client
         self.args = (name, ttl, wait, owner)
+        self.extra = extra or {}  # acquire's lock_delay, max_hold
         self.renew_every = renew_every
         self.on_lost = on_lost
         self.lease = None
@@ -27,7 +30,7 @@ class Held:
 
     def __enter__(self):
         name, ttl, wait, owner = self.args
-        self.lease = self.client.acquire(name, ttl=ttl, wait=wait, owner=owner)
+        self.lease = self.client.acquire(name, ttl=ttl, wait=wait, owner=owner, **self.extra)
         self._thread = threading.Thread(target=self._keep, name=f"picket-keeper:{name}",
                                         daemon=True)
         self._thread.start()
@@ -58,6 +61,11 @@ class Held:
                 self._lose()
                 return
             if now < next_at:
+                continue
+            if lease.capped:
+                # max_hold cut the last renewal: no renewal can carry the
+                # lease further; it ends at its deadline.
+                next_at = lease.deadline
                 continue
             try:
                 self.client.renew(lease)

@@ -33,6 +33,25 @@ class Keeper(unittest.TestCase):
             self.assertEqual(lease.fence, fence)  # renewals keep the fence
         self.assertFalse(self.c.inspect(name)["held"], "released on exit")
 
+    def test_max_hold_stops_the_keeper_at_the_cap(self):
+        name = uniq()
+        t0 = time.monotonic()
+        with self.assertRaises(picket.LeaseLost):
+            with self.c.lock(name, ttl=0.6, max_hold=1.5, lock_delay=3.0) as lease:
+                lease.lost.wait(5.0 * SCALE)
+                lost_after = time.monotonic() - t0
+                self.assertTrue(lease.capped)
+                # the local deadline comes a little before the server's cap:
+                # a release then would still skip the delay; wait past it
+                time.sleep(0.3)
+        self.assertGreaterEqual(lost_after, 1.2)
+        self.assertLess(lost_after, 1.5 + 1.0 * SCALE)
+        # it expired at the cap, without a release: its lock-delay runs
+        with self.assertRaises(picket.LockDelay) as cm:
+            self.c.acquire(name, ttl=1)
+        self.assertIsInstance(cm.exception, picket.LockHeld)
+        self.assertGreater(cm.exception.retry_after, 0)
+
     def test_three_lines(self):
         written = []
         with picket.Client(env("URL")).lock("py.inventory-sync", ttl=30) as lease:

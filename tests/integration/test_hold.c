@@ -1,0 +1,222 @@
+/* Integration tests of lock-delay and the hold cap (proto/redis/hold.lua)
+ * against a real redis-server and picketd.
+ *
+ * delay_after_expiry: a lease granted with lock_delay_ms that expires (no
+ *   release) keeps the lock from everyone, its own lease id included, for
+ *   the delay: GET says not held and how long the delay runs, acquire is
+ *   409 lock_delay with retry_after_ms, renew and release of the expired
+ *   lease are lease_lost and do not lift it; after it, the next grant has
+ *   a higher fence.
+ * no_delay_after_release: a release before the expiry skips the delay.
+ * waiter_waits_out_delay: an acquire with wait_ms is granted once the delay
+ *   has run, not before; one whose wait ends first gets lock_delay.
+ * hold_cap: max_hold_ms cuts the grant's and each renewal's ttl_ms to
+ *   what is left of the cap, and a renewal past it is lease_lost; the lock
+ *   is free at the cap (no delay asked).
+ * cap_then_delay: a lease that reaches its cap has expired: its
+ *   lock-delay applies.
+ * plain_lease_unchanged: a lease with neither keeps neither field in Redis.
+ * bad_input: lock_delay_ms and max_hold_ms out of range or not integers
+ *   are 400 naming the field and change nothing; --max-lock-delay-ms
+ *   bounds the delay.
+ *
+ * Times are generous (ttl 300 ms, delays of 1.5-2 s) and checked with
+ * margins, so a slow machine does not fail them. */
+#include "picketd_common.h"
+
+static void setup(void) { setup_default(); }
+
+static harness_resp acquire_body(const char *name, const char *body) {
+  char path[256];
+  harness_resp r;
+  snprintf(path, sizeof path, "/v1/locks/%s/acquire", name);
+  call("POST", path, body, &r);
+  return r;
+}
+
+static int64_t retry_after(const harness_resp *r) {
+  return harness_json_int(json_object_get(r->json, "error"), "retry_after_ms");
+}
+
+static harness_resp renew(const char *name, const char *lease, int64_t ttl) {
+  char path[256], body[120];
+  harness_resp r;
+  snprintf(path, sizeof path, "/v1/locks/%s/renew", name);
+  snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":%lld}", lease, (long long)ttl);
+  call("POST", path, body, &r);
+  return r;
+}
+
+START_TEST(delay_after_expiry) {
+  char lease[33];
+  int64_t t0 = harness_now_ms();
+  int64_t f1 = acquire_ok("d", "{\"ttl_ms\":300,\"lock_delay_ms\":2000}", lease);
+  harness_sleep_ms(500);
+  harness_resp r;
+  call("GET", "/v1/locks/d", NULL, &r);
+  ck_assert_msg(r.status == 200 && !json_is_true(json_object_get(r.json, "held")), "%s", r.body);
+  int64_t left = harness_json_int(r.json, "lock_delay_ms");
+  ck_assert_msg(left > 0 && left <= 2000, "GET lock_delay_ms %lld: %s", (long long)left, r.body);
+  harness_resp_free(&r);
+
+  r = acquire_body("d", "{\"ttl_ms\":300}");
+  expect_error(&r, 409, "lock_delay");
+  int64_t ra = retry_after(&r);
+  ck_assert_msg(ra > 0 && ra <= 2000, "retry_after_ms %lld", (long long)ra);
+  harness_resp_free(&r);
+  /* the expired lease's own id gets no grant either: it was lost */
+  char body[120];
+  snprintf(body, sizeof body, "{\"ttl_ms\":300,\"lease\":\"%s\"}", lease);
+  r = acquire_body("d", body);
+  expect_error(&r, 409, "lock_delay");
+  harness_resp_free(&r);
+  r = renew("d", lease, 300);
+  expect_error(&r, 409, "lease_lost");
+  harness_resp_free(&r);
+  ck_assert_int_eq(lock_call("d", "release", lease, &r), 409);
+  harness_resp_free(&r);
+  r = acquire_body("d", "{\"ttl_ms\":300}");
+  expect_error(&r, 409, "lock_delay"); /* the release of an expired lease lifts nothing */
+  harness_resp_free(&r);
+
+  /* free again once expiry + delay (300 + 2000 ms after the grant) passed */
+  int64_t free_at = t0 + 2300 + 200;
+  if (harness_now_ms() < free_at) harness_sleep_ms(free_at - harness_now_ms());
+  int64_t f2 = acquire_ok("d", "{\"ttl_ms\":300}", NULL);
+  ck_assert_msg(f2 > f1, "fence %lld after %lld", (long long)f2, (long long)f1);
+  ck_assert_double_eq(harness_metric(harness_picketd_url(P),
+                                     "picket_acquire_total{outcome=\"lock_delay\"}"), 3);
+}
+END_TEST
+
+START_TEST(no_delay_after_release) {
+  char lease[33];
+  acquire_ok("r", "{\"ttl_ms\":5000,\"lock_delay_ms\":5000}", lease);
+  harness_resp r;
+  ck_assert_int_eq(lock_call("r", "release", lease, &r), 200);
+  harness_resp_free(&r);
+  acquire_ok("r", "{\"ttl_ms\":300}", NULL);
+}
+END_TEST
+
+START_TEST(waiter_waits_out_delay) {
+  int64_t t0 = harness_now_ms();
+  acquire_ok("w", "{\"ttl_ms\":300,\"lock_delay_ms\":1500}", NULL);
+  harness_sleep_ms(500);
+  harness_resp r = acquire_body("w", "{\"ttl_ms\":300,\"wait_ms\":200}");
+  expect_error(&r, 409, "lock_delay"); /* its wait ended inside the delay */
+  harness_resp_free(&r);
+  r = acquire_body("w", "{\"ttl_ms\":300,\"wait_ms\":10000}");
+  int64_t granted = harness_now_ms() - t0;
+  ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+  harness_resp_free(&r);
+  /* expiry at 300 ms, the delay to 1800 ms; granted no sooner */
+  ck_assert_msg(granted >= 1700, "granted %lld ms after the first grant, inside the delay",
+                (long long)granted);
+  ck_assert_msg(granted < 1800 + 5000 * harness_time_scale(), "granted only after %lld ms",
+                (long long)granted);
+}
+END_TEST
+
+START_TEST(hold_cap) {
+  char lease[33];
+  harness_resp r = acquire_body("c", "{\"ttl_ms\":5000,\"max_hold_ms\":1000}");
+  ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+  ck_assert_int_eq(harness_json_int(r.json, "ttl_ms"), 1000); /* cut to the cap */
+  snprintf(lease, sizeof lease, "%s", harness_json_str(r.json, "lease"));
+  harness_resp_free(&r);
+  int64_t t0 = harness_now_ms();
+  harness_sleep_ms(400);
+  r = renew("c", lease, 5000);
+  ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+  int64_t ttl = harness_json_int(r.json, "ttl_ms");
+  int64_t most = 1000 - (harness_now_ms() - t0) + 50;
+  ck_assert_msg(ttl > 0 && ttl <= 600 && ttl <= most, "renewal's ttl_ms %lld, want what is left "
+                "of the cap (at most %lld)", (long long)ttl, (long long)most);
+  harness_resp_free(&r);
+  harness_sleep_ms(1000 - (harness_now_ms() - t0) + 100);
+  r = renew("c", lease, 5000);
+  expect_error(&r, 409, "lease_lost");
+  harness_resp_free(&r);
+  acquire_ok("c", "{\"ttl_ms\":300}", NULL); /* free at the cap: no delay was asked */
+
+  /* under the cap, a renewal gets what it asks */
+  r = acquire_body("c2", "{\"ttl_ms\":500,\"max_hold_ms\":60000}");
+  ck_assert_int_eq(harness_json_int(r.json, "ttl_ms"), 500);
+  snprintf(lease, sizeof lease, "%s", harness_json_str(r.json, "lease"));
+  harness_resp_free(&r);
+  r = renew("c2", lease, 700);
+  ck_assert_msg(r.status == 200 && harness_json_int(r.json, "ttl_ms") == 700, "%s", r.body);
+  harness_resp_free(&r);
+}
+END_TEST
+
+START_TEST(cap_then_delay) {
+  int64_t t0 = harness_now_ms();
+  acquire_ok("cd", "{\"ttl_ms\":5000,\"max_hold_ms\":300,\"lock_delay_ms\":1500}", NULL);
+  harness_sleep_ms(500);
+  harness_resp r = acquire_body("cd", "{\"ttl_ms\":300}");
+  if (harness_now_ms() - t0 < 1700) expect_error(&r, 409, "lock_delay");
+  harness_resp_free(&r);
+}
+END_TEST
+
+START_TEST(plain_lease_unchanged) {
+  acquire_ok("p", "{\"ttl_ms\":5000}", NULL);
+  redisReply *rep = harness_redis_cmd(R, "HMGET picket:{p}:lease exp delay cap");
+  ck_assert_ptr_nonnull(rep);
+  ck_assert_int_eq(rep->elements, 3);
+  for (size_t i = 0; i < 3; i++) ck_assert_int_eq(rep->element[i]->type, REDIS_REPLY_NIL);
+  freeReplyObject(rep);
+}
+END_TEST
+
+static void expect_bad(const char *body, const char *field) {
+  harness_resp r = acquire_body("bad", body);
+  expect_error(&r, 400, "invalid_argument");
+  const char *msg = json_string_value(json_object_get(json_object_get(r.json, "error"), "message"));
+  ck_assert_msg(msg && strstr(msg, field), "%s: message does not name %s: %s", body, field, r.body);
+  harness_resp_free(&r);
+}
+
+START_TEST(bad_input) {
+  expect_bad("{\"lock_delay_ms\":-1}", "lock_delay_ms");
+  expect_bad("{\"lock_delay_ms\":\"10\"}", "lock_delay_ms");
+  expect_bad("{\"lock_delay_ms\":1.5}", "lock_delay_ms");
+  expect_bad("{\"lock_delay_ms\":60001}", "lock_delay_ms"); /* --max-lock-delay-ms 60000 */
+  expect_bad("{\"max_hold_ms\":-1}", "max_hold_ms");
+  expect_bad("{\"max_hold_ms\":true}", "max_hold_ms");
+  expect_bad("{\"max_hold_ms\":31536000001}", "max_hold_ms");
+  harness_resp r;
+  call("GET", "/v1/locks/bad", NULL, &r);
+  ck_assert_msg(r.status == 200 && harness_json_int(r.json, "fence") == 0 &&
+                    !json_is_true(json_object_get(r.json, "held")),
+                "a refused acquire changed the lock: %s", r.body);
+  harness_resp_free(&r);
+  /* a second picketd on the same Redis, with lock-delay turned off */
+  const char *args[] = {"--max-lock-delay-ms", "0", NULL};
+  harness_picketd *p0 = P;
+  P = harness_picketd_start(harness_redis_url(R), args);
+  ck_assert_msg(P != NULL, "picketd --max-lock-delay-ms 0 did not start");
+  expect_bad("{\"lock_delay_ms\":1}", "lock_delay_ms");
+  acquire_ok("bad", "{\"lock_delay_ms\":0}", NULL);
+  harness_picketd_free(P);
+  P = p0;
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("hold");
+  TCase *tc = tcase_create("hold");
+  tcase_add_unchecked_fixture(tc, setup, stop_both);
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, delay_after_expiry);
+  tcase_add_test(tc, no_delay_after_release);
+  tcase_add_test(tc, waiter_waits_out_delay);
+  tcase_add_test(tc, hold_cap);
+  tcase_add_test(tc, cap_then_delay);
+  tcase_add_test(tc, plain_lease_unchanged);
+  tcase_add_test(tc, bad_input);
+  suite_add_tcase(s, tc);
+  return harness_run_suite(s);
+}
