@@ -18,6 +18,7 @@
 #include "quota.h"
 #include "signer.h"
 #include "store.h"
+#include "wait.h"
 
 static const config *cfg;
 
@@ -169,9 +170,89 @@ static void reply_delay(api_response *resp, const char *name, int64_t ms, const 
   set_retry_after(resp, ms);
 }
 
+/* ---- semaphores: the replies (the calls are the locks', store.h) ---- */
+
+/* The lock name a permit's fence is checked under, and its fence token. */
+static void sem_fence_names(const api_call *call, int64_t permit, int64_t fence,
+                            char lock[PICKET_PROTO_NAME_MAX + 1],
+                            char token[FENCE_TOKEN_MEMBER_MAX]) {
+  if (picket_proto_sem_fence_lock(lock, PICKET_PROTO_NAME_MAX + 1, call->name, permit) < 0)
+    lock[0] = '\0'; /* cannot be: names and limits are bounded to fit */
+  fence_token_member(lock, fence, token);
+}
+
+/* 200 for a permit granted (renewal: renewed), with where its fence goes. */
+static void sem_reply_grant(api_response *resp, const api_call *call, int renewal) {
+  const store_result *r = &call->op.r;
+  char lock[PICKET_PROTO_NAME_MAX + 1], token[FENCE_TOKEN_MEMBER_MAX];
+  sem_fence_names(call, r->permit, r->fence, lock, token);
+  if (renewal) {
+    reply_fmt(resp, "{\"semaphore\":\"%s\",\"permit\":%lld,\"fence\":%lld,\"ttl_ms\":%lld,"
+              "\"fence_lock\":\"%s\"%s}", call->name, (long long)r->permit, (long long)r->fence,
+              (long long)r->ttl_ms, lock, token);
+    return;
+  }
+  char owner[OWNER_LITERAL_MAX];
+  reply_fmt(resp, "{\"semaphore\":\"%s\",\"permit\":%lld,\"lease\":\"%s\",\"fence\":%lld,"
+            "\"ttl_ms\":%lld,\"limit\":%lld,\"fence_lock\":\"%s\",\"owner\":%s%s}", call->name,
+            (long long)r->permit, call->client_lease, (long long)r->fence, (long long)r->ttl_ms,
+            (long long)call->limit, lock, owner_literal(call->owner, owner), token);
+}
+
+/* 409 semaphore_full: when the first permit frees (its TTL, or its
+ * lock-delay after it), unless a release comes first. */
+static void sem_reply_full(api_response *resp, const api_call *call, int64_t ms) {
+  if (ms < 1) ms = 1;
+  char msg[300];
+  snprintf(msg, sizeof msg, "all %lld permits of semaphore '%s' are held", (long long)call->limit,
+           call->name);
+  json_t *err = error_object(PICKET_PROTO_ERR_SEMAPHORE_FULL, msg);
+  json_object_set_new(err, "retry_after_ms", json_integer(ms));
+  reply_json(resp, 409, json_pack("{s:o}", "error", err));
+  set_retry_after(resp, ms);
+}
+
+/* 409 limit_mismatch: the live permits use another limit; never a
+ * second semaphore of the same name. */
+static void sem_reply_limit(api_response *resp, const api_call *call) {
+  char msg[300];
+  snprintf(msg, sizeof msg, "semaphore '%s' has live permits granted with limit %lld, not %lld",
+           call->name, (long long)call->op.r.limit, (long long)call->limit);
+  json_t *err = error_object(PICKET_PROTO_ERR_LIMIT_MISMATCH, msg);
+  json_object_set_new(err, "limit", json_integer(call->op.r.limit));
+  reply_json(resp, 409, json_pack("{s:o}", "error", err));
+}
+
+/* GET /v1/semaphores/{name}: its limit, live permits (never a lease id) and
+ * the acquires waiting on this picketd. */
+static void sem_reply_inspect(api_response *resp, api_call *call) {
+  store_result *r = &call->op.r;
+  json_t *permits = json_array();
+  for (int i = 0; permits && i < r->npermits; i++) {
+    const store_permit *p = &r->permits[i];
+    char lock[PICKET_PROTO_NAME_MAX + 1];
+    if (picket_proto_sem_fence_lock(lock, sizeof lock, call->name, p->permit) < 0) lock[0] = '\0';
+    json_t *o = json_pack("{s:I, s:I, s:I, s:o, s:s}", "permit", (json_int_t)p->permit, "fence",
+                          (json_int_t)p->fence, "ttl_ms", (json_int_t)p->ttl_ms, "owner",
+                          owner_json(p->owner), "fence_lock", lock);
+    if (o && p->delay_ms > 0) json_object_set_new(o, "lock_delay_ms", json_integer(p->delay_ms));
+    json_array_append_new(permits, o);
+  }
+  reply_json(resp, 200,
+             json_pack("{s:s, s:I, s:I, s:o, s:i}", "semaphore", call->name, "limit",
+                       (json_int_t)r->limit, "held", (json_int_t)r->live, "permits", permits,
+                       "waiters", wait_queue_length(call->key)));
+  store_result_clear(r);
+}
+
 /* The 409 of an acquire that found the lock taken: by a holder, or by an
  * expired lease's lock-delay. */
 static void reply_taken(api_response *resp, const api_call *call, int64_t ms) {
+  if (call->sem) {
+    metrics_inc(M_ACQUIRE_FULL);
+    sem_reply_full(resp, call, ms);
+    return;
+  }
   metrics_inc(call->held_delay ? M_ACQUIRE_DELAYED : M_ACQUIRE_HELD);
   if (call->held_delay)
     reply_delay(resp, call->name, ms, call->held_owner);
@@ -371,7 +452,9 @@ void api_call_end(api_call *call) {
  * the result into the reply. */
 static api_result store_call(api_call *call, store_op_kind kind) {
   memset(&call->op, 0, sizeof call->op);
-  call->op.kind = kind;
+  /* a semaphore's call is the lock call's counterpart (store.h) */
+  call->op.kind = call->sem ? (store_op_kind)(kind + STORE_OP_SEM_ACQUIRE) : kind;
+  call->op.limit = call->limit;
   call->op.name = call->name;
   call->op.lease = call->lease;
   call->op.owner = call->owner;
@@ -394,6 +477,17 @@ void api_run_store(api_call *call) { store_run(&call->op); }
 static api_result acquire_outcome(api_call *call, api_response *resp) {
   store_status st = call->op.st;
   const store_result *r = &call->op.r;
+  if (st == STORE_OK && call->sem) {
+    metrics_inc(M_ACQUIRE_GRANTED);
+    if (r->created && call->subject) quota_count_grant(call->subject);
+    sem_reply_grant(resp, call, 0);
+    return API_DONE;
+  }
+  if (st == STORE_ELIMIT) {
+    metrics_inc(M_ACQUIRE_ERROR);
+    sem_reply_limit(resp, call);
+    return API_DONE;
+  }
   if (st == STORE_OK) {
     metrics_inc(M_ACQUIRE_GRANTED);
     if (r->created && call->subject) quota_count_grant(call->subject);
@@ -457,12 +551,12 @@ int api_granted(const api_call *call) {
   /* Only a new grant may be undone if its reply is lost: a same-lease
    * retry refreshes a grant the client already holds and knows about. */
   const store_op *op = &call->op;
-  return op->kind == STORE_OP_ACQUIRE && op->st == STORE_OK && op->r.created;
+  return store_op_base(op->kind) == STORE_OP_ACQUIRE && op->st == STORE_OK && op->r.created;
 }
 
 api_result api_retry_acquire(api_call *call, api_response *resp) {
   memset(resp, 0, sizeof *resp);
-  resp->endpoint = EP_ACQUIRE;
+  resp->endpoint = call->endpoint;
   store_call(call, STORE_OP_ACQUIRE);
   api_run_store(call);
   call->retrying = 1;
@@ -470,8 +564,9 @@ api_result api_retry_acquire(api_call *call, api_response *resp) {
 }
 
 void api_undo_grant(api_call *call) {
-  store_op undo = {.kind = STORE_OP_RELEASE, .name = call->name, .lease = call->lease,
-                   .token = call->op.token, .max_leases = call->op.max_leases};
+  store_op undo = {.kind = store_op_release_of(call->op.kind), .name = call->name,
+                   .lease = call->lease, .token = call->op.token,
+                   .max_leases = call->op.max_leases};
   store_run(&undo); /* a failure leaves the lease to its TTL */
   char lease_log[16];
   LOG(LOG_INFO, "grant of %s (lease %s) was not delivered; released it", call->name,
@@ -510,8 +605,23 @@ static int lease_new(char out[PICKET_PROTO_LEASE_LEN + 1]) {
 static api_result handle_acquire(const api_request *req, api_call *call, api_response *resp) {
   static const char *const allowed[] = {"ttl_ms",        "wait_ms",     "owner", "lease",
                                         "lock_delay_ms", "max_hold_ms", NULL};
-  json_t *b = parse_body(req, allowed, resp);
+  static const char *const sem_allowed[] = {"ttl_ms", "wait_ms",       "owner",       "lease",
+                                            "limit",  "lock_delay_ms", "max_hold_ms", NULL};
+  json_t *b = parse_body(req, call->sem ? sem_allowed : allowed, resp);
   if (b == NULL) return API_DONE;
+  if (call->sem) { /* required: a semaphore's limit is the caller's to say */
+    if (json_object_get(b, "limit") == NULL) {
+      json_decref(b);
+      char msg[120];
+      snprintf(msg, sizeof msg, "limit is required: an integer from 1 to %lld",
+               (long long)cfg->max_semaphore_limit);
+      return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, msg);
+    }
+    if (get_int(b, "limit", 1, cfg->max_semaphore_limit, 1, &call->limit, resp) < 0) {
+      json_decref(b);
+      return API_DONE;
+    }
+  }
   int bad = get_int(b, "ttl_ms", 1, cfg->max_ttl_ms, ttl_default(), &call->ttl_ms, resp) < 0 ||
             get_int(b, "wait_ms", 0, cfg->max_wait_ms, 0, &call->wait_ms, resp) < 0 ||
             get_int(b, "lock_delay_ms", 0, cfg->max_lock_delay_ms, 0, &call->lock_delay_ms,
@@ -573,6 +683,10 @@ static api_result renew_outcome(api_call *call, api_response *resp) {
   if (call->op.st != STORE_OK)
     return renew_or_release_failed(call, "renew", M_RENEW_LOST, M_RENEW_ERROR, resp);
   metrics_inc(M_RENEW_RENEWED);
+  if (call->sem) {
+    sem_reply_grant(resp, call, 1);
+    return API_DONE;
+  }
   char token[FENCE_TOKEN_MEMBER_MAX];
   reply_fmt(resp, "{\"lock\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld%s}", call->name,
             (long long)call->op.r.fence, (long long)call->op.r.ttl_ms,
@@ -594,13 +708,18 @@ static api_result release_outcome(api_call *call, api_response *resp) {
   if (call->op.st != STORE_OK)
     return renew_or_release_failed(call, "release", M_RELEASE_LOST, M_RELEASE_ERROR, resp);
   metrics_inc(M_RELEASE_RELEASED);
-  reply_fmt(resp, "{\"lock\":\"%s\",\"released\":true}", call->name);
+  reply_fmt(resp, "{\"%s\":\"%s\",\"released\":true}", call->sem ? "semaphore" : "lock",
+            call->name);
   return API_DONE;
 }
 
 static api_result inspect_outcome(api_call *call, api_response *resp) {
   const store_result *r = &call->op.r;
   if (call->op.st != STORE_OK) return store_failure(resp, call->op.st, r);
+  if (call->sem) {
+    sem_reply_inspect(resp, call);
+    return API_DONE;
+  }
   /* A lease key without expiry (PTTL -1: PERSISTed by hand) is "held now",
    * as in reply_held: the spec's ttl_ms is never negative. */
   int64_t ttl_ms = r->held && r->ttl_ms < 1 ? 1 : r->ttl_ms;
@@ -616,7 +735,7 @@ static api_result inspect_outcome(api_call *call, api_response *resp) {
 api_result api_finish(api_call *call, api_response *resp) {
   memset(resp, 0, sizeof *resp);
   resp->endpoint = call->endpoint;
-  switch (call->op.kind) {
+  switch (store_op_base(call->op.kind)) {
     case STORE_OP_ACQUIRE: return acquire_outcome(call, resp);
     case STORE_OP_RENEW: return renew_outcome(call, resp);
     case STORE_OP_RELEASE: return release_outcome(call, resp);
@@ -732,7 +851,7 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
                {"/readyz", EP_READYZ},
                {"/metrics", EP_METRICS},
                {"/v1/openapi.yaml", EP_OPENAPI}};
-  static const char locks[] = "/v1/locks/";
+  static const char locks[] = "/v1/locks/", sems[] = "/v1/semaphores/";
   memset(resp, 0, sizeof *resp);
   resp->endpoint = EP_OTHER;
   call->endpoint = EP_OTHER;
@@ -757,7 +876,10 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
     }
   }
 
-  if (strncmp(path, locks, sizeof locks - 1) != 0 || path[sizeof locks - 1] == '\0')
+  size_t plen = 0;
+  if (strncmp(path, locks, sizeof locks - 1) == 0) plen = sizeof locks - 1;
+  if (strncmp(path, sems, sizeof sems - 1) == 0) plen = sizeof sems - 1, call->sem = 1;
+  if (plen == 0 || path[plen] == '\0')
     return fail(resp, PICKET_PROTO_ERR_NOT_FOUND, "no such endpoint; see /v1/openapi.yaml");
 
   /* /v1/locks/{name} or /v1/locks/{name}/{action}, as the spec's templates
@@ -765,7 +887,7 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
    * segments are no path of the API (404). The name segment is
    * percent-decoded once, as generated clients encode it (':' as "%3A"); a
    * decoded '/' or NUL is then a bad name (400), never another lock. */
-  const char *rest = path + sizeof locks - 1;
+  const char *rest = path + plen;
   const char *slash = strchr(rest, '/');
   const char *action = NULL;
   size_t seg_len = strlen(rest);
@@ -781,6 +903,8 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
   } else {
     call->endpoint = EP_INSPECT;
   }
+  /* EP_SEM_* are EP_* shifted, in the same order */
+  if (call->sem) call->endpoint = (metrics_endpoint)(call->endpoint - EP_ACQUIRE + EP_SEM_ACQUIRE);
   resp->endpoint = call->endpoint;
   if (action && !method_is(req, "POST")) return wrong_method(resp, ALLOW_POST);
   if (!action && !is_get) return wrong_method(resp, ALLOW_GET);
@@ -792,16 +916,24 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
     return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
                 "lock names are 1 to 200 bytes of A-Z a-z 0-9 . _ : - (percent-encoded or not), "
                 "other than . and ..");
+  if (call->sem && strlen(call->name) > PICKET_PROTO_SEM_NAME_MAX)
+    return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
+                "semaphore names are at most 180 bytes: a permit's fence is checked under "
+                "NAME:permit:N, a lock name of at most 200");
+  snprintf(call->key, sizeof call->key, "%s%s", call->sem ? "s/" : "", call->name);
   if (authorize(call, verb, call->name, resp) < 0) return API_DONE;
   if (req->body_too_large) {
     char msg[80];
     snprintf(msg, sizeof msg, "request bodies are limited to %d bytes", PICKET_PROTO_BODY_MAX);
     return fail(resp, PICKET_PROTO_ERR_BODY_TOO_LARGE, msg);
   }
-  switch (call->endpoint) {
+  switch (call->sem ? call->endpoint - EP_SEM_ACQUIRE + EP_ACQUIRE : call->endpoint) {
     case EP_ACQUIRE: return handle_acquire(req, call, resp);
     case EP_RENEW: return handle_renew(req, call, resp);
     case EP_RELEASE: return handle_release(req, call, resp);
-    default: return store_call(call, STORE_OP_INSPECT);
+    default:
+      /* a semaphore's inspect lists at most its limit's worth of permits */
+      call->limit = cfg->max_semaphore_limit;
+      return store_call(call, STORE_OP_INSPECT);
   }
 }

@@ -46,6 +46,10 @@ typedef struct {
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
   int64_t ttl_ms;
   int64_t wait_ms;
+  int sem;                /* a semaphore's call (/v1/semaphores/...), not a lock's */
+  int64_t limit;          /* semaphore acquire: its limit */
+  char key[PICKET_PROTO_NAME_MAX + 3]; /* its waiters' queue and release message:
+                                          the lock name, or "s/" and the semaphore's */
   int64_t lock_delay_ms;  /* acquire: hold.lua's lock-delay (0: none) */
   int64_t max_hold_ms;    /* acquire: hold.lua's cap on holding (0: none) */
   int64_t started_ms;     /* monotonic, when the request was complete */

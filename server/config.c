@@ -97,6 +97,8 @@ static const config_option options[] = {
      "largest wait_ms a client may ask for"},
     {"max-lock-delay-ms", INT(max_lock_delay_ms, 0, 86400000LL), "60000", NULL,
      "largest lock_delay_ms a client may ask for (0: lock-delay refused)"},
+    {"max-semaphore-limit", INT(max_semaphore_limit, 1, PICKET_PROTO_SEM_LIMIT_MAX), "4096", NULL,
+     "largest limit a semaphore may have (its permits are slots 0..limit-1; GET lists them all)"},
     {"max-waiters", INT(max_waiters, 0, 1000000), "10000", NULL,
      "waiting acquires across all locks; past it, 503 too_many_waiters"},
     {"max-waiters-per-ip", INT_AUTO(max_waiters_per_ip, 0, 1000000), "auto", NULL,

@@ -213,7 +213,7 @@ static enum MHD_Result park(struct MHD_Connection *conn, http_req *r) {
     if (wait_park(&r->w, &err) < 0) {
       api_response resp = {0};
       api_error(&resp, err, NULL);
-      resp.endpoint = EP_ACQUIRE;
+      resp.endpoint = r->call.endpoint;
       metrics_inc(M_ACQUIRE_ERROR);
       return send_response(conn, r, &resp);
     }
@@ -229,7 +229,7 @@ static enum MHD_Result park(struct MHD_Connection *conn, http_req *r) {
 /* A resumed waiter: act on why it was woken. */
 static enum MHD_Result resumed(struct MHD_Connection *conn, http_req *r) {
   api_response resp = {0};
-  resp.endpoint = EP_ACQUIRE;
+  resp.endpoint = r->call.endpoint;
   switch (r->w.wake) {
     case WAKE_RETRY:
       if (client_gone(r->w.fd)) {

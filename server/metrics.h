@@ -9,7 +9,7 @@
 /* HTTP endpoints, for picket_http_requests_total{endpoint}. */
 typedef enum {
   EP_ACQUIRE, EP_RENEW, EP_RELEASE, EP_INSPECT, EP_HEALTHZ, EP_READYZ, EP_METRICS, EP_OPENAPI,
-  EP_OTHER, EP_COUNT
+  EP_OTHER, EP_SEM_ACQUIRE, EP_SEM_RENEW, EP_SEM_RELEASE, EP_SEM_INSPECT, EP_COUNT
 } metrics_endpoint;
 
 /* Counters: X(enum, metric name, labels, help of the family). Rows of one
@@ -17,6 +17,7 @@ typedef enum {
 #define METRICS_COUNTER_MAP(X)                                                                   \
   X(ACQUIRE_GRANTED, "picket_acquire_total", "outcome=\"granted\"", "Acquire outcomes.")        \
   X(ACQUIRE_HELD, "picket_acquire_total", "outcome=\"held\"", "")                                \
+  X(ACQUIRE_FULL, "picket_acquire_total", "outcome=\"semaphore_full\"", "")                                \
   X(ACQUIRE_DELAYED, "picket_acquire_total", "outcome=\"lock_delay\"", "")                                \
   X(ACQUIRE_ERROR, "picket_acquire_total", "outcome=\"error\"", "")                              \
   X(RENEW_RENEWED, "picket_renew_total", "outcome=\"renewed\"", "Renew outcomes; lease_lost is a holder that overran its TTL.") \

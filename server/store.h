@@ -13,6 +13,7 @@
 #define PICKETD_STORE_H
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "config.h"
 #include "picket_proto.h"
@@ -28,8 +29,18 @@ typedef enum {
   STORE_EFULL,        /* Redis is at maxmemory and refuses writes (OOM) */
   STORE_ENOTREPL,     /* fewer than --min-replicas acknowledged (grant undone) */
   STORE_ETAMPERED,    /* another writer changed a lock's fence state beyond a certain repair */
-  STORE_EQUOTA        /* acquire: the op's token holds its max_leases (nothing granted) */
+  STORE_EQUOTA,       /* acquire: the op's token holds its max_leases (nothing granted) */
+  STORE_ELIMIT        /* semaphore acquire: live permits use another limit (r.limit) */
 } store_status;
+
+/* One live permit of a semaphore, as inspect sees it. */
+typedef struct {
+  int64_t permit;   /* the slot, 0..limit-1 */
+  int64_t fence;
+  int64_t ttl_ms;   /* left; 0 while its lock-delay runs */
+  int64_t delay_ms; /* its lock-delay left (0: none) */
+  char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
+} store_permit;
 
 typedef struct {
   int64_t fence;     /* the grant's fence; inspect: the last fence issued */
@@ -39,6 +50,12 @@ typedef struct {
   int held;          /* inspect: 1 when a lease is live */
   int created;       /* acquire: 1 for a new grant, 0 for a same-lease retry */
   int replicas;      /* ready: connected replicas */
+  int64_t permit;    /* semaphore acquire and renew OK: the slot */
+  int64_t limit;     /* semaphore: ELIMIT: the live permits' limit; inspect: the limit (0: none live) */
+  int64_t live;      /* semaphore inspect: live permits */
+  store_permit *permits; /* semaphore inspect: the first npermits of them, lowest slot
+                            first; malloc'd: the caller frees it (store_result_clear) */
+  int npermits;
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
   char err[256];     /* a message for the E* results */
 } store_result;
@@ -73,7 +90,27 @@ store_status store_ready(store_result *r, store_topology *topo);
 
 /* ---- pipelined calls -------------------------------------------------- */
 
-typedef enum { STORE_OP_ACQUIRE, STORE_OP_RENEW, STORE_OP_RELEASE, STORE_OP_INSPECT } store_op_kind;
+typedef enum {
+  STORE_OP_ACQUIRE, STORE_OP_RENEW, STORE_OP_RELEASE, STORE_OP_INSPECT,
+  /* the same four on a semaphore (proto/redis/semaphore.lua): one permit */
+  STORE_OP_SEM_ACQUIRE, STORE_OP_SEM_RENEW, STORE_OP_SEM_RELEASE, STORE_OP_SEM_INSPECT
+} store_op_kind;
+
+/* The lock call a semaphore call is the counterpart of (itself for a lock
+ * call): what waits, counts and undoes the same way. */
+static inline store_op_kind store_op_base(store_op_kind kind) {
+  return kind >= STORE_OP_SEM_ACQUIRE ? (store_op_kind)(kind - STORE_OP_SEM_ACQUIRE) : kind;
+}
+/* The release of the same resource as `kind`. */
+static inline store_op_kind store_op_release_of(store_op_kind kind) {
+  return kind >= STORE_OP_SEM_ACQUIRE ? STORE_OP_SEM_RELEASE : STORE_OP_RELEASE;
+}
+/* Frees what a result owns (a semaphore inspect's permits). */
+static inline void store_result_clear(store_result *r) {
+  free(r->permits);
+  r->permits = NULL;
+  r->npermits = 0;
+}
 
 /* One lock call, direct (store_run) or for a store_pipe. The caller owns
  * it and the strings it points to, and keeps them alive until store_run
@@ -94,6 +131,7 @@ typedef struct store_op {
   int64_t ttl_ms;                  /* acquire, renew */
   int64_t lock_delay_ms;           /* acquire: kept off the lock this long after an expiry */
   int64_t max_hold_ms;             /* acquire: no expiry past grant + this (0: no cap) */
+  int64_t limit;                   /* semaphore acquire: its limit; inspect: permits listed */
   const char *token;               /* whose lease count this lease is in, or NULL */
   int64_t max_leases;              /* ...and its limit (0: none, nothing counted) */
   store_status st;                 /* the outcome */

@@ -31,13 +31,15 @@
 #include "node.h"
 #include "store.h"
 
-enum { SCRIPT_ACQUIRE, SCRIPT_RENEW, SCRIPT_RELEASE, SCRIPT_INSPECT, SCRIPT_QUOTA, SCRIPT_COUNT };
+enum { SCRIPT_ACQUIRE, SCRIPT_RENEW, SCRIPT_RELEASE, SCRIPT_INSPECT, SCRIPT_QUOTA, SCRIPT_SEM,
+       SCRIPT_SEM_INSPECT, SCRIPT_COUNT };
 
 static const char *const script_src[SCRIPT_COUNT] = {
-    picket_proto_lua_acquire, picket_proto_lua_renew, picket_proto_lua_release,
-    picket_proto_lua_inspect, picket_proto_lua_quota};
-static const char *const script_name[SCRIPT_COUNT] = {"acquire", "renew", "release", "inspect",
-                                                      "quota"};
+    picket_proto_lua_acquire, picket_proto_lua_renew,     picket_proto_lua_release,
+    picket_proto_lua_inspect, picket_proto_lua_quota,     picket_proto_lua_semaphore,
+    picket_proto_lua_sem_inspect};
+static const char *const script_name[SCRIPT_COUNT] = {
+    "acquire", "renew", "release", "inspect", "quota", "semaphore", "sem_inspect"};
 
 #define BACKOFF_MIN_MS 20
 #define BACKOFF_MAX_MS 250 /* so a returning Redis is found well within 1 s */
@@ -471,8 +473,10 @@ static store_status transport_error(conn *k, store_result *r) {
 /* ---- one call: its command and its reply ----------------------------- */
 
 static const int op_script[] = {
-    [STORE_OP_ACQUIRE] = SCRIPT_ACQUIRE, [STORE_OP_RENEW] = SCRIPT_RENEW,
-    [STORE_OP_RELEASE] = SCRIPT_RELEASE, [STORE_OP_INSPECT] = SCRIPT_INSPECT};
+    [STORE_OP_ACQUIRE] = SCRIPT_ACQUIRE,   [STORE_OP_RENEW] = SCRIPT_RENEW,
+    [STORE_OP_RELEASE] = SCRIPT_RELEASE,   [STORE_OP_INSPECT] = SCRIPT_INSPECT,
+    [STORE_OP_SEM_ACQUIRE] = SCRIPT_SEM,   [STORE_OP_SEM_RENEW] = SCRIPT_SEM,
+    [STORE_OP_SEM_RELEASE] = SCRIPT_SEM,   [STORE_OP_SEM_INSPECT] = SCRIPT_SEM_INSPECT};
 
 /* ---- a token's lease count (proto/redis/leases.lua) --------------------
  *
@@ -487,7 +491,7 @@ static const int op_script[] = {
 enum { PHASE_CALL = 0, PHASE_TAKE, PHASE_NOTE, PHASE_WAIT /* a pipe's WAIT entry, not a call */ };
 
 static int quota_counted(const store_op *op) {
-  return op->token && op->max_leases > 0 && op->kind != STORE_OP_INSPECT;
+  return op->token && op->max_leases > 0 && store_op_base(op->kind) != STORE_OP_INSPECT;
 }
 static int quota_apart(const store_op *op) { return quota_counted(op) && node_is_cluster(); }
 
@@ -497,7 +501,8 @@ static int op_script_of(const store_op *op) {
 
 /* The first phase of op, before its first send. */
 static void phase_begin(store_op *op) {
-  op->phase = quota_apart(op) && op->kind == STORE_OP_ACQUIRE ? PHASE_TAKE : PHASE_CALL;
+  op->phase =
+      quota_apart(op) && store_op_base(op->kind) == STORE_OP_ACQUIRE ? PHASE_TAKE : PHASE_CALL;
   op->quota_added = 0;
 }
 
@@ -512,7 +517,7 @@ static int phase_take_done(store_op *op) {
  * "drop", or NULL for none (or when the scripts keep the count). */
 static const char *phase_note_of(const store_op *op) {
   if (op->phase != PHASE_CALL || !quota_apart(op)) return NULL;
-  switch (op->kind) {
+  switch (store_op_base(op->kind)) {
     case STORE_OP_ACQUIRE: return op->st != STORE_OK && op->quota_added ? "drop" : NULL;
     case STORE_OP_RENEW: return op->st == STORE_OK ? "touch" : NULL;
     case STORE_OP_RELEASE: return op->st == STORE_OK ? "drop" : NULL;
@@ -527,11 +532,50 @@ static void note_failed(const store_op *note) {
 
 /* The EVALSHA command of one call; the strings live in the struct. */
 typedef struct {
-  const char *argv[16];
+  const char *argv[20];
   int argc;
   char lease_key[KEY_MAX], fence_key[KEY_MAX], token_key[KEY_MAX], ttl[24], max[24];
   char delay[24], cap[24];
+  char member[PICKET_PROTO_NAME_MAX + PICKET_PROTO_LEASE_LEN + 8]; /* in a token's count */
+  char limit[24], wake[PICKET_PROTO_NAME_MAX + 8];
 } op_command;
+
+/* What a lease is counted as in its token's lease count: a lock's name; a
+ * permit's "s/NAME/LEASE" ('/' is no name byte: never a lock's). */
+static void quota_member(const store_op *op, op_command *cmd) {
+  if (store_op_base(op->kind) == op->kind)
+    snprintf(cmd->member, sizeof cmd->member, "%s", op->name);
+  else
+    snprintf(cmd->member, sizeof cmd->member, "s/%s/%s", op->name, op->lease ? op->lease : "");
+}
+
+/* A semaphore call: semaphore.lua (base; verb, lease, ttl, owner, floor,
+ * idle, delay, cap, limit, max, member, channel, wake) or sem_inspect.lua
+ * (base; listed). 0, or -1 when the name cannot make a key. */
+static int sem_command_build(const store_op *op, op_command *cmd, int inline_quota) {
+  const char **a = cmd->argv;
+  int n = 2;
+  if (picket_proto_key_sem(cmd->lease_key, KEY_MAX, cfg->key_prefix, op->name) < 0) return -1;
+  snprintf(cmd->limit, sizeof cmd->limit, "%lld", (long long)op->limit);
+  if (op->kind == STORE_OP_SEM_INSPECT) {
+    a[n++] = "1", a[n++] = cmd->lease_key, a[n++] = cmd->limit;
+    cmd->argc = n;
+    return 0;
+  }
+  static const char *const verbs[] = {"acquire", "renew", "release"};
+  snprintf(cmd->delay, sizeof cmd->delay, "%lld", (long long)op->lock_delay_ms);
+  snprintf(cmd->cap, sizeof cmd->cap, "%lld", (long long)op->max_hold_ms);
+  snprintf(cmd->wake, sizeof cmd->wake, "s/%s", op->name);
+  a[n++] = inline_quota ? "2" : "1", a[n++] = cmd->lease_key;
+  if (inline_quota) a[n++] = cmd->token_key;
+  a[n++] = verbs[op->kind - STORE_OP_SEM_ACQUIRE], a[n++] = op->lease;
+  a[n++] = cmd->ttl, a[n++] = op->owner ? op->owner : "", a[n++] = floor_arg;
+  a[n++] = idle_arg, a[n++] = cmd->delay, a[n++] = cmd->cap, a[n++] = cmd->limit;
+  a[n++] = inline_quota ? cmd->max : "0", a[n++] = cmd->member, a[n++] = channel;
+  a[n++] = cmd->wake;
+  cmd->argc = n;
+  return 0;
+}
 
 /* Fills cmd for op; -1 when the name cannot make a key. The script's SHA
  * (argv[1]) is the connection's: cmd_bind sets it once one is chosen.
@@ -549,18 +593,20 @@ static int op_command_build(const store_op *op, op_command *cmd) {
   int n = 0;
   a[n++] = "EVALSHA";
   a[n++] = NULL; /* cmd_bind */
-  if (op->phase != PHASE_CALL) { /* quota.lua (token_key; verb, name, ttl, max) */
+  quota_member(op, cmd);
+  if (op->phase != PHASE_CALL) { /* quota.lua (token_key; verb, member, ttl, max) */
     memcpy(cmd->lease_key, cmd->token_key, sizeof cmd->lease_key);
     a[n++] = "1", a[n++] = cmd->token_key;
-    a[n++] = op->phase == PHASE_TAKE ? "take" : op->note, a[n++] = op->name;
+    a[n++] = op->phase == PHASE_TAKE ? "take" : op->note, a[n++] = cmd->member;
     a[n++] = cmd->ttl, a[n++] = cmd->max;
     cmd->argc = n;
     return 0;
   }
+  int inline_quota = quota && !node_is_cluster();
+  if (store_op_base(op->kind) != op->kind) return sem_command_build(op, cmd, inline_quota);
   if (picket_proto_key_lease(cmd->lease_key, KEY_MAX, cfg->key_prefix, op->name) < 0 ||
       picket_proto_key_fence(cmd->fence_key, KEY_MAX, cfg->key_prefix, op->name) < 0)
     return -1;
-  int inline_quota = quota && !node_is_cluster();
   a[n++] = inline_quota ? "3" : "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
   if (inline_quota) a[n++] = cmd->token_key;
   switch (op->kind) {
@@ -578,7 +624,7 @@ static int op_command_build(const store_op *op, op_command *cmd) {
     case STORE_OP_RELEASE: /* (lease, channel, name, idle) */
       a[n++] = op->lease, a[n++] = channel, a[n++] = op->name, a[n++] = idle_arg;
       break;
-    case STORE_OP_INSPECT: break; /* (lease_key, fence_key) */
+    default: break; /* inspect: (lease_key, fence_key) */
   }
   cmd->argc = n;
   return 0;
@@ -611,6 +657,78 @@ static void copy_owner(const redisReply *e, store_result *r) {
   r->owner[0] = '\0';
   if (e->type == REDIS_REPLY_STRING && e->len <= PICKET_PROTO_OWNER_BYTES_MAX)
     memcpy(r->owner, e->str, e->len + 1);
+}
+
+/* semaphore.lua's and sem_inspect.lua's replies (an array; the layouts
+ * are theirs): the status, or STORE_EREPLY for a reply of another shape
+ * (the caller reports it). */
+static store_status sem_parse(store_op *op, const redisReply *rep) {
+  store_result *r = &op->r;
+  redisReply **e = rep->element;
+  size_t n = rep->elements;
+  switch (op->kind) {
+    case STORE_OP_SEM_ACQUIRE:
+      /* {1, fence, created, tamper, ttl, slot}, {0, retry, "", tamper, 0,
+       * -1}: full, {2, ...}: the token's max_leases, {4, limit, ...}: the
+       * live permits' limit differs */
+      if (n != 6 || !is_int(e[0]) || !is_int(e[4]) || !is_int(e[5])) return STORE_EREPLY;
+      tamper_repaired(op, e[3]);
+      switch (e[0]->integer) {
+        case 1:
+          if (!fence_reply(e[1], 0, &r->fence)) return STORE_EREPLY;
+          r->created = is_int(e[2]) && e[2]->integer == 1;
+          r->ttl_ms = e[4]->integer;
+          r->permit = e[5]->integer;
+          return STORE_OK;
+        case 0:
+          if (!is_int(e[1])) return STORE_EREPLY;
+          r->ttl_ms = e[1]->integer;
+          return STORE_HELD;
+        case 2: return STORE_EQUOTA;
+        case 4:
+          if (!is_int(e[1])) return STORE_EREPLY;
+          r->limit = e[1]->integer;
+          return STORE_ELIMIT;
+        default: return STORE_EREPLY;
+      }
+    case STORE_OP_SEM_RENEW: /* {fence, tamper, ttl, slot} or {0, tamper, 0, -1} */
+      if (n != 4 || !is_int(e[2]) || !is_int(e[3])) return STORE_EREPLY;
+      tamper_repaired(op, e[1]);
+      if (is_int(e[0]) && e[0]->integer == 0) return STORE_LOST;
+      if (!fence_reply(e[0], 0, &r->fence)) return STORE_EREPLY;
+      r->ttl_ms = e[2]->integer;
+      r->permit = e[3]->integer;
+      return STORE_OK;
+    case STORE_OP_SEM_RELEASE: /* {1, tamper} or {0, tamper} */
+      if (n != 2 || !is_int(e[0])) return STORE_EREPLY;
+      tamper_repaired(op, e[1]);
+      return e[0]->integer == 1 ? STORE_OK : STORE_LOST;
+    default: /* inspect: {limit, live, then slot, fence, owner, ttl, delay per permit} */
+      if (n < 2 || (n - 2) % 5 != 0 || !is_int(e[0]) || !is_int(e[1])) return STORE_EREPLY;
+      r->limit = e[0]->integer;
+      r->live = e[1]->integer;
+      r->npermits = (int)((n - 2) / 5);
+      r->permits = r->npermits ? calloc((size_t)r->npermits, sizeof *r->permits) : NULL;
+      if (r->npermits && r->permits == NULL) {
+        r->npermits = 0;
+        set_err(r, "out of memory reading a semaphore%s", "");
+        return STORE_EUNAVAIL;
+      }
+      for (int i = 0; i < r->npermits; i++) {
+        redisReply **p = e + 2 + 5 * i;
+        store_permit *s = &r->permits[i];
+        if (!is_int(p[0]) || !fence_reply(p[1], 0, &s->fence) || !is_int(p[3]) || !is_int(p[4])) {
+          store_result_clear(r);
+          return STORE_EREPLY;
+        }
+        s->permit = p[0]->integer;
+        s->ttl_ms = p[3]->integer;
+        s->delay_ms = p[4]->integer;
+        if (p[2]->type == REDIS_REPLY_STRING && p[2]->len <= PICKET_PROTO_OWNER_BYTES_MAX)
+          memcpy(s->owner, p[2]->str, p[2]->len + 1);
+      }
+      return STORE_OK;
+  }
 }
 
 /* Reads one script's reply (not NOSCRIPT, which the caller handles) into
@@ -675,6 +793,14 @@ static store_status op_parse(store_op *op, redisReply *rep) {
       if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 || !is_int(e[0])) goto odd;
       tamper_repaired(op, e[1]);
       if (e[0]->integer != 1) st = STORE_LOST;
+      break;
+    case STORE_OP_SEM_ACQUIRE:
+    case STORE_OP_SEM_RENEW:
+    case STORE_OP_SEM_RELEASE:
+    case STORE_OP_SEM_INSPECT:
+      if (rep->type != REDIS_REPLY_ARRAY) goto odd;
+      st = sem_parse(op, rep);
+      if (st == STORE_EREPLY) goto odd;
       break;
     case STORE_OP_INSPECT: /* {fence, held, pttl, owner, delay} */
       if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 5 ||
@@ -920,8 +1046,9 @@ static store_status wait_replicas(int id, store_result *r) {
  * a grant or a renewal (a refusal wrote nothing that matters; a release
  * that is lost in a failover only leaves a lease to its TTL). */
 static int guarded(const store_op *op) {
+  store_op_kind base = store_op_base(op->kind);
   return cfg->min_replicas > 0 && op->phase == PHASE_CALL && op->st == STORE_OK &&
-         (op->kind == STORE_OP_ACQUIRE || op->kind == STORE_OP_RENEW);
+         (base == STORE_OP_ACQUIRE || base == STORE_OP_RENEW);
 }
 
 /* A guarded call that the replicas did not acknowledge (op->st says why):
@@ -931,14 +1058,14 @@ static int guarded(const store_op *op) {
  * replicated does. undo(op) runs the release, on a direct connection or
  * on the pipe. */
 static void guard_refused(store_op *op, void (*undo)(void *, const store_op *), void *arg) {
-  if (op->kind != STORE_OP_ACQUIRE || !op->r.created) return;
+  if (store_op_base(op->kind) != STORE_OP_ACQUIRE || !op->r.created) return;
   undo(arg, op);
   op->quota_added = 0; /* the undo dropped the count */
 }
 
 static void undo_direct(void *arg, const store_op *op) {
   (void)arg;
-  store_op undo = {.kind = STORE_OP_RELEASE, .name = op->name, .lease = op->lease,
+  store_op undo = {.kind = store_op_release_of(op->kind), .name = op->name, .lease = op->lease,
                    .token = op->token, .max_leases = op->max_leases};
   store_run(&undo); /* a failure leaves the lease to its TTL */
 }
@@ -961,7 +1088,7 @@ void store_run(store_op *op) {
   guard_direct(op);
   const char *verb = phase_note_of(op);
   if (verb) {
-    store_op note = {.kind = op->kind, .name = op->name, .token = op->token,
+    store_op note = {.kind = op->kind, .name = op->name, .lease = op->lease, .token = op->token,
                      .max_leases = op->max_leases, .ttl_ms = op->ttl_ms,
                      .phase = PHASE_NOTE, .note = verb};
     if (op_run(&note) != STORE_OK) note_failed(&note);
@@ -1314,8 +1441,9 @@ static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id) {
   np->tail = op;
   if (np->unsent == NULL) np->unsent = op;
   np->unsent_n++;
+  store_op_kind base = store_op_base(op->kind);
   if (cfg->min_replicas > 0 && op->phase == PHASE_CALL &&
-      (op->kind == STORE_OP_ACQUIRE || op->kind == STORE_OP_RENEW))
+      (base == STORE_OP_ACQUIRE || base == STORE_OP_RENEW))
     np->unsent_guarded++;
   return 0;
 }
@@ -1474,7 +1602,7 @@ static void pipe_note_send(store_pipe *p, const store_op *of, const char *verb) 
 }
 
 static void undo_piped(void *p, const store_op *of) {
-  pipe_own_send(p, of, (store_op){.kind = STORE_OP_RELEASE});
+  pipe_own_send(p, of, (store_op){.kind = store_op_release_of(of->kind)});
 }
 
 /* op's reply for its current phase is in (op->st set): sends its next

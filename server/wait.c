@@ -42,7 +42,7 @@ enum { W_IDLE = 0, W_PARKING, W_SUSPENDED, W_RUNNING };
 #define NBUCKETS 4096
 
 typedef struct wait_queue {
-  char name[PICKET_PROTO_NAME_MAX + 1];
+  char name[PICKET_PROTO_NAME_MAX + 3]; /* api_call.key: a lock's name, "s/" + a semaphore's */
   waiter *head, *tail;
   struct wait_queue *next; /* hash chain */
 } wait_queue;
@@ -116,7 +116,7 @@ int wait_park(waiter *w, picket_proto_err *err) {
     *err = PICKET_PROTO_ERR_SHUTTING_DOWN;
     return -1;
   }
-  wait_queue *q = nwaiters < cfg->max_waiters ? queue_find(w->call->name, 1) : NULL;
+  wait_queue *q = nwaiters < cfg->max_waiters ? queue_find(w->call->key, 1) : NULL;
   if (q == NULL) {
     pthread_mutex_unlock(&mu);
     metrics_inc(M_WAIT_REJECTED);
@@ -215,6 +215,15 @@ void wait_leave(waiter *w, int granted) {
 }
 
 void wait_count_disconnect(void) { metrics_inc(M_WAKE_DISCONNECT); }
+
+int wait_queue_length(const char *key) {
+  int n = 0;
+  pthread_mutex_lock(&mu);
+  wait_queue *q = queue_find(key, 0);
+  for (waiter *w = q ? q->head : NULL; w; w = w->next) n++;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
 
 /* Wakes the head of every queue; when `name` is given, only that lock's. */
 static void wake_heads(const char *name, metrics_counter cause) {
@@ -326,6 +335,13 @@ static void pubsub_primary_moved(void) {
   pthread_mutex_unlock(&mu);
 }
 
+/* A release message names what was released: a lock's name, or "s/" and
+ * a semaphore's (api_call.key). Anything else on the channel is ignored. */
+static int release_key_valid(const char *s, size_t len) {
+  if (len > 2 && s[0] == 's' && s[1] == '/') s += 2, len -= 2;
+  return picket_proto_name_valid(s, len);
+}
+
 /* A subscriber waits for messages with no timeout, so a connection lost
  * silently (a proxy or NAT in between dropped it: no FIN, no RST, and the
  * middlebox still answers keepalives) would never be noticed, and waiters
@@ -346,7 +362,7 @@ static int pubsub_next(redisContext *c, int64_t *ping_sent, int64_t *next_ping) 
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
         r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "message") == 0 &&
         r->element[2]->type == REDIS_REPLY_STRING &&
-        picket_proto_name_valid(r->element[2]->str, r->element[2]->len))
+        release_key_valid(r->element[2]->str, r->element[2]->len))
       wake_heads(r->element[2]->str, M_WAKE_RELEASE);
     freeReplyObject(r);
     *ping_sent = 0; /* any traffic (a PONG too) shows the channel alive */

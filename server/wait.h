@@ -66,6 +66,9 @@ void wait_suspended(waiter *w);
  * the lock (else the next waiter retries at once). Safe to call twice. */
 void wait_leave(waiter *w, int granted);
 
+/* Waiters parked on this picketd for `key` (an api_call's key). */
+int wait_queue_length(const char *key);
+
 /* Counts a wake-up cause (for http.c's disconnect check). */
 void wait_count_disconnect(void);
 

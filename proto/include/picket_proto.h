@@ -22,6 +22,11 @@
 #define PICKET_PROTO_MAX_TTL_DEFAULT_MS 3600000
 #define PICKET_PROTO_MAX_WAIT_DEFAULT_MS 60000
 #define PICKET_PROTO_HOLD_MAX_MS (86400000LL * 365) /* max_hold_ms: 0 (no cap) or up to a year */
+/* Semaphore names leave room for ":permit:" and a slot number below the
+ * limit in their fence's lock name (picket_proto_sem_fence_lock). */
+#define PICKET_PROTO_SEM_NAME_MAX 180
+#define PICKET_PROTO_SEM_LIMIT_MAX 100000 /* --max-semaphore-limit's own bound */
+#define PICKET_PROTO_SEM_LIMIT_DEFAULT 4096
 #define PICKET_PROTO_FENCE_MAX INT64_MAX   /* fences are 1..2^63-1 */
 #define PICKET_PROTO_KEY_PREFIX_DEFAULT "picket:"
 #define PICKET_PROTO_KEY_PREFIX_MAX 64
@@ -49,6 +54,8 @@
   X(METHOD_NOT_ALLOWED, "method_not_allowed", 405, "method not allowed")               \
   X(LOCK_HELD, "lock_held", 409, "the lock is held by another lease")                 \
   X(LOCK_DELAY, "lock_delay", 409, "the last lease expired without a release; its lock-delay is running") \
+  X(SEMAPHORE_FULL, "semaphore_full", 409, "every permit of the semaphore is held")    \
+  X(LIMIT_MISMATCH, "limit_mismatch", 409, "the semaphore's live permits were granted under another limit") \
   X(LEASE_LOST, "lease_lost", 409, "the lease is no longer held (expired, released or never yours)") \
   X(STALE_FENCE, "stale_fence", 409, "a newer fence has been seen for this lock")     \
   X(VERSION_MISMATCH, "version_mismatch", 412, "the stored version does not match If-Match") \
@@ -152,6 +159,12 @@ void picket_proto_lease_format(const unsigned char raw[PICKET_PROTO_LEASE_LEN / 
  * -1 when it does not fit. */
 int picket_proto_key_lease(char *buf, size_t cap, const char *prefix, const char *name);
 int picket_proto_key_fence(char *buf, size_t cap, const char *prefix, const char *name);
+/* P{NAME}:sem, a semaphore's base key (proto/redis/semaphore.lua derives
+ * the others from it). */
+int picket_proto_key_sem(char *buf, size_t cap, const char *prefix, const char *name);
+/* The lock name a fenced store checks permit `permit` of semaphore `name`
+ * under: NAME:permit:I. -1 when that is no valid lock name (too long). */
+int picket_proto_sem_fence_lock(char *buf, size_t cap, const char *name, int64_t permit);
 /* P{/token/TOKEN}:leases: the count of a token's held leases (its
  * max_leases; proto/redis/quota.lua). */
 int picket_proto_key_token_leases(char *buf, size_t cap, const char *prefix, const char *token);
@@ -172,6 +185,10 @@ extern const char picket_proto_lua_quota[];
 extern const size_t picket_proto_lua_quota_len;
 extern const char picket_proto_lua_inspect[];
 extern const size_t picket_proto_lua_inspect_len;
+extern const char picket_proto_lua_semaphore[];
+extern const size_t picket_proto_lua_semaphore_len;
+extern const char picket_proto_lua_sem_inspect[];
+extern const size_t picket_proto_lua_sem_inspect_len;
 extern const char picket_proto_openapi[];
 extern const size_t picket_proto_openapi_len;
 

@@ -54,14 +54,6 @@
 -- repair is a write, but it happens only while a grant is live, and then
 -- nothing after it can fail.
 
--- s + 1, for a decimal string below MAX
-local function succ(s)
-  local i = #s
-  while i > 0 and s:byte(i) == 57 do i = i - 1 end -- 57 is '9'
-  if i == 0 then return '1' .. string.rep('0', #s) end
-  return s:sub(1, i - 1) .. string.char(s:byte(i) + 1) .. string.rep('0', #s - i)
-end
-
 -- the counter's expiry: the idle TTL, never shorter than the lease key
 -- (which lives `life` ms: its TTL, and its lock-delay after it)
 local function counter_px(life)
@@ -132,25 +124,8 @@ end
 if quota and leases_full(quota, ARGV[9], tonumber(ARGV[8]), now_ms) then
   return {2, 0, '', tamper, 0}
 end
-last = last or '0'
-if not is_count(last) then
-  if ARGV[4] ~= 'clock' then
-    return redis.error_reply('PICKET_TAMPERED the fence counter ' .. KEYS[2] ..
-      ' is not a count (another writer changed it); with --fence-floor none no next fence' ..
-      ' is certain: set it to the highest fence storage has seen')
-  end
-  last, tamper = '0', 'invalid'
-end
-if last == MAX then
-  return redis.error_reply('PICKET_COUNTER the fence counter ' .. KEYS[2] ..
-    ' is at 2^63-1: this lock has no fence left')
-end
-local fence = succ(last)
-if ARGV[4] == 'clock' then
-  local t = time or redis.call('TIME')
-  local now = t[1] .. string.format('%06d', tonumber(t[2]))
-  if greater(now, fence) then fence = now end
-end
+local fence, why = fence_next(last, KEYS[2], ARGV[4], time)
+if why ~= '' then tamper = why end
 
 local given = cap_ms > 0 and math.min(ttl, cap_ms) or ttl
 local px = counter_px(given + delay)
@@ -159,15 +134,6 @@ if px then
 else
   redis.call('SET', KEYS[2], fence)
 end
-redis.call('DEL', KEYS[1])
-local f = {'lease', ARGV[1], 'fence', fence, 'owner', ARGV[3], 'ttl', given}
-if delay > 0 then
-  for _, v in ipairs({'delay', delay, 'exp', now_ms + given}) do f[#f + 1] = v end
-end
-if cap_ms > 0 then
-  for _, v in ipairs({'cap', now_ms + cap_ms}) do f[#f + 1] = v end
-end
-redis.call('HSET', KEYS[1], unpack(f))
-redis.call('PEXPIRE', KEYS[1], given + delay)
+hold_grant(KEYS[1], ARGV[1], fence, ARGV[3], given, delay, cap_ms, now_ms)
 if quota then leases_add(quota, ARGV[9], given, now_ms) end
 return {1, fence, 1, tamper, given}

@@ -37,16 +37,17 @@ end
 -- numbers, or nil when the lease has none (or there is no lease).
 local hold = {}
 
-local function guard(idle)
-  local last = redis.call('GET', KEYS[2])
-  local h = redis.call('HMGET', KEYS[1], 'lease', 'fence', 'exp', 'delay', 'cap')
+local function guard(idle, lk, fk)
+  lk, fk = lk or KEYS[1], fk or KEYS[2]
+  local last = redis.call('GET', fk)
+  local h = redis.call('HMGET', lk, 'lease', 'fence', 'exp', 'delay', 'cap')
   local lease, live = h[1], h[2]
   hold.exp = h[3] and tonumber(h[3]) or nil
   hold.delay = h[4] and tonumber(h[4]) or nil
   hold.cap = h[5] and tonumber(h[5]) or nil
   if not lease then return last, nil, nil, '' end
   if not (live and live ~= '0' and is_count(live)) then
-    error(redis.error_reply('PICKET_TAMPERED the live grant ' .. KEYS[1] ..
+    error(redis.error_reply('PICKET_TAMPERED the live grant ' .. lk ..
       ' holds no valid fence; another writer changed it'))
   end
   local why = ''
@@ -58,10 +59,49 @@ local function guard(idle)
   -- outlive the grant it counts (acquire.lua's rule).
   local px = tonumber(idle)
   if px > 0 then
-    redis.call('SET', KEYS[2], live, 'PX', math.max(px, redis.call('PTTL', KEYS[1])))
+    redis.call('SET', fk, live, 'PX', math.max(px, redis.call('PTTL', lk)))
   else
-    redis.call('SET', KEYS[2], live)
+    redis.call('SET', fk, live)
   end
   return live, lease, live, why
+end
+
+-- s + 1, for a decimal string below MAX
+local function succ(s)
+  local i = #s
+  while i > 0 and s:byte(i) == 57 do i = i - 1 end -- 57 is '9'
+  if i == 0 then return '1' .. string.rep('0', #s) end
+  return s:sub(1, i - 1) .. string.char(s:byte(i) + 1) .. string.rep('0', #s - i)
+end
+
+-- The next fence after the counter `last` of fence key fk (nil: lost,
+-- counts as 0): last + 1, or with floor "clock" the larger of that and
+-- Redis TIME in microseconds (t: a TIME reply already read, or nil).
+-- Returns the fence and "" or why the counter could not be used
+-- ("invalid"). Raises PICKET_TAMPERED (with --fence-floor none a counter
+-- that is not a count leaves no next fence certain) and PICKET_COUNTER (at
+-- 2^63-1); call it before the first write.
+local function fence_next(last, fk, floor, t)
+  local why = ''
+  last = last or '0'
+  if not is_count(last) then
+    if floor ~= 'clock' then
+      error(redis.error_reply('PICKET_TAMPERED the fence counter ' .. fk ..
+        ' is not a count (another writer changed it); with --fence-floor none no next fence' ..
+        ' is certain: set it to the highest fence storage has seen'))
+    end
+    last, why = '0', 'invalid'
+  end
+  if last == MAX then
+    error(redis.error_reply('PICKET_COUNTER the fence counter ' .. fk ..
+      ' is at 2^63-1: this lock has no fence left'))
+  end
+  local fence = succ(last)
+  if floor == 'clock' then
+    t = t or redis.call('TIME')
+    local now = t[1] .. string.format('%06d', tonumber(t[2]))
+    if greater(now, fence) then fence = now end
+  end
+  return fence, why
 end
 

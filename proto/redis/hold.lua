@@ -28,18 +28,36 @@ local function hold_delaying(now)
   return hold.exp ~= nil and now >= hold.exp
 end
 
--- Sets the expiry of KEYS[1] to now + ttl, cut back to the cap, and the
--- delay past it. Returns the TTL given (ms), 0 when the cap has passed
--- (nothing is changed then).
-local function hold_set(now, ttl, delay, cap)
+-- Writes a new grant into the lease hash lk (deleted first): lease id,
+-- fence, owner, the TTL given (`given`, already cut to the cap) and, when
+-- asked for, its lock-delay (and own expiry) and cap (grant time now +
+-- cap_ms); the key lives given + delay.
+local function hold_grant(lk, lease, fence, owner, given, delay, cap_ms, now)
+  redis.call('DEL', lk)
+  local f = {'lease', lease, 'fence', fence, 'owner', owner, 'ttl', given}
+  if delay > 0 then
+    for _, v in ipairs({'delay', delay, 'exp', now + given}) do f[#f + 1] = v end
+  end
+  if cap_ms > 0 then
+    for _, v in ipairs({'cap', now + cap_ms}) do f[#f + 1] = v end
+  end
+  redis.call('HSET', lk, unpack(f))
+  redis.call('PEXPIRE', lk, given + delay)
+end
+
+-- Sets the expiry of the lease hash lk (default KEYS[1]) to now + ttl,
+-- cut back to the cap, and the delay past it. Returns the TTL given (ms),
+-- 0 when the cap has passed (nothing is changed then).
+local function hold_set(now, ttl, delay, cap, lk)
+  lk = lk or KEYS[1]
   if cap then ttl = math.min(ttl, cap - now) end
   if ttl <= 0 then return 0 end
   if delay and delay > 0 then
-    redis.call('HSET', KEYS[1], 'exp', now + ttl, 'ttl', ttl)
-    redis.call('PEXPIRE', KEYS[1], ttl + delay)
+    redis.call('HSET', lk, 'exp', now + ttl, 'ttl', ttl)
+    redis.call('PEXPIRE', lk, ttl + delay)
   else
-    redis.call('HSET', KEYS[1], 'ttl', ttl)
-    redis.call('PEXPIRE', KEYS[1], ttl)
+    redis.call('HSET', lk, 'ttl', ttl)
+    redis.call('PEXPIRE', lk, ttl)
   end
   return ttl
 end

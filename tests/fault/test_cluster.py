@@ -239,6 +239,40 @@ def case_api(cluster, port, tag):
     check(st == 200, f"api {tag}: metrics {st}")
 
 
+def case_semaphores(cluster, port, tag):
+    """Semaphores on each shard: a semaphore's keys share one hash tag, so
+    each call is one script on the shard of its name."""
+    c = Client(port)
+    per = {}
+    for name, owner in names_by_shard(cluster, 60, f"sem.{tag}.").items():
+        per.setdefault(owner, name)
+    check(len(per) == 3, f"sem {tag}: names on {len(per)} shards")
+    for name in per.values():
+        grants = []
+        for i in range(2):
+            st, g, _ = c.req("POST", f"/v1/semaphores/{name}/acquire", {"limit": 2, "ttl_ms": 20000})
+            check(st == 200 and g.get("permit") in (0, 1) and g.get("fence", 0) > 0 and
+                  g.get("fence_lock") == f"{name}:permit:{g.get('permit')}",
+                  f"sem {tag}: permit {i} of {name}: {st} {g}")
+            grants.append(g)
+        check({g.get("permit") for g in grants} == {0, 1}, f"sem {tag}: two slots: {grants}")
+        st, r, _ = c.req("POST", f"/v1/semaphores/{name}/acquire", {"limit": 2})
+        check(st == 409 and r["error"]["code"] == "semaphore_full", f"sem {tag}: full: {st} {r}")
+        st, r, _ = c.req("POST", f"/v1/semaphores/{name}/renew",
+                         {"lease": grants[0]["lease"], "ttl_ms": 15000})
+        check(st == 200 and r.get("fence") == grants[0]["fence"], f"sem {tag}: renew: {st} {r}")
+        st, r, _ = c.req("GET", f"/v1/semaphores/{name}")
+        check(st == 200 and r.get("held") == 2 and r.get("limit") == 2, f"sem {tag}: GET {st} {r}")
+        for g in grants:
+            st, r, _ = c.req("POST", f"/v1/semaphores/{name}/release", {"lease": g["lease"]})
+            check(st == 200, f"sem {tag}: release: {st} {r}")
+        st, g, _ = c.req("POST", f"/v1/semaphores/{name}/acquire", {"limit": 2})
+        check(st == 200 and g.get("fence", 0) > max(x["fence"] for x in grants if
+                                                     x["permit"] == g.get("permit")),
+              f"sem {tag}: the slot's next fence is higher: {st} {g}")
+        c.req("POST", f"/v1/semaphores/{name}/release", {"lease": g.get("lease")})
+
+
 def case_readyz(port):
     st, r, _ = Client(port).req("GET", "/readyz")
     shards = r.get("shards", [])
@@ -541,6 +575,22 @@ def case_quota(cluster, seed):
         check(st == 200, f"quota: after a release: {st} {g}")
         call("POST", f"/v1/locks/{names[2]}/release", {"lease": g.get("lease")})
         call("POST", f"/v1/locks/{leases[1][0]}/release", {"lease": leases[1][1]})
+        # a semaphore's permits count too (the count's slot apart from the
+        # semaphore's: taken before the grant, dropped after the release)
+        permits = []
+        for _ in range(2):
+            st, g = call("POST", "/v1/semaphores/quota.s/acquire", {"limit": 5, "ttl_ms": 20000})
+            check(st == 200, f"quota: a permit: {st} {g}")
+            permits.append(g.get("lease"))
+        st, g = call("POST", f"/v1/locks/{names[0]}/acquire", {"ttl_ms": 20000})
+        check(st == 429 and g.get("error", {}).get("code") == "too_many_leases",
+              f"quota: a lock after two permits: {st} {g}")
+        st, _ = call("POST", "/v1/semaphores/quota.s/release", {"lease": permits[0]})
+        check(st == 200, f"quota: release a permit: {st}")
+        st, g = call("POST", f"/v1/locks/{names[0]}/acquire", {"ttl_ms": 20000})
+        check(st == 200, f"quota: a lock after a permit's release: {st} {g}")
+        call("POST", f"/v1/locks/{names[0]}/release", {"lease": g.get("lease")})
+        call("POST", "/v1/semaphores/quota.s/release", {"lease": permits[1]})
     finally:
         text = q.stop()
         check(token not in text, "quota: the token is in picketd's log")
@@ -696,6 +746,8 @@ def main():
                                 f"http://127.0.0.1:{d.port}"], capture_output=True, text=True)
             check(r.returncode == 0, "examples_probe in cluster mode:\n" + r.stdout + r.stderr)
             case_readyz(d.port)
+            case_semaphores(cluster, d.port, "d")
+            case_semaphores(cluster, p.port, "p")
             case_quota(cluster, seed)
             case_uncovered(cluster, p.port)
             case_waiters(cluster, d.port)

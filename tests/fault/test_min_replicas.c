@@ -121,6 +121,16 @@ START_TEST(wait_longer_than_redis_timeout) {
                 (long long)(c.t1 - c.t0));
   ck_assert_int_eq(fault_lock(url, "w", NULL, NULL, &c), 200);
   ck_assert_msg(c.held == 0, "the refused grant was not undone");
+  /* a semaphore's permit the same way: refused, and taken back */
+  harness_resp r;
+  ck_assert_int_eq(harness_http(url, "POST", "/v1/semaphores/w/acquire", "{\"limit\":2}", &r), 0);
+  ck_assert_msg(r.status == 503 && strcmp(harness_error_code(&r), "not_replicated") == 0,
+                "a permit with no replica: %ld %s", r.status, r.body);
+  harness_resp_free(&r);
+  ck_assert_int_eq(harness_http(url, "GET", "/v1/semaphores/w", NULL, &r), 0);
+  ck_assert_msg(r.status == 200 && harness_json_int(r.json, "held") == 0,
+                "the refused permit was not taken back: %s", r.body);
+  harness_resp_free(&r);
   harness_picketd_free(P);
   harness_redis_free(R);
 }

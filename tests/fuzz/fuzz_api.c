@@ -440,7 +440,8 @@ static void check_reply(const request_ctx *ctx, const api_response *resp, const 
 /* The checks on an API_WAIT: only a waiting acquire may wait, it says
  * until when, and it has no reply yet (nothing to leak). */
 static void check_wait(const request_ctx *ctx, const api_response *resp, const api_call *call) {
-  CHECK(call->endpoint == EP_ACQUIRE && call->wait_ms > 0 && resp->body == NULL,
+  CHECK((call->endpoint == EP_ACQUIRE || call->endpoint == EP_SEM_ACQUIRE) && call->wait_ms > 0 &&
+            resp->body == NULL,
         "API_WAIT from something that is not a waiting acquire");
   CHECK(call->retry_at_ms > 0 && call->deadline_ms >= call->started_ms, "a wait without times");
   CHECK(!api_granted(call), "API_WAIT after a grant");

@@ -314,6 +314,10 @@ void store_run(store_op *op) {
     case STORE_OP_RENEW: op->st = stub_renew(op, &op->r); break;
     case STORE_OP_RELEASE: op->st = stub_release(op, &op->r); break;
     case STORE_OP_INSPECT: op->st = stub_inspect(op->name, &op->r); break;
+    default: /* semaphores: their slots live in semaphore.lua, not here */
+      snprintf(op->r.err, sizeof op->r.err, "the in-memory store has no semaphores");
+      op->st = STORE_EUNAVAIL;
+      break;
   }
 }
 

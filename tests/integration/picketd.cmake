@@ -13,6 +13,10 @@ picket_shell_test(picketd_sentinel_auth ${_d}/test_sentinel_auth.sh LABELS integ
 picket_check_test(picketd_fence SOURCES ${_d}/test_fence.c LABELS integration TIMEOUT 120)
 # Lock-delay and the hold cap (issue 26).
 picket_check_test(picketd_hold SOURCES ${_d}/test_hold.c LABELS integration TIMEOUT 120)
+# Semaphores with a fence per permit (issue 26); fenced-kv refuses a paused
+# permit holder's write.
+picket_check_test(picketd_semaphore SOURCES ${_d}/test_semaphore.c LABELS integration TIMEOUT 120)
+add_dependencies(picketd_semaphore fenced-kv)
 
 # The suites that check fence values run twice: once with picketd's default
 # floor (clock: fences rise and are at least Redis TIME) and once with

@@ -86,6 +86,18 @@ grep -qE '^picket_redis_used_memory_bytes [1-9]' <<<"$m" || h_fail "no used-memo
 grep -qE '^picket_redis_db_keys [0-9]' <<<"$m" || h_fail "no key-count gauge"
 echo "ok: as the ACL user (unix://picketd@/path): acquire, wake-up by release, renew, GET, release, /readyz, /metrics"
 
+# a semaphore's permit: its script and its inspect use only what is granted
+spost() { curl -s -w '\n%{http_code}' -X POST "$url/v1/semaphores/$1" -d "$2"; }
+s=$(spost pool/acquire '{"limit":2,"ttl_ms":30000,"lock_delay_ms":1000,"max_hold_ms":60000}')
+[ "$(code "$s")" = 200 ] || h_fail "semaphore acquire as the ACL user: $s"
+r=$(spost pool/renew "{\"lease\":\"$(json "$s" lease)\"}")
+[ "$(code "$r")" = 200 ] || h_fail "semaphore renew: $r"
+g=$(curl -s "$url/v1/semaphores/pool")
+[ "$(json "$g" held)" = 1 ] || h_fail "semaphore GET: $g"
+r=$(spost pool/release "{\"lease\":\"$(json "$s" lease)\"}")
+[ "$(code "$r")" = 200 ] || h_fail "semaphore release: $r"
+echo "ok: a semaphore's acquire, renew, GET, release as the ACL user"
+
 # --redis-user names the same user with a plain unix URL
 REDIS_URL="unix://$REDIS_SOCK"
 h_start_picketd --redis-user picketd --redis-password-file "$H_DIR/picketd.pw"

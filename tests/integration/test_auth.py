@@ -475,8 +475,38 @@ def quota_in_the_lock_call():
     check(int(redis("ZCARD", key) or 0) == 0, "all released: the count is empty")
 
 
+def semaphores():
+    # Prefixes and verbs apply to a semaphore's name; each permit counts
+    # toward max_leases (billing: 3), with locks, on both picketd.
+    sem = "/v1/semaphores/%s/%s"
+    r = call(P1, "POST", sem % ("payroll.s", "acquire"), {"limit": 5}, token=B)
+    check(r[0] == 403 and code(r) == "permission_denied", "semaphore outside prefixes: %s" % (r,))
+    r = call(P1, "POST", sem % ("billing.s", "acquire"), {"limit": 5}, token=READER)
+    check(r[0] == 403, "semaphore acquire with read only: %s" % (r,))
+    lk = acquire(P1, "billing.sl", token=B, ttl_ms=60000)
+    check(lk[0] == 200, "a lock beside the permits: %s" % (lk,))
+    permits = []
+    for port in (P1, P2):
+        g = call(port, "POST", sem % ("billing.s", "acquire"), {"limit": 5, "ttl_ms": 60000},
+                 token=B)
+        check(g[0] == 200, "permit on port %d: %s" % (port, g))
+        permits.append(g[2].get("lease"))
+    r = call(P1, "POST", sem % ("billing.s", "acquire"), {"limit": 5}, token=B)
+    check(r[0] == 429 and code(r) == "too_many_leases", "a 4th lease as a permit: %s" % (r,))
+    # another token's release of a permit is lost: lease ids are bound to tokens
+    r = call(P2, "POST", sem % ("billing.s", "release"), {"lease": permits[0]}, token=OPS)
+    check(r[0] == 409 and code(r) == "lease_lost", "another token's release: %s" % (r,))
+    g = call(P1, "GET", "/v1/semaphores/billing.s", token=READER)
+    check(g[0] == 200 and g[2].get("held") == 2, "GET with read: %s" % (g,))
+    for lease in permits:
+        r = call(P2, "POST", sem % ("billing.s", "release"), {"lease": lease}, token=B)
+        check(r[0] == 200, "release a permit: %s" % (r,))
+    check(release(P1, "billing.sl", lk[2]["lease"], token=B)[0] == 200, "release billing.sl")
+
+
 def main():
-    for f in [unauthenticated, permissions, lease_binding, max_leases, quota_in_the_lock_call,
+    for f in [unauthenticated, permissions, lease_binding, max_leases, semaphores,
+              quota_in_the_lock_call,
               waiters, rate, per_address,
               reload_under_load, metrics_and_secrets, readyz_detail]:
         t0 = time.time()
