@@ -17,6 +17,9 @@ from .errors import (InvalidArgument, LeaseLost, PicketError, PicketTransportErr
 
 _NAME = re.compile(r"[A-Za-z0-9._:-]{1,200}\Z")
 _LEASE = re.compile(r"[0-9a-f]{32}\Z")
+# A semaphore name is a lock name of at most 180 bytes, so that the lock
+# name of its permits' fences, NAME:permit:I, is one too.
+_MAX_SEMAPHORE_NAME = 180
 # Errors after which a request is safe to send again (every call of this
 # client is idempotent: acquire always carries a lease id).
 _RETRY_DELAYS = (0.05, 0.2, 0.8)  # capped exponential, each with jitter
@@ -41,6 +44,17 @@ def lock_name(resource):
 check_name = lock_name  # the name of 0.1.0's first draft
 
 
+def semaphore_name(resource):
+    """The picket name of a semaphore: lock_name(resource), which must come
+    to at most 180 characters (a mapped name always does); InvalidArgument
+    otherwise."""
+    name = lock_name(resource)
+    if len(name) > _MAX_SEMAPHORE_NAME:
+        raise InvalidArgument(f"a semaphore name is at most {_MAX_SEMAPHORE_NAME} characters, "
+                              f"not {len(name)}", code="invalid_argument")
+    return name
+
+
 def _ms(seconds, what):
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds != seconds:
         raise InvalidArgument(f"{what} must be a number of seconds, not {seconds!r}",
@@ -59,9 +73,17 @@ class Lease:
     the signed fence (None unless picketd has --fence-key-file); deadline:
     time.monotonic() at which this client must assume the lease is gone
     (request sent + ttl - drift margin); lost: an Event set once the lease is
-    known lost (by the keeper of Client.lock, or by renew())."""
+    known lost (by the keeper of Client.lock, or by renew()).
 
-    def __init__(self, name, lease_id, fence, ttl, owner, fence_token, deadline):
+    A permit of a semaphore (Client.acquire_permit, Client.semaphore) is a
+    Lease too: name is the semaphore's, permit its slot (0..limit-1), limit
+    the semaphore's, and fence_lock the lock name its fence is checked under
+    by a fenced store ("NAME:permit:I"). For a lock, permit and limit are
+    None and fence_lock is the lock's name. renew() and release() take
+    either."""
+
+    def __init__(self, name, lease_id, fence, ttl, owner, fence_token, deadline,
+                 permit=None, limit=None, fence_lock=None):
         self.name = name
         self.id = lease_id
         self.fence = fence
@@ -71,10 +93,18 @@ class Lease:
         self.deadline = deadline
         self.lost = threading.Event()
         self.capped = False  # a grant or renewal was cut by max_hold
+        self.permit = permit
+        self.limit = limit
+        self.fence_lock = name if fence_lock is None else fence_lock
 
     @property
     def lease(self):
         return self.id
+
+    @property
+    def is_permit(self):
+        """True for a semaphore's permit, False for a lock's lease."""
+        return self.permit is not None
 
     def remaining(self):
         """Seconds left before the local deadline (0 when past it)."""
@@ -87,6 +117,10 @@ class Lease:
         return not self.lost.is_set() and time.monotonic() < self.deadline
 
     def __repr__(self):
+        if self.is_permit:
+            return (f"Lease(semaphore={self.name!r}, permit={self.permit}, fence={self.fence}, "
+                    f"ttl={self.ttl}, remaining={self.remaining():.3f}, "
+                    f"lost={self.lost.is_set()})")
         return (f"Lease(name={self.name!r}, fence={self.fence}, ttl={self.ttl}, "
                 f"remaining={self.remaining():.3f}, lost={self.lost.is_set()})")
 
@@ -199,7 +233,8 @@ class Client:
                                        status=r.status)
         ra = err.get("retry_after_ms")
         raise error_for(err["code"], err.get("message", ""), status=r.status,
-                        retry_after=None if ra is None else ra / 1000.0, owner=err.get("owner"))
+                        retry_after=None if ra is None else ra / 1000.0, owner=err.get("owner"),
+                        limit=err.get("limit"))
 
     def _call(self, method, path, body=None, extra_timeout=0.0, deadline=None, stamp=None):
         """A request, retried on transport errors and 503 with capped
@@ -225,9 +260,15 @@ class Client:
                 time.sleep(pause)
 
     @staticmethod
-    def _path(name, verb=None):
-        p = "/v1/locks/" + urllib.parse.quote(lock_name(name), safe="")
+    def _path(name, verb=None, semaphore=False):
+        if semaphore:
+            p = "/v1/semaphores/" + urllib.parse.quote(semaphore_name(name), safe="")
+        else:
+            p = "/v1/locks/" + urllib.parse.quote(lock_name(name), safe="")
         return p + "/" + verb if verb else p
+
+    def _lease_path(self, lease, verb):
+        return self._path(lease.name, verb, semaphore=lease.is_permit)
 
     # -- the API -------------------------------------------------------------
     def acquire(self, name, ttl=30.0, wait=0.0, owner=None, lease=None, lock_delay=0.0,
@@ -241,7 +282,30 @@ class Client:
         lock for that many seconds after. max_hold: no renewal carries the
         lease past grant + max_hold seconds (lease.capped says when one was
         cut short)."""
-        body = {"ttl_ms": _ms(ttl, "ttl")}
+        return self._grant(self._path(name, "acquire"), {}, ttl, wait, owner, lease,
+                           lock_delay, max_hold)
+
+    def acquire_permit(self, name, limit, ttl=30.0, wait=0.0, owner=None, lease=None,
+                       lock_delay=0.0, max_hold=None):
+        """Take one permit of the counting semaphore name, of limit permits
+        (1..4096; every holder must give the same limit while permits are
+        live), for ttl seconds, waiting up to wait seconds (in arrival
+        order) while all are held. Returns a Lease with .permit (the slot,
+        0..limit-1), .limit and .fence_lock (the lock name a fenced store
+        checks this permit's fence under: "NAME:permit:I"). Raises
+        SemaphoreFull (a LockHeld; retry_after) if every permit stays held,
+        LimitMismatch (.limit: the live permits') if they use another limit.
+        lease, lock_delay and max_hold as for acquire(), per permit. renew()
+        and release() take the permit as they take a lock's lease."""
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise InvalidArgument(f"limit must be an integer, not {limit!r}",
+                                  code="invalid_argument")
+        return self._grant(self._path(name, "acquire", semaphore=True), {"limit": limit}, ttl,
+                           wait, owner, lease, lock_delay, max_hold)
+
+    def _grant(self, path, body, ttl, wait, owner, lease, lock_delay, max_hold):
+        """POST an acquire (a lock's or a permit's) and make its Lease."""
+        body["ttl_ms"] = _ms(ttl, "ttl")
         wait_ms = _ms(wait, "wait")
         if wait_ms:
             body["wait_ms"] = wait_ms
@@ -255,13 +319,18 @@ class Client:
         if not isinstance(lease_id, str) or not _LEASE.match(lease_id):
             raise InvalidArgument("lease must be 32 lowercase hex digits", code="invalid_argument")
         body["lease"] = lease_id
-        path = self._path(name, "acquire")
         stamp = {}
         doc = self._call("POST", path, body, extra_timeout=wait_ms / 1000.0, stamp=stamp)
         sent = stamp["sent"]
         ttl_s = doc["ttl_ms"] / 1000.0
-        g = Lease(doc["lock"], doc["lease"], doc["fence"], ttl_s, doc.get("owner"),
-                  doc.get("fence_token"), sent + ttl_s - drift_margin(ttl_s))
+        deadline = sent + ttl_s - drift_margin(ttl_s)
+        if "semaphore" in doc:
+            g = Lease(doc["semaphore"], doc["lease"], doc["fence"], ttl_s, doc.get("owner"),
+                      doc.get("fence_token"), deadline, permit=doc["permit"],
+                      limit=doc["limit"], fence_lock=doc["fence_lock"])
+        else:
+            g = Lease(doc["lock"], doc["lease"], doc["fence"], ttl_s, doc.get("owner"),
+                      doc.get("fence_token"), deadline)
         g.capped = doc["ttl_ms"] < body["ttl_ms"]
         # A waited grant was made at some moment between send and reply: when
         # that gap is over a tenth of the TTL, renew now so the deadline
@@ -279,10 +348,11 @@ class Client:
         return g
 
     def renew(self, lease, ttl=None):
-        """Extend the lease to ttl seconds from now (default: its ttl).
-        Updates lease.deadline, .ttl and .fence_token; raises LeaseLost (and
-        sets lease.lost) if it no longer holds the lock. Never retried past
-        the lease's local deadline."""
+        """Extend the lease (a lock's, or a semaphore's permit) to ttl
+        seconds from now (default: its ttl). Updates lease.deadline, .ttl
+        and .fence_token; raises LeaseLost (and sets lease.lost) if it no
+        longer holds the lock or permit. Never retried past the lease's
+        local deadline."""
         ttl_s = lease.ttl if ttl is None else ttl
         if time.monotonic() >= lease.deadline:
             lease.lost.set()
@@ -291,7 +361,7 @@ class Client:
         body = {"lease": lease.id, "ttl_ms": _ms(ttl_s, "ttl")}
         try:
             stamp = {}
-            doc = self._call("POST", self._path(lease.name, "renew"), body,
+            doc = self._call("POST", self._lease_path(lease, "renew"), body,
                              deadline=lease.deadline, stamp=stamp)
         except LeaseLost:
             lease.lost.set()
@@ -306,8 +376,9 @@ class Client:
         return lease
 
     def release(self, lease):
-        """Give the lock up. Raises LeaseLost if the lease had already ended."""
-        self._call("POST", self._path(lease.name, "release"), {"lease": lease.id})
+        """Give the lock (or the permit) up. Raises LeaseLost if the lease had
+        already ended."""
+        self._call("POST", self._lease_path(lease, "release"), {"lease": lease.id})
         lease.deadline = min(lease.deadline, time.monotonic())
         return True
 
@@ -316,6 +387,16 @@ class Client:
         is the last one issued (0 if never), never a lease id."""
         doc = self._call("GET", self._path(name))
         doc["ttl"] = doc.get("ttl_ms", 0) / 1000.0
+        return doc
+
+    def inspect_semaphore(self, name):
+        """{semaphore, limit (0 while no permit is live), held, permits,
+        waiters} of a semaphore; each of permits (lowest slot first) has
+        permit, fence, owner, fence_lock, ttl_ms and ttl (seconds), never a
+        lease id."""
+        doc = self._call("GET", self._path(name, semaphore=True))
+        for p in doc.get("permits", []):
+            p["ttl"] = p.get("ttl_ms", 0) / 1000.0
         return doc
 
     def lock(self, name, ttl=30.0, wait=0.0, owner=None, renew_every=None, on_lost=None,
@@ -328,3 +409,14 @@ class Client:
         from .keeper import Held
         return Held(self, name, ttl, wait, owner, renew_every, on_lost,
                     {"lock_delay": lock_delay, "max_hold": max_hold})
+
+    def semaphore(self, name, limit, ttl=30.0, wait=0.0, owner=None, renew_every=None,
+                  on_lost=None, lock_delay=0.0, max_hold=None):
+        """lock()'s context manager for one permit of a counting semaphore
+        (acquire_permit): `with client.semaphore("reports", 5, ttl=30) as
+        permit:` gives the permit's Lease (.permit, .fence_lock), kept
+        renewed from a background thread and released on exit, as lock()."""
+        from .keeper import Held
+        return Held(self, name, ttl, wait, owner, renew_every, on_lost,
+                    {"limit": limit, "lock_delay": lock_delay, "max_hold": max_hold},
+                    acquire=self.acquire_permit)

@@ -11,12 +11,15 @@ class PicketError(Exception):
 
     code: the API's error code ("lock_held"), status: the HTTP status,
     message: the server's message, retry_after: seconds (float) when the
-    server said (lock_held, rate_limited), else None.
+    server said (lock_held, semaphore_full, rate_limited), else None;
+    owner: the holder (lock_held); limit: the live permits' limit
+    (limit_mismatch), else None.
     """
 
     code = None
 
-    def __init__(self, message, code=None, status=None, retry_after=None, owner=None):
+    def __init__(self, message, code=None, status=None, retry_after=None, owner=None,
+                 limit=None):
         super().__init__(message)
         if code is not None:
             self.code = code
@@ -24,6 +27,7 @@ class PicketError(Exception):
         self.message = message
         self.retry_after = retry_after
         self.owner = owner
+        self.limit = limit
 
     def __str__(self):
         where = f"{self.status} " if self.status else ""
@@ -57,7 +61,8 @@ _CODES = {
     "not_found": (PicketError, "404: no such path."),
     "method_not_allowed": (PicketError, "405: the path does not take this method."),
     "lock_held": (PicketError, "409: another lease holds the lock (owner, retry_after)."),
-    "lease_lost": (PicketError, "409: this lease no longer holds the lock."),
+    "lease_lost": (PicketError, "409: this lease no longer holds the lock (or permit)."),
+    "limit_mismatch": (PicketError, "409: the semaphore's live permits use another limit (limit)."),
     "unauthenticated": (PicketError, "401: no token, or an unknown one."),
     "permission_denied": (PicketError, "403: the token may not do this to this name."),
     "body_too_large": (PicketError, "413: the request body is over 8 KiB."),
@@ -80,13 +85,18 @@ ERROR_CLASSES = {code: _cls(code, base, doc) for code, (base, doc) in _CODES.ite
 ERROR_CLASSES["lock_delay"] = _cls(
     "lock_delay", ERROR_CLASSES["lock_held"],
     "409: the last lease expired without a release; its lock-delay runs (retry_after).")
+# Every permit held: as a held lock to a caller that only knows locks.
+ERROR_CLASSES["semaphore_full"] = _cls(
+    "semaphore_full", ERROR_CLASSES["lock_held"],
+    "409: every permit of the semaphore is held (retry_after: until the first frees).")
 globals().update({c.__name__: c for c in ERROR_CLASSES.values()})
 
 
-def error_for(code, message, status=None, retry_after=None, owner=None):
+def error_for(code, message, status=None, retry_after=None, owner=None, limit=None):
     """The exception for an error body's code (PicketError if unknown)."""
     cls = ERROR_CLASSES.get(code, PicketError)
-    return cls(message, code=code, status=status, retry_after=retry_after, owner=owner)
+    return cls(message, code=code, status=status, retry_after=retry_after, owner=owner,
+               limit=limit)
 
 
 __all__ = ["PicketError", "PicketTransportError", "QuotaExceeded", "Unavailable",

@@ -1,4 +1,5 @@
-"""Client.lock(): a lease kept renewed by a background thread."""
+"""Client.lock() and Client.semaphore(): a lease (a lock's, or a permit of a
+semaphore) kept renewed by a background thread."""
 
 import threading
 import time
@@ -7,7 +8,9 @@ from .errors import LeaseLost, PicketError
 
 
 class Held:
-    """The context manager of Client.lock(). On enter: acquire and start the
+    """The context manager of Client.lock() and Client.semaphore() (whose
+    acquire is Client.acquire_permit: the rest is the same, as renew and
+    release route by the lease). On enter: acquire and start the
     keeper thread. The keeper renews every ttl/3 (renew_every), retries a
     failed renewal until the lease's local deadline, and sets lease.lost the
     moment the server says lease_lost or the deadline passes without a
@@ -18,10 +21,12 @@ class Held:
     renewal the cap cut short is the last: the lease is lost at its
     deadline, at the cap."""
 
-    def __init__(self, client, name, ttl, wait, owner, renew_every, on_lost, extra=None):
+    def __init__(self, client, name, ttl, wait, owner, renew_every, on_lost, extra=None,
+                 acquire=None):
         self.client = client
+        self.acquire = acquire or client.acquire
         self.args = (name, ttl, wait, owner)
-        self.extra = extra or {}  # acquire's lock_delay, max_hold
+        self.extra = extra or {}  # acquire's lock_delay, max_hold (and a permit's limit)
         self.renew_every = renew_every
         self.on_lost = on_lost
         self.lease = None
@@ -30,7 +35,7 @@ class Held:
 
     def __enter__(self):
         name, ttl, wait, owner = self.args
-        self.lease = self.client.acquire(name, ttl=ttl, wait=wait, owner=owner, **self.extra)
+        self.lease = self.acquire(name, ttl=ttl, wait=wait, owner=owner, **self.extra)
         self._thread = threading.Thread(target=self._keep, name=f"picket-keeper:{name}",
                                         daemon=True)
         self._thread.start()
@@ -97,6 +102,8 @@ class Held:
                 raise
         if etype is None and lost:
             lease.lost.set()
-            raise LeaseLost(f"lease of {lease.name!r} (fence {lease.fence}) was lost while held",
+            what = (f"permit {lease.permit} of semaphore {lease.name!r}" if lease.is_permit
+                    else f"lease of {lease.name!r}")
+            raise LeaseLost(f"{what} (fence {lease.fence}) was lost while held",
                             code="lease_lost")
         return False

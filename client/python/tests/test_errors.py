@@ -45,6 +45,15 @@ class ErrorCodes(unittest.TestCase):
         self.assertTrue(issubclass(picket.TooManyLeases, picket.QuotaExceeded))
         self.assertTrue(issubclass(picket.StoreUnavailable, picket.Unavailable))
         self.assertTrue(issubclass(picket.PicketTransportError, picket.PicketError))
+        # every permit held is a held lock to a caller that only knows locks
+        self.assertTrue(issubclass(picket.SemaphoreFull, picket.LockHeld))
+        self.assertFalse(issubclass(picket.LimitMismatch, picket.LockHeld))
+        m = picket.errors.error_for("limit_mismatch", "other limit", 409, limit=5)
+        self.assertIsInstance(m, picket.LimitMismatch)
+        self.assertEqual((m.code, m.limit), ("limit_mismatch", 5))
+        f = picket.errors.error_for("semaphore_full", "full", 409, 2.5)
+        self.assertIsInstance(f, picket.SemaphoreFull)
+        self.assertEqual((f.retry_after, f.limit), (2.5, None))
 
 
 if __name__ == "__main__":
