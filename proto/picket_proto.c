@@ -192,6 +192,15 @@ int picket_proto_key_sem(char *buf, size_t cap, const char *prefix, const char *
   return key_fmt(buf, cap, prefix, name, "sem");
 }
 
+int picket_proto_key_rw(char *buf, size_t cap, const char *prefix, const char *name) {
+  return key_fmt(buf, cap, prefix, name, "rw");
+}
+
+int picket_proto_rw_fence_lock(char *buf, size_t cap, const char *name) {
+  int n = snprintf(buf, cap, "%s:rw", name);
+  return (n < 0 || (size_t)n >= cap || !picket_proto_name_valid(buf, (size_t)n)) ? -1 : n;
+}
+
 int picket_proto_sem_fence_lock(char *buf, size_t cap, const char *name, int64_t permit) {
   int n = snprintf(buf, cap, "%s:permit:%lld", name, (long long)permit);
   return (n < 0 || (size_t)n >= cap || !picket_proto_name_valid(buf, (size_t)n)) ? -1 : n;

@@ -245,12 +245,89 @@ static void sem_reply_inspect(api_response *resp, api_call *call) {
   store_result_clear(r);
 }
 
+/* ---- read/write locks: the replies ---- */
+
+/* 200 for a read or write lease granted (renewal: renewed). */
+static void rw_reply_grant(api_response *resp, const api_call *call, int renewal) {
+  const store_result *r = &call->op.r;
+  char lock[PICKET_PROTO_NAME_MAX + 1], token[FENCE_TOKEN_MEMBER_MAX];
+  if (picket_proto_rw_fence_lock(lock, sizeof lock, call->name) < 0) lock[0] = '\0';
+  fence_token_member(lock, r->fence, token);
+  int write = renewal ? !r->held_by : call->write;
+  if (renewal) {
+    reply_fmt(resp, "{\"rwlock\":\"%s\",\"mode\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld,"
+              "\"fence_lock\":\"%s\"%s}", call->name, write ? "write" : "read",
+              (long long)r->fence, (long long)r->ttl_ms, lock, token);
+    return;
+  }
+  char owner[OWNER_LITERAL_MAX];
+  reply_fmt(resp, "{\"rwlock\":\"%s\",\"mode\":\"%s\",\"lease\":\"%s\",\"fence\":%lld,"
+            "\"ttl_ms\":%lld,\"fence_lock\":\"%s\",\"owner\":%s%s}", call->name,
+            write ? "write" : "read", call->client_lease, (long long)r->fence,
+            (long long)r->ttl_ms, lock, owner_literal(call->owner, owner), token);
+}
+
+/* 409 lock_held for a read/write lock: who keeps this mode out. */
+static void rw_reply_held(api_response *resp, const api_call *call, int64_t ms) {
+  if (ms < 1) ms = 1;
+  static const char *const why[] = {"a writer holds it", "readers hold it",
+                                    "a writer is waiting for it (readers queue behind writers)"};
+  char msg[360];
+  snprintf(msg, sizeof msg, "read/write lock '%s' cannot be had for %s: %s", call->name,
+           call->write ? "writing" : "reading", why[call->held_by >= 0 && call->held_by < 3 ?
+                                                       call->held_by : 0]);
+  json_t *err = error_object(PICKET_PROTO_ERR_LOCK_HELD, msg);
+  json_object_set_new(err, "retry_after_ms", json_integer(ms));
+  json_object_set_new(err, "owner", owner_json(call->held_by == 0 ? call->held_owner : NULL));
+  reply_json(resp, 409, json_pack("{s:o}", "error", err));
+  set_retry_after(resp, ms);
+}
+
+/* GET /v1/rwlocks/{name}: the writer, the readers (never a lease id), the
+ * writers waiting, the last fence issued, and this picketd's waiters. */
+static void rw_reply_inspect(api_response *resp, api_call *call) {
+  store_result *r = &call->op.r;
+  char lock[PICKET_PROTO_NAME_MAX + 1];
+  if (picket_proto_rw_fence_lock(lock, sizeof lock, call->name) < 0) lock[0] = '\0';
+  json_t *writer = json_null();
+  if (r->held) {
+    writer = json_pack("{s:I, s:o}", "ttl_ms", (json_int_t)r->ttl_ms, "owner", owner_json(r->owner));
+    if (writer && r->delay_ms > 0)
+      json_object_set_new(writer, "lock_delay_ms", json_integer(r->delay_ms));
+  }
+  json_t *readers = json_array();
+  for (int i = 0; readers && i < r->npermits; i++) {
+    const store_permit *p = &r->permits[i];
+    json_array_append_new(readers, json_pack("{s:I, s:I, s:o}", "fence", (json_int_t)p->fence,
+                                              "ttl_ms", (json_int_t)p->ttl_ms, "owner",
+                                              owner_json(p->owner)));
+  }
+  reply_json(resp, 200,
+             json_pack("{s:s, s:I, s:s, s:o, s:I, s:o, s:I, s:i}", "rwlock", call->name, "fence",
+                       (json_int_t)r->fence, "fence_lock", lock, "writer", writer, "readers",
+                       (json_int_t)r->live, "read_leases", readers, "writers_waiting",
+                       (json_int_t)r->waiting, "waiters", wait_queue_length(call->key)));
+  store_result_clear(r);
+}
+
+void api_wait_left(api_call *call, int granted) {
+  if (!call->rw || !call->write || granted || call->forgotten) return;
+  call->forgotten = 1;
+  store_op forget = {.kind = STORE_OP_RW_FORGET, .name = call->name, .lease = call->lease};
+  store_run(&forget); /* a failure leaves it to its wait's end */
+}
+
 /* The 409 of an acquire that found the lock taken: by a holder, or by an
  * expired lease's lock-delay. */
 static void reply_taken(api_response *resp, const api_call *call, int64_t ms) {
   if (call->sem) {
     metrics_inc(M_ACQUIRE_FULL);
     sem_reply_full(resp, call, ms);
+    return;
+  }
+  if (call->rw && !call->held_delay) {
+    metrics_inc(M_ACQUIRE_HELD);
+    rw_reply_held(resp, call, ms);
     return;
   }
   metrics_inc(call->held_delay ? M_ACQUIRE_DELAYED : M_ACQUIRE_HELD);
@@ -452,9 +529,16 @@ void api_call_end(api_call *call) {
  * the result into the reply. */
 static api_result store_call(api_call *call, store_op_kind kind) {
   memset(&call->op, 0, sizeof call->op);
-  /* a semaphore's call is the lock call's counterpart (store.h) */
-  call->op.kind = call->sem ? (store_op_kind)(kind + STORE_OP_SEM_ACQUIRE) : kind;
+  /* a semaphore's or rwlock's call is the lock call's counterpart (store.h) */
+  call->op.kind = (store_op_kind)(kind + (call->sem ? STORE_OP_SEM_ACQUIRE
+                                          : call->rw ? STORE_OP_RW_ACQUIRE : 0));
   call->op.limit = call->limit;
+  call->op.write = call->write;
+  if (call->rw && call->write && call->wait_ms > 0 && kind == STORE_OP_ACQUIRE) {
+    /* a writer that will wait keeps new readers out meanwhile */
+    int64_t left = call->deadline_ms - api_now_ms();
+    call->op.wait_ms = left > 0 ? left : 0;
+  }
   call->op.name = call->name;
   call->op.lease = call->lease;
   call->op.owner = call->owner;
@@ -477,10 +561,13 @@ void api_run_store(api_call *call) { store_run(&call->op); }
 static api_result acquire_outcome(api_call *call, api_response *resp) {
   store_status st = call->op.st;
   const store_result *r = &call->op.r;
-  if (st == STORE_OK && call->sem) {
+  if (st == STORE_OK && (call->sem || call->rw)) {
     metrics_inc(M_ACQUIRE_GRANTED);
     if (r->created && call->subject) quota_count_grant(call->subject);
-    sem_reply_grant(resp, call, 0);
+    if (call->sem)
+      sem_reply_grant(resp, call, 0);
+    else
+      rw_reply_grant(resp, call, 0);
     return API_DONE;
   }
   if (st == STORE_ELIMIT) {
@@ -524,6 +611,7 @@ static api_result acquire_outcome(api_call *call, api_response *resp) {
     return store_failure(resp, st, r);
   }
   call->held_delay = st == STORE_DELAYED;
+  call->held_by = r->held_by;
   call->held_ttl_ms = r->ttl_ms;
   memcpy(call->held_owner, r->owner, sizeof r->owner);
   if (call->wait_ms > 0 && now < call->deadline_ms) {
@@ -607,8 +695,19 @@ static api_result handle_acquire(const api_request *req, api_call *call, api_res
                                         "lock_delay_ms", "max_hold_ms", NULL};
   static const char *const sem_allowed[] = {"ttl_ms", "wait_ms",       "owner",       "lease",
                                             "limit",  "lock_delay_ms", "max_hold_ms", NULL};
-  json_t *b = parse_body(req, call->sem ? sem_allowed : allowed, resp);
+  static const char *const rw_allowed[] = {"ttl_ms", "wait_ms",       "owner",       "lease",
+                                           "mode",   "lock_delay_ms", "max_hold_ms", NULL};
+  json_t *b = parse_body(req, call->sem ? sem_allowed : call->rw ? rw_allowed : allowed, resp);
   if (b == NULL) return API_DONE;
+  if (call->rw) { /* required: "read" or "write" */
+    const char *mode = json_string_value(json_object_get(b, "mode"));
+    if (mode == NULL || (strcmp(mode, "read") != 0 && strcmp(mode, "write") != 0)) {
+      json_decref(b);
+      return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
+                  "mode is required: \"read\" or \"write\"");
+    }
+    call->write = strcmp(mode, "write") == 0;
+  }
   if (call->sem) { /* required: a semaphore's limit is the caller's to say */
     if (json_object_get(b, "limit") == NULL) {
       json_decref(b);
@@ -683,8 +782,11 @@ static api_result renew_outcome(api_call *call, api_response *resp) {
   if (call->op.st != STORE_OK)
     return renew_or_release_failed(call, "renew", M_RENEW_LOST, M_RENEW_ERROR, resp);
   metrics_inc(M_RENEW_RENEWED);
-  if (call->sem) {
-    sem_reply_grant(resp, call, 1);
+  if (call->sem || call->rw) {
+    if (call->sem)
+      sem_reply_grant(resp, call, 1);
+    else
+      rw_reply_grant(resp, call, 1);
     return API_DONE;
   }
   char token[FENCE_TOKEN_MEMBER_MAX];
@@ -708,16 +810,19 @@ static api_result release_outcome(api_call *call, api_response *resp) {
   if (call->op.st != STORE_OK)
     return renew_or_release_failed(call, "release", M_RELEASE_LOST, M_RELEASE_ERROR, resp);
   metrics_inc(M_RELEASE_RELEASED);
-  reply_fmt(resp, "{\"%s\":\"%s\",\"released\":true}", call->sem ? "semaphore" : "lock",
-            call->name);
+  reply_fmt(resp, "{\"%s\":\"%s\",\"released\":true}",
+            call->sem ? "semaphore" : call->rw ? "rwlock" : "lock", call->name);
   return API_DONE;
 }
 
 static api_result inspect_outcome(api_call *call, api_response *resp) {
   const store_result *r = &call->op.r;
   if (call->op.st != STORE_OK) return store_failure(resp, call->op.st, r);
-  if (call->sem) {
-    sem_reply_inspect(resp, call);
+  if (call->sem || call->rw) {
+    if (call->sem)
+      sem_reply_inspect(resp, call);
+    else
+      rw_reply_inspect(resp, call);
     return API_DONE;
   }
   /* A lease key without expiry (PTTL -1: PERSISTed by hand) is "held now",
@@ -851,7 +956,7 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
                {"/readyz", EP_READYZ},
                {"/metrics", EP_METRICS},
                {"/v1/openapi.yaml", EP_OPENAPI}};
-  static const char locks[] = "/v1/locks/", sems[] = "/v1/semaphores/";
+  static const char locks[] = "/v1/locks/", sems[] = "/v1/semaphores/", rws[] = "/v1/rwlocks/";
   memset(resp, 0, sizeof *resp);
   resp->endpoint = EP_OTHER;
   call->endpoint = EP_OTHER;
@@ -879,6 +984,7 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
   size_t plen = 0;
   if (strncmp(path, locks, sizeof locks - 1) == 0) plen = sizeof locks - 1;
   if (strncmp(path, sems, sizeof sems - 1) == 0) plen = sizeof sems - 1, call->sem = 1;
+  if (strncmp(path, rws, sizeof rws - 1) == 0) plen = sizeof rws - 1, call->rw = 1;
   if (plen == 0 || path[plen] == '\0')
     return fail(resp, PICKET_PROTO_ERR_NOT_FOUND, "no such endpoint; see /v1/openapi.yaml");
 
@@ -903,8 +1009,9 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
   } else {
     call->endpoint = EP_INSPECT;
   }
-  /* EP_SEM_* are EP_* shifted, in the same order */
+  /* EP_SEM_* and EP_RW_* are EP_* shifted, in the same order */
   if (call->sem) call->endpoint = (metrics_endpoint)(call->endpoint - EP_ACQUIRE + EP_SEM_ACQUIRE);
+  if (call->rw) call->endpoint = (metrics_endpoint)(call->endpoint - EP_ACQUIRE + EP_RW_ACQUIRE);
   resp->endpoint = call->endpoint;
   if (action && !method_is(req, "POST")) return wrong_method(resp, ALLOW_POST);
   if (!action && !is_get) return wrong_method(resp, ALLOW_GET);
@@ -920,20 +1027,27 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
     return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
                 "semaphore names are at most 180 bytes: a permit's fence is checked under "
                 "NAME:permit:N, a lock name of at most 200");
-  snprintf(call->key, sizeof call->key, "%s%s", call->sem ? "s/" : "", call->name);
+  if (call->rw && strlen(call->name) > PICKET_PROTO_RW_NAME_MAX)
+    return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
+                "read/write lock names are at most 197 bytes: their fences are checked under "
+                "NAME:rw, a lock name of at most 200");
+  snprintf(call->key, sizeof call->key, "%s%s", call->sem ? "s/" : call->rw ? "r/" : "", call->name);
   if (authorize(call, verb, call->name, resp) < 0) return API_DONE;
   if (req->body_too_large) {
     char msg[80];
     snprintf(msg, sizeof msg, "request bodies are limited to %d bytes", PICKET_PROTO_BODY_MAX);
     return fail(resp, PICKET_PROTO_ERR_BODY_TOO_LARGE, msg);
   }
-  switch (call->sem ? call->endpoint - EP_SEM_ACQUIRE + EP_ACQUIRE : call->endpoint) {
+  switch (call->sem  ? call->endpoint - EP_SEM_ACQUIRE + EP_ACQUIRE
+          : call->rw ? call->endpoint - EP_RW_ACQUIRE + EP_ACQUIRE
+                     : call->endpoint) {
     case EP_ACQUIRE: return handle_acquire(req, call, resp);
     case EP_RENEW: return handle_renew(req, call, resp);
     case EP_RELEASE: return handle_release(req, call, resp);
     default:
-      /* a semaphore's inspect lists at most its limit's worth of permits */
-      call->limit = cfg->max_semaphore_limit;
+      /* a semaphore's inspect lists at most its limit's worth of permits,
+       * a read/write lock's its first readers */
+      call->limit = call->rw ? PICKET_PROTO_RW_LISTED_MAX : cfg->max_semaphore_limit;
       return store_call(call, STORE_OP_INSPECT);
   }
 }

@@ -47,9 +47,13 @@ typedef struct {
   int64_t ttl_ms;
   int64_t wait_ms;
   int sem;                /* a semaphore's call (/v1/semaphores/...), not a lock's */
+  int rw;                 /* a read/write lock's call (/v1/rwlocks/...) */
+  int write;              /* rwlock acquire: mode write (else read) */
+  int forgotten;          /* rwlock: its wait's end was told to the store */
   int64_t limit;          /* semaphore acquire: its limit */
   char key[PICKET_PROTO_NAME_MAX + 3]; /* its waiters' queue and release message:
-                                          the lock name, or "s/" and the semaphore's */
+                                          the lock name, or "s/" and the semaphore's,
+                                          "r/" and the read/write lock's */
   int64_t lock_delay_ms;  /* acquire: hold.lua's lock-delay (0: none) */
   int64_t max_hold_ms;    /* acquire: hold.lua's cap on holding (0: none) */
   int64_t started_ms;     /* monotonic, when the request was complete */
@@ -57,6 +61,7 @@ typedef struct {
   int64_t retry_at_ms;    /* monotonic, the holder's expiry: retry then */
   int64_t held_ttl_ms;    /* the last lock_held answer, for the timeout reply */
   int held_delay;         /* ...which was lock_delay: a lock-delay, not a holder */
+  int held_by;            /* ...rwlock: 0 a writer, 1 readers, 2 a writer waits */
   char held_owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
   store_op op;            /* the store call of API_STORE, and its result */
   struct auth_principal *who;    /* with --auth-file: the caller (a reference) */
@@ -69,6 +74,11 @@ typedef struct {
 typedef enum { API_DONE = 0, API_WAIT, API_STORE } api_result;
 
 void api_init(const config *cfg);
+
+/* A parked acquire left its wait (granted or not): a read/write lock's
+ * writer that was not granted stops keeping new readers out. Runs a store
+ * call on the calling thread when there is something to undo. */
+void api_wait_left(api_call *call, int granted);
 
 /* Handles a complete request, its store call included (on the calling
  * thread). Returns API_DONE with *resp filled, or API_WAIT when an acquire

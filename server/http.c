@@ -226,6 +226,13 @@ static enum MHD_Result park(struct MHD_Connection *conn, http_req *r) {
   return MHD_YES;
 }
 
+/* The waiter leaves its queue for good; a read/write lock's writer that
+ * did not get the lock also stops keeping new readers out. */
+static void leave_wait(http_req *r, int granted) {
+  wait_leave(&r->w, granted);
+  api_wait_left(&r->call, granted);
+}
+
 /* A resumed waiter: act on why it was woken. */
 static enum MHD_Result resumed(struct MHD_Connection *conn, http_req *r) {
   api_response resp = {0};
@@ -236,24 +243,24 @@ static enum MHD_Result resumed(struct MHD_Connection *conn, http_req *r) {
         /* Never grant to a client that is gone: the lock would sit held
          * for a whole TTL with nobody to use or release it. */
         wait_count_disconnect();
-        wait_leave(&r->w, 0);
+        leave_wait(r, 0);
         return MHD_NO;
       }
       if (api_retry_acquire(&r->call, &resp) == API_WAIT) return park(conn, r);
-      wait_leave(&r->w, api_granted(&r->call));
+      leave_wait(r, api_granted(&r->call));
       return send_response(conn, r, &resp);
     case WAKE_TIMEOUT:
-      wait_leave(&r->w, 0);
+      leave_wait(r, 0);
       api_wait_expired(&r->call, &resp);
       return send_response(conn, r, &resp);
     case WAKE_SHUTDOWN:
-      wait_leave(&r->w, 0);
+      leave_wait(r, 0);
       metrics_inc(M_ACQUIRE_ERROR);
       api_error(&resp, PICKET_PROTO_ERR_SHUTTING_DOWN, "picketd is shutting down; retry elsewhere");
       return send_response(conn, r, &resp);
     case WAKE_DISCONNECT:
     default:
-      wait_leave(&r->w, 0);
+      leave_wait(r, 0);
       return MHD_NO;
   }
 }
@@ -591,7 +598,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
   conns_request_finished(r ? r->sock : sock_of(conn));
   if (r == NULL) return;
   handling_set(r, 0); /* a piped call whose client left while suspended */
-  if (r->waiting) wait_leave(&r->w, api_granted(&r->call));
+  if (r->waiting) leave_wait(r, api_granted(&r->call));
   if (api_granted(&r->call) && toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN && r->replied) {
     /* The daemon stopped with the reply queued: it may have reached the
      * client, which then holds the lock. Giving it back could make two

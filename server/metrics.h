@@ -9,7 +9,8 @@
 /* HTTP endpoints, for picket_http_requests_total{endpoint}. */
 typedef enum {
   EP_ACQUIRE, EP_RENEW, EP_RELEASE, EP_INSPECT, EP_HEALTHZ, EP_READYZ, EP_METRICS, EP_OPENAPI,
-  EP_OTHER, EP_SEM_ACQUIRE, EP_SEM_RENEW, EP_SEM_RELEASE, EP_SEM_INSPECT, EP_COUNT
+  EP_OTHER, EP_SEM_ACQUIRE, EP_SEM_RENEW, EP_SEM_RELEASE, EP_SEM_INSPECT, EP_RW_ACQUIRE,
+  EP_RW_RENEW, EP_RW_RELEASE, EP_RW_INSPECT, EP_COUNT
 } metrics_endpoint;
 
 /* Counters: X(enum, metric name, labels, help of the family). Rows of one

@@ -56,6 +56,8 @@ typedef struct {
   store_permit *permits; /* semaphore inspect: the first npermits of them, lowest slot
                             first; malloc'd: the caller frees it (store_result_clear) */
   int npermits;
+  int held_by;       /* rwlock HELD: 0 a writer, 1 readers, 2 a writer waits */
+  int64_t waiting;   /* rwlock inspect: writers waiting */
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
   char err[256];     /* a message for the E* results */
 } store_result;
@@ -93,17 +95,21 @@ store_status store_ready(store_result *r, store_topology *topo);
 typedef enum {
   STORE_OP_ACQUIRE, STORE_OP_RENEW, STORE_OP_RELEASE, STORE_OP_INSPECT,
   /* the same four on a semaphore (proto/redis/semaphore.lua): one permit */
-  STORE_OP_SEM_ACQUIRE, STORE_OP_SEM_RENEW, STORE_OP_SEM_RELEASE, STORE_OP_SEM_INSPECT
+  STORE_OP_SEM_ACQUIRE, STORE_OP_SEM_RENEW, STORE_OP_SEM_RELEASE, STORE_OP_SEM_INSPECT,
+  /* and on a read/write lock (proto/redis/rwlock.lua): a read or write lease */
+  STORE_OP_RW_ACQUIRE, STORE_OP_RW_RENEW, STORE_OP_RW_RELEASE, STORE_OP_RW_INSPECT,
+  STORE_OP_RW_FORGET /* a writer stopped waiting: new readers may enter */
 } store_op_kind;
 
 /* The lock call a semaphore call is the counterpart of (itself for a lock
  * call): what waits, counts and undoes the same way. */
 static inline store_op_kind store_op_base(store_op_kind kind) {
-  return kind >= STORE_OP_SEM_ACQUIRE ? (store_op_kind)(kind - STORE_OP_SEM_ACQUIRE) : kind;
+  /* (a forget writes nothing a count or a replica guard cares about) */
+  return kind == STORE_OP_RW_FORGET ? STORE_OP_INSPECT : (store_op_kind)(kind % 4);
 }
 /* The release of the same resource as `kind`. */
 static inline store_op_kind store_op_release_of(store_op_kind kind) {
-  return kind >= STORE_OP_SEM_ACQUIRE ? STORE_OP_SEM_RELEASE : STORE_OP_RELEASE;
+  return (store_op_kind)(kind - kind % 4 + STORE_OP_RELEASE);
 }
 /* Frees what a result owns (a semaphore inspect's permits). */
 static inline void store_result_clear(store_result *r) {
@@ -131,7 +137,9 @@ typedef struct store_op {
   int64_t ttl_ms;                  /* acquire, renew */
   int64_t lock_delay_ms;           /* acquire: kept off the lock this long after an expiry */
   int64_t max_hold_ms;             /* acquire: no expiry past grant + this (0: no cap) */
-  int64_t limit;                   /* semaphore acquire: its limit; inspect: permits listed */
+  int64_t limit;                   /* semaphore acquire: its limit; inspect (both): leases listed */
+  int write;                       /* rwlock acquire: 1 write, 0 read */
+  int64_t wait_ms;                 /* rwlock write acquire: how long it will wait (0: no wait) */
   const char *token;               /* whose lease count this lease is in, or NULL */
   int64_t max_leases;              /* ...and its limit (0: none, nothing counted) */
   store_status st;                 /* the outcome */

@@ -32,14 +32,15 @@
 #include "store.h"
 
 enum { SCRIPT_ACQUIRE, SCRIPT_RENEW, SCRIPT_RELEASE, SCRIPT_INSPECT, SCRIPT_QUOTA, SCRIPT_SEM,
-       SCRIPT_SEM_INSPECT, SCRIPT_COUNT };
+       SCRIPT_SEM_INSPECT, SCRIPT_RW, SCRIPT_RW_INSPECT, SCRIPT_COUNT };
 
 static const char *const script_src[SCRIPT_COUNT] = {
     picket_proto_lua_acquire, picket_proto_lua_renew,     picket_proto_lua_release,
     picket_proto_lua_inspect, picket_proto_lua_quota,     picket_proto_lua_semaphore,
-    picket_proto_lua_sem_inspect};
+    picket_proto_lua_sem_inspect, picket_proto_lua_rwlock, picket_proto_lua_rw_inspect};
 static const char *const script_name[SCRIPT_COUNT] = {
-    "acquire", "renew", "release", "inspect", "quota", "semaphore", "sem_inspect"};
+    "acquire", "renew", "release", "inspect", "quota", "semaphore", "sem_inspect", "rwlock",
+    "rw_inspect"};
 
 #define BACKOFF_MIN_MS 20
 #define BACKOFF_MAX_MS 250 /* so a returning Redis is found well within 1 s */
@@ -476,7 +477,10 @@ static const int op_script[] = {
     [STORE_OP_ACQUIRE] = SCRIPT_ACQUIRE,   [STORE_OP_RENEW] = SCRIPT_RENEW,
     [STORE_OP_RELEASE] = SCRIPT_RELEASE,   [STORE_OP_INSPECT] = SCRIPT_INSPECT,
     [STORE_OP_SEM_ACQUIRE] = SCRIPT_SEM,   [STORE_OP_SEM_RENEW] = SCRIPT_SEM,
-    [STORE_OP_SEM_RELEASE] = SCRIPT_SEM,   [STORE_OP_SEM_INSPECT] = SCRIPT_SEM_INSPECT};
+    [STORE_OP_SEM_RELEASE] = SCRIPT_SEM,   [STORE_OP_SEM_INSPECT] = SCRIPT_SEM_INSPECT,
+    [STORE_OP_RW_ACQUIRE] = SCRIPT_RW,     [STORE_OP_RW_RENEW] = SCRIPT_RW,
+    [STORE_OP_RW_RELEASE] = SCRIPT_RW,     [STORE_OP_RW_INSPECT] = SCRIPT_RW_INSPECT,
+    [STORE_OP_RW_FORGET] = SCRIPT_RW};
 
 /* ---- a token's lease count (proto/redis/leases.lua) --------------------
  *
@@ -537,42 +541,50 @@ typedef struct {
   char lease_key[KEY_MAX], fence_key[KEY_MAX], token_key[KEY_MAX], ttl[24], max[24];
   char delay[24], cap[24];
   char member[PICKET_PROTO_NAME_MAX + PICKET_PROTO_LEASE_LEN + 8]; /* in a token's count */
-  char limit[24], wake[PICKET_PROTO_NAME_MAX + 8];
+  char limit[24], wake[PICKET_PROTO_NAME_MAX + 8], wait[24];
 } op_command;
 
 /* What a lease is counted as in its token's lease count: a lock's name; a
- * permit's "s/NAME/LEASE" ('/' is no name byte: never a lock's). */
+ * permit's "s/NAME/LEASE", a read/write lease's "r/NAME/LEASE" ('/' is no
+ * name byte: never a lock's). */
 static void quota_member(const store_op *op, op_command *cmd) {
-  if (store_op_base(op->kind) == op->kind)
+  if (op->kind < STORE_OP_SEM_ACQUIRE)
     snprintf(cmd->member, sizeof cmd->member, "%s", op->name);
   else
-    snprintf(cmd->member, sizeof cmd->member, "s/%s/%s", op->name, op->lease ? op->lease : "");
+    snprintf(cmd->member, sizeof cmd->member, "%c/%s/%s",
+             op->kind >= STORE_OP_RW_ACQUIRE ? 'r' : 's', op->name, op->lease ? op->lease : "");
 }
 
-/* A semaphore call: semaphore.lua (base; verb, lease, ttl, owner, floor,
- * idle, delay, cap, limit, max, member, channel, wake) or sem_inspect.lua
- * (base; listed). 0, or -1 when the name cannot make a key. */
-static int sem_command_build(const store_op *op, op_command *cmd, int inline_quota) {
+/* A semaphore's or a read/write lock's call: semaphore.lua or rwlock.lua
+ * (base; verb, lease, ttl, owner, floor, idle, delay, cap, limit or mode,
+ * max, member, channel, wake[, wait]) or their inspect (base; listed). 0,
+ * or -1 when the name cannot make a key. */
+static int family_command_build(const store_op *op, op_command *cmd, int inline_quota) {
   const char **a = cmd->argv;
-  int n = 2;
-  if (picket_proto_key_sem(cmd->lease_key, KEY_MAX, cfg->key_prefix, op->name) < 0) return -1;
+  int n = 2, rw = op->kind >= STORE_OP_RW_ACQUIRE;
+  if ((rw ? picket_proto_key_rw : picket_proto_key_sem)(cmd->lease_key, KEY_MAX, cfg->key_prefix,
+                                                        op->name) < 0)
+    return -1;
   snprintf(cmd->limit, sizeof cmd->limit, "%lld", (long long)op->limit);
-  if (op->kind == STORE_OP_SEM_INSPECT) {
+  if (store_op_base(op->kind) == STORE_OP_INSPECT && op->kind != STORE_OP_RW_FORGET) {
     a[n++] = "1", a[n++] = cmd->lease_key, a[n++] = cmd->limit;
     cmd->argc = n;
     return 0;
   }
-  static const char *const verbs[] = {"acquire", "renew", "release"};
+  static const char *const verbs[] = {"acquire", "renew", "release", "forget", "forget"};
   snprintf(cmd->delay, sizeof cmd->delay, "%lld", (long long)op->lock_delay_ms);
   snprintf(cmd->cap, sizeof cmd->cap, "%lld", (long long)op->max_hold_ms);
-  snprintf(cmd->wake, sizeof cmd->wake, "s/%s", op->name);
+  snprintf(cmd->wake, sizeof cmd->wake, "%c/%s", rw ? 'r' : 's', op->name);
+  snprintf(cmd->wait, sizeof cmd->wait, "%lld", (long long)op->wait_ms);
   a[n++] = inline_quota ? "2" : "1", a[n++] = cmd->lease_key;
   if (inline_quota) a[n++] = cmd->token_key;
-  a[n++] = verbs[op->kind - STORE_OP_SEM_ACQUIRE], a[n++] = op->lease;
+  a[n++] = verbs[op->kind % 4 + (op->kind == STORE_OP_RW_FORGET)], a[n++] = op->lease;
   a[n++] = cmd->ttl, a[n++] = op->owner ? op->owner : "", a[n++] = floor_arg;
-  a[n++] = idle_arg, a[n++] = cmd->delay, a[n++] = cmd->cap, a[n++] = cmd->limit;
+  a[n++] = idle_arg, a[n++] = cmd->delay, a[n++] = cmd->cap;
+  a[n++] = rw ? (op->write ? "write" : "read") : cmd->limit;
   a[n++] = inline_quota ? cmd->max : "0", a[n++] = cmd->member, a[n++] = channel;
   a[n++] = cmd->wake;
+  if (rw) a[n++] = cmd->wait;
   cmd->argc = n;
   return 0;
 }
@@ -603,7 +615,7 @@ static int op_command_build(const store_op *op, op_command *cmd) {
     return 0;
   }
   int inline_quota = quota && !node_is_cluster();
-  if (store_op_base(op->kind) != op->kind) return sem_command_build(op, cmd, inline_quota);
+  if (op->kind >= STORE_OP_SEM_ACQUIRE) return family_command_build(op, cmd, inline_quota);
   if (picket_proto_key_lease(cmd->lease_key, KEY_MAX, cfg->key_prefix, op->name) < 0 ||
       picket_proto_key_fence(cmd->fence_key, KEY_MAX, cfg->key_prefix, op->name) < 0)
     return -1;
@@ -659,6 +671,19 @@ static void copy_owner(const redisReply *e, store_result *r) {
     memcpy(r->owner, e->str, e->len + 1);
 }
 
+/* r->permits for an inspect's n leases: 0, or -1 (out of memory, said in
+ * r->err). */
+static int permits_alloc(store_result *r, int n) {
+  r->npermits = n;
+  r->permits = n ? calloc((size_t)n, sizeof *r->permits) : NULL;
+  if (n && r->permits == NULL) {
+    r->npermits = 0;
+    set_err(r, "out of memory reading the leases of an inspect%s", "");
+    return -1;
+  }
+  return 0;
+}
+
 /* semaphore.lua's and sem_inspect.lua's replies (an array; the layouts
  * are theirs): the status, or STORE_EREPLY for a reply of another shape
  * (the caller reports it). */
@@ -707,13 +732,7 @@ static store_status sem_parse(store_op *op, const redisReply *rep) {
       if (n < 2 || (n - 2) % 5 != 0 || !is_int(e[0]) || !is_int(e[1])) return STORE_EREPLY;
       r->limit = e[0]->integer;
       r->live = e[1]->integer;
-      r->npermits = (int)((n - 2) / 5);
-      r->permits = r->npermits ? calloc((size_t)r->npermits, sizeof *r->permits) : NULL;
-      if (r->npermits && r->permits == NULL) {
-        r->npermits = 0;
-        set_err(r, "out of memory reading a semaphore%s", "");
-        return STORE_EUNAVAIL;
-      }
+      if (permits_alloc(r, (int)((n - 2) / 5)) < 0) return STORE_EUNAVAIL;
       for (int i = 0; i < r->npermits; i++) {
         redisReply **p = e + 2 + 5 * i;
         store_permit *s = &r->permits[i];
@@ -726,6 +745,81 @@ static store_status sem_parse(store_op *op, const redisReply *rep) {
         s->delay_ms = p[4]->integer;
         if (p[2]->type == REDIS_REPLY_STRING && p[2]->len <= PICKET_PROTO_OWNER_BYTES_MAX)
           memcpy(s->owner, p[2]->str, p[2]->len + 1);
+      }
+      return STORE_OK;
+  }
+}
+
+/* rwlock.lua's and rw_inspect.lua's replies (an array; the layouts are
+ * theirs): the status, or STORE_EREPLY for another shape. */
+static store_status rw_parse(store_op *op, const redisReply *rep) {
+  store_result *r = &op->r;
+  redisReply **e = rep->element;
+  size_t n = rep->elements;
+  switch (op->kind) {
+    case STORE_OP_RW_ACQUIRE:
+      /* {1, fence, created, tamper, ttl, mode}, {0, retry, owner, tamper, 0,
+       * why}, {3, ...}: a lock-delay, {2, ...}: the token's max_leases */
+      if (n != 6 || !is_int(e[0]) || !is_int(e[4]) || e[5]->type != REDIS_REPLY_STRING)
+        return STORE_EREPLY;
+      tamper_repaired(op, e[3]);
+      switch (e[0]->integer) {
+        case 1:
+          if (!fence_reply(e[1], 0, &r->fence)) return STORE_EREPLY;
+          r->created = is_int(e[2]) && e[2]->integer == 1;
+          r->ttl_ms = e[4]->integer;
+          return STORE_OK;
+        case 0:
+        case 3:
+          if (!is_int(e[1])) return STORE_EREPLY;
+          r->ttl_ms = e[1]->integer;
+          copy_owner(e[2], r);
+          r->held_by = strcmp(e[5]->str, "read") == 0 ? 1 : strcmp(e[5]->str, "waiting") == 0 ? 2 : 0;
+          return e[0]->integer == 0 ? STORE_HELD : STORE_DELAYED;
+        case 2: return STORE_EQUOTA;
+        default: return STORE_EREPLY;
+      }
+    case STORE_OP_RW_RENEW: /* {fence, tamper, ttl, mode} or {0, tamper, 0, ""} */
+      if (n != 4 || !is_int(e[2])) return STORE_EREPLY;
+      tamper_repaired(op, e[1]);
+      if (is_int(e[0]) && e[0]->integer == 0) return STORE_LOST;
+      if (!fence_reply(e[0], 0, &r->fence)) return STORE_EREPLY;
+      r->ttl_ms = e[2]->integer;
+      r->held_by = e[3]->type == REDIS_REPLY_STRING && strcmp(e[3]->str, "read") == 0;
+      return STORE_OK;
+    case STORE_OP_RW_RELEASE:
+    case STORE_OP_RW_FORGET: /* {1, tamper} or {0, tamper} */
+      if (n != 2 || !is_int(e[0])) return STORE_EREPLY;
+      tamper_repaired(op, e[1]);
+      return e[0]->integer == 1 ? STORE_OK : STORE_LOST;
+    default: /* inspect: {last, writer {fence, owner, ttl, delay} or {}, readers,
+              * waiting, then fence, owner, ttl per listed reader} */
+      if (n < 4 || (n - 4) % 3 != 0 || !fence_reply(e[0], 1, &r->fence) ||
+          e[1]->type != REDIS_REPLY_ARRAY || !is_int(e[2]) || !is_int(e[3]))
+        return STORE_EREPLY;
+      if (e[1]->elements == 4) {
+        redisReply **w = e[1]->element;
+        int64_t wf;
+        if (!fence_reply(w[0], 0, &wf) || !is_int(w[2]) || !is_int(w[3])) return STORE_EREPLY;
+        r->held = 1;
+        r->ttl_ms = w[2]->integer;
+        r->delay_ms = w[3]->integer;
+        copy_owner(w[1], r);
+      }
+      r->live = e[2]->integer;
+      r->waiting = e[3]->integer;
+      if (permits_alloc(r, (int)((n - 4) / 3)) < 0) return STORE_EUNAVAIL;
+      for (int i = 0; i < r->npermits; i++) {
+        redisReply **p = e + 4 + 3 * i;
+        store_permit *s = &r->permits[i];
+        if (!fence_reply(p[0], 0, &s->fence) || !is_int(p[2])) {
+          store_result_clear(r);
+          return STORE_EREPLY;
+        }
+        s->permit = -1;
+        s->ttl_ms = p[2]->integer;
+        if (p[1]->type == REDIS_REPLY_STRING && p[1]->len <= PICKET_PROTO_OWNER_BYTES_MAX)
+          memcpy(s->owner, p[1]->str, p[1]->len + 1);
       }
       return STORE_OK;
   }
@@ -798,8 +892,13 @@ static store_status op_parse(store_op *op, redisReply *rep) {
     case STORE_OP_SEM_RENEW:
     case STORE_OP_SEM_RELEASE:
     case STORE_OP_SEM_INSPECT:
+    case STORE_OP_RW_ACQUIRE:
+    case STORE_OP_RW_RENEW:
+    case STORE_OP_RW_RELEASE:
+    case STORE_OP_RW_INSPECT:
+    case STORE_OP_RW_FORGET:
       if (rep->type != REDIS_REPLY_ARRAY) goto odd;
-      st = sem_parse(op, rep);
+      st = op->kind >= STORE_OP_RW_ACQUIRE ? rw_parse(op, rep) : sem_parse(op, rep);
       if (st == STORE_EREPLY) goto odd;
       break;
     case STORE_OP_INSPECT: /* {fence, held, pttl, owner, delay} */

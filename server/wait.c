@@ -336,9 +336,10 @@ static void pubsub_primary_moved(void) {
 }
 
 /* A release message names what was released: a lock's name, or "s/" and
- * a semaphore's (api_call.key). Anything else on the channel is ignored. */
+ * a semaphore's, "r/" and a read/write lock's (api_call.key). Anything
+ * else on the channel is ignored. */
 static int release_key_valid(const char *s, size_t len) {
-  if (len > 2 && s[0] == 's' && s[1] == '/') s += 2, len -= 2;
+  if (len > 2 && (s[0] == 's' || s[0] == 'r') && s[1] == '/') s += 2, len -= 2;
   return picket_proto_name_valid(s, len);
 }
 

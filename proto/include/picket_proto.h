@@ -27,6 +27,8 @@
 #define PICKET_PROTO_SEM_NAME_MAX 180
 #define PICKET_PROTO_SEM_LIMIT_MAX 100000 /* --max-semaphore-limit's own bound */
 #define PICKET_PROTO_SEM_LIMIT_DEFAULT 4096
+#define PICKET_PROTO_RW_NAME_MAX 197   /* NAME:rw is a lock name */
+#define PICKET_PROTO_RW_LISTED_MAX 100 /* GET lists at most this many readers */
 #define PICKET_PROTO_FENCE_MAX INT64_MAX   /* fences are 1..2^63-1 */
 #define PICKET_PROTO_KEY_PREFIX_DEFAULT "picket:"
 #define PICKET_PROTO_KEY_PREFIX_MAX 64
@@ -162,6 +164,11 @@ int picket_proto_key_fence(char *buf, size_t cap, const char *prefix, const char
 /* P{NAME}:sem, a semaphore's base key (proto/redis/semaphore.lua derives
  * the others from it). */
 int picket_proto_key_sem(char *buf, size_t cap, const char *prefix, const char *name);
+/* P{NAME}:rw, a read/write lock's base key (proto/redis/rwlock.lua). */
+int picket_proto_key_rw(char *buf, size_t cap, const char *prefix, const char *name);
+/* The lock name a fenced store checks read/write lock `name`'s fences
+ * under: NAME:rw. -1 when that is no valid lock name (too long). */
+int picket_proto_rw_fence_lock(char *buf, size_t cap, const char *name);
 /* The lock name a fenced store checks permit `permit` of semaphore `name`
  * under: NAME:permit:I. -1 when that is no valid lock name (too long). */
 int picket_proto_sem_fence_lock(char *buf, size_t cap, const char *name, int64_t permit);
@@ -189,6 +196,10 @@ extern const char picket_proto_lua_semaphore[];
 extern const size_t picket_proto_lua_semaphore_len;
 extern const char picket_proto_lua_sem_inspect[];
 extern const size_t picket_proto_lua_sem_inspect_len;
+extern const char picket_proto_lua_rwlock[];
+extern const size_t picket_proto_lua_rwlock_len;
+extern const char picket_proto_lua_rw_inspect[];
+extern const size_t picket_proto_lua_rw_inspect_len;
 extern const char picket_proto_openapi[];
 extern const size_t picket_proto_openapi_len;
 

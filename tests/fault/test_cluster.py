@@ -273,6 +273,32 @@ def case_semaphores(cluster, port, tag):
         c.req("POST", f"/v1/semaphores/{name}/release", {"lease": g.get("lease")})
 
 
+def case_rwlocks(cluster, port, tag):
+    """Read/write locks on each shard: one hash tag per lock."""
+    c = Client(port)
+    per = {}
+    for name, owner in names_by_shard(cluster, 60, f"rw.{tag}.").items():
+        per.setdefault(owner, name)
+    check(len(per) == 3, f"rw {tag}: names on {len(per)} shards")
+    for name in per.values():
+        reads = []
+        for _ in range(2):
+            st, g, _ = c.req("POST", f"/v1/rwlocks/{name}/acquire", {"mode": "read", "ttl_ms": 20000})
+            check(st == 200 and g.get("fence_lock") == f"{name}:rw", f"rw {tag}: read {name}: {st} {g}")
+            reads.append(g)
+        st, r, _ = c.req("POST", f"/v1/rwlocks/{name}/acquire", {"mode": "write"})
+        check(st == 409 and r["error"]["code"] == "lock_held", f"rw {tag}: write while read: {st} {r}")
+        for g in reads:
+            c.req("POST", f"/v1/rwlocks/{name}/release", {"lease": g.get("lease")})
+        st, w, _ = c.req("POST", f"/v1/rwlocks/{name}/acquire", {"mode": "write", "ttl_ms": 20000})
+        check(st == 200 and w.get("fence", 0) > reads[0].get("fence", 0),
+              f"rw {tag}: write after reads, a higher fence: {st} {w}")
+        st, r, _ = c.req("GET", f"/v1/rwlocks/{name}")
+        check(st == 200 and r.get("writer") and r.get("readers") == 0, f"rw {tag}: GET {st} {r}")
+        st, r, _ = c.req("POST", f"/v1/rwlocks/{name}/release", {"lease": w.get("lease")})
+        check(st == 200, f"rw {tag}: release write: {st} {r}")
+
+
 def case_readyz(port):
     st, r, _ = Client(port).req("GET", "/readyz")
     shards = r.get("shards", [])
@@ -748,6 +774,7 @@ def main():
             case_readyz(d.port)
             case_semaphores(cluster, d.port, "d")
             case_semaphores(cluster, p.port, "p")
+            case_rwlocks(cluster, d.port, "d")
             case_quota(cluster, seed)
             case_uncovered(cluster, p.port)
             case_waiters(cluster, d.port)

@@ -17,6 +17,10 @@ picket_check_test(picketd_hold SOURCES ${_d}/test_hold.c LABELS integration TIME
 # permit holder's write.
 picket_check_test(picketd_semaphore SOURCES ${_d}/test_semaphore.c LABELS integration TIMEOUT 120)
 add_dependencies(picketd_semaphore fenced-kv)
+# Read/write locks (issue 26): readers share, writers exclude and are not
+# starved; fenced-kv refuses a paused writer's write.
+picket_check_test(picketd_rwlock SOURCES ${_d}/test_rwlock.c LABELS integration TIMEOUT 120)
+add_dependencies(picketd_rwlock fenced-kv)
 
 # The suites that check fence values run twice: once with picketd's default
 # floor (clock: fences rise and are at least Redis TIME) and once with

@@ -4,6 +4,8 @@
 #define PICKETD_TEST_COMMON_H
 
 #include <check.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +67,90 @@ static inline long lock_call(const char *name, const char *action, const char *l
   snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lease);
   call("POST", path, body, r);
   return r->status;
+}
+
+/* POST path with body must be 400 invalid_argument naming `field`. */
+static inline void expect_bad_field(const char *path, const char *body, const char *field) {
+  harness_resp r;
+  call("POST", path, body, &r);
+  expect_error(&r, 400, "invalid_argument");
+  const char *msg = json_string_value(json_object_get(json_object_get(r.json, "error"), "message"));
+  ck_assert_msg(msg && strstr(msg, field), "%s %s: message does not name %s: %s", path, body,
+                field, r.body);
+  harness_resp_free(&r);
+}
+
+/* A POST made in a thread of its own (a waiting acquire): bg_post_start,
+ * then bg_post_join; r and done_ms are its reply and when it came. */
+typedef struct {
+  char path[256];
+  const char *body;
+  harness_resp r;
+  int64_t done_ms;
+  pthread_t t;
+} bg_post;
+
+static inline void *bg_post_main(void *arg) {
+  bg_post *b = arg;
+  harness_http(harness_picketd_url(P), "POST", b->path, b->body, &b->r);
+  b->done_ms = harness_now_ms();
+  return NULL;
+}
+
+static inline void bg_post_start(bg_post *b, const char *path, const char *body) {
+  snprintf(b->path, sizeof b->path, "%s", path);
+  b->body = body;
+  ck_assert_int_eq(pthread_create(&b->t, NULL, bg_post_main, b), 0);
+}
+
+static inline void bg_post_join(bg_post *b) { pthread_join(b->t, NULL); }
+
+/* A real fenced-kv on a loopback port, its db in a temp dir (one per test
+ * process): fkv_start, fkv_put (PUT /kv/KEY under lock `lock` with `fence`:
+ * the status), fkv_stop. */
+static char fkv_dir[256], fkv_url[64];
+static pid_t fkv_pid;
+
+static inline void fkv_start(void) {
+  ck_assert_int_eq(harness_make_tmpdir(fkv_dir, sizeof fkv_dir, "fkv"), 0);
+  char db[300], pf[300], log[300], bin[1024];
+  snprintf(db, sizeof db, "%s/kv.db", fkv_dir);
+  snprintf(pf, sizeof pf, "%s/port", fkv_dir);
+  snprintf(log, sizeof log, "%s/kv.log", fkv_dir);
+  const char *dir = getenv("PICKET_BIN_DIR");
+  snprintf(bin, sizeof bin, "%s/fenced-kv", dir ? dir : "build/bin");
+  char *argv[] = {bin, "--db", db, "--listen", "127.0.0.1:0", "--port-file", pf, NULL};
+  fkv_pid = harness_spawn(argv, log);
+  ck_assert_int_gt(fkv_pid, 0);
+  for (int i = 0; i < 500 && fkv_url[0] == '\0'; i++) {
+    FILE *f = fopen(pf, "r");
+    int port = 0;
+    if (f) {
+      if (fscanf(f, "%d", &port) != 1) port = 0;
+      fclose(f);
+    }
+    if (port > 0) snprintf(fkv_url, sizeof fkv_url, "http://127.0.0.1:%d", port);
+    else harness_sleep_ms(10);
+  }
+  ck_assert_msg(fkv_url[0], "fenced-kv did not start");
+}
+
+static inline long fkv_put(const char *key, const char *lock, int64_t fence, const char *value) {
+  char path[128], h1[260], h2[64];
+  snprintf(path, sizeof path, "/kv/%s", key);
+  snprintf(h1, sizeof h1, "Picket-Lock: %s", lock);
+  snprintf(h2, sizeof h2, "Picket-Fence: %lld", (long long)fence);
+  const char *headers[] = {h1, h2, NULL};
+  harness_resp r;
+  ck_assert_int_eq(harness_http_h(fkv_url, "PUT", path, value, headers, &r), 0);
+  long st = r.status;
+  harness_resp_free(&r);
+  return st;
+}
+
+static inline void fkv_stop(void) {
+  kill(fkv_pid, SIGKILL);
+  harness_rm_rf(fkv_dir);
 }
 
 #endif

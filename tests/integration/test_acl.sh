@@ -98,6 +98,22 @@ r=$(spost pool/release "{\"lease\":\"$(json "$s" lease)\"}")
 [ "$(code "$r")" = 200 ] || h_fail "semaphore release: $r"
 echo "ok: a semaphore's acquire, renew, GET, release as the ACL user"
 
+# a read/write lock: a waiting writer (and its giving up), both modes, GET
+rpost() { curl -s -w '\n%{http_code}' -X POST "$url/v1/rwlocks/$1" -d "$2"; }
+rd=$(rpost doc/acquire '{"mode":"read","ttl_ms":30000}')
+[ "$(code "$rd")" = 200 ] || h_fail "rwlock read as the ACL user: $rd"
+r=$(rpost doc/acquire '{"mode":"write","wait_ms":200}')
+[ "$(code "$r")" = 409 ] || h_fail "rwlock write while read: $r"
+g=$(curl -s "$url/v1/rwlocks/doc")
+[ "$(json "$g" readers)" = 1 ] && [ "$(json "$g" writers_waiting)" = 0 ] || h_fail "rwlock GET: $g"
+r=$(rpost doc/release "{\"lease\":\"$(json "$rd" lease)\"}")
+[ "$(code "$r")" = 200 ] || h_fail "rwlock release: $r"
+r=$(rpost doc/acquire '{"mode":"write","lock_delay_ms":1000,"max_hold_ms":60000}')
+[ "$(code "$r")" = 200 ] || h_fail "rwlock write: $r"
+r=$(rpost doc/renew "{\"lease\":\"$(json "$r" lease)\"}")
+[ "$(code "$r")" = 200 ] || h_fail "rwlock renew: $r"
+echo "ok: a read/write lock's reads, writes, waiting writer, GET as the ACL user"
+
 # --redis-user names the same user with a plain unix URL
 REDIS_URL="unix://$REDIS_SOCK"
 h_start_picketd --redis-user picketd --redis-password-file "$H_DIR/picketd.pw"

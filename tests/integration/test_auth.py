@@ -502,6 +502,21 @@ def semaphores():
         r = call(P2, "POST", sem % ("billing.s", "release"), {"lease": lease}, token=B)
         check(r[0] == 200, "release a permit: %s" % (r,))
     check(release(P1, "billing.sl", lk[2]["lease"], token=B)[0] == 200, "release billing.sl")
+    # read/write locks the same way: prefixes, and each lease counts
+    rw = "/v1/rwlocks/%s/%s"
+    r = call(P1, "POST", rw % ("payroll.rw", "acquire"), {"mode": "read"}, token=B)
+    check(r[0] == 403, "rwlock outside prefixes: %s" % (r,))
+    got = []
+    for port in (P1, P2, P1):
+        g = call(port, "POST", rw % ("billing.rw", "acquire"), {"mode": "read", "ttl_ms": 60000},
+                 token=B)
+        check(g[0] == 200, "read lease on port %d: %s" % (port, g))
+        got.append(g[2].get("lease"))
+    r = call(P2, "POST", rw % ("billing.rw", "acquire"), {"mode": "read"}, token=B)
+    check(r[0] == 429 and code(r) == "too_many_leases", "a 4th read lease: %s" % (r,))
+    for lease in got:
+        r = call(P1, "POST", rw % ("billing.rw", "release"), {"lease": lease}, token=B)
+        check(r[0] == 200, "release a read lease: %s" % (r,))
 
 
 def main():

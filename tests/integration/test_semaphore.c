@@ -20,9 +20,6 @@
  * apart_from_locks: a lock and a semaphore of one name do not meet.
  * bad_input: a missing or bad limit, a name too long for a fence lock, bad
  *   fields: 400 naming them, nothing changed; --max-semaphore-limit. */
-#include <pthread.h>
-#include <signal.h>
-
 #include "picketd_common.h"
 
 static void setup(void) { setup_default(); }
@@ -116,66 +113,23 @@ START_TEST(crashed_holder_back_at_ttl) {
 }
 END_TEST
 
-/* fenced-kv on a loopback port, its db in a temp dir */
-static char kv_dir[256], kv_url[64];
-static pid_t kv_pid;
-
-static void kv_start(void) {
-  ck_assert_int_eq(harness_make_tmpdir(kv_dir, sizeof kv_dir, "semkv"), 0);
-  char db[300], pf[300], log[300], bin[1024];
-  snprintf(db, sizeof db, "%s/kv.db", kv_dir);
-  snprintf(pf, sizeof pf, "%s/port", kv_dir);
-  snprintf(log, sizeof log, "%s/kv.log", kv_dir);
-  const char *dir = getenv("PICKET_BIN_DIR");
-  snprintf(bin, sizeof bin, "%s/fenced-kv", dir ? dir : "build/bin");
-  char *argv[] = {bin, "--db", db, "--listen", "127.0.0.1:0", "--port-file", pf, NULL};
-  kv_pid = harness_spawn(argv, log);
-  ck_assert_int_gt(kv_pid, 0);
-  for (int i = 0; i < 500 && kv_url[0] == '\0'; i++) {
-    FILE *f = fopen(pf, "r");
-    int port = 0;
-    if (f) {
-      if (fscanf(f, "%d", &port) != 1) port = 0;
-      fclose(f);
-    }
-    if (port > 0) snprintf(kv_url, sizeof kv_url, "http://127.0.0.1:%d", port);
-    else harness_sleep_ms(10);
-  }
-  ck_assert_msg(kv_url[0], "fenced-kv did not start");
-}
-
-/* PUT /kv/KEY under lock `lock` with `fence`; the status. */
-static long kv_put(const char *key, const char *lock, int64_t fence, const char *value) {
-  char path[128], h1[260], h2[64];
-  snprintf(path, sizeof path, "/kv/%s", key);
-  snprintf(h1, sizeof h1, "Picket-Lock: %s", lock);
-  snprintf(h2, sizeof h2, "Picket-Fence: %lld", (long long)fence);
-  const char *headers[] = {h1, h2, NULL};
-  harness_resp r;
-  ck_assert_int_eq(harness_http_h(kv_url, "PUT", path, value, headers, &r), 0);
-  long st = r.status;
-  harness_resp_free(&r);
-  return st;
-}
-
 START_TEST(per_slot_fences_in_fenced_kv) {
-  kv_start();
+  fkv_start();
   /* two report builders, each writing its own output under its permit */
   permit a = take("reports", "{\"limit\":2,\"ttl_ms\":400}");
   permit b = take("reports", "{\"limit\":2,\"ttl_ms\":20000}");
-  ck_assert_int_eq(kv_put("out-a", a.fence_lock, a.fence, "a1"), 200);
-  ck_assert_int_eq(kv_put("out-b", b.fence_lock, b.fence, "b1"), 200);
+  ck_assert_int_eq(fkv_put("out-a", a.fence_lock, a.fence, "a1"), 200);
+  ck_assert_int_eq(fkv_put("out-b", b.fence_lock, b.fence, "b1"), 200);
   /* a pauses past its TTL; its slot goes to c */
   harness_sleep_ms(550);
   permit c = take("reports", "{\"limit\":2,\"ttl_ms\":20000}");
   ck_assert_int_eq(c.permit, a.permit);
-  ck_assert_int_eq(kv_put("out-a", c.fence_lock, c.fence, "c1"), 200);
+  ck_assert_int_eq(fkv_put("out-a", c.fence_lock, c.fence, "c1"), 200);
   /* a wakes up and writes with its old fence: refused */
-  ck_assert_int_eq(kv_put("out-a", a.fence_lock, a.fence, "a2"), 409);
+  ck_assert_int_eq(fkv_put("out-a", a.fence_lock, a.fence, "a2"), 409);
   /* b's slot is its own: its fence is still good */
-  ck_assert_int_eq(kv_put("out-b", b.fence_lock, b.fence, "b2"), 200);
-  kill(kv_pid, SIGKILL);
-  harness_rm_rf(kv_dir);
+  ck_assert_int_eq(fkv_put("out-b", b.fence_lock, b.fence, "b2"), 200);
+  fkv_stop();
 }
 END_TEST
 
@@ -197,23 +151,6 @@ START_TEST(limit_mismatch) {
 }
 END_TEST
 
-typedef struct {
-  const char *name;
-  harness_resp r;
-  int64_t done_ms;
-  pthread_t t;
-} waiting;
-
-static void *wait_main(void *arg) {
-  waiting *w = arg;
-  char path[256];
-  snprintf(path, sizeof path, "/v1/semaphores/%s/acquire", w->name);
-  harness_http(harness_picketd_url(P), "POST", path,
-               "{\"limit\":1,\"ttl_ms\":20000,\"wait_ms\":15000}", &w->r);
-  w->done_ms = harness_now_ms();
-  return NULL;
-}
-
 static int64_t waiters_now(const char *name) {
   harness_resp r = sem("GET", name, NULL, NULL);
   int64_t n = harness_json_int(r.json, "waiters");
@@ -223,20 +160,21 @@ static int64_t waiters_now(const char *name) {
 
 START_TEST(waiters_fifo) {
   permit a = take("s4", "{\"limit\":1,\"ttl_ms\":20000}");
-  waiting w1 = {.name = "s4"}, w2 = {.name = "s4"};
-  pthread_create(&w1.t, NULL, wait_main, &w1);
+  bg_post w1, w2;
+  const char *wait = "{\"limit\":1,\"ttl_ms\":20000,\"wait_ms\":15000}";
+  bg_post_start(&w1, "/v1/semaphores/s4/acquire", wait);
   while (waiters_now("s4") < 1) harness_sleep_ms(10);
-  pthread_create(&w2.t, NULL, wait_main, &w2);
+  bg_post_start(&w2, "/v1/semaphores/s4/acquire", wait);
   while (waiters_now("s4") < 2) harness_sleep_ms(10);
   int64_t t0 = harness_now_ms();
   ck_assert_int_eq(give_back("s4", a.lease), 200);
-  pthread_join(w1.t, NULL);
+  bg_post_join(&w1);
   ck_assert_msg(w1.r.status == 200, "first waiter: %ld %s", w1.r.status, w1.r.body);
   ck_assert_msg(w1.done_ms - t0 < 2000 * harness_time_scale(), "woken %lld ms after the release",
                 (long long)(w1.done_ms - t0));
   ck_assert_int_eq(waiters_now("s4"), 1); /* the second still waits */
   ck_assert_int_eq(give_back("s4", harness_json_str(w1.r.json, "lease")), 200);
-  pthread_join(w2.t, NULL);
+  bg_post_join(&w2);
   ck_assert_msg(w2.r.status == 200, "second waiter: %ld %s", w2.r.status, w2.r.body);
   ck_assert_int_gt(harness_json_int(w2.r.json, "fence"), harness_json_int(w1.r.json, "fence"));
   harness_resp_free(&w1.r);
@@ -307,11 +245,9 @@ START_TEST(apart_from_locks) {
 END_TEST
 
 static void expect_bad(const char *name, const char *body, const char *field) {
-  harness_resp r = sem("POST", name, "acquire", body);
-  expect_error(&r, 400, "invalid_argument");
-  const char *msg = json_string_value(json_object_get(json_object_get(r.json, "error"), "message"));
-  ck_assert_msg(msg && strstr(msg, field), "%s: message does not name %s: %s", body, field, r.body);
-  harness_resp_free(&r);
+  char path[300];
+  snprintf(path, sizeof path, "/v1/semaphores/%s/acquire", name);
+  expect_bad_field(path, body, field);
 }
 
 START_TEST(bad_input) {
