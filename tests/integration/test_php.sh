@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# test_php.sh: client/php (the symfony/lock store, issue 18) against real
-# redis-server and picketd processes: phpunit runs client/php/tests with
+# test_php.sh: client/php (the symfony/lock store, issue 18, and the
+# symfony/semaphore store, issue 26, with symfony's own store test cases in
+# client/php/tests/upstream) against real redis-server and picketd
+# processes: phpunit runs client/php/tests with
 # PICKET_URL (a plain picketd) and PICKET_AUTH_URL + PICKET_TEST_TOKEN (one
 # with --auth-file and --fence-key-file). Then examples/php/inventory-sync.php
 # runs against a third picketd and a real fenced-kv, and the final stock
-# must be exact. A missing php or phpunit fails the test (scripts/deps
-# installs them); it never skips.
+# must be exact. A missing php, phpunit, symfony/lock or symfony/semaphore
+# fails the test (scripts/deps installs them); it never skips.
 set -u
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 PHPDIR="$PICKET_SOURCE_DIR/client/php"
@@ -13,6 +15,7 @@ command -v php >/dev/null || h_fail "php not found (scripts/deps installs php-cl
 command -v phpunit >/dev/null || h_fail "phpunit not found (scripts/deps installs phpunit)"
 php -r 'exit(function_exists("curl_init") ? 0 : 1);' || h_fail "php has no curl (php-curl)"
 [ -f /usr/share/php/Symfony/Component/Lock/autoload.php ] || h_fail "symfony/lock not found (php-symfony-lock)"
+[ -f /usr/share/php/Symfony/Component/Semaphore/autoload.php ] || h_fail "symfony/semaphore not found (php-symfony-semaphore)"
 
 h_start_redis
 h_start_picketd

@@ -51,17 +51,10 @@ final class PicketStore implements BlockingStoreInterface
     private const LEASE = self::class . '.lease';
     private const GRANT = self::class . '.grant';
 
-    private string $url;
+    private Transport $http;
     private float $ttl;
-    private float $timeout;
-    private float $connectTimeout;
-    private ?string $token;
-    private ?string $cacert;
-    private ?string $owner;
+    private string $owner;
     private int $maxWaitMs;
-    private int $retries;
-    /** @var \CurlHandle|null one handle for every call, so the connection is kept alive */
-    private $curl = null;
 
     /**
      * @param string $url     picketd's base URL, e.g. http://127.0.0.1:7070
@@ -84,39 +77,15 @@ final class PicketStore implements BlockingStoreInterface
             throw new InvalidArgumentException(sprintf('PicketStore: unknown option(s) "%s"; known: %s.',
                 implode('", "', $unknown), implode(', ', $known)));
         }
-        if (!preg_match('#^https?://[^/]+#', $url)) {
-            throw new InvalidArgumentException(sprintf('PicketStore: "%s" is not an http:// or https:// URL.', $url));
-        }
-        $this->url = rtrim($url, '/');
+        $this->http = new Transport($url, $options, 'PicketStore', InvalidArgumentException::class);
         $this->ttl = (float) ($options['ttl'] ?? 300.0);
         if ($this->ttl <= 0) {
             throw new InvalidTtlException(sprintf('"%s()" expects a strictly positive TTL. Got %s.', __METHOD__, $this->ttl));
         }
-        $this->timeout = (float) ($options['timeout'] ?? 10.0);
-        $this->connectTimeout = (float) ($options['connect_timeout'] ?? 5.0);
-        if ($this->timeout <= 0 || $this->connectTimeout <= 0) {
-            throw new InvalidArgumentException('PicketStore: timeout and connect_timeout must be positive.');
-        }
-        $env = getenv('PICKET_TOKEN');
-        $token = $options['token'] ?? (is_string($env) && $env !== '' ? $env : null);
-        $this->token = $token === null ? null : trim((string) $token);
-        if ($this->token !== null && !preg_match('/^[\x21-\x7e]+$/', $this->token)) {
-            throw new InvalidArgumentException('PicketStore: the token must be printable ASCII without spaces.');
-        }
-        $this->cacert = $options['cacert'] ?? null;
-        $owner = $options['owner'] ?? sprintf('php@%s pid %d', gethostname() ?: 'localhost', getmypid());
-        $this->owner = $owner === null ? null : mb_strcut((string) $owner, 0, 128);
+        $this->owner = Transport::owner($options);
         $this->maxWaitMs = (int) ($options['max_wait_ms'] ?? 60000);
         if ($this->maxWaitMs < 1) {
             throw new InvalidArgumentException('PicketStore: max_wait_ms must be at least 1.');
-        }
-        $this->retries = max(0, (int) ($options['retries'] ?? 1));
-    }
-
-    public function __destruct()
-    {
-        if ($this->curl !== null) {
-            curl_close($this->curl);
         }
     }
 
@@ -206,12 +175,12 @@ final class PicketStore implements BlockingStoreInterface
         }
         if ($status === 200) {
             $this->keepGrant($key, $name, $body);
-        } elseif ($status === 409 && self::code($body) === 'lease_lost') {
+        } elseif ($status === 409 && Transport::code($body) === 'lease_lost') {
             $key->removeState(self::GRANT);
             throw new LockConflictedException(sprintf('The "%s" lock was lost: its lease expired or another holder has it.', $key),
-                0, self::error($status, $body));
+                0, Transport::error($status, $body));
         } else {
-            throw new LockStorageException(sprintf('Failed to renew the "%s" lock.', $key), 0, self::error($status, $body));
+            throw new LockStorageException(sprintf('Failed to renew the "%s" lock.', $key), 0, Transport::error($status, $body));
         }
         $this->checkNotExpired($key);
     }
@@ -226,12 +195,12 @@ final class PicketStore implements BlockingStoreInterface
         } catch (PicketHttpException $e) {
             throw new LockReleasingException(sprintf('Failed to release the "%s" lock: %s', $key, $e->getMessage()), 0, $e);
         }
-        if ($status === 200 || ($status === 409 && self::code($body) === 'lease_lost')) {
+        if ($status === 200 || ($status === 409 && Transport::code($body) === 'lease_lost')) {
             $key->removeState(self::GRANT);
 
             return;
         }
-        throw new LockReleasingException(sprintf('Failed to release the "%s" lock.', $key), 0, self::error($status, $body));
+        throw new LockReleasingException(sprintf('Failed to release the "%s" lock.', $key), 0, Transport::error($status, $body));
     }
 
     /**
@@ -271,12 +240,12 @@ final class PicketStore implements BlockingStoreInterface
 
             return true;
         }
-        if ($status === 409 && self::code($body) === 'lease_lost') {
+        if ($status === 409 && Transport::code($body) === 'lease_lost') {
             $key->removeState(self::GRANT);
 
             return false;
         }
-        throw new LockStorageException(sprintf('Failed to check the "%s" lock.', $key), 0, self::error($status, $body));
+        throw new LockStorageException(sprintf('Failed to check the "%s" lock.', $key), 0, Transport::error($status, $body));
     }
 
     /** POST acquire with the Key's lease; keeps the grant or throws. */
@@ -304,7 +273,7 @@ final class PicketStore implements BlockingStoreInterface
 
             return;
         }
-        $err = self::error($status, $body);
+        $err = Transport::error($status, $body);
         if ($status === 409 && $err->errorCode === 'lock_held') {
             throw new LockConflictedException(sprintf('The "%s" lock is held by %s (free in at most %d ms).',
                 $key, $err->owner ?? 'another holder', $err->retryAfterMs ?? 0), 0, $err);
@@ -352,98 +321,10 @@ final class PicketStore implements BlockingStoreInterface
         }
     }
 
-    private static function code(array $body): ?string
-    {
-        $c = $body['error']['code'] ?? null;
-
-        return is_string($c) ? $c : null;
-    }
-
-    private static function error(int $status, array $body): PicketHttpException
-    {
-        $e = $body['error'] ?? [];
-        $code = is_string($e['code'] ?? null) ? $e['code'] : 'http_' . $status;
-        $msg = is_string($e['message'] ?? null) ? $e['message'] : 'HTTP ' . $status;
-
-        return new PicketHttpException(sprintf('%d %s: %s', $status, $code, $msg), $status, $code,
-            is_int($e['retry_after_ms'] ?? null) ? $e['retry_after_ms'] : null,
-            is_string($e['owner'] ?? null) ? $e['owner'] : null);
-    }
-
-    /**
-     * One call: METHOD /v1/locks/{name}/{verb} with a JSON body. Every call
-     * is idempotent (the lease is ours), so one that got no reply is retried
-     * up to $retries times.
-     *
-     * @return array{0: int, 1: array} status and decoded JSON body
-     * @throws PicketHttpException when no usable reply came
-     */
+    /** POST or GET /v1/locks/{name}[/{verb}] through the transport. */
     private function call(string $method, string $name, string $verb, ?array $body, int $waitMs = 0): array
     {
-        $url = $this->url . '/v1/locks/' . rawurlencode($name) . ($verb === '' ? '' : '/' . $verb);
-        for ($attempt = 0; ; $attempt++) {
-            try {
-                return $this->http($method, $url, $body, $waitMs);
-            } catch (PicketHttpException $e) {
-                if ($e->status !== 0 || $attempt >= $this->retries) {
-                    throw $e;
-                }
-            }
-        }
-    }
-
-    private function http(string $method, string $url, ?array $body, int $waitMs): array
-    {
-        if ($this->curl === null) {
-            $this->curl = curl_init();
-            if ($this->curl === false) {
-                throw new PicketHttpException('curl_init failed', 0, 'transport');
-            }
-        } else {
-            curl_reset($this->curl); // options only: the live connection stays
-        }
-        $headers = ['Expect:', 'Accept: application/json'];
-        if ($this->token !== null) {
-            $headers[] = 'Authorization: Bearer ' . $this->token;
-        }
-        $opts = [
-            CURLOPT_URL => $url,
-            CURLOPT_RETURNTRANSFER => true,
-            CURLOPT_TIMEOUT_MS => (int) ceil($this->timeout * 1000) + $waitMs,
-            CURLOPT_CONNECTTIMEOUT_MS => (int) ceil($this->connectTimeout * 1000),
-            CURLOPT_NOSIGNAL => true,
-            CURLOPT_FOLLOWLOCATION => false,
-            CURLOPT_PROTOCOLS => CURLPROTO_HTTP | CURLPROTO_HTTPS,
-        ];
-        if ($this->cacert !== null) {
-            $opts[CURLOPT_CAINFO] = $this->cacert;
-        }
-        if ($method === 'GET') {
-            $opts[CURLOPT_HTTPGET] = true;
-        } else {
-            $opts[CURLOPT_CUSTOMREQUEST] = $method;
-            $opts[CURLOPT_POSTFIELDS] = json_encode($body ?? new \stdClass(), JSON_THROW_ON_ERROR | JSON_UNESCAPED_SLASHES);
-            $headers[] = 'Content-Type: application/json';
-        }
-        $opts[CURLOPT_HTTPHEADER] = $headers;
-        curl_setopt_array($this->curl, $opts);
-        $raw = curl_exec($this->curl);
-        if ($raw === false) {
-            $errno = curl_errno($this->curl);
-            throw new PicketHttpException(sprintf('%s %s: %s', $method, $url, curl_error($this->curl)), 0, 'transport',
-                null, null, $errno);
-        }
-        $status = (int) curl_getinfo($this->curl, CURLINFO_RESPONSE_CODE);
-        try {
-            $json = json_decode((string) $raw, true, 16, JSON_THROW_ON_ERROR);
-        } catch (\JsonException) {
-            $json = null;
-        }
-        if (!is_array($json)) {
-            throw new PicketHttpException(sprintf('%s %s: HTTP %d with a body that is not a JSON object', $method, $url, $status),
-                $status, 'bad_reply');
-        }
-
-        return [$status, $json];
+        return $this->http->call($method, '/v1/locks/' . rawurlencode($name) . ($verb === '' ? '' : '/' . $verb),
+            $body, $waitMs);
     }
 }

@@ -23,10 +23,8 @@ final class PicketStoreTest extends TestCase
     /** GET /v1/locks/{name} by plain curl, as an operator sees it. */
     private function status(string $name): array
     {
-        $c = curl_init(picket_url() . '/v1/locks/' . rawurlencode($name));
-        curl_setopt($c, CURLOPT_RETURNTRANSFER, true);
-        $body = json_decode((string) curl_exec($c), true);
-        $this->assertSame(200, curl_getinfo($c, CURLINFO_RESPONSE_CODE));
+        [$status, $body] = picket_request('GET', '/v1/locks/' . rawurlencode($name));
+        $this->assertSame(200, $status);
 
         return $body;
     }

@@ -15,6 +15,24 @@ function picket_url(string $var = 'PICKET_URL'): string
     return $u;
 }
 
+/**
+ * One request to picketd (PICKET_URL) by plain curl, as an operator or
+ * another process makes it: METHOD PATH with an optional JSON body.
+ *
+ * @return array{0: int, 1: mixed} status and decoded body
+ */
+function picket_request(string $method, string $path, ?array $body = null): array
+{
+    $c = curl_init(picket_url() . $path);
+    curl_setopt_array($c, [CURLOPT_RETURNTRANSFER => true, CURLOPT_CUSTOMREQUEST => $method]);
+    if ($body !== null) {
+        curl_setopt_array($c, [CURLOPT_POSTFIELDS => json_encode($body), CURLOPT_HTTPHEADER => ['Content-Type: application/json']]);
+    }
+    $raw = curl_exec($c);
+
+    return [curl_getinfo($c, CURLINFO_RESPONSE_CODE), json_decode((string) $raw, true)];
+}
+
 /** A resource name no other test uses. */
 function picket_resource(string $what): string
 {
