@@ -44,7 +44,8 @@ an object with:
            "final"); the string "nemesis" is the fault injector, whose
            events are never paired.
   f        the operation. Workers: acquire, renew, release, read, write,
-           add, claim, final-read. Nemesis: start and stop of a fault
+           add, claim, final-read, and read-acquire, read-renew,
+           read-release (a read/write lock's read leases). Nemesis: start and stop of a fault
            (type info, no invoke), with value {"fault": KIND, "id": N,
            ...details}; the stop carries the same id. Its other events
            (run, schedule, healed) are ignored.
@@ -148,6 +149,17 @@ replaced_lease_stays_lost  Per lock, an ok renew or ok release R of a lease
   highest-fenced M; each R scans the grants answered between L's grant
   and R's invoke (few: a lease's lifetime).
 
+reads_follow_writes  Read leases of a read/write lock (read-acquire,
+  read-renew, read-release, under the rwlock's lock NAME:rw) are grants
+  of their own, built as above; its write leases are the lock's grants.
+  Per lock: a read grant invoked after a write grant had ended carries a
+  fence no lower than the write's (a read grant's fence is the last
+  write's: the epoch it reads), and a write grant invoked after a read
+  grant had ended carries a fence above the read's. One violation per
+  grant, named with the highest-fenced grant of the other mode that ended
+  before it. (Semaphore permits need no rule of their own: each slot is a
+  lock, NAME:permit:I, judged by the rules above.)
+
 no_lost_element  Per set key (a key with adds, or whose last ok final-read
   value is a list): every element of an ok add is in the value of the key's
   last ok final-read (by completion time); a key with ok adds and no ok
@@ -184,7 +196,8 @@ from collections import Counter, defaultdict
 from operator import attrgetter
 
 SAFETY_RULES = ("no_stale_write", "no_fence_repeated", "fences_follow_real_time",
-                "replaced_lease_stays_lost", "no_lost_element")
+                "replaced_lease_stays_lost", "no_lost_element", "reads_follow_writes")
+READ_VERBS = ("read-acquire", "read-renew", "read-release")
 INFO_RULES = ("overlapping_leases", "availability")
 MAX_EXAMPLES = 5
 NEMESIS = "nemesis"
@@ -360,13 +373,15 @@ class Use:
         self.unsure = unsure
 
 
-def build_grants(ops, anomalies):
+def build_grants(ops, anomalies, verbs=("acquire", "renew", "release")):
     """(grants in the order of their first ok acquire, the Uses of ok renews
-    and releases in history order)."""
+    and releases in history order). verbs: the f of the acquires, renews
+    and releases that make them (read leases have their own)."""
+    acquire, renew, release = verbs
     grants = {}
     maybe = {}      # (lock, lease) -> earliest invoke of an acquire that ended info
     for o in ops:
-        if o.f != "acquire" or o.type == "fail":
+        if o.f != acquire or o.type == "fail":
             continue
         if o.type == "info":
             k = (o.lock, o.lease)
@@ -426,15 +441,15 @@ def build_grants(ops, anomalies):
 
     uses = []
     for o in ops:
-        if o.type != "ok" or o.f not in ("renew", "release") or o.lease is None:
+        if o.type != "ok" or o.f not in (renew, release) or o.lease is None:
             continue
         g = None
-        if o.f == "renew" and o.fence is not None:
+        if o.f == renew and o.fence is not None:
             g = grants.get((o.lock, o.lease, o.fence))
         named = g is not None
         if not named:
             i, g = owner(o)
-        if o.f == "renew":
+        if o.f == renew:
             if g is not None:
                 g.extend(o)
         elif g is not None and (g.release is None or o.completed < g.release.completed):
@@ -572,6 +587,38 @@ def rule_fences_follow_real_time(grants):
                 findings.append((g2.first.seq, "lock %s: %s, invoked t=%d, came after %s had "
                                  "ended (%s)" % (lock, grant_desc(g2), g2.invoked,
                                                  grant_desc(best), end_desc(best))))
+    return verdict(findings)
+
+
+def rule_reads_follow_writes(writes, reads):
+    by_lock = defaultdict(lambda: ([], []))
+    for g in writes:
+        by_lock[g.lock][0].append(g)
+    for g in reads:
+        by_lock[g.lock][1].append(g)
+    findings = []
+
+    def sweep(lock, earlier, later, bad, what):
+        """Each g2 of later, in invoke order, against the highest-fenced g1
+        of earlier that ended before g2 was invoked."""
+        ended = sorted(earlier, key=lambda g: (g.end, g.first.seq))
+        best, i = None, 0
+        for g2 in sorted((g for g in later if g.invoked != -INF),
+                         key=lambda g: (g.invoked, g.first.seq)):
+            while i < len(ended) and ended[i].end < g2.invoked:
+                if best is None or ended[i].fence > best.fence:
+                    best = ended[i]
+                i += 1
+            if best is not None and bad(g2.fence, best.fence):
+                findings.append((g2.first.seq, "lock %s: %s %s, invoked t=%d, came after %s %s "
+                                 "had ended (%s)" % (lock, what[0], grant_desc(g2), g2.invoked,
+                                                     what[1], grant_desc(best), end_desc(best))))
+
+    for lock, (ws, rs) in by_lock.items():
+        if not rs:
+            continue
+        sweep(lock, ws, rs, lambda f2, f1: f2 < f1, ("read", "write"))
+        sweep(lock, rs, ws, lambda f2, f1: f2 <= f1, ("write", "read"))
     return verdict(findings)
 
 
@@ -861,6 +908,7 @@ def judge(events):
     anomalies = Counter()
     ops, nemesis, unfinished = pair(events, anomalies)
     grants, uses = build_grants(ops, anomalies)
+    reads, _ = build_grants(ops, anomalies, READ_VERBS)
     last_time = events[-1].time if events else 0
     rules = {
         "no_stale_write": rule_no_stale_write(ops, anomalies),
@@ -868,6 +916,7 @@ def judge(events):
         "fences_follow_real_time": rule_fences_follow_real_time(grants),
         "replaced_lease_stays_lost": rule_replaced_lease_stays_lost(grants, uses),
         "no_lost_element": rule_no_lost_element(ops, anomalies),
+        "reads_follow_writes": rule_reads_follow_writes(grants, reads),
     }
     overlapping = info_overlapping_leases(grants, last_time)
     availability = info_availability(ops, nemesis, last_time, anomalies)

@@ -182,6 +182,53 @@ class FenceRepeated(Base):
         self.assertAllPass(run(h.events))
 
 
+def read_acquire(h, p, lock, lease, fence, t0, t1, ttl=1000):
+    return h.op(p, "read-acquire", t0, t1, "ok", {"lock": lock, "lease": lease},
+                {"ttl_ms": ttl}, {"fence": fence, "ttl_ms": ttl})
+
+
+def read_release(h, p, lock, lease, t0, t1):
+    return h.op(p, "read-release", t0, t1, "ok", {"lock": lock, "lease": lease}, None, {})
+
+
+class ReadsFollowWrites(Base):
+    """A read/write lock's leases: writes are the lock's grants, reads
+    their own (read-acquire ...), all under the lock NAME:rw."""
+
+    def good(self):
+        h = H().acquire(1, "p:rw", "W1", 5, 0, 1).release(1, "p:rw", "W1", 10, 11)
+        read_acquire(h, 2, "p:rw", "R1", 5, 12, 13)
+        read_acquire(h, 3, "p:rw", "R2", 5, 12, 14)       # readers share the epoch
+        read_release(h, 2, "p:rw", "R1", 20, 21)
+        read_release(h, 3, "p:rw", "R2", 20, 22)
+        h.acquire(1, "p:rw", "W2", 6, 30, 31)
+        return h
+
+    def test_readers_sharing_the_last_write_fence_pass(self):
+        self.assertAllPass(run(self.good().events))
+
+    def test_read_below_an_ended_write_fails(self):
+        h = self.good()
+        h.release(1, "p:rw", "W2", 40, 41)
+        read_acquire(h, 2, "p:rw", "R3", 5, 50, 51)        # reads an epoch older than W2's
+        self.assertFails(run(h.events), "reads_follow_writes", 1, ("read lease R3 fence 5",
+                                                                   "W2 fence 6"))
+
+    def test_write_not_above_an_ended_read_fails(self):
+        h = H()
+        read_acquire(h, 2, "p:rw", "R1", 7, 0, 1)
+        read_release(h, 2, "p:rw", "R1", 5, 6)
+        h.acquire(1, "p:rw", "W1", 7, 10, 11)              # a write at the read's epoch
+        self.assertFails(run(h.events), "reads_follow_writes", 1, ("write lease W1 fence 7",))
+
+    def test_reads_are_not_grants_of_the_lock(self):
+        # shared fences among readers are no repeated fence
+        h = self.good()
+        result = run(h.events)
+        self.assertPasses(result, "no_fence_repeated")
+        self.assertEqual(result["info"]["history"]["grants"], 2)
+
+
 class FencesFollowRealTime(Base):
     def test_lower_fence_after_release_fails(self):
         h = (H().acquire(1, "a", "L1", 5, 0, 1).release(1, "a", "L1", 10, 11)

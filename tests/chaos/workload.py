@@ -22,6 +22,12 @@ VM would. It loops:
      zombie by its own choice, beside the nemesis's SIGSTOPs);
   6. sometimes renew; then release, or walk away and let the lease expire.
 
+Some rounds (sem_p, rw_p) use a semaphore's permit or a read/write lock
+instead of a lock: a permit and a write lease go through the same steps,
+under the lock their fences are checked under (the grant's fence_lock:
+NAME:permit:I, NAME:rw); a read lease only reads the rwlock's register,
+and its calls are recorded as read-acquire, read-renew, read-release.
+
 Every request is an invoke and one completion in the history: ok (it
 happened, with what the reply said), fail (it certainly did not happen:
 409 lock_held, lease_lost, stale_fence, 412 version_mismatch) or info
@@ -109,7 +115,7 @@ def error_code(doc):
 
 
 # Replies that say for certain the call did not happen.
-PICKETD_FAIL = {"lock_held", "lease_lost"}
+PICKETD_FAIL = {"lock_held", "lease_lost", "semaphore_full", "lock_delay"}
 FENCEDKV_FAIL = {"stale_fence", "version_mismatch"}
 
 
@@ -125,21 +131,28 @@ class Worker:
 
     # ---- picketd -------------------------------------------------------
 
-    def lock_call(self, p, verb, lock, lease, body, timeout):
+    def lock_call(self, p, verb, lock, lease, body, timeout, res=None):
+        """One call of a lock, or of res = (kind, name, f) for a semaphore
+        or rwlock: kind its path ("semaphores", "rwlocks"), name its name,
+        f the history's operation (a read lease's calls are read-acquire,
+        read-renew, read-release). The history's lock is the one the
+        fences are checked under (a permit's or rwlock's fence_lock; for
+        an acquire that is not ok yet, the resource's name)."""
         tag = lease_tag(lease)
-        self.h.event("invoke", verb, lock=lock, lease=tag, ttl_ms=body.get("ttl_ms"))
+        kind, name, f = res if res is not None else ("locks", lock, verb)
+        self.h.event("invoke", f, lock=lock, lease=tag, ttl_ms=body.get("ttl_ms"))
         try:
-            status, doc = p.request("POST", "/v1/locks/%s/%s" % (lock, verb),
+            status, doc = p.request("POST", "/v1/%s/%s/%s" % (kind, name, verb),
                                     json.dumps(body), timeout=timeout)
         except (OSError, http.client.HTTPException) as e:
-            self.h.event("info", verb, lock=lock, lease=tag, error=type(e).__name__)
+            self.h.event("info", f, lock=lock, lease=tag, error=type(e).__name__)
             return None
         if status == 200:
-            self.h.event("ok", verb, lock=lock, lease=tag, fence=doc.get("fence"),
-                         ttl_ms=doc.get("ttl_ms"))
+            self.h.event("ok", f, lock=doc.get("fence_lock", lock), lease=tag,
+                         fence=doc.get("fence"), ttl_ms=doc.get("ttl_ms"))
             return doc
         code = error_code(doc) or "http_%d" % status
-        self.h.event("fail" if code in PICKETD_FAIL else "info", verb, lock=lock, lease=tag,
+        self.h.event("fail" if code in PICKETD_FAIL else "info", f, lock=lock, lease=tag,
                      error=code)
         return None
 
@@ -238,19 +251,61 @@ class Worker:
         self.kv_put("add", lock, key, fence, json.dumps(items + [elem]), if_match=version,
                     element=elem)
 
+    def read_lease(self, p, name, lease, ttl):
+        """A read lease of rwlock `name`: acquire, read the register its
+        writers write, sometimes renew, release (or walk away)."""
+        cfg, rng = self.cfg, self.rng
+        lock = name + ":rw"
+        body = {"mode": "read", "ttl_ms": ttl, "wait_ms": cfg["wait_ms"],
+                "owner": "w%d" % self.wid, "lease": lease}
+        res = ("rwlocks", name, "read-acquire")
+        if self.lock_call(p, "acquire", lock, lease, body, cfg["wait_ms"] / 1000 + 3, res) is None:
+            time.sleep(rng.uniform(0.005, 0.05))
+            return
+        self.holding[self.wid] = 1
+        try:
+            self.kv_read(lock, lock + ".reg")
+            if rng.random() < cfg["renew_p"]:
+                self.lock_call(p, "renew", lock, lease, {"lease": lease, "ttl_ms": ttl}, 3,
+                               ("rwlocks", name, "read-renew"))
+            if rng.random() < cfg["release_p"]:
+                self.lock_call(rng.choice(self.picketd), "release", lock, lease,
+                               {"lease": lease}, 3, ("rwlocks", name, "read-release"))
+        finally:
+            self.holding[self.wid] = 0
+
     def once(self):
         cfg, rng = self.cfg, self.rng
         lock = rng.choice(cfg["locks"])
         p = rng.choice(self.picketd)
         lease = secrets.token_hex(16)
         ttl = cfg["ttl_ms"]
-        grant = self.lock_call(p, "acquire", lock,
-                               lease, {"ttl_ms": ttl, "wait_ms": cfg["wait_ms"],
-                                       "owner": "w%d" % self.wid, "lease": lease},
-                               timeout=cfg["wait_ms"] / 1000 + 3)
+        body = {"ttl_ms": ttl, "wait_ms": cfg["wait_ms"], "owner": "w%d" % self.wid,
+                "lease": lease}
+        # Which primitive: a lock, a semaphore's permit (its slot is the
+        # lock the checker judges, named by the grant), or a rwlock's write
+        # lease (judged as a lock: NAME:rw) or read lease (judged apart).
+        res, kind = None, rng.random()
+        if kind < cfg.get("sem_p", 0):
+            res = ("semaphores", lock, "acquire")
+            body["limit"] = cfg.get("sem_limit", 2)
+        elif kind < cfg.get("sem_p", 0) + cfg.get("rw_p", 0):
+            if rng.random() < 0.5:
+                self.read_lease(p, lock, lease, ttl)
+                return
+            res = ("rwlocks", lock, "acquire")
+            body["mode"] = "write"
+            lock += ":rw"
+        grant = self.lock_call(p, "acquire", lock, lease, body,
+                               timeout=cfg["wait_ms"] / 1000 + 3, res=res)
         if grant is None:
             time.sleep(rng.uniform(0.005, 0.05))
             return
+        if res is not None:
+            # renew and release go to the resource; the history names the
+            # lock its fences are checked under
+            res = (res[0], res[1], None)
+            lock = grant["fence_lock"]
         self.holding[self.wid] = 1
         try:
             fence = grant["fence"]
@@ -269,10 +324,12 @@ class Worker:
                 self.register(lock, fence, zombie)
                 self.add(lock, fence, False)
             if rng.random() < cfg["renew_p"]:
-                self.lock_call(p, "renew", lock, lease, {"lease": lease, "ttl_ms": ttl}, timeout=3)
+                self.lock_call(p, "renew", lock, lease, {"lease": lease, "ttl_ms": ttl}, timeout=3,
+                               res=res and (res[0], res[1], "renew"))
             if rng.random() < cfg["release_p"]:
                 self.lock_call(rng.choice(self.picketd), "release", lock, lease,
-                               {"lease": lease}, timeout=3)
+                               {"lease": lease}, timeout=3,
+                               res=res and (res[0], res[1], "release"))
         finally:
             self.holding[self.wid] = 0
 

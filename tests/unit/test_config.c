@@ -106,7 +106,7 @@ START_TEST(help_and_version) {
   char *h[] = {"picketd", "--help", NULL}, *v[] = {"picketd", "--version", NULL};
   ck_assert_int_eq(load(h, NULL), CONFIG_HELP);
   ck_assert_int_eq(load(v, NULL), CONFIG_VERSION);
-  char buf[8192] = "";
+  char buf[32768] = ""; /* the whole text: it grows with the flags */
   FILE *f = fmemopen(buf, sizeof buf - 1, "w");
   config_usage(f);
   fclose(f);
