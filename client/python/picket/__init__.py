@@ -6,12 +6,15 @@ fencing tokens. Speaks only the HTTP contract (proto/openapi.yaml).
         write(fence=lease.fence)
     with picket.Client().semaphore("reports", 5, ttl=30) as permit:  # one of 5
         write(lock=permit.fence_lock, fence=permit.fence)
+    with picket.Client().rwlock("catalog").read(ttl=30) as lease:  # many readers, or one writer
+        read(lock=lease.fence_lock, epoch=lease.fence)
 """
 
-from .client import Client, Lease, check_name, drift_margin, lock_name, semaphore_name
+from .client import (Client, Lease, RWLock, check_name, drift_margin, lock_name, rwlock_name,
+                     semaphore_name)
 from .errors import *  # noqa: F401,F403  (PicketError and one class per error code)
 from .errors import __all__ as _errors_all
 
 __version__ = "0.1.0"
-__all__ = ["Client", "Lease", "check_name", "drift_margin", "lock_name",
-           "semaphore_name"] + list(_errors_all)
+__all__ = ["Client", "Lease", "RWLock", "check_name", "drift_margin", "lock_name",
+           "rwlock_name", "semaphore_name"] + list(_errors_all)

@@ -20,6 +20,10 @@ _LEASE = re.compile(r"[0-9a-f]{32}\Z")
 # A semaphore name is a lock name of at most 180 bytes, so that the lock
 # name of its permits' fences, NAME:permit:I, is one too.
 _MAX_SEMAPHORE_NAME = 180
+# A read/write lock's name is one of at most 197 bytes, so that the lock
+# name its fences are checked under, NAME:rw, is one too.
+_MAX_RWLOCK_NAME = 197
+_RW_MODES = ("read", "write")
 # Errors after which a request is safe to send again (every call of this
 # client is idempotent: acquire always carries a lease id).
 _RETRY_DELAYS = (0.05, 0.2, 0.8)  # capped exponential, each with jitter
@@ -55,6 +59,17 @@ def semaphore_name(resource):
     return name
 
 
+def rwlock_name(resource):
+    """The picket name of a read/write lock: lock_name(resource), which must
+    come to at most 197 characters (a mapped name always does);
+    InvalidArgument otherwise."""
+    name = lock_name(resource)
+    if len(name) > _MAX_RWLOCK_NAME:
+        raise InvalidArgument(f"a read/write lock name is at most {_MAX_RWLOCK_NAME} characters, "
+                              f"not {len(name)}", code="invalid_argument")
+    return name
+
+
 def _ms(seconds, what):
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds != seconds:
         raise InvalidArgument(f"{what} must be a number of seconds, not {seconds!r}",
@@ -79,11 +94,16 @@ class Lease:
     Lease too: name is the semaphore's, permit its slot (0..limit-1), limit
     the semaphore's, and fence_lock the lock name its fence is checked under
     by a fenced store ("NAME:permit:I"). For a lock, permit and limit are
-    None and fence_lock is the lock's name. renew() and release() take
-    either."""
+    None and fence_lock is the lock's name.
+
+    A read or write lease of a read/write lock (Client.acquire_rwlock,
+    Client.rwlock) is a Lease too: name is the rwlock's, mode "read" or
+    "write" (None for a lock or permit), fence_lock "NAME:rw"; a read
+    lease's fence is the last write's (the epoch it reads). renew() and
+    release() take any of them."""
 
     def __init__(self, name, lease_id, fence, ttl, owner, fence_token, deadline,
-                 permit=None, limit=None, fence_lock=None):
+                 permit=None, limit=None, fence_lock=None, mode=None):
         self.name = name
         self.id = lease_id
         self.fence = fence
@@ -96,6 +116,7 @@ class Lease:
         self.permit = permit
         self.limit = limit
         self.fence_lock = name if fence_lock is None else fence_lock
+        self.mode = mode
 
     @property
     def lease(self):
@@ -105,6 +126,20 @@ class Lease:
     def is_permit(self):
         """True for a semaphore's permit, False for a lock's lease."""
         return self.permit is not None
+
+    @property
+    def is_rwlock(self):
+        """True for a read or write lease of a read/write lock."""
+        return self.mode is not None
+
+    def describe(self):
+        """What the lease is, for messages: "lease of 'x'", "permit 1 of
+        semaphore 'x'", "read lease of rwlock 'x'"."""
+        if self.is_permit:
+            return f"permit {self.permit} of semaphore {self.name!r}"
+        if self.is_rwlock:
+            return f"{self.mode} lease of rwlock {self.name!r}"
+        return f"lease of {self.name!r}"
 
     def remaining(self):
         """Seconds left before the local deadline (0 when past it)."""
@@ -119,6 +154,10 @@ class Lease:
     def __repr__(self):
         if self.is_permit:
             return (f"Lease(semaphore={self.name!r}, permit={self.permit}, fence={self.fence}, "
+                    f"ttl={self.ttl}, remaining={self.remaining():.3f}, "
+                    f"lost={self.lost.is_set()})")
+        if self.is_rwlock:
+            return (f"Lease(rwlock={self.name!r}, mode={self.mode!r}, fence={self.fence}, "
                     f"ttl={self.ttl}, remaining={self.remaining():.3f}, "
                     f"lost={self.lost.is_set()})")
         return (f"Lease(name={self.name!r}, fence={self.fence}, ttl={self.ttl}, "
@@ -260,15 +299,18 @@ class Client:
                 time.sleep(pause)
 
     @staticmethod
-    def _path(name, verb=None, semaphore=False):
-        if semaphore:
+    def _path(name, verb=None, semaphore=False, rwlock=False):
+        if rwlock:
+            p = "/v1/rwlocks/" + urllib.parse.quote(rwlock_name(name), safe="")
+        elif semaphore:
             p = "/v1/semaphores/" + urllib.parse.quote(semaphore_name(name), safe="")
         else:
             p = "/v1/locks/" + urllib.parse.quote(lock_name(name), safe="")
         return p + "/" + verb if verb else p
 
     def _lease_path(self, lease, verb):
-        return self._path(lease.name, verb, semaphore=lease.is_permit)
+        return self._path(lease.name, verb, semaphore=lease.is_permit,
+                          rwlock=lease.is_rwlock)
 
     # -- the API -------------------------------------------------------------
     def acquire(self, name, ttl=30.0, wait=0.0, owner=None, lease=None, lock_delay=0.0,
@@ -303,8 +345,26 @@ class Client:
         return self._grant(self._path(name, "acquire", semaphore=True), {"limit": limit}, ttl,
                            wait, owner, lease, lock_delay, max_hold)
 
+    def acquire_rwlock(self, name, mode, ttl=30.0, wait=0.0, owner=None, lease=None,
+                       lock_delay=0.0, max_hold=None):
+        """Take a read/write lock in mode "read" (shared with other readers)
+        or "write" (alone) for ttl seconds, waiting up to wait seconds (in
+        arrival order) while it is taken. A writer that waits keeps new
+        readers out until it is granted or stops waiting. Returns a Lease
+        with .mode and .fence_lock (the lock name a fenced store checks its
+        fence under: "NAME:rw"); a write's fence is above every earlier
+        grant's, a read's is the last write's. Raises LockHeld (owner,
+        retry_after) if it stays taken. lease, lock_delay and max_hold as
+        for acquire(). renew() and release() take the lease as a lock's."""
+        if mode not in _RW_MODES:
+            raise InvalidArgument(f"mode must be 'read' or 'write', not {mode!r}",
+                                  code="invalid_argument")
+        return self._grant(self._path(name, "acquire", rwlock=True), {"mode": mode}, ttl, wait,
+                           owner, lease, lock_delay, max_hold)
+
     def _grant(self, path, body, ttl, wait, owner, lease, lock_delay, max_hold):
-        """POST an acquire (a lock's or a permit's) and make its Lease."""
+        """POST an acquire (a lock's, a permit's or a rwlock's) and make its
+        Lease."""
         body["ttl_ms"] = _ms(ttl, "ttl")
         wait_ms = _ms(wait, "wait")
         if wait_ms:
@@ -328,6 +388,10 @@ class Client:
             g = Lease(doc["semaphore"], doc["lease"], doc["fence"], ttl_s, doc.get("owner"),
                       doc.get("fence_token"), deadline, permit=doc["permit"],
                       limit=doc["limit"], fence_lock=doc["fence_lock"])
+        elif "rwlock" in doc:
+            g = Lease(doc["rwlock"], doc["lease"], doc["fence"], ttl_s, doc.get("owner"),
+                      doc.get("fence_token"), deadline, fence_lock=doc["fence_lock"],
+                      mode=doc["mode"])
         else:
             g = Lease(doc["lock"], doc["lease"], doc["fence"], ttl_s, doc.get("owner"),
                       doc.get("fence_token"), deadline)
@@ -356,7 +420,7 @@ class Client:
         ttl_s = lease.ttl if ttl is None else ttl
         if time.monotonic() >= lease.deadline:
             lease.lost.set()
-            raise LeaseLost(f"lease of {lease.name!r} is past its local deadline",
+            raise LeaseLost(f"{lease.describe()} is past its local deadline",
                             code="lease_lost")
         body = {"lease": lease.id, "ttl_ms": _ms(ttl_s, "ttl")}
         try:
@@ -399,6 +463,24 @@ class Client:
             p["ttl"] = p.get("ttl_ms", 0) / 1000.0
         return doc
 
+    def inspect_rwlock(self, name):
+        """{rwlock, fence (the last issued, 0 if never), fence_lock, writer
+        (None, or {ttl_ms, ttl (seconds), owner}), readers (a count),
+        read_leases (each with ttl_ms, ttl and owner, never a lease id),
+        writers_waiting, waiters} of a read/write lock."""
+        doc = self._call("GET", self._path(name, rwlock=True))
+        for r in [doc.get("writer")] + list(doc.get("read_leases") or []):
+            if isinstance(r, dict):
+                r["ttl"] = r.get("ttl_ms", 0) / 1000.0
+        return doc
+
+    def rwlock(self, name):
+        """A read/write lock: .read(...) and .write(...) are lock()'s context
+        managers for a read or a write lease (acquire_rwlock), kept renewed
+        by the same keeper: `with client.rwlock("catalog").read(ttl=30) as
+        lease:`."""
+        return RWLock(self, name)
+
     def lock(self, name, ttl=30.0, wait=0.0, owner=None, renew_every=None, on_lost=None,
              lock_delay=0.0, max_hold=None):
         """A context manager: acquires, keeps the lease renewed from a
@@ -420,3 +502,35 @@ class Client:
         return Held(self, name, ttl, wait, owner, renew_every, on_lost,
                     {"limit": limit, "lock_delay": lock_delay, "max_hold": max_hold},
                     acquire=self.acquire_permit)
+
+
+class RWLock:
+    """Client.rwlock(name): read() and write() take the same arguments as
+    Client.lock() and give its context manager for a read or a write lease
+    of the read/write lock name. inspect() is Client.inspect_rwlock(name)."""
+
+    def __init__(self, client, name):
+        self.client = client
+        self.name = rwlock_name(name)
+
+    def _held(self, mode, ttl, wait, owner, renew_every, on_lost, lock_delay, max_hold):
+        from .keeper import Held
+        return Held(self.client, self.name, ttl, wait, owner, renew_every, on_lost,
+                    {"mode": mode, "lock_delay": lock_delay, "max_hold": max_hold},
+                    acquire=self.client.acquire_rwlock)
+
+    def read(self, ttl=30.0, wait=0.0, owner=None, renew_every=None, on_lost=None,
+             lock_delay=0.0, max_hold=None):
+        """A read lease (shared with other readers), as lock()."""
+        return self._held("read", ttl, wait, owner, renew_every, on_lost, lock_delay, max_hold)
+
+    def write(self, ttl=30.0, wait=0.0, owner=None, renew_every=None, on_lost=None,
+              lock_delay=0.0, max_hold=None):
+        """A write lease (alone: no reader, no other writer), as lock()."""
+        return self._held("write", ttl, wait, owner, renew_every, on_lost, lock_delay, max_hold)
+
+    def inspect(self):
+        return self.client.inspect_rwlock(self.name)
+
+    def __repr__(self):
+        return f"RWLock({self.name!r})"

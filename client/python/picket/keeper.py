@@ -1,5 +1,6 @@
-"""Client.lock() and Client.semaphore(): a lease (a lock's, or a permit of a
-semaphore) kept renewed by a background thread."""
+"""Client.lock(), Client.semaphore() and Client.rwlock()'s read()/write(): a
+lease (a lock's, a permit of a semaphore, or a rwlock's read or write
+lease) kept renewed by a background thread."""
 
 import threading
 import time
@@ -8,9 +9,10 @@ from .errors import LeaseLost, PicketError
 
 
 class Held:
-    """The context manager of Client.lock() and Client.semaphore() (whose
-    acquire is Client.acquire_permit: the rest is the same, as renew and
-    release route by the lease). On enter: acquire and start the
+    """The context manager of Client.lock(), Client.semaphore() (whose
+    acquire is Client.acquire_permit) and RWLock.read()/write() (whose
+    acquire is Client.acquire_rwlock): the rest is the same, as renew and
+    release route by the lease. On enter: acquire and start the
     keeper thread. The keeper renews every ttl/3 (renew_every), retries a
     failed renewal until the lease's local deadline, and sets lease.lost the
     moment the server says lease_lost or the deadline passes without a
@@ -26,7 +28,7 @@ class Held:
         self.client = client
         self.acquire = acquire or client.acquire
         self.args = (name, ttl, wait, owner)
-        self.extra = extra or {}  # acquire's lock_delay, max_hold (and a permit's limit)
+        self.extra = extra or {}  # acquire's lock_delay, max_hold (a permit's limit, a rwlock's mode)
         self.renew_every = renew_every
         self.on_lost = on_lost
         self.lease = None
@@ -102,8 +104,6 @@ class Held:
                 raise
         if etype is None and lost:
             lease.lost.set()
-            what = (f"permit {lease.permit} of semaphore {lease.name!r}" if lease.is_permit
-                    else f"lease of {lease.name!r}")
-            raise LeaseLost(f"{what} (fence {lease.fence}) was lost while held",
+            raise LeaseLost(f"{lease.describe()} (fence {lease.fence}) was lost while held",
                             code="lease_lost")
         return False
