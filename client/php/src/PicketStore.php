@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Picket\Lock;
 
 use Picket\Lock\Exception\PicketHttpException;
+use Symfony\Component\Lock\BlockingSharedLockStoreInterface;
 use Symfony\Component\Lock\BlockingStoreInterface;
 use Symfony\Component\Lock\Exception\InvalidArgumentException;
 use Symfony\Component\Lock\Exception\InvalidTtlException;
@@ -42,19 +43,37 @@ use Symfony\Component\Lock\Key;
  *                         LockExpiredException (after a best-effort release)
  * The previous exception is a PicketHttpException with picketd's status and
  * error code (or "transport" when no reply came).
+ *
+ * Shared (read) locks, symfony's SharedLockStoreInterface: with the option
+ * rwlock => true, every Key goes through picketd's read/write lock of its
+ * name (/v1/rwlocks): saveRead() and waitAndSaveRead() take a read lease
+ * (many readers), save() and waitAndSave() a write lease (alone: it
+ * excludes the readers too, as symfony's Lock expects of one store serving
+ * acquire() and acquireRead()). A Key holding a read lease that save()s is
+ * promoted, one holding a write lease that saveRead()s is demoted, as
+ * symfony's RedisStore does; picketd has no atomic upgrade, so this
+ * releases the lease and takes one of the other mode (same lease id), and
+ * a refused promotion takes the read lease back if it still can. Its fence
+ * is checked under lock() = "NAME:rw". Without the option (the default)
+ * locks are picketd's plain locks, which Python and C workers of the same
+ * name meet; saveRead() then takes an exclusive lock (what symfony's Lock
+ * does for a store without read locks), never a weaker one.
  */
-final class PicketStore implements BlockingStoreInterface
+final class PicketStore implements BlockingStoreInterface, BlockingSharedLockStoreInterface
 {
     /** Prefix of mapped names: "h." + the first 32 hex digits of sha256(resource). */
     public const MAPPED_PREFIX = 'h.';
 
     private const LEASE = self::class . '.lease';
     private const GRANT = self::class . '.grant';
+    /** A read/write lock's name is at most 197 bytes, so that NAME:rw is a lock name. */
+    public const MAX_RWLOCK_NAME = 197;
 
     private Transport $http;
     private float $ttl;
     private string $owner;
     private int $maxWaitMs;
+    private bool $rwlock;
 
     /**
      * @param string $url     picketd's base URL, e.g. http://127.0.0.1:7070
@@ -67,11 +86,13 @@ final class PicketStore implements BlockingStoreInterface
      *                        file for https), owner (label shown to operators,
      *                        default "php@HOST pid PID"), max_wait_ms (the
      *                        server's --max-wait-ms, default 60000), retries
-     *                        (retries of a call that got no reply, default 1)
+     *                        (retries of a call that got no reply, default 1),
+     *                        rwlock (default false: true for shared locks,
+     *                        every lock then a picketd rwlock lease; see above)
      */
     public function __construct(string $url, array $options = [])
     {
-        $known = ['ttl', 'timeout', 'connect_timeout', 'token', 'cacert', 'owner', 'max_wait_ms', 'retries'];
+        $known = ['ttl', 'timeout', 'connect_timeout', 'token', 'cacert', 'owner', 'max_wait_ms', 'retries', 'rwlock'];
         $unknown = array_diff(array_keys($options), $known);
         if ($unknown) {
             throw new InvalidArgumentException(sprintf('PicketStore: unknown option(s) "%s"; known: %s.',
@@ -87,6 +108,7 @@ final class PicketStore implements BlockingStoreInterface
         if ($this->maxWaitMs < 1) {
             throw new InvalidArgumentException('PicketStore: max_wait_ms must be at least 1.');
         }
+        $this->rwlock = (bool) ($options['rwlock'] ?? false);
     }
 
     /**
@@ -105,6 +127,33 @@ final class PicketStore implements BlockingStoreInterface
         return self::MAPPED_PREFIX . substr(hash('sha256', $resource), 0, 32);
     }
 
+    /**
+     * The picket read/write lock name of a symfony resource (the rwlock
+     * option): lockName(), which must come to at most 197 bytes (a mapped
+     * name always does): a longer valid lock name is an InvalidArgumentException.
+     */
+    public static function rwlockName(string $resource): string
+    {
+        return self::boundedName($resource, self::MAX_RWLOCK_NAME, 'read/write lock', InvalidArgumentException::class);
+    }
+
+    /**
+     * @internal lockName($resource), which must come to at most $max bytes
+     * (the names that get a suffix: NAME:rw, NAME:permit:I), else $invalid
+     * saying what a picket $what name is.
+     *
+     * @param class-string<\InvalidArgumentException> $invalid
+     */
+    public static function boundedName(string $resource, int $max, string $what, string $invalid): string
+    {
+        $name = self::lockName($resource);
+        if (strlen($name) > $max) {
+            throw new $invalid(sprintf('A picket %s name is at most %d bytes; "%s" has %d.', $what, $max, $name, strlen($name)));
+        }
+
+        return $name;
+    }
+
     /** The fence of the Key's grant, for the storage write (Picket-Fence). */
     public function fence(Key $key): int
     {
@@ -117,17 +166,45 @@ final class PicketStore implements BlockingStoreInterface
         return $this->grant($key)['token'];
     }
 
-    /** The picket lock name the Key is held under (Picket-Lock). */
+    /**
+     * The lock name the Key's fence is checked under (Picket-Lock): the
+     * lock's name, or with the rwlock option "NAME:rw".
+     */
     public function lock(Key $key): string
     {
-        return self::lockName((string) $key);
+        return $this->rwlock ? self::rwlockName((string) $key) . ':rw' : self::lockName((string) $key);
+    }
+
+    /** "read" or "write" while the Key holds a rwlock lease, else null (a plain lock, or nothing). */
+    public function mode(Key $key): ?string
+    {
+        return $key->hasState(self::GRANT) ? ($key->getState(self::GRANT)['mode'] ?? null) : null;
     }
 
     public function save(Key $key)
     {
         $key->reduceLifetime($this->ttl);
-        $this->acquire($key, 0);
+        $this->take($key, 'write', 0);
         $this->checkNotExpired($key);
+    }
+
+    /** A read lock (shared with other readers); without the rwlock option, save(). */
+    public function saveRead(Key $key)
+    {
+        if (!$this->rwlock) {
+            $this->save($key);
+
+            return;
+        }
+        $key->reduceLifetime($this->ttl);
+        $this->take($key, 'read', 0);
+        $this->checkNotExpired($key);
+    }
+
+    /** waitAndSave() for a read lock; without the rwlock option, waitAndSave(). */
+    public function waitAndSaveRead(Key $key)
+    {
+        $this->waitFor($key, $this->rwlock ? 'read' : 'write');
     }
 
     /**
@@ -139,10 +216,16 @@ final class PicketStore implements BlockingStoreInterface
      */
     public function waitAndSave(Key $key)
     {
+        $this->waitFor($key, 'write');
+    }
+
+    /** waitAndSave() in a mode ("write" is the plain lock without the rwlock option). */
+    private function waitFor(Key $key, string $mode): void
+    {
         while (true) {
             $t0 = microtime(true);
             try {
-                $this->acquire($key, $this->maxWaitMs, (int) ceil($this->ttl * 1000));
+                $this->take($key, $mode, $this->maxWaitMs, (int) ceil($this->ttl * 1000));
                 break;
             } catch (LockConflictedException) {
                 // The wait ended with the lock still held: wait again.
@@ -166,15 +249,15 @@ final class PicketStore implements BlockingStoreInterface
         if (!$key->hasState(self::GRANT)) {
             throw new LockConflictedException(sprintf('The "%s" lock is not held by this key.', $key));
         }
-        $name = self::lockName((string) $key);
+        $mode = $this->mode($key);
         try {
-            [$status, $body] = $this->call('POST', $name, 'renew',
+            [$status, $body] = $this->call('POST', $key, $mode, 'renew',
                 ['lease' => $this->lease($key), 'ttl_ms' => max(1, (int) ceil($ttl * 1000))]);
         } catch (PicketHttpException $e) {
             throw new LockStorageException(sprintf('Failed to renew the "%s" lock: %s', $key, $e->getMessage()), 0, $e);
         }
         if ($status === 200) {
-            $this->keepGrant($key, $name, $body);
+            $this->keepGrant($key, $mode, $body);
         } elseif ($status === 409 && Transport::code($body) === 'lease_lost') {
             $key->removeState(self::GRANT);
             throw new LockConflictedException(sprintf('The "%s" lock was lost: its lease expired or another holder has it.', $key),
@@ -191,7 +274,7 @@ final class PicketStore implements BlockingStoreInterface
             return;
         }
         try {
-            [$status, $body] = $this->call('POST', self::lockName((string) $key), 'release', ['lease' => $this->lease($key)]);
+            [$status, $body] = $this->call('POST', $key, $this->mode($key), 'release', ['lease' => $this->lease($key)]);
         } catch (PicketHttpException $e) {
             throw new LockReleasingException(sprintf('Failed to release the "%s" lock: %s', $key, $e->getMessage()), 0, $e);
         }
@@ -229,14 +312,14 @@ final class PicketStore implements BlockingStoreInterface
         if ($ms < 1) {
             return false;
         }
-        $name = self::lockName((string) $key);
+        $mode = $this->mode($key);
         try {
-            [$status, $body] = $this->call('POST', $name, 'renew', ['lease' => $this->lease($key), 'ttl_ms' => $ms]);
+            [$status, $body] = $this->call('POST', $key, $mode, 'renew', ['lease' => $this->lease($key), 'ttl_ms' => $ms]);
         } catch (PicketHttpException $e) {
             throw new LockStorageException(sprintf('Failed to check the "%s" lock: %s', $key, $e->getMessage()), 0, $e);
         }
         if ($status === 200) {
-            $this->keepGrant($key, $name, $body);
+            $this->keepGrant($key, $mode, $body);
 
             return true;
         }
@@ -248,8 +331,39 @@ final class PicketStore implements BlockingStoreInterface
         throw new LockStorageException(sprintf('Failed to check the "%s" lock.', $key), 0, Transport::error($status, $body));
     }
 
+    /**
+     * Takes the Key's lock in $mode: a plain lock without the rwlock option
+     * (mode "write"), else a rwlock lease. A Key that holds a rwlock lease of
+     * the other mode gives it up first (promotion, demotion: picketd grants
+     * no second lease to one that holds one); a refused promotion takes the
+     * read lease back if it still can (a writer may have come between).
+     */
+    private function take(Key $key, string $mode, int $waitMs, ?int $ttlMs = null): void
+    {
+        $mode = $this->rwlock ? $mode : null;
+        $held = $this->mode($key);
+        if ($mode === null || $held === null || $held === $mode) {
+            $this->acquire($key, $mode, $waitMs, $ttlMs);
+
+            return;
+        }
+        $this->delete($key);
+        try {
+            $this->acquire($key, $mode, $waitMs, $ttlMs);
+        } catch (LockConflictedException $e) {
+            if ($held === 'read') {
+                try {
+                    $this->acquire($key, 'read', 0, $ttlMs);
+                } catch (\Exception) {
+                    // the read lease is gone too: the Key holds nothing
+                }
+            }
+            throw $e;
+        }
+    }
+
     /** POST acquire with the Key's lease; keeps the grant or throws. */
-    private function acquire(Key $key, int $waitMs, ?int $ttlMs = null): void
+    private function acquire(Key $key, ?string $mode, int $waitMs, ?int $ttlMs = null): void
     {
         if ($ttlMs === null) {
             $left = $key->getRemainingLifetime() ?? $this->ttl;
@@ -258,18 +372,20 @@ final class PicketStore implements BlockingStoreInterface
             }
             $ttlMs = max(1, (int) ceil($left * 1000));
         }
-        $name = self::lockName((string) $key);
         $req = ['ttl_ms' => $ttlMs, 'lease' => $this->lease($key), 'owner' => $this->owner];
+        if ($mode !== null) {
+            $req['mode'] = $mode;
+        }
         if ($waitMs > 0) {
             $req['wait_ms'] = $waitMs;
         }
         try {
-            [$status, $body] = $this->call('POST', $name, 'acquire', $req, $waitMs);
+            [$status, $body] = $this->call('POST', $key, $mode, 'acquire', $req, $waitMs);
         } catch (PicketHttpException $e) {
             throw new LockAcquiringException(sprintf('Failed to acquire the "%s" lock: %s', $key, $e->getMessage()), 0, $e);
         }
         if ($status === 200) {
-            $this->keepGrant($key, $name, $body);
+            $this->keepGrant($key, $mode, $body);
 
             return;
         }
@@ -290,7 +406,7 @@ final class PicketStore implements BlockingStoreInterface
         return $key->getState(self::LEASE);
     }
 
-    /** @return array{lock: string, fence: int, token: ?string} */
+    /** @return array{lock: string, fence: int, token: ?string, mode: ?string} */
     private function grant(Key $key): array
     {
         if (!$key->hasState(self::GRANT)) {
@@ -300,13 +416,16 @@ final class PicketStore implements BlockingStoreInterface
         return $key->getState(self::GRANT);
     }
 
-    private function keepGrant(Key $key, string $name, array $body): void
+    /** Keeps a grant or renewal of the Key's lease in mode $mode (null: a plain lock). */
+    private function keepGrant(Key $key, ?string $mode, array $body): void
     {
         if (!isset($body['fence']) || !is_int($body['fence'])) {
             throw new LockStorageException(sprintf('picketd replied without a fence for "%s".', $key));
         }
         $token = isset($body['fence_token']) && is_string($body['fence_token']) ? $body['fence_token'] : null;
-        $key->setState(self::GRANT, ['lock' => $name, 'fence' => $body['fence'], 'token' => $token]);
+        $lock = $mode === null ? self::lockName((string) $key)
+            : (is_string($body['fence_lock'] ?? null) ? $body['fence_lock'] : self::rwlockName((string) $key) . ':rw');
+        $key->setState(self::GRANT, ['lock' => $lock, 'fence' => $body['fence'], 'token' => $token, 'mode' => $mode]);
     }
 
     private function checkNotExpired(Key $key): void
@@ -321,10 +440,15 @@ final class PicketStore implements BlockingStoreInterface
         }
     }
 
-    /** POST or GET /v1/locks/{name}[/{verb}] through the transport. */
-    private function call(string $method, string $name, string $verb, ?array $body, int $waitMs = 0): array
+    /**
+     * POST or GET /v1/locks/{name}[/{verb}] (mode null) or
+     * /v1/rwlocks/{name}[/{verb}] (a rwlock lease) through the transport.
+     */
+    private function call(string $method, Key $key, ?string $mode, string $verb, ?array $body, int $waitMs = 0): array
     {
-        return $this->http->call($method, '/v1/locks/' . rawurlencode($name) . ($verb === '' ? '' : '/' . $verb),
-            $body, $waitMs);
+        $path = $mode === null ? '/v1/locks/' . rawurlencode(self::lockName((string) $key))
+            : '/v1/rwlocks/' . rawurlencode(self::rwlockName((string) $key));
+
+        return $this->http->call($method, $path . ($verb === '' ? '' : '/' . $verb), $body, $waitMs);
     }
 }

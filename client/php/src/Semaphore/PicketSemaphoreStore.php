@@ -85,13 +85,7 @@ final class PicketSemaphoreStore implements PersistingStoreInterface
      */
     public static function semaphoreName(string $resource): string
     {
-        $name = PicketStore::lockName($resource);
-        if (strlen($name) > self::MAX_NAME) {
-            throw new InvalidArgumentException(sprintf('A picket semaphore name is at most %d bytes; "%s" has %d.',
-                self::MAX_NAME, $name, strlen($name)));
-        }
-
-        return $name;
+        return PicketStore::boundedName($resource, self::MAX_NAME, 'semaphore', InvalidArgumentException::class);
     }
 
     /**
