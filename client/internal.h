@@ -24,6 +24,14 @@ struct picket_lease {
   _Atomic int64_t sent_ms;     /* when the last successful grant/renew was sent */
   _Atomic int64_t deadline_ms; /* local deadline; 0 when unknown */
   atomic_int capped;           /* a grant or renewal was cut by max_hold_ms */
+  /* A semaphore's permit (lock is then the semaphore's name): its calls go
+   * to /v1/semaphores/. Set at the grant, or by the first renew of a
+   * handed-over permit (permit -1 until then); a renewal never changes them
+   * after, so reading them while a keeper renews is safe. */
+  int sem;
+  int64_t permit; /* -1: a lock's lease, or not known yet */
+  int64_t limit;  /* 0: a lock's lease, or not known */
+  char fence_lock[PICKET_NAME_MAX + 1]; /* "" while unknown */
 };
 
 /* A new client with the same server and options as `c`; NULL on failure. */

@@ -1,7 +1,8 @@
 /* picket.c: the client half of libpicket: one libcurl easy handle per
  * client (so the connection is kept alive between calls), the four lock
- * calls of picketd's HTTP API, leases and their local deadlines, error
- * mapping, and retries.
+ * calls of picketd's HTTP API and the semaphore's four (a permit is a
+ * lease that remembers it is one, so renew and release find its path),
+ * leases and their local deadlines, error mapping, and retries.
  *
  * Why retries are safe where they happen: acquire sends a lease id chosen
  * here, and the server answers a repeated acquire with the same id with the
@@ -30,8 +31,13 @@ _Static_assert(PICKET_NAME_MAX == PICKET_PROTO_NAME_MAX, "name limit out of step
 _Static_assert(PICKET_OWNER_MAX == PICKET_PROTO_OWNER_MAX, "owner limit out of step");
 _Static_assert(PICKET_OWNER_BYTES_MAX == PICKET_PROTO_OWNER_BYTES_MAX, "owner limit out of step");
 _Static_assert(PICKET_LEASE_ID_LEN == PICKET_PROTO_LEASE_LEN, "lease id length out of step");
+_Static_assert(PICKET_SEM_NAME_MAX == PICKET_PROTO_SEM_NAME_MAX, "semaphore name limit out of step");
+_Static_assert(PICKET_SEM_LIMIT_MAX == PICKET_PROTO_SEM_LIMIT_MAX, "semaphore limit out of step");
 
 #define REPLY_MAX (64 * 1024) /* picketd's replies are small; more is not picketd */
+/* ...but a semaphore's GET lists every live permit: up to 4096 (picketd's
+ * default --max-semaphore-limit) of at most ~800 bytes each. */
+#define SEM_REPLY_MAX (4 * 1024 * 1024)
 #define URL_MAX 1024
 
 struct picket_client {
@@ -44,7 +50,7 @@ struct picket_client {
   picket_options opts;
   char curl_err[CURL_ERROR_SIZE];
   char *body; /* reply body being read */
-  size_t body_len, body_cap;
+  size_t body_len, body_cap, body_max;
   uint64_t rng; /* xorshift state for jitter */
   const atomic_int *abort_flag;
   /* The last call's detail. */
@@ -54,6 +60,7 @@ struct picket_client {
   int64_t retry_after_ms;
   int has_holder;
   char holder[PICKET_OWNER_BYTES_MAX + 1];
+  int64_t sem_limit; /* after limit_mismatch: the live permits' limit */
 };
 
 /* ---- errors and clock --------------------------------------------------- */
@@ -112,6 +119,7 @@ static void clear_detail(picket_client *c) {
   c->retry_after_ms = -1;
   c->has_holder = 0;
   c->holder[0] = '\0';
+  c->sem_limit = -1;
 }
 
 /* ---- client ------------------------------------------------------------- */
@@ -134,7 +142,7 @@ static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAUL
 static size_t on_body(char *ptr, size_t size, size_t n, void *ud) {
   picket_client *c = ud;
   size_t len = size * n;
-  if (c->body_len + len + 1 > REPLY_MAX) return 0; /* makes curl fail: not picketd */
+  if (c->body_len + len + 1 > c->body_max) return 0; /* makes curl fail: not picketd */
   if (c->body_len + len + 1 > c->body_cap) {
     size_t cap = c->body_cap ? c->body_cap : 1024;
     while (cap < c->body_len + len + 1) cap *= 2;
@@ -302,6 +310,7 @@ int64_t picket_client_retry_after_ms(const picket_client *c) { return c->retry_a
 const char *picket_client_holder(const picket_client *c) {
   return c->has_holder ? c->holder : NULL;
 }
+int64_t picket_client_sem_limit(const picket_client *c) { return c->sem_limit; }
 
 /* ---- one HTTP exchange ---------------------------------------------------- */
 
@@ -315,11 +324,18 @@ static int from_curl(picket_client *c, CURLcode rc) {
   case CURLE_OUT_OF_MEMORY:
     return PICKET_ENOMEM;
   case CURLE_WRITE_ERROR:
-    snprintf(c->message, sizeof c->message, "reply larger than %d bytes", REPLY_MAX);
+    snprintf(c->message, sizeof c->message, "reply larger than %zu bytes", c->body_max - 1);
     return PICKET_EPROTO;
   default:
     return PICKET_ETRANSPORT;
   }
+}
+
+/* Reads an integer member >= min, or -1 when missing, mistyped or smaller. */
+static int64_t get_int(const json_t *j, const char *key, int64_t min) {
+  json_t *v = json_object_get(j, key);
+  if (!json_is_integer(v) || json_integer_value(v) < min) return -1;
+  return json_integer_value(v);
 }
 
 /* Maps a non-2xx reply (status, parsed body or NULL) to a PICKET_E* code,
@@ -342,6 +358,10 @@ static int from_reply(picket_client *c, long status, json_t *j) {
     return PICKET_ELIMIT;
   }
   switch (code ? picket_proto_err_from_code(code) : -1) {
+  case PICKET_PROTO_ERR_LIMIT_MISMATCH:
+    c->sem_limit = get_int(e, "limit", 1);
+    return PICKET_EMISMATCH;
+  case PICKET_PROTO_ERR_SEMAPHORE_FULL: /* retry_after_ms, and no owner */
   case PICKET_PROTO_ERR_LOCK_HELD:
   case PICKET_PROTO_ERR_LOCK_DELAY: {
     json_t *ra = json_object_get(e, "retry_after_ms");
@@ -375,14 +395,16 @@ static int from_reply(picket_client *c, long status, json_t *j) {
   return status >= 400 ? PICKET_ESERVER : PICKET_EPROTO;
 }
 
-/* Sends one request (body NULL: GET) with the given total timeout. On 2xx
- * returns 0 and sets *reply to the parsed object (the caller decrefs it). */
+/* Sends one request (body NULL: GET) with the given total timeout and
+ * bound on the reply's size. On 2xx returns 0 and sets *reply to the
+ * parsed object (the caller decrefs it). */
 static int exchange(picket_client *c, const char *url, const char *body, int64_t timeout_ms,
-                    json_t **reply) {
+                    size_t reply_max, json_t **reply) {
   *reply = NULL;
   clear_detail(c);
   c->curl_err[0] = '\0';
   c->body_len = 0;
+  c->body_max = reply_max;
   if (timeout_ms < 1) timeout_ms = 1;
   curl_easy_setopt(c->curl, CURLOPT_URL, url);
   if (body != NULL) {
@@ -424,6 +446,7 @@ typedef struct {
   int may_retry;     /* safe to repeat */
   int64_t until_ms;  /* > 0: no attempt runs past this monotonic time */
   const picket_lease *lease; /* retries stop at its local deadline */
+  size_t reply_max;  /* 0: REPLY_MAX */
 } call_t;
 
 /* Runs a call with retries. Sets *sent_ms to when the successful attempt
@@ -440,7 +463,8 @@ static int perform(picket_client *c, const call_t *call, json_t **reply, int64_t
       if (call->until_ms - now < timeout) timeout = call->until_ms - now;
     }
     *sent_ms = now;
-    int err = exchange(c, call->url, call->body, timeout, reply);
+    int err = exchange(c, call->url, call->body, timeout,
+                       call->reply_max ? call->reply_max : REPLY_MAX, reply);
     if (err == 0 || !call->may_retry || !retryable(err) || attempt >= c->opts.retries) return err;
     int64_t pause = picket__client_backoff_ms(c, attempt);
     int64_t deadline = call->lease ? atomic_load(&call->lease->deadline_ms) : 0;
@@ -461,19 +485,20 @@ static int set_body(picket_client *c, call_t *call, json_t *obj) {
   return call->body ? 0 : fail(c, PICKET_ENOMEM, "out of memory");
 }
 
-static int set_url(picket_client *c, call_t *call, const char *name, const char *verb) {
-  if (name == NULL || !picket_proto_name_valid(name, strlen(name)))
-    return fail(c, PICKET_EINVAL, "lock names are 1-200 bytes of [A-Za-z0-9._:-]");
-  snprintf(call->url, sizeof call->url, "%s/v1/locks/%s%s%s", c->base_url, name, verb ? "/" : "",
-           verb ? verb : "");
-  return 0;
+/* A lock's name (sem 0) or a semaphore's (sem 1): 1 when valid. */
+static int name_valid(int sem, const char *name) {
+  size_t n = name ? strlen(name) : 0;
+  return name != NULL && picket_proto_name_valid(name, n) && (!sem || n <= PICKET_SEM_NAME_MAX);
 }
 
-/* Reads an integer member >= min, or -1 when missing, mistyped or smaller. */
-static int64_t get_int(const json_t *j, const char *key, int64_t min) {
-  json_t *v = json_object_get(j, key);
-  if (!json_is_integer(v) || json_integer_value(v) < min) return -1;
-  return json_integer_value(v);
+/* The URL of a lock's (sem 0) or semaphore's (sem 1) path; verb NULL: GET. */
+static int set_url(picket_client *c, call_t *call, int sem, const char *name, const char *verb) {
+  if (!name_valid(sem, name))
+    return fail(c, PICKET_EINVAL, sem ? "semaphore names are 1-180 bytes of [A-Za-z0-9._:-]"
+                                      : "lock names are 1-200 bytes of [A-Za-z0-9._:-]");
+  snprintf(call->url, sizeof call->url, "%s/v1/%s/%s%s%s", c->base_url,
+           sem ? "semaphores" : "locks", name, verb ? "/" : "", verb ? verb : "");
+  return 0;
 }
 
 static int proto_error(picket_client *c, const char *what) {
@@ -487,17 +512,29 @@ static int64_t drift_ms(const picket_client *c, int64_t ttl) {
 
 /* ---- leases ----------------------------------------------------------------- */
 
-int picket_lease_new(const char *lock, const char *lease_id, picket_lease **out) {
+/* A new lease of lock (sem 0) or permit of semaphore (sem 1) `name`. */
+static int lease_new(int sem, const char *name, const char *lease_id, picket_lease **out) {
   *out = NULL;
-  if (lock == NULL || lease_id == NULL || !picket_proto_name_valid(lock, strlen(lock)) ||
+  if (!name_valid(sem, name) || lease_id == NULL ||
       !picket_proto_lease_valid(lease_id, strlen(lease_id)))
     return PICKET_EINVAL;
   picket_lease *l = calloc(1, sizeof *l);
   if (l == NULL) return PICKET_ENOMEM;
-  strcpy(l->lock, lock);
+  strcpy(l->lock, name);
   strcpy(l->id, lease_id);
+  l->sem = sem;
+  l->permit = -1;
+  if (!sem) strcpy(l->fence_lock, name); /* a lock's fence is checked under its name */
   *out = l;
   return 0;
+}
+
+int picket_lease_new(const char *lock, const char *lease_id, picket_lease **out) {
+  return lease_new(0, lock, lease_id, out);
+}
+
+int picket_sem_lease_new(const char *semaphore, const char *lease_id, picket_lease **out) {
+  return lease_new(1, semaphore, lease_id, out);
 }
 
 void picket_lease_free(picket_lease *l) { free(l); }
@@ -525,6 +562,27 @@ const char *picket_lease_owner(const picket_lease *l) { return l->has_owner ? l-
 int64_t picket_lease_deadline_ms(const picket_lease *l) { return atomic_load(&l->deadline_ms); }
 
 int picket_lease_capped(const picket_lease *l) { return atomic_load(&l->capped); }
+int64_t picket_lease_permit(const picket_lease *l) { return l->permit; }
+int picket_lease_is_permit(const picket_lease *l) { return l->sem; }
+int64_t picket_lease_limit(const picket_lease *l) { return l->limit; }
+const char *picket_lease_fence_lock(const picket_lease *l) {
+  return l->fence_lock[0] ? l->fence_lock : NULL;
+}
+
+/* A permit's slot and fence lock from a grant or renewal reply: 0 when
+ * they are there and fit (a slot below the limit, when it is known), and
+ * agree with what l already knows; -1 otherwise. Sets them when unknown. */
+static int take_permit(picket_lease *l, json_t *reply) {
+  int64_t permit = get_int(reply, "permit", 0);
+  const char *fl = json_string_value(json_object_get(reply, "fence_lock"));
+  if (permit < 0 || (l->limit > 0 && permit >= l->limit) || fl == NULL ||
+      !picket_proto_name_valid(fl, strlen(fl)))
+    return -1;
+  if (l->permit >= 0) return permit == l->permit && strcmp(fl, l->fence_lock) == 0 ? 0 : -1;
+  l->permit = permit;
+  strcpy(l->fence_lock, fl);
+  return 0;
+}
 
 int picket_lease_valid(const picket_lease *l) {
   int64_t d = atomic_load(&l->deadline_ms);
@@ -539,9 +597,11 @@ int64_t picket_lease_remaining_ms(const picket_lease *l) {
 
 /* ---- calls ------------------------------------------------------------------ */
 
-int picket_acquire(picket_client *c, const char *name, const picket_acquire_opts *opts,
-                   picket_lease **out) {
+/* picket_acquire (limit 0) and picket_sem_acquire (limit > 0). */
+static int acquire(picket_client *c, const char *name, int64_t limit,
+                   const picket_acquire_opts *opts, picket_lease **out) {
   picket_acquire_opts none = {0};
+  int sem = limit != 0;
   call_t call = {0};
   json_t *reply = NULL;
   char id[PICKET_PROTO_LEASE_LEN + 1] = "";
@@ -550,7 +610,9 @@ int picket_acquire(picket_client *c, const char *name, const picket_acquire_opts
   *out = NULL;
   clear_detail(c);
   if (opts == NULL) opts = &none;
-  if ((err = set_url(c, &call, name, "acquire")) != 0) return err;
+  if ((err = set_url(c, &call, sem, name, "acquire")) != 0) return err;
+  if (sem && (limit < 1 || limit > PICKET_SEM_LIMIT_MAX))
+    return fail(c, PICKET_EINVAL, "a semaphore's limit is 1 to 100000");
   if (opts->ttl_ms < 0 || opts->wait_ms < 0 || opts->lock_delay_ms < 0 || opts->max_hold_ms < 0)
     return fail(c, PICKET_EINVAL,
                 "ttl_ms, wait_ms, lock_delay_ms and max_hold_ms must not be negative");
@@ -567,6 +629,7 @@ int picket_acquire(picket_client *c, const char *name, const picket_acquire_opts
   }
   json_t *body = json_object();
   if (body == NULL) return fail(c, PICKET_ENOMEM, "out of memory");
+  if (sem) json_object_set_new(body, "limit", json_integer(limit));
   if (opts->ttl_ms > 0) json_object_set_new(body, "ttl_ms", json_integer(opts->ttl_ms));
   if (opts->wait_ms > 0) json_object_set_new(body, "wait_ms", json_integer(opts->wait_ms));
   if (opts->lock_delay_ms > 0)
@@ -586,7 +649,7 @@ int picket_acquire(picket_client *c, const char *name, const picket_acquire_opts
   free(call.body);
   if (err != 0) return err;
 
-  const char *lock = json_string_value(json_object_get(reply, "lock"));
+  const char *lock = json_string_value(json_object_get(reply, sem ? "semaphore" : "lock"));
   const char *lease = json_string_value(json_object_get(reply, "lease"));
   json_t *owner = json_object_get(reply, "owner");
   int64_t fence = get_int(reply, "fence", 1);
@@ -598,15 +661,19 @@ int picket_acquire(picket_client *c, const char *name, const picket_acquire_opts
     return proto_error(c, "acquire reply lacks lock, lease, fence or ttl_ms");
   }
   picket_lease *l = NULL;
-  if ((err = picket_lease_new(name, lease, &l)) != 0) {
+  if ((err = lease_new(sem, name, lease, &l)) != 0) {
     json_decref(reply);
     return fail(c, err, "out of memory");
   }
   l->fence = fence;
-  if (take_fence_token(l, reply) < 0) {
+  l->limit = limit;
+  if (take_fence_token(l, reply) < 0 ||
+      (sem && (get_int(reply, "limit", 1) != limit || take_permit(l, reply) < 0))) {
     json_decref(reply);
     picket_lease_free(l);
-    return proto_error(c, "acquire reply has a fence_token that is no token");
+    return proto_error(c, sem ? "acquire reply lacks permit, limit or fence_lock, or has a "
+                                "fence_token that is no token"
+                              : "acquire reply has a fence_token that is no token");
   }
   if (json_is_string(owner) && json_string_length(owner) > 0) {
     l->has_owner = 1;
@@ -637,6 +704,21 @@ int picket_acquire(picket_client *c, const char *name, const picket_acquire_opts
   return 0;
 }
 
+int picket_acquire(picket_client *c, const char *name, const picket_acquire_opts *opts,
+                   picket_lease **out) {
+  return acquire(c, name, 0, opts, out);
+}
+
+int picket_sem_acquire(picket_client *c, const char *name, int64_t limit,
+                       const picket_acquire_opts *opts, picket_lease **out) {
+  *out = NULL;
+  if (limit == 0) { /* acquire() would take it for a lock */
+    clear_detail(c);
+    return fail(c, PICKET_EINVAL, "a semaphore's limit is 1 to 100000");
+  }
+  return acquire(c, name, limit, opts, out);
+}
+
 int picket__renew(picket_client *c, picket_lease *l, int64_t ttl_ms, int64_t until_ms) {
   call_t call = {0};
   json_t *reply = NULL;
@@ -645,7 +727,7 @@ int picket__renew(picket_client *c, picket_lease *l, int64_t ttl_ms, int64_t unt
   clear_detail(c);
   if (l == NULL) return fail(c, PICKET_EINVAL, "no lease");
   if (ttl_ms < 0) return fail(c, PICKET_EINVAL, "ttl_ms must not be negative");
-  if ((err = set_url(c, &call, l->lock, "renew")) != 0) return err;
+  if ((err = set_url(c, &call, l->sem, l->lock, "renew")) != 0) return err;
   json_t *body = json_pack("{ss}", "lease", l->id);
   if (body != NULL && ttl_ms > 0) json_object_set_new(body, "ttl_ms", json_integer(ttl_ms));
   if ((err = set_body(c, &call, body)) != 0) return err;
@@ -660,15 +742,16 @@ int picket__renew(picket_client *c, picket_lease *l, int64_t ttl_ms, int64_t unt
   if (err != 0) return err;
   int64_t ttl = get_int(reply, "ttl_ms", 1);
   int64_t fence = get_int(reply, "fence", 1);
-  const char *lock = json_string_value(json_object_get(reply, "lock"));
-  int same = lock != NULL && strcmp(lock, l->lock) == 0;
+  const char *lock = json_string_value(json_object_get(reply, l->sem ? "semaphore" : "lock"));
+  int same = lock != NULL && strcmp(lock, l->lock) == 0 && (!l->sem || take_permit(l, reply) == 0);
   /* the keeper renews while the caller may read the token: a renewal
    * only ever confirms it (same lock and fence), so it is not rewritten */
   int token_ok = json_object_get(reply, "fence_token") == NULL ||
                  json_is_string(json_object_get(reply, "fence_token"));
   json_decref(reply);
   if (ttl < 1 || fence < 1 || !same || !token_ok || (l->fence != 0 && fence != l->fence))
-    return proto_error(c, "renew reply lacks lock, fence or ttl_ms, or names another fence");
+    return proto_error(c, "renew reply lacks lock, fence or ttl_ms, or names another fence "
+                          "or permit");
   l->fence = fence;
   atomic_store(&l->ttl_ms, ttl);
   atomic_store(&l->sent_ms, sent);
@@ -692,7 +775,7 @@ int picket_release(picket_client *c, picket_lease *l) {
 
   clear_detail(c);
   if (l == NULL) return fail(c, PICKET_EINVAL, "no lease");
-  if ((err = set_url(c, &call, l->lock, "release")) != 0) return err;
+  if ((err = set_url(c, &call, l->sem, l->lock, "release")) != 0) return err;
   if ((err = set_body(c, &call, json_pack("{ss}", "lease", l->id))) != 0) return err;
   call.may_retry = 1;
   call.lease = l;
@@ -714,34 +797,103 @@ int picket_release(picket_client *c, picket_lease *l) {
   return 0;
 }
 
-int picket_inspect(picket_client *c, const char *name, picket_lock_info *info) {
+/* GET of a lock's (sem 0) or semaphore's (sem 1) state, with retries. */
+static int get_state(picket_client *c, int sem, const char *name, size_t reply_max,
+                     json_t **reply) {
   call_t call = {0};
+  int err;
+  clear_detail(c);
+  if ((err = set_url(c, &call, sem, name, NULL)) != 0) return err;
+  call.may_retry = 1;
+  call.reply_max = reply_max;
+  int64_t sent = 0;
+  int repeated;
+  return perform(c, &call, reply, &sent, &repeated);
+}
+
+/* An "owner" member (NULL, null or a string) into has/buf: 0, or -1 when
+ * it has another type. */
+static int take_owner(const json_t *owner, int *has, char *buf, size_t cap) {
+  if (owner != NULL && !json_is_null(owner) && !json_is_string(owner)) return -1;
+  if (json_is_string(owner) && json_string_length(owner) > 0) {
+    *has = 1;
+    snprintf(buf, cap, "%s", json_string_value(owner));
+  }
+  return 0;
+}
+
+int picket_inspect(picket_client *c, const char *name, picket_lock_info *info) {
   json_t *reply = NULL;
   int err;
 
   memset(info, 0, sizeof *info);
-  clear_detail(c);
-  if ((err = set_url(c, &call, name, NULL)) != 0) return err;
-  call.may_retry = 1;
-  int64_t sent = 0;
-  int repeated;
-  if ((err = perform(c, &call, &reply, &sent, &repeated)) != 0) return err;
+  if ((err = get_state(c, 0, name, 0, &reply)) != 0) return err;
   json_t *held = json_object_get(reply, "held");
-  json_t *owner = json_object_get(reply, "owner");
   int64_t fence = get_int(reply, "fence", 0);
   int64_t ttl = get_int(reply, "ttl_ms", 0);
   if (!json_is_boolean(held) || fence < 0 || ttl < 0 ||
-      (owner != NULL && !json_is_null(owner) && !json_is_string(owner))) {
+      take_owner(json_object_get(reply, "owner"), &info->has_owner, info->owner,
+                 sizeof info->owner) < 0) {
     json_decref(reply);
+    memset(info, 0, sizeof *info);
     return proto_error(c, "inspect reply lacks held, fence or ttl_ms");
   }
   info->held = json_is_true(held);
   info->fence = fence;
   info->ttl_ms = ttl;
-  if (json_is_string(owner) && json_string_length(owner) > 0) {
-    info->has_owner = 1;
-    snprintf(info->owner, sizeof info->owner, "%s", json_string_value(owner));
+  json_decref(reply);
+  return 0;
+}
+
+void picket_sem_info_clear(picket_sem_info *info) {
+  if (info == NULL) return;
+  free(info->permits);
+  memset(info, 0, sizeof *info);
+}
+
+/* One entry of a semaphore's "permits" into *p: 0, or -1 when malformed. */
+static int take_permit_info(picket_permit_info *p, json_t *o) {
+  const char *fl = json_string_value(json_object_get(o, "fence_lock"));
+  p->permit = get_int(o, "permit", 0);
+  p->fence = get_int(o, "fence", 0);
+  p->ttl_ms = get_int(o, "ttl_ms", 0);
+  p->lock_delay_ms = json_object_get(o, "lock_delay_ms") ? get_int(o, "lock_delay_ms", 0) : 0;
+  if (p->permit < 0 || p->fence < 0 || p->ttl_ms < 0 || p->lock_delay_ms < 0 || fl == NULL ||
+      strlen(fl) > PICKET_NAME_MAX)
+    return -1;
+  strcpy(p->fence_lock, fl);
+  return take_owner(json_object_get(o, "owner"), &p->has_owner, p->owner, sizeof p->owner);
+}
+
+int picket_sem_inspect(picket_client *c, const char *name, picket_sem_info *info) {
+  json_t *reply = NULL;
+  int err;
+
+  memset(info, 0, sizeof *info);
+  if ((err = get_state(c, 1, name, SEM_REPLY_MAX, &reply)) != 0) return err;
+  json_t *permits = json_object_get(reply, "permits");
+  info->limit = get_int(reply, "limit", 0);
+  info->held = get_int(reply, "held", 0);
+  info->waiters = get_int(reply, "waiters", 0);
+  size_t n = json_array_size(permits);
+  if (info->limit < 0 || info->held < 0 || info->waiters < 0 || !json_is_array(permits)) {
+    json_decref(reply);
+    memset(info, 0, sizeof *info);
+    return proto_error(c, "semaphore reply lacks limit, held, permits or waiters");
   }
+  if (n > 0 && (info->permits = calloc(n, sizeof *info->permits)) == NULL) {
+    json_decref(reply);
+    memset(info, 0, sizeof *info);
+    return fail(c, PICKET_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (take_permit_info(&info->permits[i], json_array_get(permits, i)) < 0) {
+      json_decref(reply);
+      picket_sem_info_clear(info);
+      return proto_error(c, "semaphore reply has a malformed permit");
+    }
+  }
+  info->npermits = n;
   json_decref(reply);
   return 0;
 }

@@ -1,5 +1,6 @@
 /* main.c: the `picket` command: flag parsing, help, and the one-shot
- * commands (acquire, renew, release, status) on libpicket. `run` lives in
+ * commands (acquire, renew, release, status) on libpicket, for locks and,
+ * with --semaphore, for counting semaphores' permits. `run` lives in
  * run.c, `token` in token.c. Output is one JSON object per command on
  * stdout (or shell assignments with acquire --shell); errors are one line
  * on stderr, with an exit code from cli.h that scripts can act on.
@@ -26,23 +27,29 @@ static const char usage_text[] =
     "\n"
     "commands:\n"
     "  acquire NAME [--ttl 30s] [--wait 0s] [--owner X] [--lease ID] [--shell]\n"
-    "               [--lock-delay D] [--max-hold D]\n"
+    "               [--lock-delay D] [--max-hold D] [--semaphore --limit N]\n"
     "      take the lock; print the grant as JSON {lock, lease, fence, ttl_ms, owner},\n"
     "      or with --shell as PICKET_LOCK=, PICKET_FENCE=, PICKET_LEASE= lines\n"
-    "  renew NAME (--lease ID | --lease-file FILE) [--ttl 30s]\n"
+    "  renew NAME (--lease ID | --lease-file FILE) [--ttl 30s] [--semaphore]\n"
     "      extend a lease; print {lock, fence, ttl_ms}\n"
-    "  release NAME (--lease ID | --lease-file FILE)\n"
+    "  release NAME (--lease ID | --lease-file FILE) [--semaphore]\n"
     "      give the lock back; print {lock, released}\n"
-    "  status NAME\n"
+    "  status NAME [--semaphore]\n"
     "      print {lock, held, fence, ttl_ms, owner} (never the lease id)\n"
     "  run NAME [--ttl 30s] [--wait 0s] [--grace 5s] [--owner X] [--lock-delay D]\n"
-    "      [--max-hold D] -- CMD [ARGS...]\n"
+    "      [--max-hold D] [--semaphore --limit N] -- CMD [ARGS...]\n"
     "      take the lock, run CMD in its own process group with PICKET_LOCK,\n"
     "      PICKET_FENCE, PICKET_LEASE and PICKET_DEADLINE_MS set, renew every ttl/3\n"
     "      while it runs, forward SIGINT, SIGTERM, SIGHUP and SIGQUIT to it, release\n"
     "      when it exits and exit with its status (128+N if killed by signal N).\n"
     "      If the lease is lost (--max-hold reached included): SIGTERM the child's\n"
     "      group, SIGKILL it after --grace, exit 76.\n"
+    "  With --semaphore, NAME is a counting semaphore's and the command works on one\n"
+    "      of its permits: acquire and run take one of its --limit N permits (the\n"
+    "      grant adds semaphore, permit, limit and fence_lock; --shell and run's CMD\n"
+    "      get PICKET_LOCK=NAME:permit:I, the lock name to check its fence under, and\n"
+    "      PICKET_PERMIT and PICKET_SEMAPHORE); renew and release name the permit's\n"
+    "      lease; status prints {semaphore, limit, held, permits, waiters}.\n"
     "  token new NAME PREFIXES VERBS [max_leases=N] [max_waiters=N] [acquire_rate=N]\n"
     "      print a new random bearer token, and on the next line its line for\n"
     "      picketd's --auth-file (NAME sha256:HEX PREFIXES VERBS [limits]); PREFIXES is\n"
@@ -69,6 +76,11 @@ static const char usage_text[] =
     "  --lease-file FILE  renew, release: the lease id is the file's first line; without\n"
     "                 --lease or --lease-file, $PICKET_LEASE (as `picket run` exports it)\n"
     "  --shell        acquire: print shell assignments instead of JSON\n"
+    "  --semaphore    NAME is a counting semaphore's (at most 180 bytes); the command\n"
+    "                 works on one of its permits\n"
+    "  --limit N      acquire, run with --semaphore: how many permits the semaphore has\n"
+    "                 (1 to the server's --max-semaphore-limit, 4096 by default); all\n"
+    "                 live permits share one limit\n"
     "  -h, --help     this text;  --version  the version\n"
     "  Durations are an integer with a unit: 250ms, 30s, 5m, 1h (a bare number is an error).\n"
     "  Flags take their value as the next argument or after '=' (--ttl=30s).\n"
@@ -77,8 +89,9 @@ static const char usage_text[] =
     "  0    success (run: the command's own status, 128+N if killed by signal N)\n"
     "  1    failure: server unreachable or unavailable, store error, unexpected reply\n"
     "  2    usage: bad command, flag, duration, name, lease id, token or CA file\n"
-    "       (or the server said 400)\n"
-    "  75   the lock is held by another lease (after --wait); run: CMD was not started\n"
+    "       (or the server said 400, or --limit is not the semaphore's live limit)\n"
+    "  75   the lock is held by another lease, or every permit of the semaphore is\n"
+    "       (after --wait); run: CMD was not started\n"
     "  76   the lease was lost (renew/release: no longer held; run: CMD was stopped)\n"
     "  125  run: picket failed around the command (e.g. could not fork)\n"
     "  126  run: CMD could not be executed;  127  run: CMD not found\n";
@@ -95,7 +108,14 @@ int cli_report(picket_client *c, const char *what, int err) {
   fprintf(stderr, "picket: %s: %s", what, picket_strerror(err));
   int delay = err == PICKET_EHELD && c != NULL &&
               strcmp(picket_client_error_code(c), "lock_delay") == 0;
-  if (delay) {
+  int full = err == PICKET_EHELD && c != NULL &&
+             strcmp(picket_client_error_code(c), "semaphore_full") == 0;
+  if (full) {
+    fprintf(stderr, ": %s", msg);
+    if (picket_client_retry_after_ms(c) >= 0)
+      fprintf(stderr, "; the first expires in %lld ms unless renewed or released",
+              (long long)picket_client_retry_after_ms(c));
+  } else if (delay) {
     /* not held: an expired lease's lock-delay keeps it */
     fprintf(stderr, ": %s", msg);
     if (picket_client_retry_after_ms(c) >= 0)
@@ -118,6 +138,7 @@ int cli_report(picket_client *c, const char *what, int err) {
   case PICKET_ECAPPED:
     return CLI_EXIT_LOST;
   case PICKET_EINVAL:
+  case PICKET_EMISMATCH:
     return CLI_EXIT_USAGE;
   default:
     return CLI_EXIT_FAIL;
@@ -151,16 +172,18 @@ static int parse_duration(const char *s, int64_t *out) {
 
 /* Which flags each command takes. */
 enum { F_TTL = 1, F_WAIT = 2, F_GRACE = 4, F_OWNER = 8, F_LEASE = 16, F_SHELL = 32,
-       F_LEASE_FILE = 64, F_LOCK_DELAY = 128, F_MAX_HOLD = 256 };
+       F_LEASE_FILE = 64, F_LOCK_DELAY = 128, F_MAX_HOLD = 256, F_SEMAPHORE = 512,
+       F_LIMIT = 1024 };
 static const struct {
   const char *name;
   int flags;
 } commands[] = {
-    {"acquire", F_TTL | F_WAIT | F_OWNER | F_LEASE | F_SHELL | F_LOCK_DELAY | F_MAX_HOLD},
-    {"renew", F_TTL | F_LEASE | F_LEASE_FILE},
-    {"release", F_LEASE | F_LEASE_FILE},
-    {"status", 0},
-    {"run", F_TTL | F_WAIT | F_GRACE | F_OWNER | F_LOCK_DELAY | F_MAX_HOLD},
+    {"acquire", F_TTL | F_WAIT | F_OWNER | F_LEASE | F_SHELL | F_LOCK_DELAY | F_MAX_HOLD |
+                    F_SEMAPHORE | F_LIMIT},
+    {"renew", F_TTL | F_LEASE | F_LEASE_FILE | F_SEMAPHORE},
+    {"release", F_LEASE | F_LEASE_FILE | F_SEMAPHORE},
+    {"status", F_SEMAPHORE},
+    {"run", F_TTL | F_WAIT | F_GRACE | F_OWNER | F_LOCK_DELAY | F_MAX_HOLD | F_SEMAPHORE | F_LIMIT},
 };
 
 static int flag_bit(const char *name) {
@@ -170,7 +193,7 @@ static int flag_bit(const char *name) {
   } flags[] = {{"ttl", F_TTL},     {"wait", F_WAIT},   {"grace", F_GRACE},
                {"owner", F_OWNER}, {"lease", F_LEASE}, {"shell", F_SHELL},
                {"lease-file", F_LEASE_FILE}, {"lock-delay", F_LOCK_DELAY},
-               {"max-hold", F_MAX_HOLD}};
+               {"max-hold", F_MAX_HOLD}, {"semaphore", F_SEMAPHORE}, {"limit", F_LIMIT}};
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
     if (strcmp(flags[i].name, name) == 0) return flags[i].bit;
   return 0;
@@ -326,9 +349,9 @@ static int parse(int argc, char **argv, cli_args *a) {
           return CLI_EXIT_USAGE;
         }
       }
-      if (bit == F_SHELL) {
-        if (eq) return usage_error("--shell takes no value: %s", arg);
-        a->shell = 1;
+      if (bit == F_SHELL || bit == F_SEMAPHORE) {
+        if (eq) return usage_error("--%s takes no value", flag);
+        *(bit == F_SHELL ? &a->shell : &a->semaphore) = 1;
         continue;
       }
       const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
@@ -351,6 +374,14 @@ static int parse(int argc, char **argv, cli_args *a) {
           return usage_error("--owner: at most 128 characters of UTF-8 without control characters: %s",
                              val);
         a->owner = val;
+      } else if (bit == F_LIMIT) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(val, &end, 10);
+        if (val[0] < '0' || val[0] > '9' || *end != '\0' || errno != 0 || v < 1 ||
+            v > PICKET_SEM_LIMIT_MAX)
+          return usage_error("--limit: a number of permits, 1 to 100000, not '%s'", val);
+        a->limit = v;
       } else if (bit == F_LEASE) {
         if (!picket_proto_lease_valid(val, strlen(val)))
           return usage_error("--lease: a lease id is 32 lowercase hex digits, not '%s'", val);
@@ -397,6 +428,11 @@ static int parse(int argc, char **argv, cli_args *a) {
     fprintf(stderr, "picket: %s needs a lock NAME (see picket --help)\n", a->command);
     return CLI_EXIT_USAGE;
   }
+  if (a->semaphore && strlen(a->name) > PICKET_SEM_NAME_MAX)
+    return usage_error("invalid semaphore name '%s': use 1-180 bytes of [A-Za-z0-9._:-]", a->name);
+  if (a->limit > 0 && !a->semaphore) return usage_error("--limit goes with --semaphore%s", "");
+  if (a->semaphore && a->limit == 0 && (allowed & F_LIMIT))
+    return usage_error("%s --semaphore needs --limit N", a->command);
   int rc = resolve_secrets(a);
   if (rc >= 0) return rc;
   if ((strcmp(a->command, "renew") == 0 || strcmp(a->command, "release") == 0) && a->lease == NULL) {
@@ -424,28 +460,51 @@ static int print_json(json_t *obj) {
 
 static json_t *string_or_null(const char *s) { return s ? json_string(s) : json_null(); }
 
-static int cmd_acquire(picket_client *c, const cli_args *a) {
+int cli_acquire(picket_client *c, const cli_args *a, picket_lease **out) {
   picket_acquire_opts o = {.ttl_ms = a->ttl_ms, .wait_ms = a->wait_ms, .owner = a->owner,
                            .lease_id = a->lease, .lock_delay_ms = a->lock_delay_ms,
                            .max_hold_ms = a->max_hold_ms};
+  return a->semaphore ? picket_sem_acquire(c, a->name, a->limit, &o, out)
+                      : picket_acquire(c, a->name, &o, out);
+}
+
+/* {"lock": NAME}, or {"semaphore": NAME} with --semaphore: a reply's start. */
+static json_t *named(const cli_args *a) {
+  return json_pack("{ss}", a->semaphore ? "semaphore" : "lock", a->name);
+}
+
+/* A permit's slot and fence lock (and limit, when known) into j. */
+static void add_permit(json_t *j, const picket_lease *l) {
+  if (j == NULL || !picket_lease_is_permit(l)) return;
+  json_object_set_new(j, "permit", json_integer(picket_lease_permit(l)));
+  if (picket_lease_limit(l) > 0) json_object_set_new(j, "limit", json_integer(picket_lease_limit(l)));
+  json_object_set_new(j, "fence_lock", string_or_null(picket_lease_fence_lock(l)));
+}
+
+static int cmd_acquire(picket_client *c, const cli_args *a) {
   picket_lease *l = NULL;
   char what[300];
   snprintf(what, sizeof what, "acquire %s", a->name);
-  int err = picket_acquire(c, a->name, &o, &l);
+  int err = cli_acquire(c, a, &l);
   if (err != 0) return cli_report(c, what, err);
   int rc;
   const char *token = picket_lease_fence_token(l);
   if (a->shell) {
-    printf("%s=%s\n%s=%lld\n%s=%s\n", PICKET_PROTO_ENV_LOCK, picket_lease_lock(l),
+    printf("%s=%s\n%s=%lld\n%s=%s\n", PICKET_PROTO_ENV_LOCK, picket_lease_fence_lock(l),
            PICKET_PROTO_ENV_FENCE, (long long)picket_lease_fence(l), PICKET_PROTO_ENV_LEASE,
            picket_lease_id(l));
     if (token) printf("%s=%s\n", PICKET_PROTO_ENV_FENCE_TOKEN, token);
+    if (a->semaphore)
+      printf("%s=%lld\n%s=%s\n", CLI_ENV_PERMIT, (long long)picket_lease_permit(l),
+             CLI_ENV_SEMAPHORE, picket_lease_lock(l));
     rc = fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
   } else {
-    json_t *j = json_pack("{ss ss sI sI so}", "lock", picket_lease_lock(l), "lease",
-                          picket_lease_id(l), "fence", (json_int_t)picket_lease_fence(l),
-                          "ttl_ms", (json_int_t)picket_lease_ttl_ms(l), "owner",
-                          string_or_null(picket_lease_owner(l)));
+    json_t *j = named(a);
+    if (j) json_object_set_new(j, "lease", json_string(picket_lease_id(l)));
+    if (j) json_object_set_new(j, "fence", json_integer(picket_lease_fence(l)));
+    if (j) json_object_set_new(j, "ttl_ms", json_integer(picket_lease_ttl_ms(l)));
+    if (j) json_object_set_new(j, "owner", string_or_null(picket_lease_owner(l)));
+    add_permit(j, l);
     if (j && token) json_object_set_new(j, "fence_token", json_string(token));
     rc = print_json(j);
   }
@@ -457,25 +516,54 @@ static int cmd_renew_release(picket_client *c, const cli_args *a, int renew) {
   picket_lease *l = NULL;
   char what[300];
   snprintf(what, sizeof what, "%s %s", a->command, a->name);
-  int err = picket_lease_new(a->name, a->lease, &l);
+  int err = a->semaphore ? picket_sem_lease_new(a->name, a->lease, &l)
+                         : picket_lease_new(a->name, a->lease, &l);
   if (err == 0) err = renew ? picket_renew(c, l, a->ttl_ms) : picket_release(c, l);
   int rc;
-  if (err != 0)
+  json_t *j = err == 0 ? named(a) : NULL;
+  if (err != 0) {
     rc = cli_report(c, what, err);
-  else if (renew)
-    rc = print_json(json_pack("{ss sI sI}", "lock", a->name, "fence",
-                              (json_int_t)picket_lease_fence(l), "ttl_ms",
-                              (json_int_t)picket_lease_ttl_ms(l)));
-  else
-    rc = print_json(json_pack("{ss sb}", "lock", a->name, "released", 1));
+  } else if (renew) {
+    add_permit(j, l);
+    if (j) json_object_set_new(j, "fence", json_integer(picket_lease_fence(l)));
+    if (j) json_object_set_new(j, "ttl_ms", json_integer(picket_lease_ttl_ms(l)));
+    rc = print_json(j);
+  } else {
+    if (j) json_object_set_new(j, "released", json_true());
+    rc = print_json(j);
+  }
   picket_lease_free(l);
   return rc;
+}
+
+/* status --semaphore: {semaphore, limit, held, permits, waiters}. */
+static int sem_status(picket_client *c, const cli_args *a, const char *what) {
+  picket_sem_info info;
+  int err = picket_sem_inspect(c, a->name, &info);
+  if (err != 0) return cli_report(c, what, err);
+  json_t *permits = json_array();
+  for (size_t i = 0; permits && i < info.npermits; i++) {
+    const picket_permit_info *p = &info.permits[i];
+    json_t *o = json_pack("{sI sI sI so ss}", "permit", (json_int_t)p->permit, "fence",
+                          (json_int_t)p->fence, "ttl_ms", (json_int_t)p->ttl_ms, "owner",
+                          string_or_null(p->has_owner ? p->owner : NULL), "fence_lock",
+                          p->fence_lock);
+    if (o && p->lock_delay_ms > 0)
+      json_object_set_new(o, "lock_delay_ms", json_integer(p->lock_delay_ms));
+    json_array_append_new(permits, o);
+  }
+  json_t *j = json_pack("{ss sI sI so sI}", "semaphore", a->name, "limit", (json_int_t)info.limit,
+                        "held", (json_int_t)info.held, "permits", permits, "waiters",
+                        (json_int_t)info.waiters);
+  picket_sem_info_clear(&info);
+  return print_json(j);
 }
 
 static int cmd_status(picket_client *c, const cli_args *a) {
   picket_lock_info info;
   char what[300];
   snprintf(what, sizeof what, "status %s", a->name);
+  if (a->semaphore) return sem_status(c, a, what);
   int err = picket_inspect(c, a->name, &info);
   if (err != 0) return cli_report(c, what, err);
   return print_json(json_pack("{ss sb sI sI so}", "lock", a->name, "held", info.held, "fence",

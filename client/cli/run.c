@@ -1,5 +1,6 @@
-/* run.c: `picket run NAME -- CMD`, the sidecar: holds a lease for as long
- * as a command runs, and stops the command when the lease is lost.
+/* run.c: `picket run NAME -- CMD`, the sidecar: holds a lease (or, with
+ * --semaphore, one permit of a counting semaphore, which is a lease too)
+ * for as long as a command runs, and stops the command when it is lost.
  *
  * Shape: acquire; start a picket_keeper (its own thread renews the lease);
  * fork the child into its own process group, so that the whole job (a
@@ -56,7 +57,15 @@ static int set_env(const picket_lease *l) {
   const char *token = picket_lease_fence_token(l);
   if (token ? setenv(PICKET_PROTO_ENV_FENCE_TOKEN, token, 1) : unsetenv(PICKET_PROTO_ENV_FENCE_TOKEN))
     return -1;
-  return setenv(PICKET_PROTO_ENV_LOCK, picket_lease_lock(l), 1) |
+  /* a permit's slot and semaphore; a lock's child inherits no stale ones */
+  char permit[32];
+  snprintf(permit, sizeof permit, "%lld", (long long)picket_lease_permit(l));
+  if (picket_lease_is_permit(l)
+          ? setenv(CLI_ENV_PERMIT, permit, 1) | setenv(CLI_ENV_SEMAPHORE, picket_lease_lock(l), 1)
+          : unsetenv(CLI_ENV_PERMIT) | unsetenv(CLI_ENV_SEMAPHORE))
+    return -1;
+  /* the lock name the fence is checked under: NAME:permit:I for a permit */
+  return setenv(PICKET_PROTO_ENV_LOCK, picket_lease_fence_lock(l), 1) |
          setenv(PICKET_PROTO_ENV_FENCE, fence, 1) |
          setenv(PICKET_PROTO_ENV_LEASE, picket_lease_id(l), 1) |
          setenv(PICKET_PROTO_ENV_DEADLINE_MS, deadline, 1);
@@ -109,10 +118,8 @@ static int status_code(int st) {
 int cli_run(picket_client *c, const cli_args *a) {
   char what[300];
   snprintf(what, sizeof what, "run %s", a->name);
-  picket_acquire_opts o = {.ttl_ms = a->ttl_ms, .wait_ms = a->wait_ms, .owner = a->owner,
-                           .lock_delay_ms = a->lock_delay_ms, .max_hold_ms = a->max_hold_ms};
   picket_lease *l = NULL;
-  int err = picket_acquire(c, a->name, &o, &l);
+  int err = cli_acquire(c, a, &l); /* a->lease is NULL: run takes no --lease */
   if (err != 0) {
     int rc = cli_report(c, what, err);
     return rc == CLI_EXIT_FAIL ? CLI_EXIT_RUN_FAIL : rc;

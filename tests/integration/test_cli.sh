@@ -1,5 +1,6 @@
 # test_cli.sh: the `picket` command's one-shot commands (acquire, renew,
-# release, status) against a real picketd and redis-server, their output,
+# release, status; for locks and --semaphore) against a real picketd and
+# redis-server, their output,
 # exit codes and PICKET_SERVER; and that bad flags give one line on stderr,
 # exit 2, and change nothing.
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
@@ -110,6 +111,48 @@ expect 75 "$P" acquire cli-w --wait 500ms
 t=$(( $(h_now_ms) - t0 ))
 [ "$t" -ge 400 ] || h_fail "acquire --wait 500ms gave up after $t ms"
 
+# --semaphore: acquire takes one of --limit N permits (JSON with the slot
+# and its fence lock; --shell with PICKET_PERMIT and PICKET_SEMAPHORE); a
+# full semaphore is 75 naming semaphore_full, another limit 2; renew,
+# release and status work on the semaphore's paths.
+expect 0 "$P" acquire cli-s --semaphore --limit 2 --ttl 2m --owner sam
+[ "$(json 'd["semaphore"]')" = cli-s ] && [ "$(json 'd["permit"]')" = 0 ] &&
+  [ "$(json 'd["limit"]')" = 2 ] && [ "$(json 'd["fence_lock"]')" = cli-s:permit:0 ] &&
+  [ "$(json 'd["owner"]')" = sam ] && [ "$(json 'd["ttl_ms"]')" = 120000 ] ||
+  h_fail "acquire --semaphore: $(cat "$H_DIR/out")"
+SL0=$(json 'd["lease"]')
+SF0=$(json 'd["fence"]')
+expect 0 "$P" acquire cli-s --semaphore --limit 2 --ttl 2m --shell
+eval "$(cat "$H_DIR/out")"
+[ "$PICKET_LOCK" = cli-s:permit:1 ] && [ "$PICKET_PERMIT" = 1 ] && [ "$PICKET_SEMAPHORE" = cli-s ] &&
+  [[ "$PICKET_LEASE" =~ ^[0-9a-f]{32}$ ]] && [ "$PICKET_FENCE" -ge 1 ] ||
+  h_fail "acquire --semaphore --shell: $(cat "$H_DIR/out")"
+SL1=$PICKET_LEASE
+expect 75 "$P" acquire cli-s --semaphore --limit 2
+grep -q semaphore "$H_DIR/err" && [ "$(wc -l < "$H_DIR/err")" = 1 ] || h_fail "full: $(cat "$H_DIR/err")"
+expect 2 "$P" acquire cli-s --semaphore --limit 3
+grep -q 'limit 2' "$H_DIR/err" || h_fail "limit mismatch: $(cat "$H_DIR/err")"
+expect 0 "$P" status cli-s --semaphore
+[ "$(json 'd["limit"]')" = 2 ] && [ "$(json 'd["held"]')" = 2 ] &&
+  [ "$(json '[p["fence_lock"] for p in d["permits"]]')" = "['cli-s:permit:0', 'cli-s:permit:1']" ] &&
+  [ "$(json 'd["permits"][0]["fence"]')" = "$SF0" ] ||
+  h_fail "status --semaphore: $(cat "$H_DIR/out")"
+grep -q "$SL0" "$H_DIR/out" && h_fail "status --semaphore shows a lease id"
+expect 0 "$P" status cli-s # the lock of that name is apart
+[ "$(json 'd["held"]')" = False ] || h_fail "a semaphore's permits hold the lock: $(cat "$H_DIR/out")"
+expect 0 "$P" renew cli-s --semaphore --lease "$SL0" --ttl 5m
+[ "$(json 'd["semaphore"]')" = cli-s ] && [ "$(json 'd["permit"]')" = 0 ] &&
+  [ "$(json 'd["fence"]')" = "$SF0" ] && [ "$(json 'd["ttl_ms"]')" = 300000 ] &&
+  [ "$(json 'd["fence_lock"]')" = cli-s:permit:0 ] || h_fail "renew --semaphore: $(cat "$H_DIR/out")"
+expect 76 "$P" renew cli-s --lease "$SL0" # not a lock's lease
+expect 0 env PICKET_LEASE="$SL1" "$P" release cli-s --semaphore
+[ "$(json 'd["released"]')" = True ] && [ "$(json 'd["semaphore"]')" = cli-s ] ||
+  h_fail "release --semaphore: $(cat "$H_DIR/out")"
+expect 76 "$P" release cli-s --semaphore --lease "$SL1"
+expect 0 "$P" release cli-s --semaphore --lease "$SL0"
+expect 0 "$P" status cli-s --semaphore
+[ "$(json 'd["held"]')" = 0 ] && [ "$(json 'd["permits"]')" = "[]" ] || h_fail "after release: $(cat "$H_DIR/out")"
+
 # Bad flags and values: exit 2, one line on stderr, no request made.
 before=$(h_redis dbsize)
 bad() {
@@ -148,6 +191,16 @@ bad --server ftp://example status cli-b
 PICKET_SERVER=nonsense bad status cli-b
 grep -q PICKET_SERVER "$H_DIR/err" || h_fail "a bad PICKET_SERVER is not named: $(cat "$H_DIR/err")"
 expect 0 env PICKET_SERVER= "$P" --server "$PICKETD_URL" status cli-b
+bad acquire cli-b --semaphore
+bad acquire cli-b --limit 2
+bad acquire cli-b --semaphore --limit 0
+bad acquire cli-b --semaphore --limit 2x
+bad acquire cli-b --semaphore --limit=-1
+bad acquire cli-b --semaphore=1 --limit 2
+bad acquire "$(head -c 181 /dev/zero | tr '\0' s)" --semaphore --limit 2
+bad status cli-b --semaphore --limit 2
+bad renew cli-b --semaphore --limit 2 --lease "$OTHER"
+bad run cli-b --semaphore -- true
 bad acquire cli-b --ttl 2h # the server's --max-ttl-ms (1h): its 400 becomes 2
 [ "$(h_redis dbsize)" = "$before" ] || h_fail "a refused command changed Redis"
 echo "test_cli: ok"

@@ -3,8 +3,9 @@
 # runs, release at exit, forwarded signals, a lease lost mid-run (deleted in
 # Redis, or the `picket run` process paused past its TTL) stopping the child
 # within --grace with exit 76, a held lock with a short --wait giving 75
-# without starting the child, the terminal handed to the child, and
-# --max-hold stopping the child at the cap (--lock-delay after it).
+# without starting the child, the terminal handed to the child,
+# --max-hold stopping the child at the cap (--lock-delay after it), and
+# --semaphore (a permit's environment, a second run at --limit 1 waiting).
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 P="$PICKET_BIN_DIR/picket"
 h_start_redis
@@ -188,4 +189,48 @@ rc=0; "$P" run run-bad --ttl 5 -- touch "$D/never" 2> "$D/err" || rc=$?
 [ "$rc" = 2 ] && [ "$(wc -l < "$D/err")" = 1 ] && [ ! -e "$D/never" ] || h_fail "bad --ttl: exit $rc"
 rc=0; "$P" run run-bad --lease 0123456789abcdef0123456789abcdef -- true 2> "$D/err" || rc=$?
 [ "$rc" = 2 ] || h_fail "run --lease: exit $rc"
+# 10. --semaphore: CMD runs under one of --limit N permits, with
+#     PICKET_LOCK its fence lock (NAME:permit:I), PICKET_PERMIT and
+#     PICKET_SEMAPHORE. With --limit 1 a second run exits 75 without
+#     starting; with --wait it runs once the first one's permit is released.
+rm -f "$D/ready" "$D/go" "$D/never"
+"$P" run run-sem --semaphore --limit 1 --ttl 5s -- sh -c \
+  'echo "$PICKET_LOCK $PICKET_PERMIT $PICKET_SEMAPHORE $PICKET_FENCE $PICKET_LEASE $PICKET_DEADLINE_MS" > "$1"
+   touch "$2"; while [ ! -e "$3" ]; do sleep 0.02; done; echo first >> "$4"' \
+  sh "$D/semenv" "$D/ready" "$D/go" "$D/order" 2> "$D/sem1.err" &
+first=$!
+wait_for "$D/ready"
+read -r lock permit sem fence lease deadline < "$D/semenv"
+[ "$lock" = run-sem:permit:0 ] && [ "$permit" = 0 ] && [ "$sem" = run-sem ] && [ "$fence" -ge 1 ] &&
+  [[ "$lease" =~ ^[0-9a-f]{32}$ ]] && [ "$deadline" -gt "$(date +%s%3N)" ] ||
+  h_fail "run --semaphore environment: $(cat "$D/semenv")"
+rc=0; "$P" run run-sem --semaphore --limit 1 -- touch "$D/never" 2> "$D/full.err" || rc=$?
+[ "$rc" = 75 ] && [ ! -e "$D/never" ] || h_fail "full semaphore: exit $rc: $(cat "$D/full.err")"
+grep -q semaphore "$D/full.err" || h_fail "full semaphore: $(cat "$D/full.err")"
+rc=0; "$P" run run-sem --semaphore --limit 2 -- touch "$D/never" 2> "$D/mis.err" || rc=$?
+[ "$rc" = 2 ] && [ ! -e "$D/never" ] || h_fail "limit mismatch: exit $rc: $(cat "$D/mis.err")"
+"$P" run run-sem --semaphore --limit 1 --wait 20s -- sh -c 'echo second >> "$0"' "$D/order" \
+  2> "$D/sem2.err" &
+second=$!
+sleep 0.5
+[ -e "$D/order" ] && h_fail "the second run started while the only permit was held"
+touch "$D/go"
+rc=0; wait "$first" || rc=$?
+[ "$rc" = 0 ] || h_fail "first run --semaphore: exit $rc: $(cat "$D/sem1.err")"
+rc=0; wait "$second" || rc=$?
+[ "$rc" = 0 ] || h_fail "second run --semaphore --wait: exit $rc: $(cat "$D/sem2.err")"
+[ "$(tr '\n' ' ' < "$D/order")" = "first second " ] || h_fail "runs overlapped: $(cat "$D/order")"
+"$P" status run-sem --semaphore > "$D/semst"
+grep -q '"held":0' "$D/semst" || h_fail "permits left after the runs: $(cat "$D/semst")"
+# A lock's child inherits no stale PICKET_PERMIT.
+PICKET_PERMIT=9 PICKET_SEMAPHORE=x "$P" run run-env -- sh -c 'echo "${PICKET_PERMIT-unset}${PICKET_SEMAPHORE-unset}" > "$0"' "$D/noperm" ||
+  h_fail "run with a stale PICKET_PERMIT failed"
+[ "$(cat "$D/noperm")" = unsetunset ] || h_fail "a lock's child got PICKET_PERMIT: $(cat "$D/noperm")"
+# Bad --semaphore usage: exit 2, one line, nothing run.
+for args in "--semaphore" "--limit 1" "--semaphore --limit 0" "--semaphore --limit many"; do
+  rc=0; "$P" run run-sem $args -- touch "$D/never" 2> "$D/err" || rc=$?
+  [ "$rc" = 2 ] && [ "$(wc -l < "$D/err")" = 1 ] && [ ! -e "$D/never" ] ||
+    h_fail "run $args: exit $rc: $(cat "$D/err")"
+done
+
 echo "test_cli_run: ok"

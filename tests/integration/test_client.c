@@ -1,9 +1,10 @@
 /* test_client.c: libpicket against a real redis-server and a real picketd
  * (tests/harness). Two suites, run as two ctest entries through
  * CK_RUN_SUITE: "lib" (every call's success and failure paths, local
- * deadlines against Redis's PTTL, retries, timeouts) and "keeper" (the
- * background renewal thread: survives a short pause of picketd, reports the
- * loss of a lease at its local deadline or at once when the server says so).
+ * deadlines against Redis's PTTL, retries, timeouts, semaphore permits)
+ * and "keeper" (the background renewal thread: survives a short pause of
+ * picketd, reports the loss of a lease at its local deadline or at once
+ * when the server says so).
  *
  * Each test uses its own lock names, so tests do not see each other's
  * leases; tests that pause or stop a server undo it in the teardown. Upper
@@ -892,6 +893,148 @@ START_TEST(keeper_invalid) {
 }
 END_TEST
 
+/* Semaphores: `limit` permits and no more (semaphore_full is PICKET_EHELD
+ * with when the first frees), each a lease on a slot with its own fence
+ * checked under NAME:permit:I; renew, release, a handed-over permit and a
+ * keeper work on it as on a lock's lease; another limit while permits live
+ * is PICKET_EMISMATCH naming the live one; GET lists the permits. */
+START_TEST(semaphore_permits) {
+  picket_client *c = client();
+  picket_lease *p[3] = {NULL}, *extra = NULL;
+  picket_acquire_opts o = {.ttl_ms = 20000, .owner = "sem-worker"};
+  for (int i = 0; i < 3; i++) {
+    ck_assert_int_eq(picket_sem_acquire(c, "lib-sem", 3, &o, &p[i]), 0);
+    ck_assert(picket_lease_is_permit(p[i]));
+    ck_assert_str_eq(picket_lease_lock(p[i]), "lib-sem");
+    ck_assert_int_eq(picket_lease_permit(p[i]), i); /* the lowest free slot */
+    ck_assert_int_eq(picket_lease_limit(p[i]), 3);
+    char want[64];
+    snprintf(want, sizeof want, "lib-sem:permit:%d", i);
+    ck_assert_str_eq(picket_lease_fence_lock(p[i]), want);
+    ck_assert_int_ge(picket_lease_fence(p[i]), 1);
+    ck_assert_str_eq(picket_lease_owner(p[i]), "sem-worker");
+    ck_assert(picket_lease_valid(p[i]));
+  }
+  /* full: EHELD, code semaphore_full, retry_after_ms up to the TTL */
+  ck_assert_int_eq(picket_sem_acquire(c, "lib-sem", 3, &o, &extra), PICKET_EHELD);
+  ck_assert_ptr_null(extra);
+  ck_assert_int_eq(picket_client_status(c), 409);
+  ck_assert_str_eq(picket_client_error_code(c), "semaphore_full");
+  ck_assert_int_gt(picket_client_retry_after_ms(c), 0);
+  ck_assert_int_le(picket_client_retry_after_ms(c), 20000);
+  /* another limit while permits live */
+  ck_assert_int_eq(picket_sem_acquire(c, "lib-sem", 5, &o, &extra), PICKET_EMISMATCH);
+  ck_assert_str_eq(picket_client_error_code(c), "limit_mismatch");
+  ck_assert_int_eq(picket_client_sem_limit(c), 3);
+  ck_assert_int_eq(picket_client_retry_after_ms(c), -1);
+  ck_assert_str_ne(picket_strerror(PICKET_EMISMATCH), "unknown error");
+  /* a lock of the same name is apart; its fence lock is its own name */
+  picket_lease *lk = NULL;
+  ck_assert_int_eq(picket_acquire(c, "lib-sem", NULL, &lk), 0);
+  ck_assert(!picket_lease_is_permit(lk));
+  ck_assert_int_eq(picket_lease_permit(lk), -1);
+  ck_assert_int_eq(picket_lease_limit(lk), 0);
+  ck_assert_str_eq(picket_lease_fence_lock(lk), "lib-sem");
+  ck_assert_int_eq(picket_client_sem_limit(c), -1);
+  ck_assert_int_eq(picket_release(c, lk), 0);
+  picket_lease_free(lk);
+
+  /* renew: same slot and fence, new TTL, at the semaphore's path */
+  int64_t f1 = picket_lease_fence(p[1]);
+  ck_assert_int_eq(picket_renew(c, p[1], 7000), 0);
+  ck_assert_int_eq(picket_lease_ttl_ms(p[1]), 7000);
+  ck_assert_int_eq(picket_lease_fence(p[1]), f1);
+  ck_assert_int_eq(picket_lease_permit(p[1]), 1);
+
+  /* a handed-over permit learns its slot and fence lock at its renew */
+  picket_lease *h = NULL;
+  ck_assert_int_eq(picket_sem_lease_new("lib-sem", picket_lease_id(p[2]), &h), 0);
+  ck_assert(picket_lease_is_permit(h));
+  ck_assert_int_eq(picket_lease_permit(h), -1);
+  ck_assert_ptr_null(picket_lease_fence_lock(h));
+  ck_assert_int_eq(picket_renew(c, h, 20000), 0);
+  ck_assert_int_eq(picket_lease_permit(h), 2);
+  ck_assert_str_eq(picket_lease_fence_lock(h), "lib-sem:permit:2");
+  ck_assert_int_eq(picket_lease_fence(h), picket_lease_fence(p[2]));
+  picket_lease_free(h);
+  /* a lock's lease of that id is not the permit */
+  ck_assert_int_eq(picket_lease_new("lib-sem", picket_lease_id(p[2]), &h), 0);
+  ck_assert_int_eq(picket_renew(c, h, 5000), PICKET_ELOST);
+  picket_lease_free(h);
+
+  /* inspect: limit, held, the permits lowest first, never a lease id */
+  picket_sem_info info;
+  ck_assert_int_eq(picket_sem_inspect(c, "lib-sem", &info), 0);
+  ck_assert_int_eq(info.limit, 3);
+  ck_assert_int_eq(info.held, 3);
+  ck_assert_int_eq(info.npermits, 3);
+  ck_assert_int_eq(info.waiters, 0);
+  for (int i = 0; i < 3; i++) {
+    ck_assert_int_eq(info.permits[i].permit, i);
+    ck_assert_int_eq(info.permits[i].fence, picket_lease_fence(p[i]));
+    ck_assert_str_eq(info.permits[i].fence_lock, picket_lease_fence_lock(p[i]));
+    ck_assert(info.permits[i].has_owner);
+    ck_assert_str_eq(info.permits[i].owner, "sem-worker");
+    ck_assert_int_gt(info.permits[i].ttl_ms, 0);
+  }
+  picket_sem_info_clear(&info);
+  ck_assert_ptr_null(info.permits);
+  picket_sem_info_clear(NULL);
+
+  /* a keeper keeps a permit past its TTL */
+  picket_lease *k = NULL;
+  picket_acquire_opts ko = {.ttl_ms = 900};
+  ck_assert_int_eq(picket_release(c, p[0]), 0);
+  ck_assert_int_eq(picket_sem_acquire(c, "lib-sem", 3, &ko, &k), 0);
+  ck_assert_int_eq(picket_lease_permit(k), 0); /* slot 0 again, with a newer fence */
+  ck_assert_int_gt(picket_lease_fence(k), picket_lease_fence(p[0]));
+  picket_keeper *kp = NULL;
+  ck_assert_int_eq(picket_keeper_start(c, k, NULL, &kp), 0);
+  harness_sleep_ms(2200);
+  ck_assert_int_eq(picket_keeper_lost(kp), 0);
+  ck_assert_int_ge(picket_keeper_renewals(kp), 2);
+  ck_assert(picket_lease_valid(k));
+  ck_assert_int_eq(picket_sem_acquire(c, "lib-sem", 3, &o, &extra), PICKET_EHELD);
+  ck_assert_int_eq(picket_keeper_stop(kp), 0);
+
+  /* release frees the slot; a second release is ELOST */
+  ck_assert_int_eq(picket_release(c, p[1]), 0);
+  ck_assert(!picket_lease_valid(p[1]));
+  ck_assert_int_eq(picket_release(c, p[1]), PICKET_ELOST);
+  ck_assert_int_eq(picket_sem_acquire(c, "lib-sem", 3, &o, &extra), 0);
+  ck_assert_int_eq(picket_lease_permit(extra), 1);
+  ck_assert_int_gt(picket_lease_fence(extra), f1);
+  picket_lease *all[] = {k, p[2], extra};
+  for (int i = 0; i < 3; i++) ck_assert_int_eq(picket_release(c, all[i]), 0);
+  ck_assert_int_eq(picket_sem_inspect(c, "lib-sem", &info), 0);
+  ck_assert_int_eq(info.held, 0);
+  ck_assert_int_eq(info.limit, 0);
+  picket_sem_info_clear(&info);
+  /* with none live, another limit is fine */
+  ck_assert_int_eq(picket_sem_acquire(c, "lib-sem", 1, NULL, &lk), 0);
+  ck_assert_int_eq(picket_release(c, lk), 0);
+  picket_lease_free(lk);
+
+  /* bad arguments, refused here */
+  char longname[PICKET_SEM_NAME_MAX + 2];
+  memset(longname, 's', sizeof longname - 1);
+  longname[sizeof longname - 1] = '\0';
+  ck_assert_int_eq(picket_sem_acquire(c, longname, 2, NULL, &lk), PICKET_EINVAL);
+  ck_assert_int_eq(picket_sem_acquire(c, "lib-sem", 0, NULL, &lk), PICKET_EINVAL);
+  ck_assert_int_eq(picket_sem_acquire(c, "lib-sem", -2, NULL, &lk), PICKET_EINVAL);
+  ck_assert_int_eq(picket_sem_acquire(c, "lib-sem", PICKET_SEM_LIMIT_MAX + 1, NULL, &lk),
+                   PICKET_EINVAL);
+  ck_assert_int_eq(picket_sem_acquire(c, "bad name", 2, NULL, &lk), PICKET_EINVAL);
+  ck_assert_int_eq(picket_sem_lease_new(longname, picket_lease_id(k), &lk), PICKET_EINVAL);
+  ck_assert_int_eq(picket_sem_inspect(c, longname, &info), PICKET_EINVAL);
+  ck_assert_ptr_null(lk);
+  for (int i = 0; i < 3; i++) picket_lease_free(p[i]);
+  picket_lease_free(k);
+  picket_lease_free(extra);
+  picket_client_free(c);
+}
+END_TEST
+
 static Suite *lib_suite(void) {
   Suite *s = suite_create("lib");
   TCase *t = tcase_create("calls");
@@ -912,6 +1055,7 @@ static Suite *lib_suite(void) {
   tcase_add_test(t, transport_retries);
   tcase_add_test(t, request_timeout);
   tcase_add_test(t, blocking_acquire);
+  tcase_add_test(t, semaphore_permits);
   suite_add_tcase(s, t);
   /* Restarts Redis: the servers must belong to the test's own process
    * (the harness ties them to their parent), hence a checked fixture. */

@@ -1,7 +1,8 @@
 /* picket.h: the public C API of libpicket, the client of picketd.
  *
- * libpicket acquires, renews, releases and inspects leases on named locks
- * over picketd's HTTP API, and keeps a lease alive from a background thread
+ * libpicket acquires, renews, releases and inspects leases on named locks,
+ * and permits of counting semaphores (a permit is a lease too), over
+ * picketd's HTTP API, and keeps a lease alive from a background thread
  * (picket_keeper). Every grant carries a fencing token: pass it to the
  * storage you write to (see picket/fence.h) so that a holder that lost its
  * lease without knowing it cannot overwrite a newer holder's work.
@@ -46,6 +47,10 @@ extern "C" {
 
 #define PICKET_VERSION "0.1.0"
 #define PICKET_NAME_MAX 200  /* lock names: 1..200 bytes of [A-Za-z0-9._:-] */
+#define PICKET_SEM_NAME_MAX 180 /* semaphore names: lock names of 1..180 bytes (room
+                                   for ":permit:I", the lock name of a permit's fence) */
+#define PICKET_SEM_LIMIT_MAX 100000 /* a semaphore's limit: 1..this (picketd's own
+                                       --max-semaphore-limit, 4096 by default, may say less) */
 #define PICKET_OWNER_MAX 128 /* owner: 0..128 characters (code points) of UTF-8 */
 #define PICKET_OWNER_BYTES_MAX 512 /* ... which is at most 512 bytes */
 #define PICKET_LEASE_ID_LEN 32 /* lease ids: 32 lowercase hex digits */
@@ -70,7 +75,8 @@ extern "C" {
   X(ECANCELED, -13, "the request was canceled")                                           \
   X(ESYS, -14, "a system call failed")                                                    \
   X(ELIMIT, -15, "a quota of this client was reached (429)")                            \
-  X(ECAPPED, -16, "the lease reached its max_hold_ms")
+  X(ECAPPED, -16, "the lease reached its max_hold_ms")                                    \
+  X(EMISMATCH, -17, "the semaphore's live permits were granted under another limit")
 
 typedef enum {
 #define PICKET_ERRNO_ENUM(name, value, msg) PICKET_##name = value,
@@ -131,11 +137,16 @@ PICKET_EXTERN void picket_client_free(picket_client *c);
 PICKET_EXTERN long picket_client_status(const picket_client *c); /* HTTP status, 0 if none */
 PICKET_EXTERN const char *picket_client_error_code(const picket_client *c); /* "lock_held", "" */
 PICKET_EXTERN const char *picket_client_error_message(const picket_client *c); /* "" if none */
-/* After PICKET_EHELD: how long until the holder's lease expires, and its
- * owner (NULL when it has none). After PICKET_ELIMIT with the code
+/* After PICKET_EHELD: how long until the holder's lease expires (the code
+ * "semaphore_full": the first permit's), and its owner (NULL when it has
+ * none, and for a semaphore). After PICKET_ELIMIT with the code
  * "rate_limited": when the next acquire is allowed. -1 / NULL otherwise. */
 PICKET_EXTERN int64_t picket_client_retry_after_ms(const picket_client *c);
 PICKET_EXTERN const char *picket_client_holder(const picket_client *c);
+/* After PICKET_EMISMATCH: the limit the semaphore's live permits were
+ * granted under (acquire with that one, or wait until they are all gone).
+ * -1 otherwise. */
+PICKET_EXTERN int64_t picket_client_sem_limit(const picket_client *c);
 
 /* ---- leases ----------------------------------------------------------- */
 
@@ -148,7 +159,7 @@ typedef struct picket_lease picket_lease;
 PICKET_EXTERN int picket_lease_new(const char *lock, const char *lease_id, picket_lease **out);
 PICKET_EXTERN void picket_lease_free(picket_lease *l);
 
-PICKET_EXTERN const char *picket_lease_lock(const picket_lease *l);
+PICKET_EXTERN const char *picket_lease_lock(const picket_lease *l); /* a permit: the semaphore */
 PICKET_EXTERN const char *picket_lease_id(const picket_lease *l); /* a secret: do not log */
 PICKET_EXTERN int64_t picket_lease_fence(const picket_lease *l);  /* 0 if unknown */
 /* The grant's signed fence (picketd with --fence-key-file), for storage
@@ -166,6 +177,30 @@ PICKET_EXTERN int64_t picket_lease_remaining_ms(const picket_lease *l);
 /* 1 once a grant or renewal got less ttl_ms than it asked for: the lease's
  * max_hold_ms is reached, and it ends at its local deadline. */
 PICKET_EXTERN int picket_lease_capped(const picket_lease *l);
+
+/* A semaphore's permit is a picket_lease too: picket_renew, picket_release
+ * and keepers work on it unchanged, and picket_lease_lock() names the
+ * semaphore. These say which permit it is. */
+
+/* The permit's slot, 0 to limit-1; -1 for a lock's lease (or a permit made
+ * by picket_sem_lease_new before its first renew, which learns it). */
+PICKET_EXTERN int64_t picket_lease_permit(const picket_lease *l);
+/* 1 when the lease is a semaphore's permit, 0 for a lock's lease. */
+PICKET_EXTERN int picket_lease_is_permit(const picket_lease *l);
+/* The limit the permit was granted under; 0 for a lock's lease or when
+ * unknown (a handed-over permit). */
+PICKET_EXTERN int64_t picket_lease_limit(const picket_lease *l);
+/* The lock name a fenced store checks this lease's fence under
+ * (picket/fence.h): the lock's own name for a lock's lease, the permit's
+ * "NAME:permit:I" for a permit. NULL while unknown (a handed-over permit
+ * before its first renew). Belongs to the lease. */
+PICKET_EXTERN const char *picket_lease_fence_lock(const picket_lease *l);
+
+/* picket_lease_new for a permit of semaphore `semaphore` held by lease_id
+ * (its slot and fence lock come with the first successful picket_renew).
+ * Returns 0 and sets *out, or PICKET_EINVAL / PICKET_ENOMEM. */
+PICKET_EXTERN int picket_sem_lease_new(const char *semaphore, const char *lease_id,
+                                       picket_lease **out);
 
 /* ---- calls ------------------------------------------------------------ */
 
@@ -199,6 +234,21 @@ typedef struct picket_acquire_opts {
 PICKET_EXTERN int picket_acquire(picket_client *c, const char *name,
                                  const picket_acquire_opts *opts, picket_lease **out);
 
+/* Acquires one permit of counting semaphore `name` (1..PICKET_SEM_NAME_MAX
+ * bytes of the lock-name bytes), which has `limit` permits (1..
+ * PICKET_SEM_LIMIT_MAX; every live permit of a semaphore is granted under
+ * one limit). opts as for picket_acquire (ttl, wait, owner, lease id,
+ * lock-delay and hold cap, each per permit); retries are as safe. Returns
+ * 0 and sets *out to the permit (a picket_lease: free it with
+ * picket_lease_free), PICKET_EHELD when every permit is held (the code
+ * "semaphore_full"; picket_client_retry_after_ms says when the first one
+ * frees, unless released sooner), PICKET_EMISMATCH when the live permits
+ * were granted under another limit (picket_client_sem_limit says which),
+ * PICKET_ELIMIT as for picket_acquire (each permit counts as a lease), or
+ * another PICKET_E* code. */
+PICKET_EXTERN int picket_sem_acquire(picket_client *c, const char *name, int64_t limit,
+                                     const picket_acquire_opts *opts, picket_lease **out);
+
 /* Extends the lease by ttl_ms (0: the server's default, 30000) and moves its
  * local deadline. PICKET_ELOST when the server no longer has it. Retries
  * never run past the lease's local deadline. */
@@ -221,6 +271,33 @@ typedef struct picket_lock_info {
 
 /* Fills *info about lock `name`. Returns 0 or a PICKET_E* code. */
 PICKET_EXTERN int picket_inspect(picket_client *c, const char *name, picket_lock_info *info);
+
+/* One live permit of a semaphore (never its lease id). */
+typedef struct picket_permit_info {
+  int64_t permit;        /* the slot, 0 to limit-1 */
+  int64_t fence;         /* the slot's last fence */
+  int64_t ttl_ms;        /* remaining TTL; 0 for a permit whose lock-delay runs */
+  int64_t lock_delay_ms; /* > 0: the slot expired with a lock-delay, still this long */
+  int has_owner;
+  char owner[PICKET_OWNER_BYTES_MAX + 1];  /* "" if none */
+  char fence_lock[PICKET_NAME_MAX + 1];    /* "NAME:permit:I" */
+} picket_permit_info;
+
+/* What anyone may know about a semaphore. */
+typedef struct picket_sem_info {
+  int64_t limit;   /* the live permits' limit; 0 while none is live */
+  int64_t held;    /* live permits */
+  int64_t waiters; /* acquires waiting for a permit on this picketd */
+  size_t npermits;
+  picket_permit_info *permits; /* npermits of them, lowest slot first; owned by
+                                  the info: picket_sem_info_clear frees it */
+} picket_sem_info;
+
+/* Fills *info about semaphore `name`. Returns 0 (free what it holds with
+ * picket_sem_info_clear) or a PICKET_E* code (then it holds nothing). */
+PICKET_EXTERN int picket_sem_inspect(picket_client *c, const char *name, picket_sem_info *info);
+/* Frees info's permits and zeroes it; NULL is fine. */
+PICKET_EXTERN void picket_sem_info_clear(picket_sem_info *info);
 
 /* ---- keeper: background renewal ---------------------------------------- */
 
