@@ -31,6 +31,7 @@
 #ifndef PICKET_PICKET_H
 #define PICKET_PICKET_H
 
+#include <stddef.h> /* size_t */
 #include <stdint.h>
 
 #ifdef __cplusplus
