@@ -29,6 +29,15 @@
  * Blocking waits exist only in picketd, so contended with --wait-ms and
  * wait have no floor.
  *
+ * --primitive runs the same workloads on another of picketd's primitives:
+ * lock (default; /v1/locks, acquire.lua, renew.lua, release.lua),
+ * semaphore (/v1/semaphores with --limit, semaphore.lua: a connection's
+ * acquire takes one permit, and 409 semaphore_full counts as lock_held)
+ * or rwlock (/v1/rwlocks with --mode read or write, rwlock.lua: read
+ * leases are shared, so connections on one name are all granted). The
+ * floor calls the primitive's own script by EVALSHA, with the arguments
+ * picketd gives it (store_redis.c).
+ *
  * --server https://... runs the same over TLS (GnuTLS, the library picketd
  * itself uses): each connection's handshake happens when it opens, before
  * the measured window, so the figures are the cost of TLS records on
@@ -73,6 +82,9 @@
 typedef enum { WL_CYCLE, WL_CONTENDED, WL_RENEW, WL_WAIT, WL_IDLE } workload;
 static const char *const wl_names[] = {"cycle", "contended", "renew", "wait", "idle", NULL};
 
+typedef enum { PR_LOCK, PR_SEMAPHORE, PR_RWLOCK } primitive;
+static const char *const pr_names[] = {"lock", "semaphore", "rwlock", NULL};
+
 typedef enum { TG_PICKETD, TG_FLOOR } target;
 static const char *const tg_names[] = {"picketd", "floor"};
 
@@ -82,7 +94,10 @@ typedef enum { FMT_TEXT, FMT_JSON } out_format;
 
 static struct {
   workload wl;
+  primitive prim;
   int conns, threads, names;
+  long limit;  /* semaphore: its limit (-1: not given) */
+  int write;   /* rwlock: write leases (else read; -1: not given) */
   double duration_s, warmup_s;
   long max_ops;
   int64_t ttl_ms, wait_ms;
@@ -118,6 +133,10 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: picket-bench [options]\n"
           "  --workload W      cycle (default), contended, renew, wait or idle\n"
+          "  --primitive P     lock (default), semaphore or rwlock: what the workload acquires\n"
+          "  --limit N         semaphore: the limit of every acquire (default --conns, at most\n"
+          "                    4096, so no acquire finds one full unless N is smaller)\n"
+          "  --mode M          rwlock: read (shared) or write leases (default write)\n"
           "  --server URL      picketd to load, http://127.0.0.1:PORT or https://127.0.0.1:PORT\n"
           "                    (loopback only)\n"
           "  --cacert FILE     https: the PEM CA bundle to verify picketd's certificate with\n"
@@ -223,7 +242,8 @@ static void parse_redis(const char *url) {
 
 static void parse_args(int argc, char **argv) {
   enum { O_WL = 1, O_SERVER, O_REDIS, O_CONNS, O_THREADS, O_NAMES, O_DUR, O_WARM, O_OPS, O_TTL,
-         O_WAIT, O_PREFIX, O_PID, O_RPID, O_FMT, O_LABEL, O_CACERT, O_TOKEN, O_HELP };
+         O_WAIT, O_PREFIX, O_PID, O_RPID, O_FMT, O_LABEL, O_CACERT, O_TOKEN, O_PRIM, O_LIMIT,
+         O_MODE, O_HELP };
   static const struct option lo[] = {
       {"workload", 1, 0, O_WL},   {"server", 1, 0, O_SERVER},   {"redis", 1, 0, O_REDIS},
       {"conns", 1, 0, O_CONNS},   {"threads", 1, 0, O_THREADS}, {"names", 1, 0, O_NAMES},
@@ -231,12 +251,15 @@ static void parse_args(int argc, char **argv) {
       {"ttl-ms", 1, 0, O_TTL},    {"wait-ms", 1, 0, O_WAIT},    {"key-prefix", 1, 0, O_PREFIX},
       {"pid", 1, 0, O_PID},       {"redis-pid", 1, 0, O_RPID},  {"format", 1, 0, O_FMT},
       {"label", 1, 0, O_LABEL},   {"cacert", 1, 0, O_CACERT},   {"help", 0, 0, O_HELP},
-      {"token-file", 1, 0, O_TOKEN},
+      {"token-file", 1, 0, O_TOKEN}, {"primitive", 1, 0, O_PRIM},   {"limit", 1, 0, O_LIMIT},
+      {"mode", 1, 0, O_MODE},
       {0, 0, 0, 0}};
   opt.wl = WL_CYCLE;
   opt.conns = 16;
   opt.threads = 1;
   opt.names = -1;
+  opt.limit = -1;
+  opt.write = -1;
   opt.duration_s = 5;
   opt.warmup_s = 0.5;
   opt.ttl_ms = 10000;
@@ -250,6 +273,18 @@ static void parse_args(int argc, char **argv) {
         }
         if (!wl_names[i]) die2("unknown --workload '%s'", optarg);
         opt.wl = (workload)i;
+        break;
+      case O_PRIM:
+        for (i = 0; pr_names[i] && strcmp(pr_names[i], optarg); i++) {
+        }
+        if (!pr_names[i]) die2("unknown --primitive '%s'", optarg);
+        opt.prim = (primitive)i;
+        break;
+      case O_LIMIT: opt.limit = parse_long("--limit", optarg, 1, PICKET_PROTO_SEM_LIMIT_MAX); break;
+      case O_MODE:
+        if (strcmp(optarg, "read") == 0) opt.write = 0;
+        else if (strcmp(optarg, "write") == 0) opt.write = 1;
+        else die2("--mode must be read or write, not '%s'", optarg);
         break;
       case O_SERVER: snprintf(opt.server, sizeof opt.server, "%s", optarg); parse_server(optarg); break;
       case O_REDIS: snprintf(opt.redis, sizeof opt.redis, "%s", optarg); parse_redis(optarg); break;
@@ -294,6 +329,11 @@ static void parse_args(int argc, char **argv) {
   if (!opt.server[0] && !opt.redis[0]) die2("give --server, --redis or both");
   if (opt.wl == WL_IDLE && !opt.server[0]) die2("--workload idle needs --server");
   if (opt.https != (opt.cacert != NULL)) die2("an https:// --server goes with --cacert FILE, and only it");
+  if (opt.limit >= 0 && opt.prim != PR_SEMAPHORE) die2("--limit goes with --primitive semaphore");
+  if (opt.write >= 0 && opt.prim != PR_RWLOCK) die2("--mode goes with --primitive rwlock");
+  if (opt.wl == WL_IDLE && opt.prim != PR_LOCK) die2("--workload idle acquires nothing: leave out --primitive");
+  if (opt.limit < 0) opt.limit = opt.conns < 4096 ? opt.conns : 4096;
+  if (opt.write < 0) opt.write = 1;
   if (opt.wl == WL_CONTENDED) {
     if (opt.names > 1) die2("--workload contended uses one lock; leave out --names");
     opt.names = 1;
@@ -405,13 +445,14 @@ static double self_cpu_s(void) {
  * into lock_held here. */
 typedef struct {
   char name[64];
-  char lease_key[128], fence_key[128];
+  char lease_key[128], fence_key[128]; /* a semaphore's or rwlock's: its base key, and "" */
   _Atomic int64_t release_ns; /* when the last release was sent (wait) */
 } lock_name;
 
 static lock_name *names;
 static char channel[PICKET_PROTO_KEY_PREFIX_MAX + 16];
 static char sha_acquire[41], sha_renew[41], sha_release[41];
+static char sha_family[41]; /* semaphore.lua or rwlock.lua: one script, the verb in ARGV[1] */
 
 static int names_make(const char *run_id) {
   free(names);
@@ -419,6 +460,12 @@ static int names_make(const char *run_id) {
   if (names == NULL) return -1;
   for (int i = 0; i < opt.names; i++) {
     snprintf(names[i].name, sizeof names[i].name, "bench-%s-%d", run_id, i);
+    if (opt.prim != PR_LOCK) {
+      if ((opt.prim == PR_SEMAPHORE ? picket_proto_key_sem : picket_proto_key_rw)(
+              names[i].lease_key, sizeof names[i].lease_key, opt.prefix, names[i].name) < 0)
+        return -1;
+      continue;
+    }
     if (picket_proto_key_lease(names[i].lease_key, sizeof names[i].lease_key, opt.prefix,
                                names[i].name) < 0 ||
         picket_proto_key_fence(names[i].fence_key, sizeof names[i].fence_key, opt.prefix,
@@ -654,17 +701,47 @@ static int pick_lock(bconn *c) {
   return c->id % opt.names;
 }
 
+/* POST /v1/{locks,semaphores,rwlocks}/NAME/VERB: the primitive's path. */
+static void primitive_path(char *path, size_t cap, const lock_name *ln, const char *verb) {
+  static const char *const coll[] = {"locks", "semaphores", "rwlocks"};
+  snprintf(path, cap, "/v1/%s/%s/%s", coll[opt.prim], ln->name, verb);
+}
+
+/* The floor's call of semaphore.lua or rwlock.lua, with the arguments
+ * picketd's store_redis.c gives it (no owner, the clock fence floor, no
+ * counter idle TTL, lock-delay or cap, no token quota; the quota member
+ * and release message as picketd makes them). */
+static void family_request(bconn *c, const char *verb) {
+  lock_name *ln = &names[c->lock];
+  char ttl[24], limit[24], member[160], wake[80];
+  char tag = opt.prim == PR_SEMAPHORE ? 's' : 'r';
+  snprintf(ttl, sizeof ttl, "%lld", (long long)opt.ttl_ms);
+  snprintf(limit, sizeof limit, "%ld", opt.limit);
+  snprintf(member, sizeof member, "%c/%s/%s", tag, ln->name, c->lease);
+  snprintf(wake, sizeof wake, "%c/%s", tag, ln->name);
+  /* (verb, lease, ttl, owner, floor, idle, delay, cap, limit or mode, max,
+   * member, channel, message[, wait_ms]) */
+  const char *argv[] = {"EVALSHA", sha_family, "1", ln->lease_key, verb, c->lease, ttl, "",
+                        "clock", "0", "0", "0",
+                        opt.prim == PR_SEMAPHORE ? limit : opt.write ? "write" : "read",
+                        "0", member, channel, wake, "0"};
+  redis_request(c, opt.prim == PR_RWLOCK ? 18 : 17, argv);
+}
+
 static void send_acquire(bconn *c) {
   lock_name *ln = &names[c->lock];
   if (c->t->tg == TG_PICKETD) {
-    char path[128], body[96];
-    snprintf(path, sizeof path, "/v1/locks/%s/acquire", ln->name);
-    if (opt.wait_ms > 0)
-      snprintf(body, sizeof body, "{\"ttl_ms\":%lld,\"wait_ms\":%lld}", (long long)opt.ttl_ms,
-               (long long)opt.wait_ms);
-    else
-      snprintf(body, sizeof body, "{\"ttl_ms\":%lld}", (long long)opt.ttl_ms);
+    char path[128], body[128], what[40] = "", wait[40] = "";
+    primitive_path(path, sizeof path, ln, "acquire");
+    if (opt.prim == PR_SEMAPHORE) snprintf(what, sizeof what, "\"limit\":%ld,", opt.limit);
+    if (opt.prim == PR_RWLOCK)
+      snprintf(what, sizeof what, "\"mode\":\"%s\",", opt.write ? "write" : "read");
+    if (opt.wait_ms > 0) snprintf(wait, sizeof wait, ",\"wait_ms\":%lld", (long long)opt.wait_ms);
+    snprintf(body, sizeof body, "{%s\"ttl_ms\":%lld%s}", what, (long long)opt.ttl_ms, wait);
     http_request(c, "POST", path, body);
+  } else if (opt.prim != PR_LOCK) {
+    picket_proto_lease_new(c->lease);
+    family_request(c, "acquire");
   } else {
     /* picketd makes a fresh lease id per grant; so does the floor, with
      * picketd's default fence floor (clock) and no counter idle TTL. */
@@ -684,9 +761,11 @@ static void send_release(bconn *c) {
   atomic_store(&ln->release_ns, now_ns());
   if (c->t->tg == TG_PICKETD) {
     char path[128], body[64];
-    snprintf(path, sizeof path, "/v1/locks/%s/release", ln->name);
+    primitive_path(path, sizeof path, ln, "release");
     snprintf(body, sizeof body, "{\"lease\":\"%s\"}", c->lease);
     http_request(c, "POST", path, body);
+  } else if (opt.prim != PR_LOCK) {
+    family_request(c, "release");
   } else {
     const char *argv[] = {"EVALSHA", sha_release, "2", ln->lease_key, ln->fence_key,
                           c->lease,  channel,     ln->name, "0"};
@@ -701,9 +780,11 @@ static void send_renew(bconn *c) {
   snprintf(ttl, sizeof ttl, "%lld", (long long)opt.ttl_ms);
   if (c->t->tg == TG_PICKETD) {
     char path[128], body[96];
-    snprintf(path, sizeof path, "/v1/locks/%s/renew", ln->name);
+    primitive_path(path, sizeof path, ln, "renew");
     snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":%s}", c->lease, ttl);
     http_request(c, "POST", path, body);
+  } else if (opt.prim != PR_LOCK) {
+    family_request(c, "renew");
   } else {
     const char *argv[] = {"EVALSHA", sha_renew, "2", ln->lease_key, ln->fence_key,
                           c->lease,  ttl,       "0"};
@@ -842,8 +923,9 @@ static int http_parse(bconn *c) {
         snprintf(detail, sizeof detail, "a grant without a lease id");
       }
     }
-  } else if (status == 409 && memmem(body, blen, "\"lock_held\"", 11)) {
-    o = OUT_HELD;
+  } else if (status == 409 && (memmem(body, blen, "\"lock_held\"", 11) ||
+                                memmem(body, blen, "\"semaphore_full\"", 16))) {
+    o = OUT_HELD; /* a full semaphore is one taken for a lock */
   } else if (status == 409 && memmem(body, blen, "\"lease_lost\"", 12)) {
     o = OUT_LOST;
   }
@@ -869,13 +951,20 @@ static int redis_parse(bconn *c) {
   char detail[96] = "unexpected reply";
   if (r->type == REDIS_REPLY_ERROR) {
     snprintf(detail, sizeof detail, "Redis: %.80s", r->str);
-  } else if (c->req == REQ_ACQUIRE && r->type == REDIS_REPLY_ARRAY && r->elements == 5 &&
+  } else if (c->req == REQ_ACQUIRE && r->type == REDIS_REPLY_ARRAY &&
+             r->elements == (opt.prim == PR_LOCK ? 5u : 6u) &&
              r->element[0]->type == REDIS_REPLY_INTEGER) {
-    o = r->element[0]->integer == 1 ? OUT_OK : OUT_HELD;
-  } else if (r->type == REDIS_REPLY_ARRAY && ((c->req == REQ_RELEASE && r->elements == 2) ||
-                                               (c->req == REQ_RENEW && r->elements == 3))) {
-    /* release {1, tamper}, renew {fence (a decimal string), tamper, ttl};
-     * {0, ...}: lost */
+    /* semaphore.lua and rwlock.lua: {1, ...} granted, {0, ...} full or
+     * taken; any other code (lock-delay, quota, limit mismatch) is none of
+     * the bench's doing: an error */
+    long long k = r->element[0]->integer;
+    o = k == 1 ? OUT_OK : k == 0 || opt.prim == PR_LOCK ? OUT_HELD : OUT_ERROR;
+    if (o == OUT_ERROR) snprintf(detail, sizeof detail, "acquire refused with code %lld", k);
+  } else if (r->type == REDIS_REPLY_ARRAY &&
+             ((c->req == REQ_RELEASE && r->elements == 2) ||
+              (c->req == REQ_RENEW && r->elements == (opt.prim == PR_LOCK ? 3u : 4u)))) {
+    /* release {1, tamper}, renew {fence (a decimal string), tamper, ttl
+     * (, slot or mode)}; {0, ...}: lost */
     const redisReply *e = r->element[0];
     o = e->type == REDIS_REPLY_STRING || (e->type == REDIS_REPLY_INTEGER && e->integer > 0)
             ? OUT_OK
@@ -983,7 +1072,13 @@ static int floor_prepare(char *err, size_t errlen) {
   }
   const char *src[] = {picket_proto_lua_acquire, picket_proto_lua_renew, picket_proto_lua_release};
   char *sha[] = {sha_acquire, sha_renew, sha_release};
-  for (int i = 0; i < 3; i++) {
+  int nscripts = 3;
+  if (opt.prim != PR_LOCK) { /* one script, the verb in ARGV[1] */
+    src[0] = opt.prim == PR_SEMAPHORE ? picket_proto_lua_semaphore : picket_proto_lua_rwlock;
+    sha[0] = sha_family;
+    nscripts = 1;
+  }
+  for (int i = 0; i < nscripts; i++) {
     redisReply *r = redisCommand(rc, "SCRIPT LOAD %s", src[i]);
     int ok = r && r->type == REDIS_REPLY_STRING && r->len == 40;
     if (ok) memcpy(sha[i], r->str, 41);
@@ -1130,8 +1225,8 @@ static void print_text(const result *r) {
          q_ms(&r->st.lat, .99), q_ms(&r->st.lat, .999), (double)r->st.lat.max_ns / 1e6,
          (unsigned long long)r->st.ops, r->secs, (unsigned long long)r->st.errors);
   if (opt.wl != WL_IDLE && opt.wl != WL_RENEW)
-    printf(", %llu grants, %llu lock_held", (unsigned long long)r->st.grants,
-           (unsigned long long)r->st.held);
+    printf(", %llu grants, %llu %s", (unsigned long long)r->st.grants,
+           (unsigned long long)r->st.held, opt.prim == PR_SEMAPHORE ? "semaphore_full" : "lock_held");
   printf(")\n");
   if (r->st.handoff.count)
     printf("         handoff (release -> next grant): p50 %.3f  p99 %.3f  max %.3f ms over %llu\n",
@@ -1155,15 +1250,17 @@ static void print_text(const result *r) {
 
 static void print_json(const result *r) {
   const hist *h = &r->st.lat;
-  printf("{\"target\":\"%s\",\"workload\":\"%s\",\"label\":\"%s\",\"conns\":%d,\"threads\":%d,"
+  printf("{\"target\":\"%s\",\"workload\":\"%s\",\"primitive\":\"%s\",\"label\":\"%s\",\"conns\":%d,\"threads\":%d,"
          "\"names\":%d,\"wait_ms\":%lld,\"seconds\":%.3f,\"ops\":%llu,\"ops_per_s\":%.1f,"
          "\"errors\":%llu,\"grants\":%llu,\"held\":%llu,\"reconnects\":%llu,"
          "\"p50_ms\":%.4f,\"p90_ms\":%.4f,\"p99_ms\":%.4f,\"p999_ms\":%.4f,\"max_ms\":%.4f",
-         tg_names[r->tg], wl_names[opt.wl], label(), opt.conns, opt.threads, opt.names,
+         tg_names[r->tg], wl_names[opt.wl], pr_names[opt.prim], label(), opt.conns, opt.threads, opt.names,
          (long long)opt.wait_ms, r->secs, (unsigned long long)r->st.ops, ops_per_s(r),
          (unsigned long long)r->st.errors, (unsigned long long)r->st.grants,
          (unsigned long long)r->st.held, (unsigned long long)r->st.reconnects, q_ms(h, .5),
          q_ms(h, .9), q_ms(h, .99), q_ms(h, .999), (double)h->max_ns / 1e6);
+  if (opt.prim == PR_SEMAPHORE) printf(",\"limit\":%ld", opt.limit);
+  if (opt.prim == PR_RWLOCK) printf(",\"mode\":\"%s\"", opt.write ? "write" : "read");
   if (r->st.handoff.count)
     printf(",\"handoff_p50_ms\":%.4f,\"handoff_p99_ms\":%.4f", q_ms(&r->st.handoff, .5),
            q_ms(&r->st.handoff, .99));
@@ -1216,6 +1313,8 @@ int main(int argc, char **argv) {
   if (opt.fmt == FMT_TEXT) {
     printf("picket-bench: %s, %d connections, %d threads, %d names", wl_names[opt.wl], opt.conns,
            opt.threads, opt.names);
+    if (opt.prim == PR_SEMAPHORE) printf(", semaphores of limit %ld", opt.limit);
+    if (opt.prim == PR_RWLOCK) printf(", rwlocks (%s leases)", opt.write ? "write" : "read");
     if (opt.wait_ms) printf(", wait_ms %lld", (long long)opt.wait_ms);
     if (opt.wl == WL_IDLE) printf(", held open %.1f s\n", opt.duration_s);
     else printf(", %.1f s measured after %.1f s warmup\n", opt.duration_s, opt.warmup_s);

@@ -1,7 +1,8 @@
 # test_bench.sh: picket-bench against a real picketd and redis-server at low
 # load: every workload reports ops and zero errors, the floor runs
 # picketd's scripts on the same key layout, the idle workload reads
-# picketd's memory, the cycle runs over TLS against an HTTPS picketd, and
+# picketd's memory, the cycle runs over TLS against an HTTPS picketd, the
+# workloads run on semaphores and read/write locks too (--primitive), and
 # bad arguments exit 2 without running anything.
 # Each run is bounded by --ops as well as --duration, to keep the load low.
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
@@ -53,6 +54,39 @@ expect_clean renew 1 floor
 run wait --workload wait --duration 1 --ops 500 --names 2 --wait-ms 5000
 expect_clean wait 0 picketd
 [ "$(field "$H_DIR/wait.json" 0 held)" = 0 ] || h_fail "wait: a blocking acquire got lock_held"
+# The other primitives: picketd's /v1/semaphores and /v1/rwlocks, and a
+# floor that runs semaphore.lua and rwlock.lua. Four connections on one
+# semaphore of the default limit (--conns) and on one rwlock's read leases
+# are all granted; every run is clean on both targets (one python3 checks
+# them all: the machine is often busy).
+prim() { run "$1" --redis "$REDIS_URL" --duration 0.5 --ops 400 --warmup 0 "${@:2}"; }
+prim sem --primitive semaphore --names 1
+prim rwread --primitive rwlock --mode read --names 1
+prim rwwrite --primitive rwlock --names 1
+prim semfull --primitive semaphore --limit 1 --names 1
+prim semrenew --primitive semaphore --workload renew --names 10
+python3 - "$H_DIR" <<'PY' || h_fail "the --primitive runs: $(cat "$H_DIR"/sem*.json "$H_DIR"/rw*.json)"
+import json, sys
+def lines(n): return [json.loads(l) for l in open("%s/%s.json" % (sys.argv[1], n)).read().splitlines()]
+for n in ("sem", "rwread", "rwwrite", "semfull", "semrenew"):
+    p, f = lines(n)[:2]
+    assert (p["target"], f["target"]) == ("picketd", "floor"), n
+    assert all(d["ops"] > 0 and d["errors"] == 0 for d in (p, f)), n
+    if n != "semrenew":
+        assert p["grants"] > 0 and f["grants"] > 0, n
+    if n in ("sem", "rwread"):  # shared: nobody refused
+        assert p["held"] == 0 and f["held"] == 0, n
+assert lines("sem")[0]["limit"] == 4 and lines("semfull")[1]["limit"] == 1
+assert lines("rwread")[1]["mode"] == "read" and lines("rwwrite")[0]["mode"] == "write"
+assert lines("sem")[0]["primitive"] == "semaphore" and lines("rwread")[1]["primitive"] == "rwlock"
+PY
+# Both targets used picketd's key layout for them, and released everything.
+for t in p f; do
+  h_redis --scan --pattern "picket:{bench-*-$t-*}:sem:0:fence" | grep -q . || h_fail "no semaphore fence keys ($t)"
+  h_redis --scan --pattern "picket:{bench-*-$t-*}:rw:fence" | grep -q . || h_fail "no rwlock fence keys ($t)"
+done
+[ -z "$(h_redis --scan --pattern 'picket:{bench-*}:sem:*:lease')$(h_redis --scan --pattern 'picket:{bench-*}:rw:[wr]*')" ] ||
+  h_fail "permits or rwlock leases left held after the runs"
 run idle --workload idle --conns 20 --duration 0.5
 [ "$(field "$H_DIR/idle.json" 0 answered)" = 20 ] || h_fail "idle: not every connection answered"
 [ "$(field "$H_DIR/idle.json" 0 rss_kib)" -gt 0 ] || h_fail "idle: no RSS"
@@ -91,7 +125,11 @@ for args in "--conns 0" "--workload nope --server $PICKETD_URL" "--server http:/
             "--server $PICKETD_URL --duration x" "--redis redis://example.com:6379" \
             "--server $PICKETD_URL --workload renew --conns 8 --names 2" \
             "--redis $REDIS_URL --workload wait" "--server https://127.0.0.1:1" \
-            "--server $PICKETD_URL --cacert $H_DIR/tls.crt" ""; do
+            "--server $PICKETD_URL --cacert $H_DIR/tls.crt" "--server $PICKETD_URL --primitive nope" \
+            "--server $PICKETD_URL --limit 3" "--server $PICKETD_URL --mode read" \
+            "--server $PICKETD_URL --primitive rwlock --mode both" \
+            "--server $PICKETD_URL --primitive semaphore --limit 0" \
+            "--server $PICKETD_URL --workload idle --primitive semaphore" ""; do
   # shellcheck disable=SC2086
   "$B" $args > "$H_DIR/bad.out" 2> "$H_DIR/bad.err"
   rc=$?
@@ -128,7 +166,11 @@ bash "$R" --bin "$H_DIR/rbin" --quick --duration 0.5 --repeat 2 --picketd-flags 
 grep -q '^picket-bench .*0.5 s measured' "$H_DIR/run.out" || h_fail "bench/run: no header: $(cat "$H_DIR/run.out")"
 grep -q 'picketd (default threads; flags --redis-pipeline off) reaches Redis' "$H_DIR/run.out" ||
   h_fail "bench/run: picketd's flags not in the header: $(cat "$H_DIR/run.out")"
-[ "$(grep -c 'run [12] of 2' "$H_DIR/run.err")" = 32 ] || h_fail "bench/run: not 2 runs of each of 16 rows: $(cat "$H_DIR/run.err")"
+[ "$(grep -c 'run [12] of 2' "$H_DIR/run.err")" = 38 ] || h_fail "bench/run: not 2 runs of each of 19 rows: $(cat "$H_DIR/run.err")"
+# The primitive rows run in turns with the target row: cycle, then each of them.
+grep -A3 '^bench/run: cycle (run 2 of 2)$' "$H_DIR/run.err" | tr '\n' '|' |
+  grep -q 'cycle (run 2 of 2)|bench/run: cycle semaphore (run 2 of 2)|bench/run: cycle rwlock read (run 2 of 2)|bench/run: cycle rwlock write (run 2 of 2)' ||
+  h_fail "bench/run: the primitive rows not in turns with the cycle: $(cat "$H_DIR/run.err")"
 # The auth rows run in turns with each other.
 grep -A1 'cycle auth (run 1 of 2)' "$H_DIR/run.err" | grep -q 'cycle auth quota (run 1 of 2)' ||
   h_fail "bench/run: the auth rows not in turns: $(cat "$H_DIR/run.err")"
@@ -139,6 +181,18 @@ for c in 16 64; do
     h_fail "bench/run: no cluster row at $c connections (with the nodes' CPU): $(cat "$H_DIR/run.out")"
   grep -Eq "^Redis Cluster \(3 primaries, 0 replicas each, this machine\), cycle at $c connections .*: [0-9]+ ops/s against [0-9]+ on one Redis" \
     "$H_DIR/run.out" || h_fail "bench/run: no cluster comparison at $c: $(cat "$H_DIR/run.out")"
+done
+# The semaphore and read/write lock rows, with their floor, and the lines
+# that compare them with the lock row (every acquire granted in all three).
+for r in 'cycle semaphore \| 16 \| 1000' 'cycle rwlock read \| 16 \| 1' 'cycle rwlock write \| 16 \| 1000'; do
+  grep -Eq "^\| $r \| [0-9]+ \| [0-9]+ \| [0-9.]+ \([0-9.]+–[0-9.]+\) \|" "$H_DIR/run.out" ||
+    h_fail "bench/run: no '$r' row with its floor: $(cat "$H_DIR/run.out")"
+done
+for w in 'Semaphores \(limit 16, 1,000 names: one live permit each\)' \
+         'Read/write locks, read leases \(16 connections on 1 name, shared\)' \
+         'Read/write locks, write leases \(1,000 names\)'; do
+  grep -Eq "^$w, cycle at 16 connections .*: [0-9]+ ops/s against [0-9]+ for locks \([0-9.]+ x\).* [0-9]+ grants, 0 refused; against its floor [0-9.]+ x\.\$" \
+    "$H_DIR/run.out" || h_fail "bench/run: no comparison '$w': $(cat "$H_DIR/run.out")"
 done
 # The TLS row beside the plain one, and the line that compares them.
 grep -Eq '^\| cycle TLS \| 16 \| 1000 \| [0-9]+ \| [0-9]+ \|' "$H_DIR/run.out" ||
