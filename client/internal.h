@@ -11,6 +11,9 @@
 
 #include "picket/picket.h"
 
+/* What a lease is of (picket_lease.kind). */
+enum { PICKET__KIND_LOCK, PICKET__KIND_SEM, PICKET__KIND_RW };
+
 struct picket_lease {
   char lock[PICKET_NAME_MAX + 1];
   char id[PICKET_LEASE_ID_LEN + 1];
@@ -24,13 +27,17 @@ struct picket_lease {
   _Atomic int64_t sent_ms;     /* when the last successful grant/renew was sent */
   _Atomic int64_t deadline_ms; /* local deadline; 0 when unknown */
   atomic_int capped;           /* a grant or renewal was cut by max_hold_ms */
-  /* A semaphore's permit (lock is then the semaphore's name): its calls go
-   * to /v1/semaphores/. Set at the grant, or by the first renew of a
-   * handed-over permit (permit -1 until then); a renewal never changes them
-   * after, so reading them while a keeper renews is safe. */
-  int sem;
-  int64_t permit; /* -1: a lock's lease, or not known yet */
-  int64_t limit;  /* 0: a lock's lease, or not known */
+  /* What the lease is of, which says where its calls go: a lock's
+   * (/v1/locks/), a semaphore's permit (/v1/semaphores/; lock is then the
+   * semaphore's name) or a read/write lock's read or write lease
+   * (/v1/rwlocks/; lock is the rwlock's name). A permit's slot, and a
+   * handed-over rwlock lease's mode, are set at the grant or by the first
+   * renew (-1 until then); a renewal never changes them after, so reading
+   * them while a keeper renews is safe. */
+  int kind;       /* PICKET__KIND_* */
+  int64_t permit; /* -1: not a permit, or not known yet */
+  int64_t limit;  /* 0: not a permit, or not known */
+  int mode;       /* PICKET_MODE_READ/WRITE; -1: not an rwlock's, or not known yet */
   char fence_lock[PICKET_NAME_MAX + 1]; /* "" while unknown */
 };
 

@@ -1,7 +1,8 @@
 /* picket.c: the client half of libpicket: one libcurl easy handle per
  * client (so the connection is kept alive between calls), the four lock
- * calls of picketd's HTTP API and the semaphore's four (a permit is a
- * lease that remembers it is one, so renew and release find its path),
+ * calls of picketd's HTTP API, the semaphore's four and the read/write
+ * lock's four (a permit or a read or write lease is a lease that remembers
+ * what it is of, so renew and release find its path),
  * leases and their local deadlines, error mapping, and retries.
  *
  * Why retries are safe where they happen: acquire sends a lease id chosen
@@ -33,6 +34,7 @@ _Static_assert(PICKET_OWNER_BYTES_MAX == PICKET_PROTO_OWNER_BYTES_MAX, "owner li
 _Static_assert(PICKET_LEASE_ID_LEN == PICKET_PROTO_LEASE_LEN, "lease id length out of step");
 _Static_assert(PICKET_SEM_NAME_MAX == PICKET_PROTO_SEM_NAME_MAX, "semaphore name limit out of step");
 _Static_assert(PICKET_SEM_LIMIT_MAX == PICKET_PROTO_SEM_LIMIT_MAX, "semaphore limit out of step");
+_Static_assert(PICKET_RW_NAME_MAX == PICKET_PROTO_RW_NAME_MAX, "rwlock name limit out of step");
 
 #define REPLY_MAX (64 * 1024) /* picketd's replies are small; more is not picketd */
 /* ...but a semaphore's GET lists every live permit: up to 4096 (picketd's
@@ -485,19 +487,32 @@ static int set_body(picket_client *c, call_t *call, json_t *obj) {
   return call->body ? 0 : fail(c, PICKET_ENOMEM, "out of memory");
 }
 
-/* A lock's name (sem 0) or a semaphore's (sem 1): 1 when valid. */
-static int name_valid(int sem, const char *name) {
+/* Per PICKET__KIND_*: the API's path, the replies' name member, the
+ * longest name, and what a bad name gets told. */
+static const struct {
+  const char *path, *key;
+  size_t name_max;
+  const char *bad_name;
+} kinds[] = {
+    [PICKET__KIND_LOCK] = {"locks", "lock", PICKET_NAME_MAX,
+                           "lock names are 1-200 bytes of [A-Za-z0-9._:-]"},
+    [PICKET__KIND_SEM] = {"semaphores", "semaphore", PICKET_SEM_NAME_MAX,
+                          "semaphore names are 1-180 bytes of [A-Za-z0-9._:-]"},
+    [PICKET__KIND_RW] = {"rwlocks", "rwlock", PICKET_RW_NAME_MAX,
+                         "rwlock names are 1-197 bytes of [A-Za-z0-9._:-]"},
+};
+
+/* A name of a `kind` (PICKET__KIND_*) thing: 1 when valid. */
+static int name_valid(int kind, const char *name) {
   size_t n = name ? strlen(name) : 0;
-  return name != NULL && picket_proto_name_valid(name, n) && (!sem || n <= PICKET_SEM_NAME_MAX);
+  return name != NULL && picket_proto_name_valid(name, n) && n <= kinds[kind].name_max;
 }
 
-/* The URL of a lock's (sem 0) or semaphore's (sem 1) path; verb NULL: GET. */
-static int set_url(picket_client *c, call_t *call, int sem, const char *name, const char *verb) {
-  if (!name_valid(sem, name))
-    return fail(c, PICKET_EINVAL, sem ? "semaphore names are 1-180 bytes of [A-Za-z0-9._:-]"
-                                      : "lock names are 1-200 bytes of [A-Za-z0-9._:-]");
-  snprintf(call->url, sizeof call->url, "%s/v1/%s/%s%s%s", c->base_url,
-           sem ? "semaphores" : "locks", name, verb ? "/" : "", verb ? verb : "");
+/* The URL of a `kind` thing's path; verb NULL: GET. */
+static int set_url(picket_client *c, call_t *call, int kind, const char *name, const char *verb) {
+  if (!name_valid(kind, name)) return fail(c, PICKET_EINVAL, kinds[kind].bad_name);
+  snprintf(call->url, sizeof call->url, "%s/v1/%s/%s%s%s", c->base_url, kinds[kind].path, name,
+           verb ? "/" : "", verb ? verb : "");
   return 0;
 }
 
@@ -512,29 +527,36 @@ static int64_t drift_ms(const picket_client *c, int64_t ttl) {
 
 /* ---- leases ----------------------------------------------------------------- */
 
-/* A new lease of lock (sem 0) or permit of semaphore (sem 1) `name`. */
-static int lease_new(int sem, const char *name, const char *lease_id, picket_lease **out) {
+/* A new lease of a `kind` (PICKET__KIND_*) thing `name`. */
+static int lease_new(int kind, const char *name, const char *lease_id, picket_lease **out) {
   *out = NULL;
-  if (!name_valid(sem, name) || lease_id == NULL ||
+  if (!name_valid(kind, name) || lease_id == NULL ||
       !picket_proto_lease_valid(lease_id, strlen(lease_id)))
     return PICKET_EINVAL;
   picket_lease *l = calloc(1, sizeof *l);
   if (l == NULL) return PICKET_ENOMEM;
   strcpy(l->lock, name);
   strcpy(l->id, lease_id);
-  l->sem = sem;
+  l->kind = kind;
   l->permit = -1;
-  if (!sem) strcpy(l->fence_lock, name); /* a lock's fence is checked under its name */
+  l->mode = -1;
+  /* a lock's fence is checked under its name, an rwlock's under NAME:rw */
+  if (kind == PICKET__KIND_LOCK) strcpy(l->fence_lock, name);
+  if (kind == PICKET__KIND_RW) snprintf(l->fence_lock, sizeof l->fence_lock, "%s:rw", name);
   *out = l;
   return 0;
 }
 
 int picket_lease_new(const char *lock, const char *lease_id, picket_lease **out) {
-  return lease_new(0, lock, lease_id, out);
+  return lease_new(PICKET__KIND_LOCK, lock, lease_id, out);
 }
 
 int picket_sem_lease_new(const char *semaphore, const char *lease_id, picket_lease **out) {
-  return lease_new(1, semaphore, lease_id, out);
+  return lease_new(PICKET__KIND_SEM, semaphore, lease_id, out);
+}
+
+int picket_rw_lease_new(const char *rwlock, const char *lease_id, picket_lease **out) {
+  return lease_new(PICKET__KIND_RW, rwlock, lease_id, out);
 }
 
 void picket_lease_free(picket_lease *l) { free(l); }
@@ -563,7 +585,9 @@ int64_t picket_lease_deadline_ms(const picket_lease *l) { return atomic_load(&l-
 
 int picket_lease_capped(const picket_lease *l) { return atomic_load(&l->capped); }
 int64_t picket_lease_permit(const picket_lease *l) { return l->permit; }
-int picket_lease_is_permit(const picket_lease *l) { return l->sem; }
+int picket_lease_is_permit(const picket_lease *l) { return l->kind == PICKET__KIND_SEM; }
+int picket_lease_is_rwlock(const picket_lease *l) { return l->kind == PICKET__KIND_RW; }
+int picket_lease_mode(const picket_lease *l) { return l->mode; }
 int64_t picket_lease_limit(const picket_lease *l) { return l->limit; }
 const char *picket_lease_fence_lock(const picket_lease *l) {
   return l->fence_lock[0] ? l->fence_lock : NULL;
@@ -584,6 +608,24 @@ static int take_permit(picket_lease *l, json_t *reply) {
   return 0;
 }
 
+/* An rwlock lease's mode and fence lock from a grant or renewal reply: 0
+ * when the mode is read or write and agrees with what l knows (want, or
+ * l's mode once known) and the fence lock is NAME:rw; -1 otherwise. Sets
+ * the mode when unknown. */
+static int take_mode(picket_lease *l, json_t *reply, int want) {
+  const char *m = json_string_value(json_object_get(reply, "mode"));
+  const char *fl = json_string_value(json_object_get(reply, "fence_lock"));
+  int mode = m == NULL                 ? -1
+             : strcmp(m, "read") == 0  ? PICKET_MODE_READ
+             : strcmp(m, "write") == 0 ? PICKET_MODE_WRITE
+                                       : -1;
+  if (want < 0) want = l->mode;
+  if (mode < 0 || (want >= 0 && mode != want) || fl == NULL || strcmp(fl, l->fence_lock) != 0)
+    return -1;
+  if (l->mode < 0) l->mode = mode;
+  return 0;
+}
+
 int picket_lease_valid(const picket_lease *l) {
   int64_t d = atomic_load(&l->deadline_ms);
   return d > 0 && picket_now_ms() < d;
@@ -597,11 +639,13 @@ int64_t picket_lease_remaining_ms(const picket_lease *l) {
 
 /* ---- calls ------------------------------------------------------------------ */
 
-/* picket_acquire (limit 0) and picket_sem_acquire (limit > 0). */
-static int acquire(picket_client *c, const char *name, int64_t limit,
+/* picket_acquire (PICKET__KIND_LOCK), picket_sem_acquire (SEM, arg: the
+ * limit) and picket_rw_acquire (RW, arg: the mode). */
+static int acquire(picket_client *c, int kind, const char *name, int64_t arg,
                    const picket_acquire_opts *opts, picket_lease **out) {
   picket_acquire_opts none = {0};
-  int sem = limit != 0;
+  int sem = kind == PICKET__KIND_SEM, rw = kind == PICKET__KIND_RW;
+  int64_t limit = sem ? arg : 0;
   call_t call = {0};
   json_t *reply = NULL;
   char id[PICKET_PROTO_LEASE_LEN + 1] = "";
@@ -610,9 +654,11 @@ static int acquire(picket_client *c, const char *name, int64_t limit,
   *out = NULL;
   clear_detail(c);
   if (opts == NULL) opts = &none;
-  if ((err = set_url(c, &call, sem, name, "acquire")) != 0) return err;
+  if ((err = set_url(c, &call, kind, name, "acquire")) != 0) return err;
   if (sem && (limit < 1 || limit > PICKET_SEM_LIMIT_MAX))
     return fail(c, PICKET_EINVAL, "a semaphore's limit is 1 to 100000");
+  if (rw && arg != PICKET_MODE_READ && arg != PICKET_MODE_WRITE)
+    return fail(c, PICKET_EINVAL, "an rwlock's mode is PICKET_MODE_READ or PICKET_MODE_WRITE");
   if (opts->ttl_ms < 0 || opts->wait_ms < 0 || opts->lock_delay_ms < 0 || opts->max_hold_ms < 0)
     return fail(c, PICKET_EINVAL,
                 "ttl_ms, wait_ms, lock_delay_ms and max_hold_ms must not be negative");
@@ -630,6 +676,7 @@ static int acquire(picket_client *c, const char *name, int64_t limit,
   json_t *body = json_object();
   if (body == NULL) return fail(c, PICKET_ENOMEM, "out of memory");
   if (sem) json_object_set_new(body, "limit", json_integer(limit));
+  if (rw) json_object_set_new(body, "mode", json_string(arg == PICKET_MODE_WRITE ? "write" : "read"));
   if (opts->ttl_ms > 0) json_object_set_new(body, "ttl_ms", json_integer(opts->ttl_ms));
   if (opts->wait_ms > 0) json_object_set_new(body, "wait_ms", json_integer(opts->wait_ms));
   if (opts->lock_delay_ms > 0)
@@ -649,7 +696,7 @@ static int acquire(picket_client *c, const char *name, int64_t limit,
   free(call.body);
   if (err != 0) return err;
 
-  const char *lock = json_string_value(json_object_get(reply, sem ? "semaphore" : "lock"));
+  const char *lock = json_string_value(json_object_get(reply, kinds[kind].key));
   const char *lease = json_string_value(json_object_get(reply, "lease"));
   json_t *owner = json_object_get(reply, "owner");
   int64_t fence = get_int(reply, "fence", 1);
@@ -661,19 +708,22 @@ static int acquire(picket_client *c, const char *name, int64_t limit,
     return proto_error(c, "acquire reply lacks lock, lease, fence or ttl_ms");
   }
   picket_lease *l = NULL;
-  if ((err = lease_new(sem, name, lease, &l)) != 0) {
+  if ((err = lease_new(kind, name, lease, &l)) != 0) {
     json_decref(reply);
     return fail(c, err, "out of memory");
   }
   l->fence = fence;
   l->limit = limit;
   if (take_fence_token(l, reply) < 0 ||
-      (sem && (get_int(reply, "limit", 1) != limit || take_permit(l, reply) < 0))) {
+      (sem && (get_int(reply, "limit", 1) != limit || take_permit(l, reply) < 0)) ||
+      (rw && take_mode(l, reply, (int)arg) < 0)) {
     json_decref(reply);
     picket_lease_free(l);
-    return proto_error(c, sem ? "acquire reply lacks permit, limit or fence_lock, or has a "
-                                "fence_token that is no token"
-                              : "acquire reply has a fence_token that is no token");
+    return proto_error(c, sem  ? "acquire reply lacks permit, limit or fence_lock, or has a "
+                                 "fence_token that is no token"
+                          : rw ? "acquire reply lacks the mode asked for or fence_lock NAME:rw, "
+                                 "or has a fence_token that is no token"
+                               : "acquire reply has a fence_token that is no token");
   }
   if (json_is_string(owner) && json_string_length(owner) > 0) {
     l->has_owner = 1;
@@ -706,17 +756,17 @@ static int acquire(picket_client *c, const char *name, int64_t limit,
 
 int picket_acquire(picket_client *c, const char *name, const picket_acquire_opts *opts,
                    picket_lease **out) {
-  return acquire(c, name, 0, opts, out);
+  return acquire(c, PICKET__KIND_LOCK, name, 0, opts, out);
 }
 
 int picket_sem_acquire(picket_client *c, const char *name, int64_t limit,
                        const picket_acquire_opts *opts, picket_lease **out) {
-  *out = NULL;
-  if (limit == 0) { /* acquire() would take it for a lock */
-    clear_detail(c);
-    return fail(c, PICKET_EINVAL, "a semaphore's limit is 1 to 100000");
-  }
-  return acquire(c, name, limit, opts, out);
+  return acquire(c, PICKET__KIND_SEM, name, limit, opts, out);
+}
+
+int picket_rw_acquire(picket_client *c, const char *name, int mode,
+                      const picket_acquire_opts *opts, picket_lease **out) {
+  return acquire(c, PICKET__KIND_RW, name, mode, opts, out);
 }
 
 int picket__renew(picket_client *c, picket_lease *l, int64_t ttl_ms, int64_t until_ms) {
@@ -727,7 +777,7 @@ int picket__renew(picket_client *c, picket_lease *l, int64_t ttl_ms, int64_t unt
   clear_detail(c);
   if (l == NULL) return fail(c, PICKET_EINVAL, "no lease");
   if (ttl_ms < 0) return fail(c, PICKET_EINVAL, "ttl_ms must not be negative");
-  if ((err = set_url(c, &call, l->sem, l->lock, "renew")) != 0) return err;
+  if ((err = set_url(c, &call, l->kind, l->lock, "renew")) != 0) return err;
   json_t *body = json_pack("{ss}", "lease", l->id);
   if (body != NULL && ttl_ms > 0) json_object_set_new(body, "ttl_ms", json_integer(ttl_ms));
   if ((err = set_body(c, &call, body)) != 0) return err;
@@ -742,16 +792,18 @@ int picket__renew(picket_client *c, picket_lease *l, int64_t ttl_ms, int64_t unt
   if (err != 0) return err;
   int64_t ttl = get_int(reply, "ttl_ms", 1);
   int64_t fence = get_int(reply, "fence", 1);
-  const char *lock = json_string_value(json_object_get(reply, l->sem ? "semaphore" : "lock"));
-  int same = lock != NULL && strcmp(lock, l->lock) == 0 && (!l->sem || take_permit(l, reply) == 0);
+  const char *lock = json_string_value(json_object_get(reply, kinds[l->kind].key));
+  int same = lock != NULL && strcmp(lock, l->lock) == 0 &&
+             (l->kind != PICKET__KIND_SEM || take_permit(l, reply) == 0) &&
+             (l->kind != PICKET__KIND_RW || take_mode(l, reply, -1) == 0);
   /* the keeper renews while the caller may read the token: a renewal
    * only ever confirms it (same lock and fence), so it is not rewritten */
   int token_ok = json_object_get(reply, "fence_token") == NULL ||
                  json_is_string(json_object_get(reply, "fence_token"));
   json_decref(reply);
   if (ttl < 1 || fence < 1 || !same || !token_ok || (l->fence != 0 && fence != l->fence))
-    return proto_error(c, "renew reply lacks lock, fence or ttl_ms, or names another fence "
-                          "or permit");
+    return proto_error(c, "renew reply lacks lock, fence or ttl_ms, or names another fence, "
+                          "permit or mode");
   l->fence = fence;
   atomic_store(&l->ttl_ms, ttl);
   atomic_store(&l->sent_ms, sent);
@@ -775,7 +827,7 @@ int picket_release(picket_client *c, picket_lease *l) {
 
   clear_detail(c);
   if (l == NULL) return fail(c, PICKET_EINVAL, "no lease");
-  if ((err = set_url(c, &call, l->sem, l->lock, "release")) != 0) return err;
+  if ((err = set_url(c, &call, l->kind, l->lock, "release")) != 0) return err;
   if ((err = set_body(c, &call, json_pack("{ss}", "lease", l->id))) != 0) return err;
   call.may_retry = 1;
   call.lease = l;
@@ -797,13 +849,13 @@ int picket_release(picket_client *c, picket_lease *l) {
   return 0;
 }
 
-/* GET of a lock's (sem 0) or semaphore's (sem 1) state, with retries. */
-static int get_state(picket_client *c, int sem, const char *name, size_t reply_max,
+/* GET of a `kind` (PICKET__KIND_*) thing's state, with retries. */
+static int get_state(picket_client *c, int kind, const char *name, size_t reply_max,
                      json_t **reply) {
   call_t call = {0};
   int err;
   clear_detail(c);
-  if ((err = set_url(c, &call, sem, name, NULL)) != 0) return err;
+  if ((err = set_url(c, &call, kind, name, NULL)) != 0) return err;
   call.may_retry = 1;
   call.reply_max = reply_max;
   int64_t sent = 0;
@@ -827,7 +879,7 @@ int picket_inspect(picket_client *c, const char *name, picket_lock_info *info) {
   int err;
 
   memset(info, 0, sizeof *info);
-  if ((err = get_state(c, 0, name, 0, &reply)) != 0) return err;
+  if ((err = get_state(c, PICKET__KIND_LOCK, name, 0, &reply)) != 0) return err;
   json_t *held = json_object_get(reply, "held");
   int64_t fence = get_int(reply, "fence", 0);
   int64_t ttl = get_int(reply, "ttl_ms", 0);
@@ -870,7 +922,7 @@ int picket_sem_inspect(picket_client *c, const char *name, picket_sem_info *info
   int err;
 
   memset(info, 0, sizeof *info);
-  if ((err = get_state(c, 1, name, SEM_REPLY_MAX, &reply)) != 0) return err;
+  if ((err = get_state(c, PICKET__KIND_SEM, name, SEM_REPLY_MAX, &reply)) != 0) return err;
   json_t *permits = json_object_get(reply, "permits");
   info->limit = get_int(reply, "limit", 0);
   info->held = get_int(reply, "held", 0);
@@ -894,6 +946,66 @@ int picket_sem_inspect(picket_client *c, const char *name, picket_sem_info *info
     }
   }
   info->npermits = n;
+  json_decref(reply);
+  return 0;
+}
+
+void picket_rw_info_clear(picket_rw_info *info) {
+  if (info == NULL) return;
+  free(info->reads);
+  memset(info, 0, sizeof *info);
+}
+
+/* An rwlock's "writer" (null or an object) into info: 0, or -1 when malformed. */
+static int take_writer(picket_rw_info *info, json_t *w) {
+  if (w == NULL || json_is_null(w)) return json_is_null(w) ? 0 : -1;
+  info->writer = 1;
+  info->writer_ttl_ms = get_int(w, "ttl_ms", 0);
+  info->writer_lock_delay_ms =
+      json_object_get(w, "lock_delay_ms") ? get_int(w, "lock_delay_ms", 0) : 0;
+  if (!json_is_object(w) || info->writer_ttl_ms < 0 || info->writer_lock_delay_ms < 0) return -1;
+  return take_owner(json_object_get(w, "owner"), &info->has_writer_owner, info->writer_owner,
+                    sizeof info->writer_owner);
+}
+
+int picket_rw_inspect(picket_client *c, const char *name, picket_rw_info *info) {
+  json_t *reply = NULL;
+  int err;
+
+  memset(info, 0, sizeof *info);
+  if ((err = get_state(c, PICKET__KIND_RW, name, 0, &reply)) != 0) return err;
+  json_t *reads = json_object_get(reply, "read_leases");
+  size_t n = json_array_size(reads);
+  info->fence = get_int(reply, "fence", 0);
+  info->readers = get_int(reply, "readers", 0);
+  info->writers_waiting = get_int(reply, "writers_waiting", 0);
+  info->waiters = get_int(reply, "waiters", 0);
+  if (info->fence < 0 || info->readers < 0 || info->writers_waiting < 0 || info->waiters < 0 ||
+      !json_is_array(reads) || n > PICKET_PROTO_RW_LISTED_MAX ||
+      take_writer(info, json_object_get(reply, "writer")) < 0) {
+    json_decref(reply);
+    memset(info, 0, sizeof *info);
+    return proto_error(c, "rwlock reply lacks fence, writer, readers, read_leases, "
+                          "writers_waiting or waiters");
+  }
+  if (n > 0 && (info->reads = calloc(n, sizeof *info->reads)) == NULL) {
+    json_decref(reply);
+    memset(info, 0, sizeof *info);
+    return fail(c, PICKET_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < n; i++) {
+    json_t *o = json_array_get(reads, i);
+    picket_read_info *r = &info->reads[i];
+    r->fence = get_int(o, "fence", 0);
+    r->ttl_ms = get_int(o, "ttl_ms", 0);
+    if (r->fence < 0 || r->ttl_ms < 0 ||
+        take_owner(json_object_get(o, "owner"), &r->has_owner, r->owner, sizeof r->owner) < 0) {
+      json_decref(reply);
+      picket_rw_info_clear(info);
+      return proto_error(c, "rwlock reply has a malformed read lease");
+    }
+  }
+  info->nreads = n;
   json_decref(reply);
   return 0;
 }

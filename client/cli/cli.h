@@ -18,11 +18,6 @@
 #define CLI_EXIT_NOEXEC 126  /* run: the command could not be executed */
 #define CLI_EXIT_NOTFOUND 127 /* run: the command was not found */
 
-/* What a permit adds to the environment of `run`'s child and to acquire
- * --shell (PICKET_LOCK is then its fence lock, NAME:permit:I). */
-#define CLI_ENV_PERMIT "PICKET_PERMIT"
-#define CLI_ENV_SEMAPHORE "PICKET_SEMAPHORE"
-
 typedef struct {
   const char *command; /* "acquire", "renew", ... */
   const char *server;  /* NULL: the default */
@@ -45,14 +40,17 @@ typedef struct {
   char **argv; /* run: the child's argv, NULL-terminated */
   int semaphore; /* --semaphore: NAME is a counting semaphore's */
   int64_t limit; /* --limit: its permits (acquire, run); 0: not given */
+  int rwlock;    /* --read, --write or --rwlock: NAME is a read/write lock's */
+  int mode;      /* --read: PICKET_MODE_READ, --write: PICKET_MODE_WRITE; else -1 */
 } cli_args;
 
 /* Prints "picket: <what>: <error>[: <server message>]" to stderr and returns
  * the exit code for err. */
 int cli_report(picket_client *c, const char *what, int err);
 
-/* Takes the lock a->name, or with --semaphore one of its permits, with the
- * flags' options. Returns 0 and sets *out (free with picket_lease_free) or
+/* Takes the lock a->name, or with --semaphore one of its permits, or with
+ * --read/--write a read or write lease of the rwlock, with the flags'
+ * options. Returns 0 and sets *out (free with picket_lease_free) or
  * a PICKET_E* code (the detail is on c). */
 int cli_acquire(picket_client *c, const cli_args *a, picket_lease **out);
 

@@ -1,6 +1,7 @@
 /* main.c: the `picket` command: flag parsing, help, and the one-shot
- * commands (acquire, renew, release, status) on libpicket, for locks and,
- * with --semaphore, for counting semaphores' permits. `run` lives in
+ * commands (acquire, renew, release, status) on libpicket, for locks,
+ * with --semaphore for counting semaphores' permits, and with --read,
+ * --write or --rwlock for read/write locks' leases. `run` lives in
  * run.c, `token` in token.c. Output is one JSON object per command on
  * stdout (or shell assignments with acquire --shell); errors are one line
  * on stderr, with an exit code from cli.h that scripts can act on.
@@ -27,17 +28,17 @@ static const char usage_text[] =
     "\n"
     "commands:\n"
     "  acquire NAME [--ttl 30s] [--wait 0s] [--owner X] [--lease ID] [--shell]\n"
-    "               [--lock-delay D] [--max-hold D] [--semaphore --limit N]\n"
+    "               [--lock-delay D] [--max-hold D] [--semaphore --limit N | --read | --write]\n"
     "      take the lock; print the grant as JSON {lock, lease, fence, ttl_ms, owner},\n"
     "      or with --shell as PICKET_LOCK=, PICKET_FENCE=, PICKET_LEASE= lines\n"
-    "  renew NAME (--lease ID | --lease-file FILE) [--ttl 30s] [--semaphore]\n"
+    "  renew NAME (--lease ID | --lease-file FILE) [--ttl 30s] [--semaphore | --rwlock]\n"
     "      extend a lease; print {lock, fence, ttl_ms}\n"
-    "  release NAME (--lease ID | --lease-file FILE) [--semaphore]\n"
+    "  release NAME (--lease ID | --lease-file FILE) [--semaphore | --rwlock]\n"
     "      give the lock back; print {lock, released}\n"
-    "  status NAME [--semaphore]\n"
+    "  status NAME [--semaphore | --rwlock]\n"
     "      print {lock, held, fence, ttl_ms, owner} (never the lease id)\n"
     "  run NAME [--ttl 30s] [--wait 0s] [--grace 5s] [--owner X] [--lock-delay D]\n"
-    "      [--max-hold D] [--semaphore --limit N] -- CMD [ARGS...]\n"
+    "      [--max-hold D] [--semaphore --limit N | --read | --write] -- CMD [ARGS...]\n"
     "      take the lock, run CMD in its own process group with PICKET_LOCK,\n"
     "      PICKET_FENCE, PICKET_LEASE and PICKET_DEADLINE_MS set, renew every ttl/3\n"
     "      while it runs, forward SIGINT, SIGTERM, SIGHUP and SIGQUIT to it, release\n"
@@ -50,6 +51,14 @@ static const char usage_text[] =
     "      get PICKET_LOCK=NAME:permit:I, the lock name to check its fence under, and\n"
     "      PICKET_PERMIT and PICKET_SEMAPHORE); renew and release name the permit's\n"
     "      lease; status prints {semaphore, limit, held, permits, waiters}.\n"
+    "  With --read or --write (acquire, run) or --rwlock (renew, release, status),\n"
+    "      NAME is a read/write lock's: many readers or one writer, and a writer that\n"
+    "      waits keeps new readers out. acquire and run take a read or write lease (the\n"
+    "      grant adds rwlock, mode and fence_lock; --shell and run's CMD get\n"
+    "      PICKET_LOCK=NAME:rw, the lock name to check its fence under, PICKET_MODE=read\n"
+    "      or write and PICKET_RWLOCK=NAME); renew and release name the lease; status\n"
+    "      prints {rwlock, fence, fence_lock, writer, readers, read_leases,\n"
+    "      writers_waiting, waiters}.\n"
     "  token new NAME PREFIXES VERBS [max_leases=N] [max_waiters=N] [acquire_rate=N]\n"
     "      print a new random bearer token, and on the next line its line for\n"
     "      picketd's --auth-file (NAME sha256:HEX PREFIXES VERBS [limits]); PREFIXES is\n"
@@ -81,6 +90,11 @@ static const char usage_text[] =
     "  --limit N      acquire, run with --semaphore: how many permits the semaphore has\n"
     "                 (1 to the server's --max-semaphore-limit, 4096 by default); all\n"
     "                 live permits share one limit\n"
+    "  --read         acquire, run: a read lease of read/write lock NAME (at most 197\n"
+    "                 bytes); readers share it, a writer holding or waiting keeps them out\n"
+    "  --write        acquire, run: the write lease of read/write lock NAME; readers and\n"
+    "                 other writers are kept out, and its fence is above every earlier one\n"
+    "  --rwlock       renew, release, status: NAME is a read/write lock's\n"
     "  -h, --help     this text;  --version  the version\n"
     "  Durations are an integer with a unit: 250ms, 30s, 5m, 1h (a bare number is an error).\n"
     "  Flags take their value as the next argument or after '=' (--ttl=30s).\n"
@@ -90,8 +104,9 @@ static const char usage_text[] =
     "  1    failure: server unreachable or unavailable, store error, unexpected reply\n"
     "  2    usage: bad command, flag, duration, name, lease id, token or CA file\n"
     "       (or the server said 400, or --limit is not the semaphore's live limit)\n"
-    "  75   the lock is held by another lease, or every permit of the semaphore is\n"
-    "       (after --wait); run: CMD was not started\n"
+    "  75   the lock is held by another lease, or every permit of the semaphore is, or\n"
+    "       the rwlock in a mode that excludes the one asked for (after --wait);\n"
+    "       run: CMD was not started\n"
     "  76   the lease was lost (renew/release: no longer held; run: CMD was stopped)\n"
     "  125  run: picket failed around the command (e.g. could not fork)\n"
     "  126  run: CMD could not be executed;  127  run: CMD not found\n";
@@ -173,17 +188,20 @@ static int parse_duration(const char *s, int64_t *out) {
 /* Which flags each command takes. */
 enum { F_TTL = 1, F_WAIT = 2, F_GRACE = 4, F_OWNER = 8, F_LEASE = 16, F_SHELL = 32,
        F_LEASE_FILE = 64, F_LOCK_DELAY = 128, F_MAX_HOLD = 256, F_SEMAPHORE = 512,
-       F_LIMIT = 1024 };
+       F_LIMIT = 1024, F_READ = 2048, F_WRITE = 4096, F_RWLOCK = 8192 };
+/* the flags that take no value */
+#define F_SWITCHES (F_SHELL | F_SEMAPHORE | F_READ | F_WRITE | F_RWLOCK)
 static const struct {
   const char *name;
   int flags;
 } commands[] = {
     {"acquire", F_TTL | F_WAIT | F_OWNER | F_LEASE | F_SHELL | F_LOCK_DELAY | F_MAX_HOLD |
-                    F_SEMAPHORE | F_LIMIT},
-    {"renew", F_TTL | F_LEASE | F_LEASE_FILE | F_SEMAPHORE},
-    {"release", F_LEASE | F_LEASE_FILE | F_SEMAPHORE},
-    {"status", F_SEMAPHORE},
-    {"run", F_TTL | F_WAIT | F_GRACE | F_OWNER | F_LOCK_DELAY | F_MAX_HOLD | F_SEMAPHORE | F_LIMIT},
+                    F_SEMAPHORE | F_LIMIT | F_READ | F_WRITE},
+    {"renew", F_TTL | F_LEASE | F_LEASE_FILE | F_SEMAPHORE | F_RWLOCK},
+    {"release", F_LEASE | F_LEASE_FILE | F_SEMAPHORE | F_RWLOCK},
+    {"status", F_SEMAPHORE | F_RWLOCK},
+    {"run", F_TTL | F_WAIT | F_GRACE | F_OWNER | F_LOCK_DELAY | F_MAX_HOLD | F_SEMAPHORE | F_LIMIT |
+                F_READ | F_WRITE},
 };
 
 static int flag_bit(const char *name) {
@@ -193,7 +211,8 @@ static int flag_bit(const char *name) {
   } flags[] = {{"ttl", F_TTL},     {"wait", F_WAIT},   {"grace", F_GRACE},
                {"owner", F_OWNER}, {"lease", F_LEASE}, {"shell", F_SHELL},
                {"lease-file", F_LEASE_FILE}, {"lock-delay", F_LOCK_DELAY},
-               {"max-hold", F_MAX_HOLD}, {"semaphore", F_SEMAPHORE}, {"limit", F_LIMIT}};
+               {"max-hold", F_MAX_HOLD}, {"semaphore", F_SEMAPHORE}, {"limit", F_LIMIT},
+               {"read", F_READ}, {"write", F_WRITE}, {"rwlock", F_RWLOCK}};
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
     if (strcmp(flags[i].name, name) == 0) return flags[i].bit;
   return 0;
@@ -349,9 +368,17 @@ static int parse(int argc, char **argv, cli_args *a) {
           return CLI_EXIT_USAGE;
         }
       }
-      if (bit == F_SHELL || bit == F_SEMAPHORE) {
+      if (bit & F_SWITCHES) {
         if (eq) return usage_error("--%s takes no value", flag);
-        *(bit == F_SHELL ? &a->shell : &a->semaphore) = 1;
+        if (bit == F_SHELL) a->shell = 1;
+        if (bit == F_SEMAPHORE) a->semaphore = 1;
+        if (bit & (F_READ | F_WRITE | F_RWLOCK)) {
+          int mode = bit == F_READ ? PICKET_MODE_READ : bit == F_WRITE ? PICKET_MODE_WRITE : -1;
+          if (a->rwlock && mode != a->mode)
+            return usage_error("--read or --write: one of them%s", "");
+          a->rwlock = 1;
+          a->mode = mode;
+        }
         continue;
       }
       const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
@@ -431,6 +458,13 @@ static int parse(int argc, char **argv, cli_args *a) {
   if (a->semaphore && strlen(a->name) > PICKET_SEM_NAME_MAX)
     return usage_error("invalid semaphore name '%s': use 1-180 bytes of [A-Za-z0-9._:-]", a->name);
   if (a->limit > 0 && !a->semaphore) return usage_error("--limit goes with --semaphore%s", "");
+  if (a->semaphore && a->rwlock)
+    return usage_error("--semaphore or --%s: one of them",
+                       a->mode == PICKET_MODE_READ    ? "read"
+                       : a->mode == PICKET_MODE_WRITE ? "write"
+                                                      : "rwlock");
+  if (a->rwlock && strlen(a->name) > PICKET_RW_NAME_MAX)
+    return usage_error("invalid rwlock name '%s': use 1-197 bytes of [A-Za-z0-9._:-]", a->name);
   if (a->semaphore && a->limit == 0 && (allowed & F_LIMIT))
     return usage_error("%s --semaphore needs --limit N", a->command);
   int rc = resolve_secrets(a);
@@ -465,16 +499,27 @@ int cli_acquire(picket_client *c, const cli_args *a, picket_lease **out) {
                            .lease_id = a->lease, .lock_delay_ms = a->lock_delay_ms,
                            .max_hold_ms = a->max_hold_ms};
   return a->semaphore ? picket_sem_acquire(c, a->name, a->limit, &o, out)
-                      : picket_acquire(c, a->name, &o, out);
+         : a->rwlock ? picket_rw_acquire(c, a->name, a->mode, &o, out)
+                     : picket_acquire(c, a->name, &o, out);
 }
 
-/* {"lock": NAME}, or {"semaphore": NAME} with --semaphore: a reply's start. */
+/* {"lock": NAME}, or {"semaphore": NAME} with --semaphore, or {"rwlock":
+ * NAME} with --read, --write or --rwlock: a reply's start. */
 static json_t *named(const cli_args *a) {
-  return json_pack("{ss}", a->semaphore ? "semaphore" : "lock", a->name);
+  return json_pack("{ss}", a->semaphore ? "semaphore" : a->rwlock ? "rwlock" : "lock", a->name);
 }
 
-/* A permit's slot and fence lock (and limit, when known) into j. */
+static const char *mode_name(const picket_lease *l) {
+  return picket_lease_mode(l) == PICKET_MODE_WRITE ? "write" : "read";
+}
+
+/* A permit's slot and fence lock (and limit, when known), or an rwlock
+ * lease's mode and fence lock, into j. */
 static void add_permit(json_t *j, const picket_lease *l) {
+  if (j != NULL && picket_lease_is_rwlock(l)) {
+    if (picket_lease_mode(l) >= 0) json_object_set_new(j, "mode", json_string(mode_name(l)));
+    json_object_set_new(j, "fence_lock", string_or_null(picket_lease_fence_lock(l)));
+  }
   if (j == NULL || !picket_lease_is_permit(l)) return;
   json_object_set_new(j, "permit", json_integer(picket_lease_permit(l)));
   if (picket_lease_limit(l) > 0) json_object_set_new(j, "limit", json_integer(picket_lease_limit(l)));
@@ -495,8 +540,11 @@ static int cmd_acquire(picket_client *c, const cli_args *a) {
            picket_lease_id(l));
     if (token) printf("%s=%s\n", PICKET_PROTO_ENV_FENCE_TOKEN, token);
     if (a->semaphore)
-      printf("%s=%lld\n%s=%s\n", CLI_ENV_PERMIT, (long long)picket_lease_permit(l),
-             CLI_ENV_SEMAPHORE, picket_lease_lock(l));
+      printf("%s=%lld\n%s=%s\n", PICKET_PROTO_ENV_PERMIT, (long long)picket_lease_permit(l),
+             PICKET_PROTO_ENV_SEMAPHORE, picket_lease_lock(l));
+    if (a->rwlock)
+      printf("%s=%s\n%s=%s\n", PICKET_PROTO_ENV_MODE, mode_name(l), PICKET_PROTO_ENV_RWLOCK,
+             picket_lease_lock(l));
     rc = fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
   } else {
     json_t *j = named(a);
@@ -517,6 +565,7 @@ static int cmd_renew_release(picket_client *c, const cli_args *a, int renew) {
   char what[300];
   snprintf(what, sizeof what, "%s %s", a->command, a->name);
   int err = a->semaphore ? picket_sem_lease_new(a->name, a->lease, &l)
+            : a->rwlock  ? picket_rw_lease_new(a->name, a->lease, &l)
                          : picket_lease_new(a->name, a->lease, &l);
   if (err == 0) err = renew ? picket_renew(c, l, a->ttl_ms) : picket_release(c, l);
   int rc;
@@ -559,11 +608,43 @@ static int sem_status(picket_client *c, const cli_args *a, const char *what) {
   return print_json(j);
 }
 
+/* status --rwlock: {rwlock, fence, fence_lock, writer, readers, read_leases,
+ * writers_waiting, waiters}. */
+static int rw_status(picket_client *c, const cli_args *a, const char *what) {
+  picket_rw_info info;
+  int err = picket_rw_inspect(c, a->name, &info);
+  if (err != 0) return cli_report(c, what, err);
+  json_t *reads = json_array();
+  for (size_t i = 0; reads && i < info.nreads; i++) {
+    const picket_read_info *r = &info.reads[i];
+    json_array_append_new(reads, json_pack("{sI sI so}", "fence", (json_int_t)r->fence, "ttl_ms",
+                                           (json_int_t)r->ttl_ms, "owner",
+                                           string_or_null(r->has_owner ? r->owner : NULL)));
+  }
+  json_t *writer = json_null();
+  if (info.writer) {
+    writer = json_pack("{sI so}", "ttl_ms", (json_int_t)info.writer_ttl_ms, "owner",
+                       string_or_null(info.has_writer_owner ? info.writer_owner : NULL));
+    if (writer && info.writer_lock_delay_ms > 0)
+      json_object_set_new(writer, "lock_delay_ms", json_integer(info.writer_lock_delay_ms));
+  }
+  char fence_lock[PICKET_NAME_MAX + 1];
+  snprintf(fence_lock, sizeof fence_lock, "%s:rw", a->name);
+  json_t *j = json_pack("{ss sI ss so sI so sI sI}", "rwlock", a->name, "fence",
+                        (json_int_t)info.fence, "fence_lock", fence_lock, "writer", writer,
+                        "readers", (json_int_t)info.readers, "read_leases", reads,
+                        "writers_waiting", (json_int_t)info.writers_waiting, "waiters",
+                        (json_int_t)info.waiters);
+  picket_rw_info_clear(&info);
+  return print_json(j);
+}
+
 static int cmd_status(picket_client *c, const cli_args *a) {
   picket_lock_info info;
   char what[300];
   snprintf(what, sizeof what, "status %s", a->name);
   if (a->semaphore) return sem_status(c, a, what);
+  if (a->rwlock) return rw_status(c, a, what);
   int err = picket_inspect(c, a->name, &info);
   if (err != 0) return cli_report(c, what, err);
   return print_json(json_pack("{ss sb sI sI so}", "lock", a->name, "held", info.held, "fence",
@@ -574,6 +655,7 @@ static int cmd_status(picket_client *c, const cli_args *a) {
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "token") == 0) return cli_token(argc - 1, argv + 1);
   cli_args a = {0};
+  a.mode = -1;
   int rc = parse(argc, argv, &a);
   if (rc >= 0) return rc;
 

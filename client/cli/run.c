@@ -1,5 +1,6 @@
 /* run.c: `picket run NAME -- CMD`, the sidecar: holds a lease (or, with
- * --semaphore, one permit of a counting semaphore, which is a lease too)
+ * --semaphore, one permit of a counting semaphore, or with --read/--write a
+ * read/write lock's read or write lease: each is a lease too)
  * for as long as a command runs, and stops the command when it is lost.
  *
  * Shape: acquire; start a picket_keeper (its own thread renews the lease);
@@ -61,10 +62,19 @@ static int set_env(const picket_lease *l) {
   char permit[32];
   snprintf(permit, sizeof permit, "%lld", (long long)picket_lease_permit(l));
   if (picket_lease_is_permit(l)
-          ? setenv(CLI_ENV_PERMIT, permit, 1) | setenv(CLI_ENV_SEMAPHORE, picket_lease_lock(l), 1)
-          : unsetenv(CLI_ENV_PERMIT) | unsetenv(CLI_ENV_SEMAPHORE))
+          ? setenv(PICKET_PROTO_ENV_PERMIT, permit, 1) |
+                setenv(PICKET_PROTO_ENV_SEMAPHORE, picket_lease_lock(l), 1)
+          : unsetenv(PICKET_PROTO_ENV_PERMIT) | unsetenv(PICKET_PROTO_ENV_SEMAPHORE))
     return -1;
-  /* the lock name the fence is checked under: NAME:permit:I for a permit */
+  /* an rwlock lease's mode and rwlock, likewise */
+  if (picket_lease_is_rwlock(l)
+          ? setenv(PICKET_PROTO_ENV_MODE,
+                   picket_lease_mode(l) == PICKET_MODE_WRITE ? "write" : "read", 1) |
+                setenv(PICKET_PROTO_ENV_RWLOCK, picket_lease_lock(l), 1)
+          : unsetenv(PICKET_PROTO_ENV_MODE) | unsetenv(PICKET_PROTO_ENV_RWLOCK))
+    return -1;
+  /* the lock name the fence is checked under: NAME:permit:I for a permit,
+   * NAME:rw for an rwlock's lease */
   return setenv(PICKET_PROTO_ENV_LOCK, picket_lease_fence_lock(l), 1) |
          setenv(PICKET_PROTO_ENV_FENCE, fence, 1) |
          setenv(PICKET_PROTO_ENV_LEASE, picket_lease_id(l), 1) |

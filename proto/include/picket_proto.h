@@ -46,6 +46,13 @@
 #define PICKET_PROTO_ENV_FENCE_TOKEN "PICKET_FENCE_TOKEN"
 #define PICKET_PROTO_ENV_LEASE "PICKET_LEASE"
 #define PICKET_PROTO_ENV_DEADLINE_MS "PICKET_DEADLINE_MS"
+/* ...and, for a semaphore's permit (PICKET_LOCK is then its fence lock,
+ * NAME:permit:I), its slot and the semaphore; for a read/write lock's
+ * lease (PICKET_LOCK is NAME:rw), "read" or "write" and the rwlock. */
+#define PICKET_PROTO_ENV_PERMIT "PICKET_PERMIT"
+#define PICKET_PROTO_ENV_SEMAPHORE "PICKET_SEMAPHORE"
+#define PICKET_PROTO_ENV_MODE "PICKET_MODE"
+#define PICKET_PROTO_ENV_RWLOCK "PICKET_RWLOCK"
 
 /* The error codes of the HTTP API: X(ENUM, wire code, HTTP status, message).
  * Servers turn their internal results into one of these; clients map the

@@ -1,5 +1,6 @@
 # test_cli.sh: the `picket` command's one-shot commands (acquire, renew,
-# release, status; for locks and --semaphore) against a real picketd and
+# release, status; for locks, --semaphore and --read/--write/--rwlock)
+# against a real picketd and
 # redis-server, their output,
 # exit codes and PICKET_SERVER; and that bad flags give one line on stderr,
 # exit 2, and change nothing.
@@ -153,6 +154,40 @@ expect 0 "$P" release cli-s --semaphore --lease "$SL0"
 expect 0 "$P" status cli-s --semaphore
 [ "$(json 'd["held"]')" = 0 ] && [ "$(json 'd["permits"]')" = "[]" ] || h_fail "after release: $(cat "$H_DIR/out")"
 
+# --read/--write: acquire takes a read or write lease of an rwlock (JSON
+# with rwlock, mode and fence_lock NAME:rw; --shell with PICKET_MODE and
+# PICKET_RWLOCK); a write while a read is held is 75; renew, release and
+# status --rwlock work on the rwlock's paths.
+expect 0 "$P" acquire cli-rw --write --ttl 2m --owner wes
+[ "$(json 'd["rwlock"]')" = cli-rw ] && [ "$(json 'd["mode"]')" = write ] &&
+  [ "$(json 'd["fence_lock"]')" = cli-rw:rw ] && [ "$(json 'd["owner"]')" = wes ] ||
+  h_fail "acquire --write: $(cat "$H_DIR/out")"
+WL=$(json 'd["lease"]')
+WF=$(json 'd["fence"]')
+expect 75 "$P" acquire cli-rw --read
+expect 0 "$P" release cli-rw --rwlock --lease "$WL"
+[ "$(json 'd["released"]')" = True ] && [ "$(json 'd["rwlock"]')" = cli-rw ] ||
+  h_fail "release --rwlock: $(cat "$H_DIR/out")"
+expect 0 "$P" acquire --read cli-rw --ttl 2m --shell
+eval "$(cat "$H_DIR/out")"
+[ "$PICKET_LOCK" = cli-rw:rw ] && [ "$PICKET_MODE" = read ] && [ "$PICKET_RWLOCK" = cli-rw ] &&
+  [ "$PICKET_FENCE" = "$WF" ] && [[ "$PICKET_LEASE" =~ ^[0-9a-f]{32}$ ]] ||
+  h_fail "acquire --read --shell: $(cat "$H_DIR/out")"
+RL=$PICKET_LEASE
+expect 0 "$P" acquire cli-rw --read
+expect 75 "$P" acquire cli-rw --write
+expect 0 "$P" status cli-rw --rwlock
+[ "$(json 'd["readers"]')" = 2 ] && [ "$(json 'd["writer"]')" = None ] &&
+  [ "$(json 'd["fence"]')" = "$WF" ] && [ "$(json 'd["fence_lock"]')" = cli-rw:rw ] ||
+  h_fail "status --rwlock: $(cat "$H_DIR/out")"
+grep -q "$RL" "$H_DIR/out" && h_fail "status --rwlock shows a lease id"
+expect 0 "$P" renew cli-rw --rwlock --lease "$RL" --ttl 5m
+[ "$(json 'd["mode"]')" = read ] && [ "$(json 'd["fence"]')" = "$WF" ] &&
+  [ "$(json 'd["ttl_ms"]')" = 300000 ] || h_fail "renew --rwlock: $(cat "$H_DIR/out")"
+expect 76 "$P" renew cli-rw --lease "$RL" # not a lock's lease
+expect 0 env PICKET_LEASE="$RL" "$P" release cli-rw --rwlock
+expect 76 "$P" release cli-rw --rwlock --lease "$RL"
+
 # Bad flags and values: exit 2, one line on stderr, no request made.
 before=$(h_redis dbsize)
 bad() {
@@ -200,6 +235,14 @@ bad acquire cli-b --semaphore=1 --limit 2
 bad acquire "$(head -c 181 /dev/zero | tr '\0' s)" --semaphore --limit 2
 bad status cli-b --semaphore --limit 2
 bad renew cli-b --semaphore --limit 2 --lease "$OTHER"
+bad acquire cli-b --read --write
+bad acquire cli-b --rwlock
+bad acquire cli-b --read --semaphore --limit 2
+bad acquire cli-b --write=1
+bad acquire "$(head -c 198 /dev/zero | tr '\0' r)" --read
+bad status cli-b --read
+bad renew cli-b --write --lease "$OTHER"
+bad release cli-b --rwlock --semaphore --lease "$OTHER"
 bad run cli-b --semaphore -- true
 bad acquire cli-b --ttl 2h # the server's --max-ttl-ms (1h): its 400 becomes 2
 [ "$(h_redis dbsize)" = "$before" ] || h_fail "a refused command changed Redis"

@@ -5,7 +5,8 @@
 # within --grace with exit 76, a held lock with a short --wait giving 75
 # without starting the child, the terminal handed to the child,
 # --max-hold stopping the child at the cap (--lock-delay after it), and
-# --semaphore (a permit's environment, a second run at --limit 1 waiting).
+# --semaphore (a permit's environment, a second run at --limit 1 waiting),
+# and --read/--write (two reads at once, a write kept out, the environment).
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 P="$PICKET_BIN_DIR/picket"
 h_start_redis
@@ -229,6 +230,55 @@ PICKET_PERMIT=9 PICKET_SEMAPHORE=x "$P" run run-env -- sh -c 'echo "${PICKET_PER
 # Bad --semaphore usage: exit 2, one line, nothing run.
 for args in "--semaphore" "--limit 1" "--semaphore --limit 0" "--semaphore --limit many"; do
   rc=0; "$P" run run-sem $args -- touch "$D/never" 2> "$D/err" || rc=$?
+  [ "$rc" = 2 ] && [ "$(wc -l < "$D/err")" = 1 ] && [ ! -e "$D/never" ] ||
+    h_fail "run $args: exit $rc: $(cat "$D/err")"
+done
+
+# 11. --read/--write: two `run --read` at once both start; a `--write`
+#     with a short --wait exits 75 without starting while a read runs. The
+#     child gets PICKET_LOCK=NAME:rw, PICKET_MODE and PICKET_RWLOCK.
+rm -f "$D/r1" "$D/r2" "$D/rgo" "$D/never"
+for i in 1 2; do
+  "$P" run --read run-rw --ttl 5s -- sh -c \
+    'echo "$PICKET_LOCK $PICKET_MODE $PICKET_RWLOCK $PICKET_FENCE $PICKET_LEASE $PICKET_DEADLINE_MS" > "$1.tmp"
+     mv "$1.tmp" "$1"; while [ ! -e "$2" ]; do sleep 0.02; done' \
+    sh "$D/r$i" "$D/rgo" 2> "$D/r$i.err" &
+  eval "reader$i=\$!"
+done
+wait_for "$D/r1"
+wait_for "$D/r2"
+for i in 1 2; do
+  read -r lock mode rw fence lease deadline < "$D/r$i"
+  [ "$lock" = run-rw:rw ] && [ "$mode" = read ] && [ "$rw" = run-rw ] && [ "$fence" -ge 1 ] &&
+    [[ "$lease" =~ ^[0-9a-f]{32}$ ]] && [ "$deadline" -gt "$(date +%s%3N)" ] ||
+    h_fail "run --read environment: $(cat "$D/r$i")"
+done
+t0=$(date +%s%3N)
+rc=0; "$P" run --write run-rw --wait 300ms -- touch "$D/never" 2> "$D/w.err" || rc=$?
+[ "$rc" = 75 ] && [ ! -e "$D/never" ] || h_fail "write while read: exit $rc: $(cat "$D/w.err")"
+[ $(( $(date +%s%3N) - t0 )) -ge 250 ] || h_fail "run --write --wait 300ms gave up early"
+"$P" status run-rw --rwlock > "$D/rwst"
+grep -q '"readers":2' "$D/rwst" || h_fail "status --rwlock while two read: $(cat "$D/rwst")"
+touch "$D/rgo"
+for pid in "$reader1" "$reader2"; do
+  rc=0; wait "$pid" || rc=$?
+  [ "$rc" = 0 ] || h_fail "run --read: exit $rc: $(cat "$D/r1.err" "$D/r2.err")"
+done
+"$P" run run-rw --write -- sh -c 'echo "$PICKET_LOCK $PICKET_MODE $PICKET_RWLOCK" > "$0"' "$D/wenv" 2> "$D/w.err" ||
+  h_fail "run --write after the reads: $(cat "$D/w.err")"
+[ "$(cat "$D/wenv")" = "run-rw:rw write run-rw" ] || h_fail "run --write environment: $(cat "$D/wenv")"
+"$P" status run-rw --rwlock > "$D/rwst"
+grep -q '"readers":0' "$D/rwst" && grep -q '"writer":null' "$D/rwst" ||
+  h_fail "leases left after the rwlock runs: $(cat "$D/rwst")"
+# A lock's child inherits no stale PICKET_MODE.
+PICKET_MODE=write PICKET_RWLOCK=x "$P" run run-env -- sh -c 'echo "${PICKET_MODE-unset}${PICKET_RWLOCK-unset}" > "$0"' "$D/nomode" ||
+  h_fail "run with a stale PICKET_MODE failed"
+[ "$(cat "$D/nomode")" = unsetunset ] || h_fail "a lock's child got PICKET_MODE: $(cat "$D/nomode")"
+# Bad --read/--write usage: exit 2, one line, nothing run.
+long=$(head -c 198 /dev/zero | tr '\0' r)
+for args in "run-rw --read --write" "run-rw --write --read" "run-rw --read --semaphore --limit 1" \
+  "run-rw --rwlock" "run-rw --read=1" "$long --read"; do
+  rc=0; "$P" run $args -- touch "$D/never" 2> "$D/err" || rc=$?
   [ "$rc" = 2 ] && [ "$(wc -l < "$D/err")" = 1 ] && [ ! -e "$D/never" ] ||
     h_fail "run $args: exit $rc: $(cat "$D/err")"
 done

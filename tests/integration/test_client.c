@@ -1035,6 +1035,125 @@ START_TEST(semaphore_permits) {
 }
 END_TEST
 
+START_TEST(rwlock_modes) {
+  picket_client *c = client();
+  picket_lease *w = NULL, *r[2] = {NULL}, *lk = NULL, *x = NULL;
+  picket_acquire_opts wo = {.ttl_ms = 20000, .owner = "rw-writer"};
+  picket_acquire_opts ro = {.ttl_ms = 20000, .owner = "rw-reader"};
+  /* a write first, so that reads have an epoch */
+  ck_assert_int_eq(picket_rw_acquire(c, "lib-rw", PICKET_MODE_WRITE, &wo, &w), 0);
+  ck_assert(picket_lease_is_rwlock(w));
+  ck_assert(!picket_lease_is_permit(w));
+  ck_assert_int_eq(picket_lease_mode(w), PICKET_MODE_WRITE);
+  ck_assert_str_eq(picket_lease_lock(w), "lib-rw");
+  ck_assert_str_eq(picket_lease_fence_lock(w), "lib-rw:rw");
+  ck_assert_str_eq(picket_lease_owner(w), "rw-writer");
+  int64_t wf = picket_lease_fence(w);
+  ck_assert_int_ge(wf, 1);
+  /* a writer keeps readers (and other writers) out: EHELD as for locks */
+  ck_assert_int_eq(picket_rw_acquire(c, "lib-rw", PICKET_MODE_READ, &ro, &x), PICKET_EHELD);
+  ck_assert_ptr_null(x);
+  ck_assert_str_eq(picket_client_error_code(c), "lock_held");
+  ck_assert_int_eq(picket_rw_acquire(c, "lib-rw", PICKET_MODE_WRITE, &wo, &x), PICKET_EHELD);
+  /* renew a write: same fence, new TTL, at the rwlock's path */
+  ck_assert_int_eq(picket_renew(c, w, 6000), 0);
+  ck_assert_int_eq(picket_lease_ttl_ms(w), 6000);
+  ck_assert_int_eq(picket_lease_fence(w), wf);
+  ck_assert_int_eq(picket_release(c, w), 0);
+  ck_assert_int_eq(picket_release(c, w), PICKET_ELOST);
+
+  /* readers share, with the last write's fence */
+  for (int i = 0; i < 2; i++) {
+    ck_assert_int_eq(picket_rw_acquire(c, "lib-rw", PICKET_MODE_READ, &ro, &r[i]), 0);
+    ck_assert_int_eq(picket_lease_mode(r[i]), PICKET_MODE_READ);
+    ck_assert_int_eq(picket_lease_fence(r[i]), wf);
+    ck_assert_str_eq(picket_lease_fence_lock(r[i]), "lib-rw:rw");
+  }
+  /* ... and keep a writer out */
+  ck_assert_int_eq(picket_rw_acquire(c, "lib-rw", PICKET_MODE_WRITE, &wo, &x), PICKET_EHELD);
+  ck_assert_str_eq(picket_client_error_code(c), "lock_held");
+  /* a lock of the same name is apart */
+  ck_assert_int_eq(picket_acquire(c, "lib-rw", NULL, &lk), 0);
+  ck_assert(!picket_lease_is_rwlock(lk));
+  ck_assert_int_eq(picket_lease_mode(lk), -1);
+  ck_assert_int_eq(picket_release(c, lk), 0);
+  picket_lease_free(lk);
+  lk = NULL;
+
+  /* a handed-over read lease learns its mode at its renew */
+  picket_lease *h = NULL;
+  ck_assert_int_eq(picket_rw_lease_new("lib-rw", picket_lease_id(r[1]), &h), 0);
+  ck_assert(picket_lease_is_rwlock(h));
+  ck_assert_int_eq(picket_lease_mode(h), -1);
+  ck_assert_str_eq(picket_lease_fence_lock(h), "lib-rw:rw");
+  ck_assert_int_eq(picket_renew(c, h, 20000), 0);
+  ck_assert_int_eq(picket_lease_mode(h), PICKET_MODE_READ);
+  ck_assert_int_eq(picket_lease_fence(h), wf);
+  picket_lease_free(h);
+  /* a lock's lease of that id is not the read lease */
+  ck_assert_int_eq(picket_lease_new("lib-rw", picket_lease_id(r[1]), &h), 0);
+  ck_assert_int_eq(picket_renew(c, h, 5000), PICKET_ELOST);
+  picket_lease_free(h);
+
+  /* inspect: readers, no writer, never a lease id */
+  picket_rw_info info;
+  ck_assert_int_eq(picket_rw_inspect(c, "lib-rw", &info), 0);
+  ck_assert_int_eq(info.fence, wf);
+  ck_assert(!info.writer);
+  ck_assert_int_eq(info.readers, 2);
+  ck_assert_int_eq(info.nreads, 2);
+  ck_assert_int_eq(info.writers_waiting, 0);
+  ck_assert_int_eq(info.reads[0].fence, wf);
+  ck_assert(info.reads[0].has_owner);
+  ck_assert_str_eq(info.reads[0].owner, "rw-reader");
+  picket_rw_info_clear(&info);
+  ck_assert_ptr_null(info.reads);
+  picket_rw_info_clear(NULL);
+
+  /* a keeper keeps a read lease past its TTL; the writer stays out */
+  picket_lease *k = NULL;
+  picket_acquire_opts ko = {.ttl_ms = 900};
+  ck_assert_int_eq(picket_release(c, r[0]), 0);
+  ck_assert_int_eq(picket_rw_acquire(c, "lib-rw", PICKET_MODE_READ, &ko, &k), 0);
+  picket_keeper *kp = NULL;
+  ck_assert_int_eq(picket_keeper_start(c, k, NULL, &kp), 0);
+  ck_assert_int_eq(picket_release(c, r[1]), 0);
+  harness_sleep_ms(2200);
+  ck_assert_int_eq(picket_keeper_lost(kp), 0);
+  ck_assert_int_ge(picket_keeper_renewals(kp), 2);
+  ck_assert(picket_lease_valid(k));
+  ck_assert_int_eq(picket_lease_mode(k), PICKET_MODE_READ);
+  ck_assert_int_eq(picket_rw_acquire(c, "lib-rw", PICKET_MODE_WRITE, &wo, &x), PICKET_EHELD);
+  ck_assert_int_eq(picket_keeper_stop(kp), 0);
+  ck_assert_int_eq(picket_release(c, k), 0);
+  /* free again: a write's fence is above every earlier grant's */
+  ck_assert_int_eq(picket_rw_acquire(c, "lib-rw", PICKET_MODE_WRITE, &wo, &x), 0);
+  ck_assert_int_gt(picket_lease_fence(x), wf);
+  ck_assert_int_eq(picket_rw_inspect(c, "lib-rw", &info), 0);
+  ck_assert(info.writer);
+  ck_assert_str_eq(info.writer_owner, "rw-writer");
+  ck_assert_int_eq(info.readers, 0);
+  picket_rw_info_clear(&info);
+  ck_assert_int_eq(picket_release(c, x), 0);
+  picket_lease_free(x);
+
+  /* bad arguments, refused here */
+  char longname[PICKET_RW_NAME_MAX + 2];
+  memset(longname, 'r', sizeof longname - 1);
+  longname[sizeof longname - 1] = '\0';
+  ck_assert_int_eq(picket_rw_acquire(c, longname, PICKET_MODE_READ, NULL, &lk), PICKET_EINVAL);
+  ck_assert_int_eq(picket_rw_acquire(c, "lib-rw", 2, NULL, &lk), PICKET_EINVAL);
+  ck_assert_int_eq(picket_rw_acquire(c, "lib-rw", -1, NULL, &lk), PICKET_EINVAL);
+  ck_assert_int_eq(picket_rw_lease_new(longname, picket_lease_id(k), &lk), PICKET_EINVAL);
+  ck_assert_int_eq(picket_rw_inspect(c, longname, &info), PICKET_EINVAL);
+  ck_assert_ptr_null(lk);
+  picket_lease_free(w);
+  for (int i = 0; i < 2; i++) picket_lease_free(r[i]);
+  picket_lease_free(k);
+  picket_client_free(c);
+}
+END_TEST
+
 static Suite *lib_suite(void) {
   Suite *s = suite_create("lib");
   TCase *t = tcase_create("calls");
@@ -1056,6 +1175,7 @@ static Suite *lib_suite(void) {
   tcase_add_test(t, request_timeout);
   tcase_add_test(t, blocking_acquire);
   tcase_add_test(t, semaphore_permits);
+  tcase_add_test(t, rwlock_modes);
   suite_add_tcase(s, t);
   /* Restarts Redis: the servers must belong to the test's own process
    * (the harness ties them to their parent), hence a checked fixture. */

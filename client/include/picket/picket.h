@@ -52,6 +52,10 @@ extern "C" {
                                    for ":permit:I", the lock name of a permit's fence) */
 #define PICKET_SEM_LIMIT_MAX 100000 /* a semaphore's limit: 1..this (picketd's own
                                        --max-semaphore-limit, 4096 by default, may say less) */
+#define PICKET_RW_NAME_MAX 197 /* read/write lock names: lock names of 1..197 bytes
+                                  (room for the fence lock's ":rw") */
+#define PICKET_MODE_READ 0  /* an rwlock lease's mode: one of many readers */
+#define PICKET_MODE_WRITE 1 /* ... or the one writer */
 #define PICKET_OWNER_MAX 128 /* owner: 0..128 characters (code points) of UTF-8 */
 #define PICKET_OWNER_BYTES_MAX 512 /* ... which is at most 512 bytes */
 #define PICKET_LEASE_ID_LEN 32 /* lease ids: 32 lowercase hex digits */
@@ -160,7 +164,7 @@ typedef struct picket_lease picket_lease;
 PICKET_EXTERN int picket_lease_new(const char *lock, const char *lease_id, picket_lease **out);
 PICKET_EXTERN void picket_lease_free(picket_lease *l);
 
-PICKET_EXTERN const char *picket_lease_lock(const picket_lease *l); /* a permit: the semaphore */
+PICKET_EXTERN const char *picket_lease_lock(const picket_lease *l); /* a permit: the semaphore; an rwlock lease: the rwlock */
 PICKET_EXTERN const char *picket_lease_id(const picket_lease *l); /* a secret: do not log */
 PICKET_EXTERN int64_t picket_lease_fence(const picket_lease *l);  /* 0 if unknown */
 /* The grant's signed fence (picketd with --fence-key-file), for storage
@@ -193,9 +197,27 @@ PICKET_EXTERN int picket_lease_is_permit(const picket_lease *l);
 PICKET_EXTERN int64_t picket_lease_limit(const picket_lease *l);
 /* The lock name a fenced store checks this lease's fence under
  * (picket/fence.h): the lock's own name for a lock's lease, the permit's
- * "NAME:permit:I" for a permit. NULL while unknown (a handed-over permit
+ * "NAME:permit:I" for a permit, "NAME:rw" for an rwlock's lease. NULL while unknown (a handed-over permit
  * before its first renew). Belongs to the lease. */
 PICKET_EXTERN const char *picket_lease_fence_lock(const picket_lease *l);
+
+/* A read/write lock's read or write lease is a picket_lease too:
+ * picket_renew, picket_release and keepers work on it unchanged,
+ * picket_lease_lock() names the rwlock and picket_lease_fence_lock() is
+ * "NAME:rw". */
+
+/* 1 when the lease is a read/write lock's, 0 otherwise. */
+PICKET_EXTERN int picket_lease_is_rwlock(const picket_lease *l);
+/* An rwlock lease's mode, PICKET_MODE_READ or PICKET_MODE_WRITE; -1 for
+ * other leases (and for one made by picket_rw_lease_new before its first
+ * renew, which learns it). */
+PICKET_EXTERN int picket_lease_mode(const picket_lease *l);
+
+/* picket_lease_new for a read or write lease of rwlock `rwlock` held by
+ * lease_id (its mode comes with the first successful picket_renew).
+ * Returns 0 and sets *out, or PICKET_EINVAL / PICKET_ENOMEM. */
+PICKET_EXTERN int picket_rw_lease_new(const char *rwlock, const char *lease_id,
+                                      picket_lease **out);
 
 /* picket_lease_new for a permit of semaphore `semaphore` held by lease_id
  * (its slot and fence lock come with the first successful picket_renew).
@@ -250,6 +272,22 @@ PICKET_EXTERN int picket_acquire(picket_client *c, const char *name,
 PICKET_EXTERN int picket_sem_acquire(picket_client *c, const char *name, int64_t limit,
                                      const picket_acquire_opts *opts, picket_lease **out);
 
+/* Acquires a read (mode PICKET_MODE_READ) or write (PICKET_MODE_WRITE)
+ * lease of read/write lock `name` (1..PICKET_RW_NAME_MAX bytes of the
+ * lock-name bytes): many readers or one writer, and a writer that waits
+ * keeps new readers out. A write's fence is above every earlier grant's,
+ * a read's is the last write's; a fenced store checks them under
+ * picket_lease_fence_lock(), "NAME:rw". opts as for picket_acquire;
+ * retries are as safe. Returns 0 and sets *out (a picket_lease: free it
+ * with picket_lease_free), PICKET_EHELD when the mode cannot be had now
+ * (a writer holds or waits for it, or, for a write, readers hold it; the
+ * code "lock_held" or "lock_delay", picket_client_retry_after_ms and
+ * picket_client_holder as for picket_acquire), PICKET_ELIMIT as for
+ * picket_acquire, or another PICKET_E* code (PICKET_EINVAL for another
+ * mode). */
+PICKET_EXTERN int picket_rw_acquire(picket_client *c, const char *name, int mode,
+                                    const picket_acquire_opts *opts, picket_lease **out);
+
 /* Extends the lease by ttl_ms (0: the server's default, 30000) and moves its
  * local deadline. PICKET_ELOST when the server no longer has it. Retries
  * never run past the lease's local deadline. */
@@ -299,6 +337,36 @@ typedef struct picket_sem_info {
 PICKET_EXTERN int picket_sem_inspect(picket_client *c, const char *name, picket_sem_info *info);
 /* Frees info's permits and zeroes it; NULL is fine. */
 PICKET_EXTERN void picket_sem_info_clear(picket_sem_info *info);
+
+/* One live read lease of an rwlock (never its lease id). */
+typedef struct picket_read_info {
+  int64_t fence;  /* the write epoch it reads */
+  int64_t ttl_ms; /* remaining TTL */
+  int has_owner;
+  char owner[PICKET_OWNER_BYTES_MAX + 1]; /* "" if none */
+} picket_read_info;
+
+/* What anyone may know about a read/write lock. */
+typedef struct picket_rw_info {
+  int64_t fence;           /* the last fence issued; 0 if never */
+  int writer;              /* 1 when a writer holds it (or its lock-delay runs) */
+  int64_t writer_ttl_ms;   /* its remaining TTL; 0 while its lock-delay runs */
+  int64_t writer_lock_delay_ms; /* > 0: it expired with a lock-delay, still this long */
+  int has_writer_owner;
+  char writer_owner[PICKET_OWNER_BYTES_MAX + 1]; /* "" if none */
+  int64_t readers;         /* live read leases */
+  int64_t writers_waiting; /* writers waiting (they keep new readers out) */
+  int64_t waiters;         /* acquires waiting for it on this picketd */
+  size_t nreads;
+  picket_read_info *reads; /* the first nreads (at most 100) readers; owned
+                              by the info: picket_rw_info_clear frees it */
+} picket_rw_info;
+
+/* Fills *info about read/write lock `name`. Returns 0 (free what it holds
+ * with picket_rw_info_clear) or a PICKET_E* code (then it holds nothing). */
+PICKET_EXTERN int picket_rw_inspect(picket_client *c, const char *name, picket_rw_info *info);
+/* Frees info's reads and zeroes it; NULL is fine. */
+PICKET_EXTERN void picket_rw_info_clear(picket_rw_info *info);
 
 /* ---- keeper: background renewal ---------------------------------------- */
 
