@@ -307,6 +307,46 @@ static store_status stub_inspect(const char *name, store_result *r) {
   return STORE_OK;
 }
 
+/* Semaphores and read/write locks, each modelled as one exclusive lease
+ * under "s/NAME" or "r/NAME": a semaphore of one permit (slot 0), a
+ * rwlock whose readers exclude each other too. Stricter than the scripts,
+ * and every reply the API builds from it is one the real store can give. */
+static store_status stub_family(store_op *op) {
+  char key[PICKET_PROTO_NAME_MAX + 3];
+  int rw = op->kind >= STORE_OP_RW_ACQUIRE;
+  snprintf(key, sizeof key, "%c/%s", rw ? 'r' : 's', op->name);
+  store_op as = *op;
+  as.name = key;
+  as.kind = store_op_base(op->kind);
+  store_result *r = &op->r;
+  store_status st;
+  switch (as.kind) {
+    case STORE_OP_ACQUIRE: st = stub_acquire(&as, r); break;
+    case STORE_OP_RENEW: st = stub_renew(&as, r); break;
+    case STORE_OP_RELEASE: st = stub_release(&as, r); break;
+    default:
+      if (op->kind == STORE_OP_RW_FORGET) { /* a writer stopped waiting */
+        stub_fault f = enter(key);
+        return f != STUB_FAULT_NONE ? failed(f, STORE_HELD, r) : STORE_OK;
+      }
+      st = stub_inspect(key, r);
+      if (st != STORE_OK) return st;
+      if (rw) return STORE_OK; /* the holder shows as the writer; no readers */
+      r->limit = r->live = r->held ? 1 : 0;
+      if (r->held) {
+        r->permits = calloc(1, sizeof *r->permits);
+        if (r->permits == NULL) return STORE_EUNAVAIL;
+        r->npermits = 1;
+        r->permits[0].fence = r->fence;
+        r->permits[0].ttl_ms = r->ttl_ms;
+        memcpy(r->permits[0].owner, r->owner, sizeof r->owner);
+      }
+      return STORE_OK;
+  }
+  if (st == STORE_OK) r->permit = 0;
+  return st;
+}
+
 void store_run(store_op *op) {
   memset(&op->r, 0, sizeof op->r);
   switch (op->kind) {
@@ -314,10 +354,7 @@ void store_run(store_op *op) {
     case STORE_OP_RENEW: op->st = stub_renew(op, &op->r); break;
     case STORE_OP_RELEASE: op->st = stub_release(op, &op->r); break;
     case STORE_OP_INSPECT: op->st = stub_inspect(op->name, &op->r); break;
-    default: /* semaphores: their slots live in semaphore.lua, not here */
-      snprintf(op->r.err, sizeof op->r.err, "the in-memory store has no semaphores");
-      op->st = STORE_EUNAVAIL;
-      break;
+    default: op->st = stub_family(op); break;
   }
 }
 
