@@ -25,6 +25,7 @@ typedef struct {
 struct sg_group {
   sg_opts opts;
   harness_redis *node[SG_NODES];
+  int node_paused[SG_NODES]; /* SIGSTOPped by sg_pause_node */
   char addr[SG_NODES][32];
   fault_proxy *proxy[SG_NODES];
   sg_sentinel sentinel[SG_SENTINELS];
@@ -445,7 +446,17 @@ harness_redis *sg_node(const sg_group *g, int i) { return g->node[i]; }
 const char *sg_node_addr(const sg_group *g, int i) { return g->addr[i]; }
 fault_proxy *sg_proxy(const sg_group *g, int i) { return g->proxy[i]; }
 
-void sg_kill_node(sg_group *g, int i) { harness_redis_stop(g->node[i], SIGKILL); }
+void sg_kill_node(sg_group *g, int i) {
+  harness_redis_stop(g->node[i], SIGKILL);
+  g->node_paused[i] = 0;
+}
+
+void sg_pause_node(sg_group *g, int i, int paused) {
+  pid_t pid = harness_redis_pid(g->node[i]);
+  ck_assert_msg(pid > 0, "node %d is not running", i);
+  kill(pid, paused ? SIGSTOP : SIGCONT);
+  g->node_paused[i] = paused;
+}
 
 int64_t sg_restart_node(sg_group *g, int i) {
   int64_t t0 = harness_now_ms();
@@ -456,11 +467,13 @@ int64_t sg_restart_node(sg_group *g, int i) {
 
 int64_t sg_heal(sg_group *g, int64_t timeout_ms) {
   int64_t t0 = harness_now_ms();
-  for (int i = 0; i < SG_NODES; i++)
+  for (int i = 0; i < SG_NODES; i++) {
+    if (g->node_paused[i]) sg_pause_node(g, i, 0);
     if (harness_redis_pid(g->node[i]) <= 0) {
       printf("sentinel group: starting node %s again\n", g->addr[i]);
       ck_assert_msg(harness_redis_restart(g->node[i]) == 0, "node %d did not restart", i);
     }
+  }
   for (int s = 0; s < SG_SENTINELS; s++) {
     if (g->sentinel[s].paused) sg_pause_sentinel(g, s, 0);
     if (g->sentinel[s].pid <= 0) {

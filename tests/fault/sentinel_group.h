@@ -110,6 +110,9 @@ void sg_partition_replicas(sg_group *g);
  * and waits until it answers and knows the primary. */
 void sg_kill_sentinel(sg_group *g, int s);
 void sg_restart_sentinel(sg_group *g, int s);
+/* SIGSTOPs data node i (paused 1) or SIGCONTs it (0); sg_heal resumes a
+ * paused one. */
+void sg_pause_node(sg_group *g, int i, int paused);
 /* SIGSTOPs Sentinel s (paused 1) or SIGCONTs it (0); sg_heal resumes a
  * paused one. */
 void sg_pause_sentinel(sg_group *g, int s, int paused);
