@@ -6,6 +6,9 @@
  * and error codes here and nowhere else, through the proto error table. */
 #include "api.h"
 
+#include "api_family.h"
+#include "api_json.h"
+
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,7 +25,10 @@
 
 static const config *cfg;
 
-void api_init(const config *c) { cfg = c; }
+void api_init(const config *c) {
+  cfg = c;
+  api_family_init(c);
+}
 
 int64_t api_now_ms(void) {
   struct timespec ts;
@@ -34,93 +40,11 @@ void api_response_free(api_response *resp) {
   free(resp->body);
   resp->body = NULL;
 }
-
-/* Takes ownership of j and serializes it as the reply body. */
-static void reply_json(api_response *resp, int status, json_t *j) {
-  resp->status = status;
-  resp->content_type = "application/json";
-  resp->body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-  json_decref(j);
-  if (resp->body == NULL) { /* out of memory: a fixed body still says so */
-    resp->status = 500;
-    resp->body = strdup("{\"error\":{\"code\":\"internal_error\",\"message\":\"out of memory\"}}");
-  }
-  resp->body_len = resp->body ? strlen(resp->body) : 0;
-}
-
-/* The hot replies (grant, renew, release) have a fixed shape and only
- * strings validated on the way in, so they are formatted directly: no JSON
- * tree per request. Names are [A-Za-z0-9._:-] and lease ids hex, so they
- * need no escaping; a request's owner is UTF-8 without control characters,
- * so only quote and backslash do. (An owner read back from Redis goes
- * through jansson: Redis may hold anything.) */
-static void reply_fmt(api_response *resp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void reply_fmt(api_response *resp, const char *fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  char *body = (n > 0 && (size_t)n < sizeof buf) ? malloc((size_t)n + 1) : NULL;
-  if (body == NULL) {
-    api_error(resp, PICKET_PROTO_ERR_INTERNAL, "out of memory");
-    return;
-  }
-  memcpy(body, buf, (size_t)n + 1);
-  resp->status = 200;
-  resp->content_type = "application/json";
-  resp->body = body;
-  resp->body_len = (size_t)n;
-}
-
-#define OWNER_LITERAL_MAX (2 * PICKET_PROTO_OWNER_BYTES_MAX + 3)
-#define FENCE_TOKEN_MEMBER_MAX (PICKET_PROTO_FENCE_TOKEN_MAX + 20)
 #define UNAVAILABLE_RETRY_MS 200 /* a waiting acquire's next try after a 503 */
 
-/* With --fence-key-file, the grant's signed fence as a JSON member
- * (",\"fence_token\":\"v1...\"", nothing to escape), else "". */
-static const char *fence_token_member(const char *lock, int64_t fence,
-                                      char out[FENCE_TOKEN_MEMBER_MAX]) {
-  char token[PICKET_PROTO_FENCE_TOKEN_MAX + 1];
-  out[0] = '\0';
-  if (signer_sign(lock, fence, token) == 0)
-    snprintf(out, FENCE_TOKEN_MEMBER_MAX, ",\"fence_token\":\"%s\"", token);
-  return out;
-}
-
-/* A validated owner as a JSON value: null when empty, else quoted. */
-static const char *owner_literal(const char *owner, char out[OWNER_LITERAL_MAX]) {
-  if (owner == NULL || owner[0] == '\0') return "null";
-  size_t n = 0;
-  out[n++] = '"';
-  for (; *owner; owner++) {
-    if (*owner == '"' || *owner == '\\') out[n++] = '\\';
-    out[n++] = *owner;
-  }
-  out[n++] = '"';
-  out[n] = '\0';
-  return out;
-}
-
-/* The error object. A message may quote what a client sent (jansson's
- * "near '...'" can cut a character in two) or what Redis holds, so it is
- * not always UTF-8; then its other bytes become '?', because a message
- * that is not a JSON string would turn the whole reply into a 500. */
-static json_t *error_object(picket_proto_err e, const char *message) {
-  const char *m = message ? message : picket_proto_err_message(e);
-  json_t *text = json_string(m);
-  if (text == NULL) {
-    char clean[512];
-    snprintf(clean, sizeof clean, "%s", m);
-    for (char *p = clean; *p; p++)
-      if ((unsigned char)*p >= 0x80) *p = '?';
-    text = json_string(clean);
-  }
-  return json_pack("{s:s, s:o}", "code", picket_proto_err_code(e), "message", text);
-}
-
 void api_error(api_response *resp, picket_proto_err e, const char *message) {
-  reply_json(resp, picket_proto_err_status(e), json_pack("{s:o}", "error", error_object(e, message)));
+  api_json_reply(resp, picket_proto_err_status(e),
+                 json_pack("{s:o}", "error", api_json_error(e, message)));
 }
 
 static api_result fail(api_response *resp, picket_proto_err e, const char *message) {
@@ -128,213 +52,24 @@ static api_result fail(api_response *resp, picket_proto_err e, const char *messa
   return API_DONE;
 }
 
-/* The owner as JSON. An owner read back from Redis was not necessarily
- * written by picketd (redis-cli, another program): one that is not valid
- * UTF-8 cannot be a JSON string, and is shown as null rather than failing
- * the whole reply. */
-static json_t *owner_json(const char *owner) {
-  json_t *s = owner && owner[0] ? json_string(owner) : NULL;
-  return s ? s : json_null();
-}
-
-/* Retry-After in whole seconds, rounded up. */
-static void set_retry_after(api_response *resp, int64_t ms) {
-  snprintf(resp->retry_after, sizeof resp->retry_after, "%lld", (long long)((ms + 999) / 1000));
-}
-
-/* 409 lock_held with when to retry: in the body, and as Retry-After in
- * whole seconds, rounded up. */
-static void reply_held(api_response *resp, const char *name, int64_t ttl_ms, const char *owner) {
-  if (ttl_ms < 1) ttl_ms = 1; /* a key without expiry (-1) is still "held now" */
-  char msg[300];
-  snprintf(msg, sizeof msg, "lock '%s' is held by another lease", name);
-  json_t *err = error_object(PICKET_PROTO_ERR_LOCK_HELD, msg);
-  json_object_set_new(err, "retry_after_ms", json_integer(ttl_ms));
-  json_object_set_new(err, "owner", owner_json(owner));
-  reply_json(resp, 409, json_pack("{s:o}", "error", err));
-  set_retry_after(resp, ttl_ms);
-}
-
-/* 409 lock_delay: the last lease expired without a release and asked for
- * a lock-delay, which runs ms more (proto/redis/hold.lua). owner: the
- * expired lease's. */
-static void reply_delay(api_response *resp, const char *name, int64_t ms, const char *owner) {
-  if (ms < 1) ms = 1;
-  char msg[300];
-  snprintf(msg, sizeof msg, "lock '%s': its last lease expired without a release; no grant until "
-           "its lock-delay has run", name);
-  json_t *err = error_object(PICKET_PROTO_ERR_LOCK_DELAY, msg);
-  json_object_set_new(err, "retry_after_ms", json_integer(ms));
-  json_object_set_new(err, "owner", owner_json(owner));
-  reply_json(resp, 409, json_pack("{s:o}", "error", err));
-  set_retry_after(resp, ms);
-}
-
-/* ---- semaphores: the replies (the calls are the locks', store.h) ---- */
-
-/* The lock name a permit's fence is checked under, and its fence token. */
-static void sem_fence_names(const api_call *call, int64_t permit, int64_t fence,
-                            char lock[PICKET_PROTO_NAME_MAX + 1],
-                            char token[FENCE_TOKEN_MEMBER_MAX]) {
-  if (picket_proto_sem_fence_lock(lock, PICKET_PROTO_NAME_MAX + 1, call->name, permit) < 0)
-    lock[0] = '\0'; /* cannot be: names and limits are bounded to fit */
-  fence_token_member(lock, fence, token);
-}
-
-/* 200 for a permit granted (renewal: renewed), with where its fence goes. */
-static void sem_reply_grant(api_response *resp, const api_call *call, int renewal) {
-  const store_result *r = &call->op.r;
-  char lock[PICKET_PROTO_NAME_MAX + 1], token[FENCE_TOKEN_MEMBER_MAX];
-  sem_fence_names(call, r->permit, r->fence, lock, token);
-  if (renewal) {
-    reply_fmt(resp, "{\"semaphore\":\"%s\",\"permit\":%lld,\"fence\":%lld,\"ttl_ms\":%lld,"
-              "\"fence_lock\":\"%s\"%s}", call->name, (long long)r->permit, (long long)r->fence,
-              (long long)r->ttl_ms, lock, token);
-    return;
-  }
-  char owner[OWNER_LITERAL_MAX];
-  reply_fmt(resp, "{\"semaphore\":\"%s\",\"permit\":%lld,\"lease\":\"%s\",\"fence\":%lld,"
-            "\"ttl_ms\":%lld,\"limit\":%lld,\"fence_lock\":\"%s\",\"owner\":%s%s}", call->name,
-            (long long)r->permit, call->client_lease, (long long)r->fence, (long long)r->ttl_ms,
-            (long long)call->limit, lock, owner_literal(call->owner, owner), token);
-}
-
-/* 409 semaphore_full: when the first permit frees (its TTL, or its
- * lock-delay after it), unless a release comes first. */
-static void sem_reply_full(api_response *resp, const api_call *call, int64_t ms) {
-  if (ms < 1) ms = 1;
-  char msg[300];
-  snprintf(msg, sizeof msg, "all %lld permits of semaphore '%s' are held", (long long)call->limit,
-           call->name);
-  json_t *err = error_object(PICKET_PROTO_ERR_SEMAPHORE_FULL, msg);
-  json_object_set_new(err, "retry_after_ms", json_integer(ms));
-  reply_json(resp, 409, json_pack("{s:o}", "error", err));
-  set_retry_after(resp, ms);
-}
-
-/* 409 limit_mismatch: the live permits use another limit; never a
- * second semaphore of the same name. */
-static void sem_reply_limit(api_response *resp, const api_call *call) {
+/* 409 limit_mismatch: the live permits of a semaphore use another limit;
+ * never a second semaphore of the same name. */
+static void reply_limit_mismatch(api_response *resp, const api_call *call) {
   char msg[300];
   snprintf(msg, sizeof msg, "semaphore '%s' has live permits granted with limit %lld, not %lld",
            call->name, (long long)call->op.r.limit, (long long)call->limit);
-  json_t *err = error_object(PICKET_PROTO_ERR_LIMIT_MISMATCH, msg);
+  json_t *err = api_json_error(PICKET_PROTO_ERR_LIMIT_MISMATCH, msg);
   json_object_set_new(err, "limit", json_integer(call->op.r.limit));
-  reply_json(resp, 409, json_pack("{s:o}", "error", err));
+  api_json_reply(resp, 409, json_pack("{s:o}", "error", err));
 }
 
-/* GET /v1/semaphores/{name}: its limit, live permits (never a lease id) and
- * the acquires waiting on this picketd. */
-static void sem_reply_inspect(api_response *resp, api_call *call) {
-  store_result *r = &call->op.r;
-  json_t *permits = json_array();
-  for (int i = 0; permits && i < r->npermits; i++) {
-    const store_permit *p = &r->permits[i];
-    char lock[PICKET_PROTO_NAME_MAX + 1];
-    if (picket_proto_sem_fence_lock(lock, sizeof lock, call->name, p->permit) < 0) lock[0] = '\0';
-    json_t *o = json_pack("{s:I, s:I, s:I, s:o, s:s}", "permit", (json_int_t)p->permit, "fence",
-                          (json_int_t)p->fence, "ttl_ms", (json_int_t)p->ttl_ms, "owner",
-                          owner_json(p->owner), "fence_lock", lock);
-    if (o && p->delay_ms > 0) json_object_set_new(o, "lock_delay_ms", json_integer(p->delay_ms));
-    json_array_append_new(permits, o);
-  }
-  reply_json(resp, 200,
-             json_pack("{s:s, s:I, s:I, s:o, s:i}", "semaphore", call->name, "limit",
-                       (json_int_t)r->limit, "held", (json_int_t)r->live, "permits", permits,
-                       "waiters", wait_queue_length(call->key)));
-  store_result_clear(r);
-}
-
-/* ---- read/write locks: the replies ---- */
-
-/* 200 for a read or write lease granted (renewal: renewed). */
-static void rw_reply_grant(api_response *resp, const api_call *call, int renewal) {
-  const store_result *r = &call->op.r;
-  char lock[PICKET_PROTO_NAME_MAX + 1], token[FENCE_TOKEN_MEMBER_MAX];
-  if (picket_proto_rw_fence_lock(lock, sizeof lock, call->name) < 0) lock[0] = '\0';
-  fence_token_member(lock, r->fence, token);
-  int write = renewal ? !r->held_by : call->write;
-  if (renewal) {
-    reply_fmt(resp, "{\"rwlock\":\"%s\",\"mode\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld,"
-              "\"fence_lock\":\"%s\"%s}", call->name, write ? "write" : "read",
-              (long long)r->fence, (long long)r->ttl_ms, lock, token);
-    return;
-  }
-  char owner[OWNER_LITERAL_MAX];
-  reply_fmt(resp, "{\"rwlock\":\"%s\",\"mode\":\"%s\",\"lease\":\"%s\",\"fence\":%lld,"
-            "\"ttl_ms\":%lld,\"fence_lock\":\"%s\",\"owner\":%s%s}", call->name,
-            write ? "write" : "read", call->client_lease, (long long)r->fence,
-            (long long)r->ttl_ms, lock, owner_literal(call->owner, owner), token);
-}
-
-/* 409 lock_held for a read/write lock: who keeps this mode out. */
-static void rw_reply_held(api_response *resp, const api_call *call, int64_t ms) {
-  if (ms < 1) ms = 1;
-  static const char *const why[] = {"a writer holds it", "readers hold it",
-                                    "a writer is waiting for it (readers queue behind writers)"};
-  char msg[360];
-  snprintf(msg, sizeof msg, "read/write lock '%s' cannot be had for %s: %s", call->name,
-           call->write ? "writing" : "reading", why[call->held_by >= 0 && call->held_by < 3 ?
-                                                       call->held_by : 0]);
-  json_t *err = error_object(PICKET_PROTO_ERR_LOCK_HELD, msg);
-  json_object_set_new(err, "retry_after_ms", json_integer(ms));
-  json_object_set_new(err, "owner", owner_json(call->held_by == 0 ? call->held_owner : NULL));
-  reply_json(resp, 409, json_pack("{s:o}", "error", err));
-  set_retry_after(resp, ms);
-}
-
-/* GET /v1/rwlocks/{name}: the writer, the readers (never a lease id), the
- * writers waiting, the last fence issued, and this picketd's waiters. */
-static void rw_reply_inspect(api_response *resp, api_call *call) {
-  store_result *r = &call->op.r;
-  char lock[PICKET_PROTO_NAME_MAX + 1];
-  if (picket_proto_rw_fence_lock(lock, sizeof lock, call->name) < 0) lock[0] = '\0';
-  json_t *writer = json_null();
-  if (r->held) {
-    writer = json_pack("{s:I, s:o}", "ttl_ms", (json_int_t)r->ttl_ms, "owner", owner_json(r->owner));
-    if (writer && r->delay_ms > 0)
-      json_object_set_new(writer, "lock_delay_ms", json_integer(r->delay_ms));
-  }
-  json_t *readers = json_array();
-  for (int i = 0; readers && i < r->npermits; i++) {
-    const store_permit *p = &r->permits[i];
-    json_array_append_new(readers, json_pack("{s:I, s:I, s:o}", "fence", (json_int_t)p->fence,
-                                              "ttl_ms", (json_int_t)p->ttl_ms, "owner",
-                                              owner_json(p->owner)));
-  }
-  reply_json(resp, 200,
-             json_pack("{s:s, s:I, s:s, s:o, s:I, s:o, s:I, s:i}", "rwlock", call->name, "fence",
-                       (json_int_t)r->fence, "fence_lock", lock, "writer", writer, "readers",
-                       (json_int_t)r->live, "read_leases", readers, "writers_waiting",
-                       (json_int_t)r->waiting, "waiters", wait_queue_length(call->key)));
-  store_result_clear(r);
-}
-
+/* Only a waiting writer of a read/write lock (call->write) told the store
+ * it waits, which keeps new readers out meanwhile. */
 void api_wait_left(api_call *call, int granted) {
-  if (!call->rw || !call->write || granted || call->forgotten) return;
+  if (!call->write || granted || call->forgotten) return;
   call->forgotten = 1;
   store_op forget = {.kind = STORE_OP_RW_FORGET, .name = call->name, .lease = call->lease};
   store_run(&forget); /* a failure leaves it to its wait's end */
-}
-
-/* The 409 of an acquire that found the lock taken: by a holder, or by an
- * expired lease's lock-delay. */
-static void reply_taken(api_response *resp, const api_call *call, int64_t ms) {
-  if (call->sem) {
-    metrics_inc(M_ACQUIRE_FULL);
-    sem_reply_full(resp, call, ms);
-    return;
-  }
-  if (call->rw && !call->held_delay) {
-    metrics_inc(M_ACQUIRE_HELD);
-    rw_reply_held(resp, call, ms);
-    return;
-  }
-  metrics_inc(call->held_delay ? M_ACQUIRE_DELAYED : M_ACQUIRE_HELD);
-  if (call->held_delay)
-    reply_delay(resp, call->name, ms, call->held_owner);
-  else
-    reply_held(resp, call->name, ms, call->held_owner);
 }
 
 /* Maps a failed store call to its reply. */
@@ -351,65 +86,6 @@ static api_result store_failure(api_response *resp, store_status st, const store
 }
 
 /* ---- request bodies ------------------------------------------------- */
-
-static int only_space(const char *s, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') return 0;
-  return 1;
-}
-
-/* Parses the body into an object whose keys are all in `allowed`. */
-static json_t *parse_body(const api_request *req, const char *const *allowed, api_response *resp) {
-  if (req->body_len == 0 || only_space(req->body, req->body_len)) return json_object();
-  json_error_t jerr;
-  json_t *j = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
-  char msg[300];
-  if (j == NULL) {
-    snprintf(msg, sizeof msg, "malformed JSON body: %s (line %d, column %d)", jerr.text, jerr.line,
-             jerr.column);
-    api_error(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, msg);
-    return NULL;
-  }
-  if (!json_is_object(j)) {
-    json_decref(j);
-    api_error(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, "the body must be a JSON object");
-    return NULL;
-  }
-  const char *key;
-  json_t *v;
-  json_object_foreach(j, key, v) {
-    int ok = 0;
-    for (int i = 0; allowed[i]; i++) ok |= strcmp(key, allowed[i]) == 0;
-    if (!ok) {
-      snprintf(msg, sizeof msg, "unknown field '%.64s'", key);
-      json_decref(j);
-      api_error(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, msg);
-      return NULL;
-    }
-  }
-  return j;
-}
-
-static int bad_field(api_response *resp, const char *fmt, const char *field, long long lo,
-                     long long hi) {
-  char msg[200];
-  snprintf(msg, sizeof msg, fmt, field, lo, hi);
-  api_error(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, msg);
-  return -1;
-}
-
-static int get_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t def, int64_t *out,
-                   api_response *resp) {
-  json_t *v = json_object_get(o, key);
-  if (v == NULL) {
-    *out = def;
-    return 0;
-  }
-  if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-    return bad_field(resp, "%s must be an integer from %lld to %lld", key, lo, hi);
-  *out = json_integer_value(v);
-  return 0;
-}
 
 /* ttl_ms when a body leaves it out: the protocol default, or --max-ttl-ms
  * when that is lower. */
@@ -429,10 +105,10 @@ static int get_lease(json_t *o, int required, api_call *call, api_response *resp
   json_t *v = json_object_get(o, "lease");
   call->client_lease[0] = call->lease[0] = '\0';
   if (v == NULL && !required) return 0;
-  if (v == NULL) return bad_field(resp, "%s is required", "lease", 0, 0);
+  if (v == NULL) return api_json_bad_field(resp, "%s is required", "lease", 0, 0);
   if (!json_is_string(v) ||
       !picket_proto_lease_valid(json_string_value(v), json_string_length(v)))
-    return bad_field(resp, "%s must be 32 lowercase hex digits", "lease", 0, 0);
+    return api_json_bad_field(resp, "%s must be 32 lowercase hex digits", "lease", 0, 0);
   memcpy(call->client_lease, json_string_value(v), PICKET_PROTO_LEASE_LEN + 1);
   bind_lease(call);
   return 0;
@@ -443,7 +119,7 @@ static int get_owner(json_t *o, char out[PICKET_PROTO_OWNER_BYTES_MAX + 1], api_
   out[0] = '\0';
   if (v == NULL || json_is_null(v)) return 0;
   if (!json_is_string(v) || !picket_proto_owner_valid(json_string_value(v), json_string_length(v)))
-    return bad_field(resp, "%s must be null or a string of up to %lld characters without control characters",
+    return api_json_bad_field(resp, "%s must be null or a string of up to %lld characters without control characters",
                      "owner", PICKET_PROTO_OWNER_MAX, 0);
   memcpy(out, json_string_value(v), json_string_length(v) + 1);
   return 0;
@@ -530,12 +206,12 @@ void api_call_end(api_call *call) {
 static api_result store_call(api_call *call, store_op_kind kind) {
   memset(&call->op, 0, sizeof call->op);
   /* a semaphore's or rwlock's call is the lock call's counterpart (store.h) */
-  call->op.kind = (store_op_kind)(kind + (call->sem ? STORE_OP_SEM_ACQUIRE
-                                          : call->rw ? STORE_OP_RW_ACQUIRE : 0));
+  call->op.kind = (store_op_kind)(call->family->kind + kind);
   call->op.limit = call->limit;
   call->op.write = call->write;
-  if (call->rw && call->write && call->wait_ms > 0 && kind == STORE_OP_ACQUIRE) {
-    /* a writer that will wait keeps new readers out meanwhile */
+  if (call->write && call->wait_ms > 0 && kind == STORE_OP_ACQUIRE) {
+    /* a read/write lock's writer that will wait keeps new readers out
+     * meanwhile */
     int64_t left = call->deadline_ms - api_now_ms();
     call->op.wait_ms = left > 0 ? left : 0;
   }
@@ -561,31 +237,19 @@ void api_run_store(api_call *call) { store_run(&call->op); }
 static api_result acquire_outcome(api_call *call, api_response *resp) {
   store_status st = call->op.st;
   const store_result *r = &call->op.r;
-  if (st == STORE_OK && (call->sem || call->rw)) {
-    metrics_inc(M_ACQUIRE_GRANTED);
-    if (r->created && call->subject) quota_count_grant(call->subject);
-    if (call->sem)
-      sem_reply_grant(resp, call, 0);
-    else
-      rw_reply_grant(resp, call, 0);
-    return API_DONE;
-  }
   if (st == STORE_ELIMIT) {
     metrics_inc(M_ACQUIRE_ERROR);
-    sem_reply_limit(resp, call);
+    reply_limit_mismatch(resp, call);
     return API_DONE;
   }
   if (st == STORE_OK) {
     metrics_inc(M_ACQUIRE_GRANTED);
     if (r->created && call->subject) quota_count_grant(call->subject);
     char lease_log[16];
-    LOG(LOG_DEBUG, "granted %s fence %lld lease %s ttl %lld ms", call->name, (long long)r->fence,
+    LOG(LOG_DEBUG, "granted %s %s fence %lld lease %s ttl %lld ms", call->family->noun,
+        call->name, (long long)r->fence,
         log_lease(call->client_lease, lease_log), (long long)r->ttl_ms);
-    char owner[OWNER_LITERAL_MAX], token[FENCE_TOKEN_MEMBER_MAX];
-    /* ttl_ms: the TTL given, which a hold cap may have cut below the ask */
-    reply_fmt(resp, "{\"lock\":\"%s\",\"lease\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld,\"owner\":%s%s}",
-              call->name, call->client_lease, (long long)r->fence, (long long)r->ttl_ms,
-              owner_literal(call->owner, owner), fence_token_member(call->name, r->fence, token));
+    call->family->grant(resp, call, 0);
     return API_DONE;
   }
   if (st == STORE_EQUOTA) {
@@ -631,7 +295,7 @@ static api_result acquire_outcome(api_call *call, api_response *resp) {
     call->retry_at_ms = now + (r->ttl_ms > 0 ? r->ttl_ms : 1);
     return API_WAIT;
   }
-  reply_taken(resp, call, r->ttl_ms);
+  call->family->taken(resp, call, r->ttl_ms);
   return API_DONE;
 }
 
@@ -668,7 +332,7 @@ void api_wait_expired(api_call *call, api_response *resp) {
     return;
   }
   int64_t left = call->retry_at_ms - api_now_ms();
-  reply_taken(resp, call, left > 0 ? left : call->held_ttl_ms);
+  call->family->taken(resp, call, left > 0 ? left : call->held_ttl_ms);
 }
 
 /* A fresh lease id from the kernel's CSPRNG. Each thread reads 32
@@ -691,41 +355,17 @@ static int lease_new(char out[PICKET_PROTO_LEASE_LEN + 1]) {
 }
 
 static api_result handle_acquire(const api_request *req, api_call *call, api_response *resp) {
-  static const char *const allowed[] = {"ttl_ms",        "wait_ms",     "owner", "lease",
-                                        "lock_delay_ms", "max_hold_ms", NULL};
-  static const char *const sem_allowed[] = {"ttl_ms", "wait_ms",       "owner",       "lease",
-                                            "limit",  "lock_delay_ms", "max_hold_ms", NULL};
-  static const char *const rw_allowed[] = {"ttl_ms", "wait_ms",       "owner",       "lease",
-                                           "mode",   "lock_delay_ms", "max_hold_ms", NULL};
-  json_t *b = parse_body(req, call->sem ? sem_allowed : call->rw ? rw_allowed : allowed, resp);
+  json_t *b = api_json_body(req, call->family->fields, resp);
   if (b == NULL) return API_DONE;
-  if (call->rw) { /* required: "read" or "write" */
-    const char *mode = json_string_value(json_object_get(b, "mode"));
-    if (mode == NULL || (strcmp(mode, "read") != 0 && strcmp(mode, "write") != 0)) {
-      json_decref(b);
-      return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
-                  "mode is required: \"read\" or \"write\"");
-    }
-    call->write = strcmp(mode, "write") == 0;
+  if (call->family->acquire_args && call->family->acquire_args(b, call, resp) < 0) {
+    json_decref(b);
+    return API_DONE;
   }
-  if (call->sem) { /* required: a semaphore's limit is the caller's to say */
-    if (json_object_get(b, "limit") == NULL) {
-      json_decref(b);
-      char msg[120];
-      snprintf(msg, sizeof msg, "limit is required: an integer from 1 to %lld",
-               (long long)cfg->max_semaphore_limit);
-      return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, msg);
-    }
-    if (get_int(b, "limit", 1, cfg->max_semaphore_limit, 1, &call->limit, resp) < 0) {
-      json_decref(b);
-      return API_DONE;
-    }
-  }
-  int bad = get_int(b, "ttl_ms", 1, cfg->max_ttl_ms, ttl_default(), &call->ttl_ms, resp) < 0 ||
-            get_int(b, "wait_ms", 0, cfg->max_wait_ms, 0, &call->wait_ms, resp) < 0 ||
-            get_int(b, "lock_delay_ms", 0, cfg->max_lock_delay_ms, 0, &call->lock_delay_ms,
+  int bad = api_json_int(b, "ttl_ms", 1, cfg->max_ttl_ms, ttl_default(), &call->ttl_ms, resp) < 0 ||
+            api_json_int(b, "wait_ms", 0, cfg->max_wait_ms, 0, &call->wait_ms, resp) < 0 ||
+            api_json_int(b, "lock_delay_ms", 0, cfg->max_lock_delay_ms, 0, &call->lock_delay_ms,
                     resp) < 0 ||
-            get_int(b, "max_hold_ms", 0, PICKET_PROTO_HOLD_MAX_MS, 0, &call->max_hold_ms, resp) < 0 ||
+            api_json_int(b, "max_hold_ms", 0, PICKET_PROTO_HOLD_MAX_MS, 0, &call->max_hold_ms, resp) < 0 ||
             get_owner(b, call->owner, resp) < 0 || get_lease(b, 0, call, resp) < 0;
   json_decref(b);
   if (bad) return API_DONE;
@@ -743,10 +383,7 @@ static api_result handle_acquire(const api_request *req, api_call *call, api_res
     snprintf(msg, sizeof msg, "more than %lld acquires per second from this %s",
              (long long)quota_limits_of(call->subject)->acquire_rate,
              call->who ? "token" : "address");
-    json_t *err = error_object(PICKET_PROTO_ERR_RATE_LIMITED, msg);
-    json_object_set_new(err, "retry_after_ms", json_integer(retry_ms));
-    reply_json(resp, 429, json_pack("{s:o}", "error", err));
-    set_retry_after(resp, retry_ms);
+    api_json_reply_retry(resp, 429, api_json_error(PICKET_PROTO_ERR_RATE_LIMITED, msg), retry_ms);
     return API_DONE;
   }
   return store_call(call, STORE_OP_ACQUIRE);
@@ -769,10 +406,10 @@ static api_result renew_or_release_failed(api_call *call, const char *what, metr
 
 static api_result handle_renew(const api_request *req, api_call *call, api_response *resp) {
   static const char *const allowed[] = {"lease", "ttl_ms", NULL};
-  json_t *b = parse_body(req, allowed, resp);
+  json_t *b = api_json_body(req, allowed, resp);
   if (b == NULL) return API_DONE;
   int bad = get_lease(b, 1, call, resp) < 0 ||
-            get_int(b, "ttl_ms", 1, cfg->max_ttl_ms, ttl_default(), &call->ttl_ms, resp) < 0;
+            api_json_int(b, "ttl_ms", 1, cfg->max_ttl_ms, ttl_default(), &call->ttl_ms, resp) < 0;
   json_decref(b);
   if (bad) return API_DONE;
   return store_call(call, STORE_OP_RENEW);
@@ -782,23 +419,13 @@ static api_result renew_outcome(api_call *call, api_response *resp) {
   if (call->op.st != STORE_OK)
     return renew_or_release_failed(call, "renew", M_RENEW_LOST, M_RENEW_ERROR, resp);
   metrics_inc(M_RENEW_RENEWED);
-  if (call->sem || call->rw) {
-    if (call->sem)
-      sem_reply_grant(resp, call, 1);
-    else
-      rw_reply_grant(resp, call, 1);
-    return API_DONE;
-  }
-  char token[FENCE_TOKEN_MEMBER_MAX];
-  reply_fmt(resp, "{\"lock\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld%s}", call->name,
-            (long long)call->op.r.fence, (long long)call->op.r.ttl_ms,
-            fence_token_member(call->name, call->op.r.fence, token));
+  call->family->grant(resp, call, 1);
   return API_DONE;
 }
 
 static api_result handle_release(const api_request *req, api_call *call, api_response *resp) {
   static const char *const allowed[] = {"lease", NULL};
-  json_t *b = parse_body(req, allowed, resp);
+  json_t *b = api_json_body(req, allowed, resp);
   if (b == NULL) return API_DONE;
   int bad = get_lease(b, 1, call, resp) < 0;
   json_decref(b);
@@ -810,30 +437,16 @@ static api_result release_outcome(api_call *call, api_response *resp) {
   if (call->op.st != STORE_OK)
     return renew_or_release_failed(call, "release", M_RELEASE_LOST, M_RELEASE_ERROR, resp);
   metrics_inc(M_RELEASE_RELEASED);
-  reply_fmt(resp, "{\"%s\":\"%s\",\"released\":true}",
-            call->sem ? "semaphore" : call->rw ? "rwlock" : "lock", call->name);
+  api_json_reply_fmt(resp, "{\"%s\":\"%s\",\"released\":true}", call->family->noun,
+                     call->name);
   return API_DONE;
 }
 
 static api_result inspect_outcome(api_call *call, api_response *resp) {
   const store_result *r = &call->op.r;
   if (call->op.st != STORE_OK) return store_failure(resp, call->op.st, r);
-  if (call->sem || call->rw) {
-    if (call->sem)
-      sem_reply_inspect(resp, call);
-    else
-      rw_reply_inspect(resp, call);
-    return API_DONE;
-  }
-  /* A lease key without expiry (PTTL -1: PERSISTed by hand) is "held now",
-   * as in reply_held: the spec's ttl_ms is never negative. */
-  int64_t ttl_ms = r->held && r->ttl_ms < 1 ? 1 : r->ttl_ms;
-  json_t *o = json_pack("{s:s, s:b, s:I, s:I, s:o}", "lock", call->name, "held", r->held, "fence",
-                        (json_int_t)r->fence, "ttl_ms", (json_int_t)ttl_ms, "owner",
-                        owner_json(r->held ? r->owner : NULL));
-  /* an expired lease's lock-delay still to run: acquires get lock_delay */
-  if (o && r->delay_ms > 0) json_object_set_new(o, "lock_delay_ms", json_integer(r->delay_ms));
-  reply_json(resp, 200, o);
+  call->family->inspect(resp, call);
+  store_result_clear(&call->op.r);
   return API_DONE;
 }
 
@@ -887,7 +500,7 @@ static api_result handle_ready(api_response *resp, int detail) {
   if (body && !detail) {
     if (topo.sentinel >= 0)
       json_object_set_new(body, "sentinel", json_pack("{s:b}", "reachable", topo.sentinel != 0));
-    reply_json(resp, 200, body);
+    api_json_reply(resp, 200, body);
     return API_DONE;
   }
   if (body && topo.cluster) {
@@ -907,7 +520,7 @@ static api_result handle_ready(api_response *resp, int detail) {
                                             topo.sentinel_msg);
     json_object_set_new(body, "sentinel", sen);
   }
-  reply_json(resp, 200, body);
+  api_json_reply(resp, 200, body);
   return API_DONE;
 }
 
@@ -956,7 +569,6 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
                {"/readyz", EP_READYZ},
                {"/metrics", EP_METRICS},
                {"/v1/openapi.yaml", EP_OPENAPI}};
-  static const char locks[] = "/v1/locks/", sems[] = "/v1/semaphores/", rws[] = "/v1/rwlocks/";
   memset(resp, 0, sizeof *resp);
   resp->endpoint = EP_OTHER;
   call->endpoint = EP_OTHER;
@@ -970,7 +582,7 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
     if (!is_get) return wrong_method(resp, ALLOW_GET);
     switch (fixed[i].ep) {
       case EP_HEALTHZ:
-        reply_json(resp, 200, json_pack("{s:s}", "status", "ok"));
+        api_json_reply(resp, 200, json_pack("{s:s}", "status", "ok"));
         return API_DONE;
       case EP_READYZ: return handle_ready(resp, ready_detail(req, call));
       case EP_METRICS:
@@ -981,10 +593,8 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
     }
   }
 
-  size_t plen = 0;
-  if (strncmp(path, locks, sizeof locks - 1) == 0) plen = sizeof locks - 1;
-  if (strncmp(path, sems, sizeof sems - 1) == 0) plen = sizeof sems - 1, call->sem = 1;
-  if (strncmp(path, rws, sizeof rws - 1) == 0) plen = sizeof rws - 1, call->rw = 1;
+  call->family = api_family_of(path);
+  size_t plen = call->family ? strlen(call->family->prefix) : 0;
   if (plen == 0 || path[plen] == '\0')
     return fail(resp, PICKET_PROTO_ERR_NOT_FOUND, "no such endpoint; see /v1/openapi.yaml");
 
@@ -1009,9 +619,8 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
   } else {
     call->endpoint = EP_INSPECT;
   }
-  /* EP_SEM_* and EP_RW_* are EP_* shifted, in the same order */
-  if (call->sem) call->endpoint = (metrics_endpoint)(call->endpoint - EP_ACQUIRE + EP_SEM_ACQUIRE);
-  if (call->rw) call->endpoint = (metrics_endpoint)(call->endpoint - EP_ACQUIRE + EP_RW_ACQUIRE);
+  /* each family's endpoints are EP_ACQUIRE's four, shifted */
+  call->endpoint = (metrics_endpoint)(call->endpoint - EP_ACQUIRE + call->family->endpoint);
   resp->endpoint = call->endpoint;
   if (action && !method_is(req, "POST")) return wrong_method(resp, ALLOW_POST);
   if (!action && !is_get) return wrong_method(resp, ALLOW_GET);
@@ -1023,31 +632,21 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
     return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
                 "lock names are 1 to 200 bytes of A-Z a-z 0-9 . _ : - (percent-encoded or not), "
                 "other than . and ..");
-  if (call->sem && strlen(call->name) > PICKET_PROTO_SEM_NAME_MAX)
-    return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
-                "semaphore names are at most 180 bytes: a permit's fence is checked under "
-                "NAME:permit:N, a lock name of at most 200");
-  if (call->rw && strlen(call->name) > PICKET_PROTO_RW_NAME_MAX)
-    return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
-                "read/write lock names are at most 197 bytes: their fences are checked under "
-                "NAME:rw, a lock name of at most 200");
-  snprintf(call->key, sizeof call->key, "%s%s", call->sem ? "s/" : call->rw ? "r/" : "", call->name);
+  if (strlen(call->name) > call->family->name_max)
+    return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, call->family->name_why);
+  snprintf(call->key, sizeof call->key, "%s%s", call->family->key_prefix, call->name);
   if (authorize(call, verb, call->name, resp) < 0) return API_DONE;
   if (req->body_too_large) {
     char msg[80];
     snprintf(msg, sizeof msg, "request bodies are limited to %d bytes", PICKET_PROTO_BODY_MAX);
     return fail(resp, PICKET_PROTO_ERR_BODY_TOO_LARGE, msg);
   }
-  switch (call->sem  ? call->endpoint - EP_SEM_ACQUIRE + EP_ACQUIRE
-          : call->rw ? call->endpoint - EP_RW_ACQUIRE + EP_ACQUIRE
-                     : call->endpoint) {
+  switch (call->endpoint - call->family->endpoint + EP_ACQUIRE) {
     case EP_ACQUIRE: return handle_acquire(req, call, resp);
     case EP_RENEW: return handle_renew(req, call, resp);
     case EP_RELEASE: return handle_release(req, call, resp);
     default:
-      /* a semaphore's inspect lists at most its limit's worth of permits,
-       * a read/write lock's its first readers */
-      call->limit = call->rw ? PICKET_PROTO_RW_LISTED_MAX : cfg->max_semaphore_limit;
+      call->limit = call->family->inspect_max ? call->family->inspect_max() : 0;
       return store_call(call, STORE_OP_INSPECT);
   }
 }

@@ -36,6 +36,8 @@ typedef struct {
   int close;              /* http.c: close the connection after it (framing not trusted) */
 } api_response;
 
+typedef struct api_family api_family;
+
 /* The state of one call that may outlive one handler invocation: an
  * acquire that waits is parked (wait.c) and retried on each wake. */
 typedef struct {
@@ -46,8 +48,7 @@ typedef struct {
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
   int64_t ttl_ms;
   int64_t wait_ms;
-  int sem;                /* a semaphore's call (/v1/semaphores/...), not a lock's */
-  int rw;                 /* a read/write lock's call (/v1/rwlocks/...) */
+  const api_family *family; /* lock, semaphore or read/write lock (api_family.h) */
   int write;              /* rwlock acquire: mode write (else read) */
   int forgotten;          /* rwlock: its wait's end was told to the store */
   int64_t limit;          /* semaphore acquire: its limit */

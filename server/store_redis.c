@@ -687,47 +687,71 @@ static int permits_alloc(store_result *r, int n) {
 /* semaphore.lua's and sem_inspect.lua's replies (an array; the layouts
  * are theirs): the status, or STORE_EREPLY for a reply of another shape
  * (the caller reports it). */
+/* Every family's acquire reply opens the same way: {1, fence, created,
+ * tamper, ttl} granted, {0, retry, owner, tamper, 0} held, {3, ...} held
+ * off by a lock-delay, {2, ...} the token holds its max_leases, {4,
+ * limit, ...} (semaphores) the live permits use another limit. What
+ * follows the fifth element is the family's (sem_parse, rw_parse). */
+static store_status acquire_head(store_op *op, redisReply **e, size_t n) {
+  store_result *r = &op->r;
+  if (n < 5 || !is_int(e[0]) || !is_int(e[4])) return STORE_EREPLY;
+  tamper_repaired(op, e[3]);
+  switch (e[0]->integer) {
+    case 1:
+      if (!fence_reply(e[1], 0, &r->fence)) return STORE_EREPLY;
+      r->created = is_int(e[2]) && e[2]->integer == 1;
+      r->ttl_ms = e[4]->integer;
+      return STORE_OK;
+    case 0:
+    case 3:
+      if (!is_int(e[1])) return STORE_EREPLY;
+      r->ttl_ms = e[1]->integer;
+      copy_owner(e[2], r);
+      return e[0]->integer == 0 ? STORE_HELD : STORE_DELAYED;
+    case 2: return STORE_EQUOTA;
+    case 4:
+      if (!is_int(e[1])) return STORE_EREPLY;
+      r->limit = e[1]->integer;
+      return STORE_ELIMIT;
+    default: return STORE_EREPLY;
+  }
+}
+
+/* ...and a renewal's: {fence, tamper, ttl}, or {0, tamper, 0} when the
+ * lease is not held. */
+static store_status renew_head(store_op *op, redisReply **e, size_t n) {
+  if (n < 3 || !is_int(e[2])) return STORE_EREPLY;
+  tamper_repaired(op, e[1]);
+  if (is_int(e[0]) && e[0]->integer == 0) return STORE_LOST;
+  if (!fence_reply(e[0], 0, &op->r.fence)) return STORE_EREPLY;
+  op->r.ttl_ms = e[2]->integer;
+  return STORE_OK;
+}
+
+/* ...and a release's: {1, tamper} released, {0, tamper} not held. */
+static store_status release_reply(store_op *op, redisReply **e, size_t n) {
+  if (n != 2 || !is_int(e[0])) return STORE_EREPLY;
+  tamper_repaired(op, e[1]);
+  return e[0]->integer == 1 ? STORE_OK : STORE_LOST;
+}
+
 static store_status sem_parse(store_op *op, const redisReply *rep) {
   store_result *r = &op->r;
   redisReply **e = rep->element;
   size_t n = rep->elements;
   switch (op->kind) {
-    case STORE_OP_SEM_ACQUIRE:
-      /* {1, fence, created, tamper, ttl, slot}, {0, retry, "", tamper, 0,
-       * -1}: full, {2, ...}: the token's max_leases, {4, limit, ...}: the
-       * live permits' limit differs */
-      if (n != 6 || !is_int(e[0]) || !is_int(e[4]) || !is_int(e[5])) return STORE_EREPLY;
-      tamper_repaired(op, e[3]);
-      switch (e[0]->integer) {
-        case 1:
-          if (!fence_reply(e[1], 0, &r->fence)) return STORE_EREPLY;
-          r->created = is_int(e[2]) && e[2]->integer == 1;
-          r->ttl_ms = e[4]->integer;
-          r->permit = e[5]->integer;
-          return STORE_OK;
-        case 0:
-          if (!is_int(e[1])) return STORE_EREPLY;
-          r->ttl_ms = e[1]->integer;
-          return STORE_HELD;
-        case 2: return STORE_EQUOTA;
-        case 4:
-          if (!is_int(e[1])) return STORE_EREPLY;
-          r->limit = e[1]->integer;
-          return STORE_ELIMIT;
-        default: return STORE_EREPLY;
-      }
-    case STORE_OP_SEM_RENEW: /* {fence, tamper, ttl, slot} or {0, tamper, 0, -1} */
-      if (n != 4 || !is_int(e[2]) || !is_int(e[3])) return STORE_EREPLY;
-      tamper_repaired(op, e[1]);
-      if (is_int(e[0]) && e[0]->integer == 0) return STORE_LOST;
-      if (!fence_reply(e[0], 0, &r->fence)) return STORE_EREPLY;
-      r->ttl_ms = e[2]->integer;
+    case STORE_OP_SEM_ACQUIRE: { /* acquire_head, then the permit's slot (-1) */
+      if (n != 6 || !is_int(e[5])) return STORE_EREPLY;
+      store_status st = acquire_head(op, e, n);
+      r->permit = e[5]->integer;
+      return st;
+    }
+    case STORE_OP_SEM_RENEW: { /* renew_head, then the slot */
+      if (n != 4 || !is_int(e[3])) return STORE_EREPLY;
       r->permit = e[3]->integer;
-      return STORE_OK;
-    case STORE_OP_SEM_RELEASE: /* {1, tamper} or {0, tamper} */
-      if (n != 2 || !is_int(e[0])) return STORE_EREPLY;
-      tamper_repaired(op, e[1]);
-      return e[0]->integer == 1 ? STORE_OK : STORE_LOST;
+      return renew_head(op, e, n);
+    }
+    case STORE_OP_SEM_RELEASE: return release_reply(op, e, n);
     default: /* inspect: {limit, live, then slot, fence, owner, ttl, delay per permit} */
       if (n < 2 || (n - 2) % 5 != 0 || !is_int(e[0]) || !is_int(e[1])) return STORE_EREPLY;
       r->limit = e[0]->integer;
@@ -757,41 +781,18 @@ static store_status rw_parse(store_op *op, const redisReply *rep) {
   redisReply **e = rep->element;
   size_t n = rep->elements;
   switch (op->kind) {
-    case STORE_OP_RW_ACQUIRE:
-      /* {1, fence, created, tamper, ttl, mode}, {0, retry, owner, tamper, 0,
-       * why}, {3, ...}: a lock-delay, {2, ...}: the token's max_leases */
-      if (n != 6 || !is_int(e[0]) || !is_int(e[4]) || e[5]->type != REDIS_REPLY_STRING)
-        return STORE_EREPLY;
-      tamper_repaired(op, e[3]);
-      switch (e[0]->integer) {
-        case 1:
-          if (!fence_reply(e[1], 0, &r->fence)) return STORE_EREPLY;
-          r->created = is_int(e[2]) && e[2]->integer == 1;
-          r->ttl_ms = e[4]->integer;
-          return STORE_OK;
-        case 0:
-        case 3:
-          if (!is_int(e[1])) return STORE_EREPLY;
-          r->ttl_ms = e[1]->integer;
-          copy_owner(e[2], r);
-          r->held_by = strcmp(e[5]->str, "read") == 0 ? 1 : strcmp(e[5]->str, "waiting") == 0 ? 2 : 0;
-          return e[0]->integer == 0 ? STORE_HELD : STORE_DELAYED;
-        case 2: return STORE_EQUOTA;
-        default: return STORE_EREPLY;
-      }
-    case STORE_OP_RW_RENEW: /* {fence, tamper, ttl, mode} or {0, tamper, 0, ""} */
-      if (n != 4 || !is_int(e[2])) return STORE_EREPLY;
-      tamper_repaired(op, e[1]);
-      if (is_int(e[0]) && e[0]->integer == 0) return STORE_LOST;
-      if (!fence_reply(e[0], 0, &r->fence)) return STORE_EREPLY;
-      r->ttl_ms = e[2]->integer;
+    case STORE_OP_RW_ACQUIRE: { /* acquire_head, then the mode granted or why not */
+      if (n != 6 || e[5]->type != REDIS_REPLY_STRING) return STORE_EREPLY;
+      store_status st = acquire_head(op, e, n);
+      r->held_by = strcmp(e[5]->str, "read") == 0 ? 1 : strcmp(e[5]->str, "waiting") == 0 ? 2 : 0;
+      return st;
+    }
+    case STORE_OP_RW_RENEW: /* renew_head, then the mode */
+      if (n != 4) return STORE_EREPLY;
       r->held_by = e[3]->type == REDIS_REPLY_STRING && strcmp(e[3]->str, "read") == 0;
-      return STORE_OK;
+      return renew_head(op, e, n);
     case STORE_OP_RW_RELEASE:
-    case STORE_OP_RW_FORGET: /* {1, tamper} or {0, tamper} */
-      if (n != 2 || !is_int(e[0])) return STORE_EREPLY;
-      tamper_repaired(op, e[1]);
-      return e[0]->integer == 1 ? STORE_OK : STORE_LOST;
+    case STORE_OP_RW_FORGET: return release_reply(op, e, n);
     default: /* inspect: {last, writer {fence, owner, ttl, delay} or {}, readers,
               * waiting, then fence, owner, ttl per listed reader} */
       if (n < 4 || (n - 4) % 3 != 0 || !fence_reply(e[0], 1, &r->fence) ||
@@ -854,39 +855,17 @@ static store_status op_parse(store_op *op, redisReply *rep) {
     return st;
   }
   switch (op->kind) {
-    case STORE_OP_ACQUIRE:
-      /* {1, fence, created, tamper, ttl}, {0, pttl, owner, tamper, 0}, {3,
-       * pttl, owner, tamper, 0}: a lock-delay runs, or {2, 0, "", tamper,
-       * 0}: the token holds its max_leases */
-      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 5 || !is_int(e[0]) || !is_int(e[4]))
-        goto odd;
-      tamper_repaired(op, e[3]);
-      if (e[0]->integer == 2) {
-        st = STORE_EQUOTA;
-      } else if (e[0]->integer == 0 || e[0]->integer == 3) {
-        if (!is_int(e[1])) goto odd;
-        r->ttl_ms = e[1]->integer;
-        copy_owner(e[2], r);
-        st = e[0]->integer == 0 ? STORE_HELD : STORE_DELAYED;
-      } else {
-        if (!fence_reply(e[1], 0, &r->fence)) goto odd;
-        r->created = is_int(e[2]) && e[2]->integer == 1;
-        r->ttl_ms = e[4]->integer;
-      }
+    case STORE_OP_ACQUIRE: /* acquire_head, and no more */
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 5) goto odd;
+      if ((st = acquire_head(op, e, 5)) == STORE_EREPLY) goto odd;
       break;
-    case STORE_OP_RENEW: /* {fence, tamper, ttl}, or {0, tamper, 0} when the lease is not held */
-      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 || !is_int(e[2])) goto odd;
-      tamper_repaired(op, e[1]);
-      if (is_int(e[0]) && e[0]->integer == 0)
-        st = STORE_LOST;
-      else if (!fence_reply(e[0], 0, &r->fence))
-        goto odd;
-      r->ttl_ms = e[2]->integer;
+    case STORE_OP_RENEW:
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3) goto odd;
+      if ((st = renew_head(op, e, 3)) == STORE_EREPLY) goto odd;
       break;
-    case STORE_OP_RELEASE: /* {1, tamper} released, {0, tamper} not held */
-      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 || !is_int(e[0])) goto odd;
-      tamper_repaired(op, e[1]);
-      if (e[0]->integer != 1) st = STORE_LOST;
+    case STORE_OP_RELEASE:
+      if (rep->type != REDIS_REPLY_ARRAY) goto odd;
+      if ((st = release_reply(op, e, rep->elements)) == STORE_EREPLY) goto odd;
       break;
     case STORE_OP_SEM_ACQUIRE:
     case STORE_OP_SEM_RENEW:

@@ -154,6 +154,15 @@ def names_by_shard(cluster, n, prefix):
 
 # ---- cases ---------------------------------------------------------------
 
+def one_per_shard(cluster, prefix, what):
+    """A name on each of the three shards, starting with prefix: {shard: name}."""
+    per = {}
+    for name, owner in names_by_shard(cluster, 60, prefix).items():
+        per.setdefault(owner, name)
+    check(len(per) == 3, f"{what}: names on {len(per)} shards")
+    return per
+
+
 def case_spread(cluster, d, p):
     """1,000 names over both picketd: keys on every shard, all released."""
     names = [f"spread.{i}" for i in range(1000)]
@@ -190,11 +199,7 @@ def case_spread(cluster, d, p):
 def case_api(cluster, port, tag):
     """The behaviours of the single-node suite, on locks of each shard."""
     c = Client(port)
-    shard_names = {}
-    for name, owner in names_by_shard(cluster, 60, f"api.{tag}.").items():
-        shard_names.setdefault(owner, name)
-    check(len(shard_names) == 3, f"api: names on {len(shard_names)} shards")
-    for name in shard_names.values():
+    for name in one_per_shard(cluster, f"api.{tag}.", f"api {tag}").values():
         st, g, _ = c.req("POST", f"/v1/locks/{name}/acquire", {"ttl_ms": 20000, "owner": "w1"})
         check(st == 200 and g.get("fence", 0) > 0, f"api {tag}: acquire {name}: {st} {g}")
         lease, fence = g.get("lease"), g.get("fence")
@@ -243,11 +248,7 @@ def case_semaphores(cluster, port, tag):
     """Semaphores on each shard: a semaphore's keys share one hash tag, so
     each call is one script on the shard of its name."""
     c = Client(port)
-    per = {}
-    for name, owner in names_by_shard(cluster, 60, f"sem.{tag}.").items():
-        per.setdefault(owner, name)
-    check(len(per) == 3, f"sem {tag}: names on {len(per)} shards")
-    for name in per.values():
+    for name in one_per_shard(cluster, f"sem.{tag}.", f"sem {tag}").values():
         grants = []
         for i in range(2):
             st, g, _ = c.req("POST", f"/v1/semaphores/{name}/acquire", {"limit": 2, "ttl_ms": 20000})
@@ -276,11 +277,7 @@ def case_semaphores(cluster, port, tag):
 def case_rwlocks(cluster, port, tag):
     """Read/write locks on each shard: one hash tag per lock."""
     c = Client(port)
-    per = {}
-    for name, owner in names_by_shard(cluster, 60, f"rw.{tag}.").items():
-        per.setdefault(owner, name)
-    check(len(per) == 3, f"rw {tag}: names on {len(per)} shards")
-    for name in per.values():
+    for name in one_per_shard(cluster, f"rw.{tag}.", f"rw {tag}").values():
         reads = []
         for _ in range(2):
             st, g, _ = c.req("POST", f"/v1/rwlocks/{name}/acquire", {"mode": "read", "ttl_ms": 20000})
@@ -312,9 +309,7 @@ def case_waiters(cluster, port):
     """A holder and a waiter on one lock of each shard; each release wakes
     its waiter well before the holder's TTL would have."""
     c = Client(port)
-    per = {}
-    for name, owner in names_by_shard(cluster, 60, "wait.").items():
-        per.setdefault(owner, name)
+    per = one_per_shard(cluster, "wait.", "wait")
     held = {}
     for name in per.values():
         st, g, _ = c.req("POST", f"/v1/locks/{name}/acquire", {"ttl_ms": 30000})
@@ -571,11 +566,7 @@ def case_quota(cluster, seed):
                 "max_leases=2\n")
     q = Picketd(seed, "--auth-file", auth)
     try:
-        per = {}
-        for name, owner in names_by_shard(cluster, 60, "quota.").items():
-            per.setdefault(owner, name)
-        names = list(per.values())
-        check(len(names) == 3, "quota: names on three shards")
+        names = list(one_per_shard(cluster, "quota.", "quota").values())
         c = Client(q.port)
 
         def call(method, path, body=None):

@@ -69,6 +69,28 @@ static inline long lock_call(const char *name, const char *action, const char *l
   return r->status;
 }
 
+/* A call to /v1/{family}/{name}[/{action}] (family "locks", "semaphores",
+ * "rwlocks"); the caller frees the reply. */
+static inline harness_resp family_call(const char *family, const char *method, const char *name,
+                                       const char *action, const char *body) {
+  char path[512];
+  harness_resp r;
+  snprintf(path, sizeof path, "/v1/%s/%s%s%s", family, name, action ? "/" : "",
+           action ? action : "");
+  call(method, path, body, &r);
+  return r;
+}
+
+/* Releases lease of family's name: the status. */
+static inline long family_release(const char *family, const char *name, const char *lease) {
+  char body[80];
+  snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lease);
+  harness_resp r = family_call(family, "POST", name, "release", body);
+  long st = r.status;
+  harness_resp_free(&r);
+  return st;
+}
+
 /* POST path with body must be 400 invalid_argument naming `field`. */
 static inline void expect_bad_field(const char *path, const char *body, const char *field) {
   harness_resp r;

@@ -21,11 +21,7 @@ static void setup(void) { setup_default(); }
 
 static harness_resp rw(const char *method, const char *name, const char *action,
                        const char *body) {
-  char path[512];
-  harness_resp r;
-  snprintf(path, sizeof path, "/v1/rwlocks/%s%s%s", name, action ? "/" : "", action ? action : "");
-  call(method, path, body, &r);
-  return r;
+  return family_call("rwlocks", method, name, action, body);
 }
 
 typedef struct {
@@ -47,12 +43,7 @@ static grant take(const char *name, const char *body) {
 }
 
 static long give_back(const char *name, const char *lease) {
-  char body[80];
-  snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lease);
-  harness_resp r = rw("POST", name, "release", body);
-  long st = r.status;
-  harness_resp_free(&r);
-  return st;
+  return family_release("rwlocks", name, lease);
 }
 
 /* An acquire that must be refused, and why (a part of the message). */

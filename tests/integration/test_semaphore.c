@@ -25,13 +25,8 @@
 static void setup(void) { setup_default(); }
 
 static harness_resp sem(const char *method, const char *name, const char *action,
-                        const char *body) {
-  char path[512];
-  harness_resp r;
-  snprintf(path, sizeof path, "/v1/semaphores/%s%s%s", name, action ? "/" : "",
-           action ? action : "");
-  call(method, path, body, &r);
-  return r;
+                       const char *body) {
+  return family_call("semaphores", method, name, action, body);
 }
 
 typedef struct {
@@ -57,12 +52,7 @@ static permit take(const char *name, const char *body) {
 }
 
 static long give_back(const char *name, const char *lease) {
-  char body[80];
-  snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lease);
-  harness_resp r = sem("POST", name, "release", body);
-  long st = r.status;
-  harness_resp_free(&r);
-  return st;
+  return family_release("semaphores", name, lease);
 }
 
 START_TEST(n_permits) {

@@ -1,0 +1,43 @@
+/* api_family.h: the three kinds of named thing the lease endpoints serve:
+ * locks (/v1/locks/), semaphores (/v1/semaphores/) and read/write locks
+ * (/v1/rwlocks/). Their calls follow one path through api.c (check, one
+ * store call, outcome, wait); what sets a family apart is one row here:
+ * its path and bounds, its own acquire members, its store calls and its
+ * replies. A new primitive is a new row, not branches in api.c. */
+#ifndef PICKETD_API_FAMILY_H
+#define PICKETD_API_FAMILY_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api.h"
+
+struct api_family {
+  const char *prefix;         /* the path prefix, "/v1/semaphores/" */
+  const char *noun;           /* the replies' name member, "semaphore" */
+  const char *key_prefix;     /* of call->key (waiters' queue, release message) */
+  size_t name_max;            /* names are at most this long... */
+  const char *name_why;       /* ...and the 400 says why, when shorter than a lock's */
+  metrics_endpoint endpoint;  /* its acquire's EP_*; renew, release, inspect follow */
+  store_op_kind kind;         /* its acquire's STORE_OP_*; the others follow */
+  const char *const *fields;  /* the members an acquire body may have */
+  /* Reads the family's own acquire members (a limit, a mode) from body
+   * into call: 0, or -1 with a 400 in *resp. */
+  int (*acquire_args)(json_t *body, api_call *call, api_response *resp);
+  /* The 200 of a grant (renewal 0) or a renewal (1), from call->op.r. */
+  void (*grant)(api_response *resp, const api_call *call, int renewal);
+  /* The 409 of an acquire that found it taken (call->held_*): retry in ms.
+   * Counts the outcome in picket_acquire_total. */
+  void (*taken)(api_response *resp, const api_call *call, int64_t ms);
+  /* The 200 of a GET, from call->op.r, which it clears. */
+  void (*inspect)(api_response *resp, api_call *call);
+  /* How many holders a GET lists at most (call->limit of the inspect). */
+  int64_t (*inspect_max)(void);
+};
+
+void api_family_init(const config *cfg);
+/* The family whose prefix path starts with, or NULL. */
+const api_family *api_family_of(const char *path);
+
+#endif
