@@ -6,6 +6,7 @@
  * and error codes here and nowhere else, through the proto error table. */
 #include "api.h"
 
+#include "api_admin.h"
 #include "api_family.h"
 #include "api_json.h"
 
@@ -21,6 +22,7 @@
 #include "quota.h"
 #include "signer.h"
 #include "store.h"
+#include "ui.h"
 #include "wait.h"
 
 static const config *cfg;
@@ -74,15 +76,8 @@ void api_wait_left(api_call *call, int granted) {
 
 /* Maps a failed store call to its reply. */
 static api_result store_failure(api_response *resp, store_status st, const store_result *r) {
-  switch (st) {
-    case STORE_EREPLY: return fail(resp, PICKET_PROTO_ERR_STORE_ERROR, r->err);
-    case STORE_EMISCONF: return fail(resp, PICKET_PROTO_ERR_STORE_MISCONFIGURED, r->err);
-    case STORE_EFULL: return fail(resp, PICKET_PROTO_ERR_STORE_FULL, r->err);
-    case STORE_ENOTREPL: return fail(resp, PICKET_PROTO_ERR_NOT_REPLICATED, r->err);
-    case STORE_ETAMPERED: return fail(resp, PICKET_PROTO_ERR_STORE_TAMPERED, r->err);
-    case STORE_EUNAVAIL:
-    default: return fail(resp, PICKET_PROTO_ERR_STORE_UNAVAILABLE, r->err[0] ? r->err : NULL);
-  }
+  api_json_store_failure(resp, st, r);
+  return API_DONE;
 }
 
 /* ---- request bodies ------------------------------------------------- */
@@ -171,7 +166,8 @@ static int authenticate(const api_request *req, api_call *call, api_response *re
 static int authorize(api_call *call, auth_verb verb, const char *name, api_response *resp) {
   if (call->who == NULL) return 0;
   static const char *const verb_names[] = {[AUTH_LOCK] = "lock", [AUTH_READ] = "read",
-                                           [AUTH_METRICS] = "metrics"};
+                                           [AUTH_METRICS] = "metrics", [AUTH_LIST] = "list",
+                                           [AUTH_ADMIN] = "admin"};
   char msg[300];
   if (!auth_allows(call->who, verb)) {
     snprintf(msg, sizeof msg, "token '%s' lacks the verb '%s'", auth_name(call->who),
@@ -389,6 +385,24 @@ static api_result handle_acquire(const api_request *req, api_call *call, api_res
   return store_call(call, STORE_OP_ACQUIRE);
 }
 
+/* hold_broken's "broken by WHO at MS" with the time in UTC (ISO 8601),
+ * in a static buffer of the calling thread. */
+static const char *readable_why(const char *why) {
+  static __thread char out[200];
+  const char *at = strrchr(why, ' ');
+  char *end;
+  long long ms = at ? strtoll(at + 1, &end, 10) : 0;
+  time_t sec = (time_t)(ms / 1000);
+  struct tm tm;
+  if (at == NULL || at - why < 3 || strncmp(at - 3, " at", 3) != 0 || *end != '\0' || ms <= 0 ||
+      gmtime_r(&sec, &tm) == NULL)
+    return why;
+  char when[40];
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(out, sizeof out, "%.*s%s.%03lldZ", (int)(at - why + 1), why, when, ms % 1000);
+  return out;
+}
+
 /* A renew or release that did not succeed: lease_lost is the signal of a
  * holder that overran its TTL, worth a log line and its own counter. */
 static api_result renew_or_release_failed(api_call *call, const char *what, metrics_counter lost,
@@ -396,8 +410,14 @@ static api_result renew_or_release_failed(api_call *call, const char *what, metr
   if (call->op.st == STORE_LOST) {
     metrics_inc(lost);
     char lease_log[16];
-    LOG(LOG_INFO, "%s of %s by lease %s: lease lost (expired, released or never held)", what,
-        call->name, log_lease(call->client_lease, lease_log));
+    LOG(LOG_INFO, "%s of %s by lease %s: lease lost (%s)", what, call->name,
+        log_lease(call->client_lease, lease_log),
+        call->op.r.why[0] ? call->op.r.why : "expired, released or never held");
+    if (call->op.r.why[0]) { /* broken by an operator: say so, and when */
+      char msg[240];
+      snprintf(msg, sizeof msg, "the lease is no longer held: %s", readable_why(call->op.r.why));
+      return fail(resp, PICKET_PROTO_ERR_LEASE_LOST, msg);
+    }
     return fail(resp, PICKET_PROTO_ERR_LEASE_LOST, NULL);
   }
   metrics_inc(error);
@@ -568,7 +588,9 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
   } fixed[] = {{"/healthz", EP_HEALTHZ},
                {"/readyz", EP_READYZ},
                {"/metrics", EP_METRICS},
-               {"/v1/openapi.yaml", EP_OPENAPI}};
+               {"/v1/openapi.yaml", EP_OPENAPI},
+               {"/v1/locks", EP_LIST},
+               {"/v1/whoami", EP_WHOAMI}};
   memset(resp, 0, sizeof *resp);
   resp->endpoint = EP_OTHER;
   call->endpoint = EP_OTHER;
@@ -576,6 +598,7 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
   const char *path = req->path;
   int is_get = method_is(req, "GET") || method_is(req, "HEAD");
 
+  if (ui_owns(path)) return ui_serve(req, resp); /* the web console's static files */
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
     if (strcmp(path, fixed[i].path) != 0) continue;
     resp->endpoint = call->endpoint = fixed[i].ep;
@@ -589,6 +612,13 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
         if (authenticate(req, call, resp) < 0 || authorize(call, AUTH_METRICS, NULL, resp) < 0)
           return API_DONE;
         return handle_metrics(resp);
+      case EP_LIST:
+        if (authenticate(req, call, resp) < 0 || authorize(call, AUTH_LIST, NULL, resp) < 0)
+          return API_DONE;
+        return api_admin_list(req, call, resp);
+      case EP_WHOAMI:
+        if (authenticate(req, call, resp) < 0) return API_DONE;
+        return api_admin_whoami(req, call, resp);
       default: return handle_openapi(resp);
     }
   }
@@ -615,18 +645,21 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
     if (strcmp(action, "acquire") == 0) call->endpoint = EP_ACQUIRE;
     else if (strcmp(action, "renew") == 0) call->endpoint = EP_RENEW;
     else if (strcmp(action, "release") == 0) call->endpoint = EP_RELEASE;
+    else if (strcmp(action, "break") == 0 && call->family->endpoint == EP_ACQUIRE)
+      call->endpoint = EP_BREAK;
     else return fail(resp, PICKET_PROTO_ERR_NOT_FOUND, "no such lock action; use acquire, renew or release");
   } else {
     call->endpoint = EP_INSPECT;
   }
   /* each family's endpoints are EP_ACQUIRE's four, shifted */
-  call->endpoint = (metrics_endpoint)(call->endpoint - EP_ACQUIRE + call->family->endpoint);
+  if (call->endpoint != EP_BREAK)
+    call->endpoint = (metrics_endpoint)(call->endpoint - EP_ACQUIRE + call->family->endpoint);
   resp->endpoint = call->endpoint;
   if (action && !method_is(req, "POST")) return wrong_method(resp, ALLOW_POST);
   if (!action && !is_get) return wrong_method(resp, ALLOW_GET);
   /* Who calls comes before what they send: a stranger learns nothing from
    * the checks of names and bodies. */
-  auth_verb verb = action ? AUTH_LOCK : AUTH_READ;
+  auth_verb verb = call->endpoint == EP_BREAK ? AUTH_ADMIN : action ? AUTH_LOCK : AUTH_READ;
   if (authenticate(req, call, resp) < 0 || authorize(call, verb, NULL, resp) < 0) return API_DONE;
   if (picket_proto_name_from_path(rest, seg_len, call->name) < 0)
     return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
@@ -636,11 +669,15 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
     return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, call->family->name_why);
   snprintf(call->key, sizeof call->key, "%s%s", call->family->key_prefix, call->name);
   if (authorize(call, verb, call->name, resp) < 0) return API_DONE;
+  if (call->endpoint == EP_BREAK && !api_admin_may_break(req, call))
+    return fail(resp, PICKET_PROTO_ERR_PERMISSION_DENIED,
+                "only a local caller may break a lock when picketd runs without --auth-file");
   if (req->body_too_large) {
     char msg[80];
     snprintf(msg, sizeof msg, "request bodies are limited to %d bytes", PICKET_PROTO_BODY_MAX);
     return fail(resp, PICKET_PROTO_ERR_BODY_TOO_LARGE, msg);
   }
+  if (call->endpoint == EP_BREAK) return api_admin_break(req, call, resp);
   switch (call->endpoint - call->family->endpoint + EP_ACQUIRE) {
     case EP_ACQUIRE: return handle_acquire(req, call, resp);
     case EP_RENEW: return handle_renew(req, call, resp);

@@ -22,6 +22,10 @@ typedef struct {
   const char *authorization; /* the Authorization header, or NULL */
   const char *peer;       /* the client's address ("" if unknown), for per-address limits */
   int peer_loopback;      /* ...and whether it is loopback (conns_peer_loopback) */
+  /* The query's argument `key`, percent-decoded, or NULL when absent (or
+   * no query_arg): GET /v1/locks's prefix, limit and cursor. */
+  const char *(*query_arg)(void *query_ctx, const char *key);
+  void *query_ctx;
 } api_request;
 
 typedef struct {
@@ -32,6 +36,7 @@ typedef struct {
   const char *allow;      /* Allow header, or NULL */
   char retry_after[24];   /* Retry-After header, or "" */
   const char *www_authenticate; /* WWW-Authenticate header (401), or NULL */
+  const char *const *extra_headers; /* more headers: name, value, ..., NULL (static), or NULL */
   metrics_endpoint endpoint;
   int close;              /* http.c: close the connection after it (framing not trusted) */
 } api_response;

@@ -75,6 +75,14 @@ static void lock_inspect(api_response *resp, api_call *call) {
                         api_json_owner(r->held ? r->owner : NULL));
   /* an expired lease's lock-delay still to run: acquires get lock_delay */
   if (o && r->delay_ms > 0) json_object_set_new(o, "lock_delay_ms", json_integer(r->delay_ms));
+  /* since when, how often renewed (null when not held, or granted before
+   * picketd stamped grants), and who waits on this picketd */
+  if (o) {
+    int known = r->held && r->at > 0;
+    json_object_set_new(o, "acquired_at", known ? json_integer(r->at) : json_null());
+    json_object_set_new(o, "renewals", known ? json_integer(r->renewals) : json_null());
+    json_object_set_new(o, "waiters", json_integer(wait_queue_length(call->key)));
+  }
   api_json_reply(resp, 200, o);
 }
 

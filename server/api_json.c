@@ -160,3 +160,17 @@ int api_json_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t def
   *out = json_integer_value(v);
   return 0;
 }
+
+void api_json_store_failure(api_response *resp, store_status st, const store_result *r) {
+  switch (st) {
+    case STORE_EREPLY: api_error(resp, PICKET_PROTO_ERR_STORE_ERROR, r->err); return;
+    case STORE_EMISCONF: api_error(resp, PICKET_PROTO_ERR_STORE_MISCONFIGURED, r->err); return;
+    case STORE_EFULL: api_error(resp, PICKET_PROTO_ERR_STORE_FULL, r->err); return;
+    case STORE_ENOTREPL: api_error(resp, PICKET_PROTO_ERR_NOT_REPLICATED, r->err); return;
+    case STORE_ETAMPERED: api_error(resp, PICKET_PROTO_ERR_STORE_TAMPERED, r->err); return;
+    case STORE_EUNAVAIL:
+    default:
+      api_error(resp, PICKET_PROTO_ERR_STORE_UNAVAILABLE, r->err[0] ? r->err : NULL);
+      return;
+  }
+}

@@ -48,4 +48,7 @@ int api_json_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t def
 int api_json_bad_field(api_response *resp, const char *fmt, const char *field, long long lo,
                        long long hi);
 
+/* The error reply of a failed store call (st is not STORE_OK). */
+void api_json_store_failure(api_response *resp, store_status st, const store_result *r);
+
 #endif

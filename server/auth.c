@@ -7,7 +7,8 @@
  * NAME is 1..64 bytes of [A-Za-z0-9._-]; HEX64 the SHA-256 of the token
  * exactly as sent after "Bearer " (so the file never holds a token);
  * PREFIXES "*" or a comma list of lock-name prefixes; VERBS a comma list
- * of lock (acquire, renew, release), read (GET of a lock) and metrics.
+ * of lock (acquire, renew, release), read (GET of a lock), metrics, list
+ * (GET /v1/locks: the names under its prefixes) and admin (break).
  * '#' starts a comment line; blank lines are ignored; fields are separated
  * by spaces or tabs. Anything else is an error that names its line: a file
  * that half parses would grant what its author did not mean.
@@ -129,9 +130,11 @@ static int parse_verbs(parse_ctx *p, char *s, auth_principal *t) {
     if (strcmp(tok, "lock") == 0) t->verbs |= AUTH_LOCK;
     else if (strcmp(tok, "read") == 0) t->verbs |= AUTH_READ;
     else if (strcmp(tok, "metrics") == 0) t->verbs |= AUTH_METRICS;
-    else return bad(p, "unknown verb '%.32s' (lock, read, metrics)", tok);
+    else if (strcmp(tok, "list") == 0) t->verbs |= AUTH_LIST;
+    else if (strcmp(tok, "admin") == 0) t->verbs |= AUTH_ADMIN;
+    else return bad(p, "unknown verb '%.32s' (lock, read, metrics, list, admin)", tok);
   }
-  if (t->verbs == 0) return bad(p, "%s", "no verbs (lock, read, metrics)");
+  if (t->verbs == 0) return bad(p, "%s", "no verbs (lock, read, metrics, list, admin)");
   return 0;
 }
 
@@ -416,6 +419,11 @@ int auth_covers(const auth_principal *who, const char *name) {
   for (int i = 0; i < who->nprefixes; i++)
     if (strncmp(name, who->prefixes[i], strlen(who->prefixes[i])) == 0) return 1;
   return 0;
+}
+
+const char *auth_prefix(const auth_principal *who, int i) {
+  if (who->all) return i == 0 ? "*" : NULL;
+  return i < who->nprefixes ? who->prefixes[i] : NULL;
 }
 
 quota_subject *auth_subject(const auth_principal *who) { return who->subject; }

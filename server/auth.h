@@ -20,7 +20,15 @@
 #define AUTH_NAME_MAX 64
 #define AUTH_TOKEN_MAX 512     /* bytes of a presented token */
 
-typedef enum { AUTH_LOCK = 1, AUTH_READ = 2, AUTH_METRICS = 4 } auth_verb;
+/* lock: acquire, renew, release; read: GET of one name; metrics: /metrics;
+ * list: GET /v1/locks (the names under its prefixes); admin: break. */
+typedef enum {
+  AUTH_LOCK = 1,
+  AUTH_READ = 2,
+  AUTH_METRICS = 4,
+  AUTH_LIST = 8,
+  AUTH_ADMIN = 16
+} auth_verb;
 
 typedef struct auth_table auth_table;
 typedef struct auth_principal auth_principal;
@@ -50,6 +58,8 @@ const char *auth_name(const auth_principal *who);
 int auth_allows(const auth_principal *who, auth_verb verb);
 /* 1 when `name` starts with one of the token's prefixes (or it has "*"). */
 int auth_covers(const auth_principal *who, const char *name);
+/* The token's i-th prefix ("*" for every name), or NULL past the last. */
+const char *auth_prefix(const auth_principal *who, int i);
 /* The token's quota subject (owned by the table: do not put it). */
 quota_subject *auth_subject(const auth_principal *who);
 /* The lease id stored in Redis for a client's lease id: the first 128 bits

@@ -172,6 +172,11 @@ static int append_body(http_req *r, const char *data, size_t n) {
   return 0;
 }
 
+/* api_request.query_arg: libmicrohttpd has decoded the query. */
+static const char *query_arg(void *conn, const char *key) {
+  return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
 static enum MHD_Result send_response(struct MHD_Connection *conn, http_req *r, api_response *resp) {
   struct MHD_Response *m =
       MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
@@ -185,6 +190,8 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, http_req *r, a
   if (resp->retry_after[0]) MHD_add_response_header(m, MHD_HTTP_HEADER_RETRY_AFTER, resp->retry_after);
   if (resp->www_authenticate)
     MHD_add_response_header(m, MHD_HTTP_HEADER_WWW_AUTHENTICATE, resp->www_authenticate);
+  for (const char *const *h = resp->extra_headers; h && h[0] && h[1]; h += 2)
+    MHD_add_response_header(m, h[0], h[1]);
   if (resp->close) MHD_add_response_header(m, MHD_HTTP_HEADER_CONNECTION, "close");
   enum MHD_Result ok = MHD_queue_response(conn, (unsigned)resp->status, m);
   MHD_destroy_response(m);
@@ -536,7 +543,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
   api_request req = {method, url, r->body, r->len, r->too_large,
                      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
-                     conns_peer(r->sock), conns_peer_loopback(r->sock)};
+                     conns_peer(r->sock), conns_peer_loopback(r->sock), query_arg, conn};
   handling_set(r, 1); /* until reply(), or the end of the request */
   if (target_has_nul(r, url, version)) {
     handling_set(r, 0);

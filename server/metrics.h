@@ -10,7 +10,7 @@
 typedef enum {
   EP_ACQUIRE, EP_RENEW, EP_RELEASE, EP_INSPECT, EP_HEALTHZ, EP_READYZ, EP_METRICS, EP_OPENAPI,
   EP_OTHER, EP_SEM_ACQUIRE, EP_SEM_RENEW, EP_SEM_RELEASE, EP_SEM_INSPECT, EP_RW_ACQUIRE,
-  EP_RW_RENEW, EP_RW_RELEASE, EP_RW_INSPECT, EP_COUNT
+  EP_RW_RENEW, EP_RW_RELEASE, EP_RW_INSPECT, EP_UI, EP_LIST, EP_BREAK, EP_WHOAMI, EP_COUNT
 } metrics_endpoint;
 
 /* Counters: X(enum, metric name, labels, help of the family). Rows of one
@@ -43,6 +43,8 @@ typedef enum {
   X(CLUSTER_MAP_CHANGES, "picket_cluster_map_changes_total", "", "Slot maps read that moved slots to another primary (failover or resharding).") \
   X(REDIS_PIPELINE_BATCHES, "picket_redis_pipeline_batches_total", "", "Writes of pipelined lock calls to Redis (one per event-loop pass that had calls).") \
   X(REDIS_PIPELINE_CALLS, "picket_redis_pipeline_calls_total", "", "Lock calls sent pipelined (divided by batches: calls per write).") \
+  X(BREAK_BROKEN, "picket_breaks_total", "outcome=\"broken\"", "Operator breaks (POST /v1/locks/NAME/break): broken ended a live lease, not_held found none; both moved the fence on. The log line names who broke it.") \
+  X(BREAK_NOT_HELD, "picket_breaks_total", "outcome=\"not_held\"", "")                         \
   X(WAKE_RELEASE, "picket_wait_wakeups_total", "cause=\"release\"", "Waiter wake-ups by cause.") \
   X(WAKE_EXPIRY, "picket_wait_wakeups_total", "cause=\"expiry\"", "")                            \
   X(WAKE_TIMEOUT, "picket_wait_wakeups_total", "cause=\"timeout\"", "")                          \

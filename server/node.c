@@ -108,6 +108,34 @@ int node_key_slot(const char *key, size_t len) {
   return crc16(key, len) & (NODE_SLOTS - 1);
 }
 
+/* A hash tag of each slot, for the keys picketd keeps per slot (the index
+ * of held names, proto/redis/list.lua): "/i/" and 1 to 3 bytes of
+ * [0-9A-Za-z], the first found whose CRC16 lands in the slot ('/' is no
+ * name byte, so no lock shares a tag). 62^3 candidates leave a slot
+ * uncovered with odds of about 1 in 10^2; the 4-byte round covers it. */
+static char slot_tags[NODE_SLOTS][8];
+
+static void slot_tags_init(void) {
+  static const char abc[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  int left = NODE_SLOTS;
+  char t[8] = "/i/";
+  for (int len = 1; len <= 4 && left > 0; len++) {
+    long total = 1;
+    for (int i = 0; i < len; i++) total *= 62;
+    for (long v = 0; v < total && left > 0; v++) {
+      long x = v;
+      for (int i = 0; i < len; i++, x /= 62) t[3 + i] = abc[x % 62];
+      t[3 + len] = '\0';
+      int slot = crc16(t, (size_t)(3 + len)) & (NODE_SLOTS - 1);
+      if (slot_tags[slot][0]) continue;
+      memcpy(slot_tags[slot], t, sizeof t);
+      left--;
+    }
+  }
+}
+
+const char *node_slot_tag(int slot) { return slot_tags[slot & (NODE_SLOTS - 1)]; }
+
 int node_for_key(const char *key, int *slot, char *err, size_t errlen) {
   if (!cluster_mode) {
     *slot = -1;
@@ -596,6 +624,7 @@ void node_describe(node_info *out) {
 int node_init(const config *c, char *err, size_t errlen) {
   cfg = c;
   crc_init();
+  slot_tags_init();
   for (int i = 0; i < NODE_MAX; i++) atomic_store(&nodes[i].gen, 1);
   memset((void *)slot_owner, SLOT_NONE, sizeof slot_owner);
   cluster_mode = cfg->cluster_seed_count > 0;

@@ -45,6 +45,9 @@ int node_is_cluster(void);
 /* The cluster slot of a key: CRC16 of its hash tag ({...}) or of the whole
  * key, mod 16384, as Redis computes it. */
 int node_key_slot(const char *key, size_t len);
+/* A hash tag ("/i/..." ) whose keys land in `slot`: for keys picketd keeps
+ * one of per slot. Set up by node_init. */
+const char *node_slot_tag(int slot);
 
 /* The node for a key: its slot's primary (always 0 outside a cluster).
  * *slot gets the key's slot (-1 outside a cluster). -1 with why in err

@@ -42,6 +42,19 @@ typedef struct {
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
 } store_permit;
 
+/* One held name in a listing (store_list). */
+typedef struct {
+  char kind;         /* 'l' a lock, 's' a semaphore, 'r' a read/write lock */
+  char name[PICKET_PROTO_NAME_MAX + 1];
+  int64_t holders;   /* live leases: 1 for a lock or a writer, else permits or readers */
+  int64_t fence;     /* a lock's or writer's fence; a read lock's last write's; 0 for a semaphore */
+  int64_t ttl_ms;    /* until its last lease expires */
+  int64_t at;        /* a lock's or writer's grant (unix ms; 0: unknown) */
+  int64_t renewals;  /* ...and how often it was renewed */
+  int64_t limit;     /* a semaphore's limit */
+  char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
+} store_entry;
+
 typedef struct {
   int64_t fence;     /* the grant's fence; inspect: the last fence issued */
   int64_t ttl_ms;    /* acquire and renew OK: the TTL given (the hold cap may cut it);
@@ -58,6 +71,13 @@ typedef struct {
   int npermits;
   int held_by;       /* rwlock HELD: 0 a writer, 1 readers, 2 a writer waits */
   int64_t waiting;   /* rwlock inspect: writers waiting */
+  int64_t at;        /* inspect: the grant's time (unix ms, 0: unknown); break: the break's */
+  int64_t renewals;  /* inspect: how often the lease was renewed */
+  char why[160];     /* renew or release LOST: why, when known ("broken by ... at ...") */
+  char token[72];    /* break: the token whose max_leases counted the broken lease, or "" */
+  char next[PICKET_PROTO_NAME_MAX + 3]; /* list: the index member to resume after, "" at the end */
+  store_entry *entries; /* list: the page; malloc'd, freed by store_result_clear */
+  int nentries;
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
   char err[256];     /* a message for the E* results */
 } store_result;
@@ -98,24 +118,31 @@ typedef enum {
   STORE_OP_SEM_ACQUIRE, STORE_OP_SEM_RENEW, STORE_OP_SEM_RELEASE, STORE_OP_SEM_INSPECT,
   /* and on a read/write lock (proto/redis/rwlock.lua): a read or write lease */
   STORE_OP_RW_ACQUIRE, STORE_OP_RW_RENEW, STORE_OP_RW_RELEASE, STORE_OP_RW_INSPECT,
-  STORE_OP_RW_FORGET /* a writer stopped waiting: new readers may enter */
+  STORE_OP_RW_FORGET, /* a writer stopped waiting: new readers may enter */
+  STORE_OP_BREAK,     /* an operator ends a lock's lease (store_break) */
+  STORE_OP_LIST       /* a page of one index (store_list) */
 } store_op_kind;
 
 /* The lock call a semaphore call is the counterpart of (itself for a lock
  * call): what waits, counts and undoes the same way. */
 static inline store_op_kind store_op_base(store_op_kind kind) {
-  /* (a forget writes nothing a count or a replica guard cares about) */
-  return kind == STORE_OP_RW_FORGET ? STORE_OP_INSPECT : (store_op_kind)(kind % 4);
+  /* (a forget writes nothing a count or a replica guard cares about;
+   * a break and a list are their own) */
+  if (kind >= STORE_OP_RW_FORGET) return kind == STORE_OP_RW_FORGET ? STORE_OP_INSPECT : kind;
+  return (store_op_kind)(kind % 4);
 }
 /* The release of the same resource as `kind`. */
 static inline store_op_kind store_op_release_of(store_op_kind kind) {
   return (store_op_kind)(kind - kind % 4 + STORE_OP_RELEASE);
 }
-/* Frees what a result owns (a semaphore inspect's permits). */
+/* Frees what a result owns (an inspect's permits, a list's entries). */
 static inline void store_result_clear(store_result *r) {
   free(r->permits);
   r->permits = NULL;
   r->npermits = 0;
+  free(r->entries);
+  r->entries = NULL;
+  r->nentries = 0;
 }
 
 /* One lock call, direct (store_run) or for a store_pipe. The caller owns
@@ -140,6 +167,9 @@ typedef struct store_op {
   int64_t limit;                   /* semaphore acquire: its limit; inspect (both): leases listed */
   int write;                       /* rwlock acquire: 1 write, 0 read */
   int64_t wait_ms;                 /* rwlock write acquire: how long it will wait (0: no wait) */
+  const char *who;                 /* break: who breaks it */
+  const char *after;               /* list: the index member to resume after ("": the first) */
+  int index_slot;                  /* list: whose index (Redis Cluster; else 0) */
   const char *token;               /* whose lease count this lease is in, or NULL */
   int64_t max_leases;              /* ...and its limit (0: none, nothing counted) */
   store_status st;                 /* the outcome */
@@ -201,5 +231,34 @@ int64_t store_pipe_timeout_ms(const store_pipe *p);
  * STORE_EUNAVAIL and drops the connection (a late reply would be out of
  * step). Does nothing before that. */
 void store_pipe_expire(store_pipe *p);
+
+/* ---- operators: listing and breaking ---------------------------------- */
+
+/* Where a listing goes on: the hash slot (0 outside Redis Cluster) and the
+ * index member ("NAME k") after which it resumes ("" from the slot's
+ * first). */
+typedef struct {
+  int slot;
+  char after[PICKET_PROTO_NAME_MAX + 3];
+} store_cursor;
+
+/* Up to `limit` held names that start with `prefix`, from *at on, into
+ * r->entries (the caller frees them with store_result_clear). On return
+ * *at is where the next page starts, and *more is 0 when there is none.
+ * Direct calls on the calling thread: one under one Redis; under Redis
+ * Cluster one per hash slot visited, at most STORE_LIST_SLOTS per call
+ * (so a page may come back short, with *more set). Names that expired
+ * are dropped from the index as they are met (proto/redis/list.lua). */
+#define STORE_LIST_SLOTS 512
+store_status store_list(const char *prefix, int limit, store_cursor *at, int *more,
+                        store_result *r);
+
+/* Ends lock `name`'s lease now and moves its fence on
+ * (proto/redis/break.lua): r->held 1 when a live lease ended, r->fence the
+ * new fence, r->owner the broken lease's, r->at the time. `who` is shown
+ * to the broken holder when it renews or releases. With --min-replicas the
+ * break is acknowledged by the replicas first (else STORE_ENOTREPL: it
+ * happened on the primary but may not survive a failover). */
+store_status store_break(const char *name, const char *who, store_result *r);
 
 #endif

@@ -32,15 +32,16 @@
 #include "store.h"
 
 enum { SCRIPT_ACQUIRE, SCRIPT_RENEW, SCRIPT_RELEASE, SCRIPT_INSPECT, SCRIPT_QUOTA, SCRIPT_SEM,
-       SCRIPT_SEM_INSPECT, SCRIPT_RW, SCRIPT_RW_INSPECT, SCRIPT_COUNT };
+       SCRIPT_SEM_INSPECT, SCRIPT_RW, SCRIPT_RW_INSPECT, SCRIPT_LIST, SCRIPT_BREAK, SCRIPT_COUNT };
 
 static const char *const script_src[SCRIPT_COUNT] = {
     picket_proto_lua_acquire, picket_proto_lua_renew,     picket_proto_lua_release,
     picket_proto_lua_inspect, picket_proto_lua_quota,     picket_proto_lua_semaphore,
-    picket_proto_lua_sem_inspect, picket_proto_lua_rwlock, picket_proto_lua_rw_inspect};
+    picket_proto_lua_sem_inspect, picket_proto_lua_rwlock, picket_proto_lua_rw_inspect,
+    picket_proto_lua_list, picket_proto_lua_break};
 static const char *const script_name[SCRIPT_COUNT] = {
     "acquire", "renew", "release", "inspect", "quota", "semaphore", "sem_inspect", "rwlock",
-    "rw_inspect"};
+    "rw_inspect", "list", "break"};
 
 #define BACKOFF_MIN_MS 20
 #define BACKOFF_MAX_MS 250 /* so a returning Redis is found well within 1 s */
@@ -406,10 +407,14 @@ static store_status error_reply(int node, const char *msg, store_result *r) {
     tamper_log_refused(r->err);
     return STORE_ETAMPERED;
   }
-  if (!node_is_cluster() && (strncmp(msg, "MOVED ", 6) == 0 || strncmp(msg, "ASK ", 4) == 0)) {
-    /* --redis (or Sentinel) names a node of a Redis Cluster. */
-    snprintf(r->err, sizeof r->err, "Redis is a Redis Cluster node and the lock's slot is on "
-             "another (%.80s): start picketd with --redis-cluster", clean);
+  if (!node_is_cluster() && (strncmp(msg, "MOVED ", 6) == 0 || strncmp(msg, "ASK ", 4) == 0 ||
+                             strncmp(msg, "CROSSSLOT ", 10) == 0)) {
+    /* --redis (or Sentinel) names a node of a Redis Cluster: the lock's
+     * slot is elsewhere (MOVED), or its keys and the one index of held
+     * names are in different slots (CROSSSLOT), as they are outside a
+     * cluster. */
+    snprintf(r->err, sizeof r->err, "Redis is a Redis Cluster node and the lock's keys are in "
+             "slots apart (%.80s): start picketd with --redis-cluster", clean);
     metrics_inc(M_REDIS_ERR_MISCONFIGURED);
     return STORE_EMISCONF;
   }
@@ -480,7 +485,8 @@ static const int op_script[] = {
     [STORE_OP_SEM_RELEASE] = SCRIPT_SEM,   [STORE_OP_SEM_INSPECT] = SCRIPT_SEM_INSPECT,
     [STORE_OP_RW_ACQUIRE] = SCRIPT_RW,     [STORE_OP_RW_RENEW] = SCRIPT_RW,
     [STORE_OP_RW_RELEASE] = SCRIPT_RW,     [STORE_OP_RW_INSPECT] = SCRIPT_RW_INSPECT,
-    [STORE_OP_RW_FORGET] = SCRIPT_RW};
+    [STORE_OP_RW_FORGET] = SCRIPT_RW,      [STORE_OP_BREAK] = SCRIPT_BREAK,
+    [STORE_OP_LIST] = SCRIPT_LIST};
 
 /* ---- a token's lease count (proto/redis/leases.lua) --------------------
  *
@@ -542,7 +548,25 @@ typedef struct {
   char delay[24], cap[24];
   char member[PICKET_PROTO_NAME_MAX + PICKET_PROTO_LEASE_LEN + 8]; /* in a token's count */
   char limit[24], wake[PICKET_PROTO_NAME_MAX + 8], wait[24];
+  char index_key[KEY_MAX], look[24];
 } op_command;
+
+/* The index of held names (proto/redis/list.lua) that name's keys go
+ * with: P:index on one Redis; under Redis Cluster the index of the hash
+ * slot (name NULL: of index_slot), in that slot. */
+static void index_key_build(char out[KEY_MAX], const char *name, int index_slot) {
+  if (!node_is_cluster()) {
+    snprintf(out, KEY_MAX, "%sindex", cfg->key_prefix);
+    return;
+  }
+  int slot = index_slot;
+  if (name) {
+    char tag[PICKET_PROTO_NAME_MAX + 3];
+    int n = snprintf(tag, sizeof tag, "{%s}", name);
+    slot = node_key_slot(tag, (size_t)n);
+  }
+  snprintf(out, KEY_MAX, "%s{%s}:index", cfg->key_prefix, node_slot_tag(slot));
+}
 
 /* What a lease is counted as in its token's lease count: a lock's name; a
  * permit's "s/NAME/LEASE", a read/write lease's "r/NAME/LEASE" ('/' is no
@@ -576,7 +600,8 @@ static int family_command_build(const store_op *op, op_command *cmd, int inline_
   snprintf(cmd->cap, sizeof cmd->cap, "%lld", (long long)op->max_hold_ms);
   snprintf(cmd->wake, sizeof cmd->wake, "%c/%s", rw ? 'r' : 's', op->name);
   snprintf(cmd->wait, sizeof cmd->wait, "%lld", (long long)op->wait_ms);
-  a[n++] = inline_quota ? "2" : "1", a[n++] = cmd->lease_key;
+  index_key_build(cmd->index_key, op->name, 0);
+  a[n++] = inline_quota ? "3" : "2", a[n++] = cmd->lease_key, a[n++] = cmd->index_key;
   if (inline_quota) a[n++] = cmd->token_key;
   a[n++] = verbs[op->kind % 4 + (op->kind == STORE_OP_RW_FORGET)], a[n++] = op->lease;
   a[n++] = cmd->ttl, a[n++] = op->owner ? op->owner : "", a[n++] = floor_arg;
@@ -615,19 +640,41 @@ static int op_command_build(const store_op *op, op_command *cmd) {
     return 0;
   }
   int inline_quota = quota && !node_is_cluster();
-  if (op->kind >= STORE_OP_SEM_ACQUIRE) return family_command_build(op, cmd, inline_quota);
+  if (op->kind == STORE_OP_LIST) { /* list.lua (index; P, after, prefix, limit, look) */
+    index_key_build(cmd->index_key, NULL, op->index_slot);
+    memcpy(cmd->lease_key, cmd->index_key, sizeof cmd->lease_key); /* routed by it */
+    snprintf(cmd->limit, sizeof cmd->limit, "%lld", (long long)op->limit);
+    snprintf(cmd->look, sizeof cmd->look, "%lld", (long long)(op->limit * 4 + 64));
+    a[n++] = "1", a[n++] = cmd->index_key, a[n++] = cfg->key_prefix, a[n++] = op->after;
+    a[n++] = op->name, a[n++] = cmd->limit, a[n++] = cmd->look;
+    cmd->argc = n;
+    return 0;
+  }
+  if (op->kind >= STORE_OP_SEM_ACQUIRE && op->kind != STORE_OP_BREAK)
+    return family_command_build(op, cmd, inline_quota);
   if (picket_proto_key_lease(cmd->lease_key, KEY_MAX, cfg->key_prefix, op->name) < 0 ||
       picket_proto_key_fence(cmd->fence_key, KEY_MAX, cfg->key_prefix, op->name) < 0)
     return -1;
-  a[n++] = inline_quota ? "3" : "2", a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
+  /* acquire, release and break keep the index of held names (KEYS[3]) */
+  int indexed = op->kind == STORE_OP_ACQUIRE || op->kind == STORE_OP_RELEASE ||
+                op->kind == STORE_OP_BREAK;
+  if (indexed) index_key_build(cmd->index_key, op->name, 0);
+  a[n++] = inline_quota ? (indexed ? "4" : "3") : (indexed ? "3" : "2");
+  a[n++] = cmd->lease_key, a[n++] = cmd->fence_key;
+  if (indexed) a[n++] = cmd->index_key;
   if (inline_quota) a[n++] = cmd->token_key;
   switch (op->kind) {
-    case STORE_OP_ACQUIRE: /* (lease, ttl, owner, floor, idle, delay, cap[, max, name]) */
+    case STORE_OP_ACQUIRE: /* (lease, ttl, owner, floor, idle, delay, cap, max, name) */
       snprintf(cmd->delay, sizeof cmd->delay, "%lld", (long long)op->lock_delay_ms);
       snprintf(cmd->cap, sizeof cmd->cap, "%lld", (long long)op->max_hold_ms);
       a[n++] = op->lease, a[n++] = cmd->ttl, a[n++] = op->owner ? op->owner : "";
       a[n++] = floor_arg, a[n++] = idle_arg, a[n++] = cmd->delay, a[n++] = cmd->cap;
-      if (inline_quota) a[n++] = cmd->max, a[n++] = op->name;
+      a[n++] = inline_quota ? cmd->max : "0", a[n++] = op->name;
+      a[n++] = quota ? op->token : "";
+      break;
+    case STORE_OP_BREAK: /* (floor, idle, channel, name, who) */
+      a[n++] = floor_arg, a[n++] = idle_arg, a[n++] = channel, a[n++] = op->name;
+      a[n++] = op->who ? op->who : "";
       break;
     case STORE_OP_RENEW: /* (lease, ttl, idle[, name]) */
       a[n++] = op->lease, a[n++] = cmd->ttl, a[n++] = idle_arg;
@@ -684,9 +731,6 @@ static int permits_alloc(store_result *r, int n) {
   return 0;
 }
 
-/* semaphore.lua's and sem_inspect.lua's replies (an array; the layouts
- * are theirs): the status, or STORE_EREPLY for a reply of another shape
- * (the caller reports it). */
 /* Every family's acquire reply opens the same way: {1, fence, created,
  * tamper, ttl} granted, {0, retry, owner, tamper, 0} held, {3, ...} held
  * off by a lock-delay, {2, ...} the token holds its max_leases, {4,
@@ -728,13 +772,22 @@ static store_status renew_head(store_op *op, redisReply **e, size_t n) {
   return STORE_OK;
 }
 
-/* ...and a release's: {1, tamper} released, {0, tamper} not held. */
+/* Why a lease is lost, when the script knows (a break: hold_broken). */
+static void lost_why(const redisReply *e, store_result *r) {
+  if (e->type == REDIS_REPLY_STRING) snprintf(r->why, sizeof r->why, "%s", e->str);
+}
+
+/* ...and a release's: {1, tamper} released, {0, tamper[, why]} not held. */
 static store_status release_reply(store_op *op, redisReply **e, size_t n) {
-  if (n != 2 || !is_int(e[0])) return STORE_EREPLY;
+  if ((n != 2 && n != 3) || !is_int(e[0])) return STORE_EREPLY;
   tamper_repaired(op, e[1]);
+  if (n == 3) lost_why(e[2], &op->r);
   return e[0]->integer == 1 ? STORE_OK : STORE_LOST;
 }
 
+/* semaphore.lua's and sem_inspect.lua's replies (an array; the layouts
+ * are theirs): the status, or STORE_EREPLY for a reply of another shape
+ * (the caller reports it). */
 static store_status sem_parse(store_op *op, const redisReply *rep) {
   store_result *r = &op->r;
   redisReply **e = rep->element;
@@ -826,6 +879,46 @@ static store_status rw_parse(store_op *op, const redisReply *rep) {
   }
 }
 
+/* list.lua's reply: {next, then kind, name, holders, fence, owner, ttl,
+ * at, renewals, limit per entry}. The entries go to r->entries, next to
+ * r->next. */
+static store_status list_parse(store_op *op, const redisReply *rep) {
+  store_result *r = &op->r;
+  redisReply **e = rep->element;
+  size_t n = rep->elements;
+  if (n < 1 || (n - 1) % 9 != 0 || e[0]->type != REDIS_REPLY_STRING ||
+      e[0]->len >= sizeof r->next)
+    return STORE_EREPLY;
+  memcpy(r->next, e[0]->str, e[0]->len + 1);
+  int count = (int)((n - 1) / 9);
+  r->entries = count ? calloc((size_t)count, sizeof *r->entries) : NULL;
+  if (count && r->entries == NULL) {
+    set_err(r, "out of memory reading a list of %s", "held names");
+    return STORE_EUNAVAIL;
+  }
+  for (int i = 0; i < count; i++) {
+    redisReply **x = e + 1 + 9 * i;
+    store_entry *en = &r->entries[r->nentries];
+    if (x[0]->type != REDIS_REPLY_STRING || x[0]->len < 1 || x[1]->type != REDIS_REPLY_STRING ||
+        x[1]->len > PICKET_PROTO_NAME_MAX || !is_int(x[2]) || !fence_reply(x[3], 1, &en->fence) ||
+        !is_int(x[5]) || !is_int(x[6]) || !is_int(x[7]) || !is_int(x[8])) {
+      store_result_clear(r);
+      return STORE_EREPLY;
+    }
+    en->kind = x[0]->str[0];
+    memcpy(en->name, x[1]->str, x[1]->len + 1);
+    en->holders = x[2]->integer;
+    if (x[4]->type == REDIS_REPLY_STRING && x[4]->len <= PICKET_PROTO_OWNER_BYTES_MAX)
+      memcpy(en->owner, x[4]->str, x[4]->len + 1);
+    en->ttl_ms = x[5]->integer > 0 ? x[5]->integer : 1;
+    en->at = x[6]->integer;
+    en->renewals = x[7]->integer;
+    en->limit = x[8]->integer;
+    r->nentries++;
+  }
+  return STORE_OK;
+}
+
 /* Reads one script's reply (not NOSCRIPT, which the caller handles) into
  * op->r and returns the call's status. Frees rep. */
 static store_status op_parse(store_op *op, redisReply *rep) {
@@ -859,13 +952,28 @@ static store_status op_parse(store_op *op, redisReply *rep) {
       if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 5) goto odd;
       if ((st = acquire_head(op, e, 5)) == STORE_EREPLY) goto odd;
       break;
-    case STORE_OP_RENEW:
-      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3) goto odd;
-      if ((st = renew_head(op, e, 3)) == STORE_EREPLY) goto odd;
+    case STORE_OP_RENEW: /* renew_head, then why a lost lease is lost */
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4) goto odd;
+      if ((st = renew_head(op, e, 4)) == STORE_EREPLY) goto odd;
+      if (st == STORE_LOST) lost_why(e[3], r);
       break;
     case STORE_OP_RELEASE:
       if (rep->type != REDIS_REPLY_ARRAY) goto odd;
       if ((st = release_reply(op, e, rep->elements)) == STORE_EREPLY) goto odd;
+      break;
+    case STORE_OP_BREAK: /* {broken, fence, owner, tamper, at, token} */
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 6 || !is_int(e[0]) ||
+          !fence_reply(e[1], 0, &r->fence) || !is_int(e[4]) || e[5]->type != REDIS_REPLY_STRING ||
+          e[5]->len >= sizeof r->token)
+        goto odd;
+      memcpy(r->token, e[5]->str, e[5]->len + 1);
+      r->held = e[0]->integer == 1;
+      copy_owner(e[2], r);
+      tamper_repaired(op, e[3]);
+      r->at = e[4]->integer;
+      break;
+    case STORE_OP_LIST:
+      if (rep->type != REDIS_REPLY_ARRAY || (st = list_parse(op, rep)) == STORE_EREPLY) goto odd;
       break;
     case STORE_OP_SEM_ACQUIRE:
     case STORE_OP_SEM_RENEW:
@@ -880,11 +988,14 @@ static store_status op_parse(store_op *op, redisReply *rep) {
       st = op->kind >= STORE_OP_RW_ACQUIRE ? rw_parse(op, rep) : sem_parse(op, rep);
       if (st == STORE_EREPLY) goto odd;
       break;
-    case STORE_OP_INSPECT: /* {fence, held, pttl, owner, delay} */
-      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 5 ||
-          !fence_reply(e[0], 1, &r->fence) || !is_int(e[1]) || !is_int(e[2]) || !is_int(e[4]))
+    case STORE_OP_INSPECT: /* {fence, held, pttl, owner, delay, at, renewals} */
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 7 ||
+          !fence_reply(e[0], 1, &r->fence) || !is_int(e[1]) || !is_int(e[2]) || !is_int(e[4]) ||
+          !is_int(e[5]) || !is_int(e[6]))
         goto odd;
       r->held = e[1]->integer == 1;
+      r->at = e[5]->integer;
+      r->renewals = e[6]->integer;
       r->ttl_ms = r->held ? e[2]->integer : 0;
       r->delay_ms = e[4]->integer > 0 ? e[4]->integer : 0;
       copy_owner(e[3], r);
@@ -1126,7 +1237,7 @@ static store_status wait_replicas(int id, store_result *r) {
 static int guarded(const store_op *op) {
   store_op_kind base = store_op_base(op->kind);
   return cfg->min_replicas > 0 && op->phase == PHASE_CALL && op->st == STORE_OK &&
-         (base == STORE_OP_ACQUIRE || base == STORE_OP_RENEW);
+         (base == STORE_OP_ACQUIRE || base == STORE_OP_RENEW || base == STORE_OP_BREAK);
 }
 
 /* A guarded call that the replicas did not acknowledge (op->st says why):
@@ -1171,6 +1282,63 @@ void store_run(store_op *op) {
                      .phase = PHASE_NOTE, .note = verb};
     if (op_run(&note) != STORE_OK) note_failed(&note);
   }
+}
+
+/* ---- operators: listing and breaking ----------------------------------- */
+
+store_status store_list(const char *prefix, int limit, store_cursor *at, int *more,
+                        store_result *r) {
+  memset(r, 0, sizeof *r);
+  *more = 0;
+  int cluster = node_is_cluster();
+  if (!cluster) at->slot = 0;
+  for (int visited = 0; visited < STORE_LIST_SLOTS; visited++) {
+    store_op op = {.kind = STORE_OP_LIST, .name = prefix, .after = at->after,
+                   .index_slot = at->slot, .limit = limit - r->nentries};
+    store_run(&op);
+    if (op.st != STORE_OK) {
+      store_result_clear(r);
+      memcpy(r->err, op.r.err, sizeof r->err);
+      return op.st;
+    }
+    if (op.r.nentries > 0) { /* append this slot's entries to the page */
+      store_entry *all = realloc(r->entries, (size_t)(r->nentries + op.r.nentries) * sizeof *all);
+      if (all == NULL) {
+        store_result_clear(&op.r);
+        store_result_clear(r);
+        set_err(r, "out of memory listing %s", "held names");
+        return STORE_EUNAVAIL;
+      }
+      memcpy(all + r->nentries, op.r.entries, (size_t)op.r.nentries * sizeof *all);
+      r->entries = all;
+      r->nentries += op.r.nentries;
+    }
+    store_result_clear(&op.r);
+    if (op.r.next[0]) { /* this index has more */
+      snprintf(at->after, sizeof at->after, "%s", op.r.next);
+      *more = 1;
+      return STORE_OK;
+    }
+    at->after[0] = '\0';
+    if (!cluster || at->slot + 1 >= NODE_SLOTS) return STORE_OK;
+    at->slot++;
+    if (r->nentries >= limit) break;
+  }
+  *more = 1; /* a full page, or STORE_LIST_SLOTS slots looked at */
+  return STORE_OK;
+}
+
+store_status store_break(const char *name, const char *who, store_result *r) {
+  store_op op = {.kind = STORE_OP_BREAK, .name = name, .who = who};
+  store_run(&op);
+  *r = op.r;
+  if (op.st != STORE_OK || r->token[0] == '\0') return op.st;
+  /* The broken lease's place in its token's max_leases goes back now, not
+   * at its TTL (quota.lua: the count may live in another slot). */
+  store_op note = {.kind = STORE_OP_RELEASE, .name = name, .token = r->token, .max_leases = 1,
+                   .phase = PHASE_NOTE, .note = "drop"};
+  if (op_run(&note) != STORE_OK) note_failed(&note);
+  return op.st;
 }
 
 /* One node's readiness: reachable, not evicting, not full, a primary, and

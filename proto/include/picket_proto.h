@@ -207,6 +207,10 @@ extern const char picket_proto_lua_rwlock[];
 extern const size_t picket_proto_lua_rwlock_len;
 extern const char picket_proto_lua_rw_inspect[];
 extern const size_t picket_proto_lua_rw_inspect_len;
+extern const char picket_proto_lua_list[];
+extern const size_t picket_proto_lua_list_len;
+extern const char picket_proto_lua_break[];
+extern const size_t picket_proto_lua_break_len;
 extern const char picket_proto_openapi[];
 extern const size_t picket_proto_openapi_len;
 

@@ -4,13 +4,17 @@
 -- hold.lua's.)
 -- KEYS[1] = P{NAME}:lease (hash lease/fence/owner/ttl, PX expiry)
 -- KEYS[2] = P{NAME}:fence (the counter: the last fence issued)
--- KEYS[3] = P{/token/TOKEN}:leases, only for a token with max_leases, and
+-- KEYS[3] = the index of held names (list.lua): P:index, or under Redis
+--   Cluster the index of NAME's hash slot (in the same slot as KEYS[1])
+-- KEYS[4] = P{/token/TOKEN}:leases, only for a token with max_leases, and
 --   only outside Redis Cluster (leases.lua says why)
 -- ARGV[1] = lease id (32 hex), ARGV[2] = ttl in ms, ARGV[3] = owner ("" = none),
 -- ARGV[4] = fence floor: "clock" or "none",
 -- ARGV[5] = counter idle TTL in ms, "0" for a counter that never expires,
 -- ARGV[6] = lock_delay_ms ("0": none), ARGV[7] = max_hold_ms ("0": none)
--- (hold.lua), ARGV[8] = max_leases and ARGV[9] = lock name, with KEYS[3].
+-- (hold.lua), ARGV[8] = max_leases (with KEYS[4]), ARGV[9] = lock name,
+-- ARGV[10] = the token whose max_leases counts this lease ("" none): kept
+-- in the lease as `qt`, so that a break (break.lua) can give its place back.
 --
 -- Every reply has a fifth element: the TTL given (ms), which is ARGV[2]
 -- unless the hold cap cut it (0 in a reply that grants nothing).
@@ -18,7 +22,9 @@
 --   with the clock floor max(counter + 1, Redis TIME in microseconds),
 --   stored back into the counter. A lost counter counts as 0: with the
 --   clock floor the next fence is still above every fence issued before
---   (proto/README.md says under which assumption).
+--   (proto/README.md says under which assumption). A new grant puts
+--   "NAME l" into the index and stamps the lease with `at` (Redis TIME,
+--   ms): GET /v1/locks lists it from there.
 -- Returns {1, fence, 0, tamper, ttl} for a retry by the same lease id while
 --   its grant is live (same fence, TTL refreshed, owner kept; the delay and
 --   cap it was granted with kept too).
@@ -62,7 +68,7 @@ local function counter_px(life)
   return math.max(idle, life)
 end
 
-local quota = KEYS[3]
+local quota = KEYS[4]
 local ttl, delay, cap_ms = tonumber(ARGV[2]), tonumber(ARGV[6]), tonumber(ARGV[7])
 -- read once: the count's clock, the floor's below, and the delay's and cap's
 local time = (quota or delay > 0 or cap_ms > 0) and redis.call('TIME')
@@ -124,6 +130,8 @@ end
 if quota and leases_full(quota, ARGV[9], tonumber(ARGV[8]), now_ms) then
   return {2, 0, '', tamper, 0}
 end
+time = time or redis.call('TIME') -- the grant's `at`, and the clock floor's
+now_ms = now_ms or hold_now(time)
 local fence, why = fence_next(last, KEYS[2], ARGV[4], time)
 if why ~= '' then tamper = why end
 
@@ -135,5 +143,7 @@ else
   redis.call('SET', KEYS[2], fence)
 end
 hold_grant(KEYS[1], ARGV[1], fence, ARGV[3], given, delay, cap_ms, now_ms)
+redis.call('ZADD', KEYS[3], 0, ARGV[9] .. ' l')
+if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'qt', ARGV[10]) end
 if quota then leases_add(quota, ARGV[9], given, now_ms) end
 return {1, fence, 1, tamper, given}

@@ -31,10 +31,11 @@ end
 -- Writes a new grant into the lease hash lk (deleted first): lease id,
 -- fence, owner, the TTL given (`given`, already cut to the cap) and, when
 -- asked for, its lock-delay (and own expiry) and cap (grant time now +
--- cap_ms); the key lives given + delay.
+-- cap_ms), and `at`, the grant's time (ms, listed by list.lua); the key
+-- lives given + delay.
 local function hold_grant(lk, lease, fence, owner, given, delay, cap_ms, now)
   redis.call('DEL', lk)
-  local f = {'lease', lease, 'fence', fence, 'owner', owner, 'ttl', given}
+  local f = {'lease', lease, 'fence', fence, 'owner', owner, 'ttl', given, 'at', now}
   if delay > 0 then
     for _, v in ipairs({'delay', delay, 'exp', now + given}) do f[#f + 1] = v end
   end
@@ -60,4 +61,14 @@ local function hold_set(now, ttl, delay, cap, lk)
     redis.call('PEXPIRE', lk, ttl)
   end
   return ttl
+end
+
+-- Why lease `lease` of the lock whose lease key is lk is gone, when an
+-- operator broke it (break.lua leaves P{NAME}:broken behind: the lease
+-- id, who broke it and when, for as long as the lease had left and at
+-- least a minute), else "". A renew or release of a broken lease says so.
+local function hold_broken(lk, lease)
+  local b = redis.call('HMGET', lk:sub(1, -6) .. 'broken', 'lease', 'by', 'at')
+  if b[1] ~= lease then return '' end
+  return 'broken by ' .. (b[2] or '?') .. ' at ' .. (b[3] or '?')
 end

@@ -6,21 +6,23 @@
 -- KEYS[1] = P{NAME}:lease, KEYS[2] = P{NAME}:fence; ARGV[1] = lease id,
 -- ARGV[2] = release channel, ARGV[3] = lock name (the message, so every
 -- picketd can wake its waiters), ARGV[4] = counter idle TTL in ms ("0":
--- the counter never expires). KEYS[3] (only for a token with max_leases,
--- outside Redis Cluster) = P{/token/TOKEN}:leases: the lock leaves the
--- token's count in the same call (leases.lua).
+-- the counter never expires). KEYS[3] = the index of held names
+-- (acquire.lua): the name leaves it. KEYS[4] (only for a token with
+-- max_leases, outside Redis Cluster) = P{/token/TOKEN}:leases: the lock
+-- leaves the token's count in the same call (leases.lua).
 -- Returns {1, tamper} when released (before its expiry: a lock-delay is
--- skipped), {0, tamper} when the lease is lost;
+-- skipped), {0, tamper, why} when the lease is lost (why: hold_broken's);
 -- tamper is "" or why the counter was repaired. The fence counter is
 -- kept: with an idle TTL it now expires that long after the release (it no
 -- longer has a lease to outlive); without one, never.
 local _, cur, _, tamper = guard(ARGV[4])
 -- a lease past its expiry is lost, and its lock-delay stands (hold.lua)
 if cur == ARGV[1] and not (hold.exp and hold_delaying(hold_now())) then
-  if KEYS[3] then leases_drop(KEYS[3], ARGV[3]) end
+  if KEYS[4] then leases_drop(KEYS[4], ARGV[3]) end
   redis.call('DEL', KEYS[1])
+  redis.call('ZREM', KEYS[3], ARGV[3] .. ' l')
   if tonumber(ARGV[4]) > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
   redis.call('PUBLISH', ARGV[2], ARGV[3])
   return {1, tamper}
 end
-return {0, tamper}
+return {0, tamper, hold_broken(KEYS[1], ARGV[1])}

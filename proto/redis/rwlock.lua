@@ -18,7 +18,9 @@
 --   :r        sorted set: reader lease -> its key's expiry (ms)
 --   :r:LEASE  a read lease's hash           :ww      sorted set: waiting
 --                                                      writer -> until (ms)
--- KEYS[2] = P{/token/TOKEN}:leases (a token with max_leases, outside
+-- KEYS[2] = the index of held names (acquire.lua): a grant puts "NAME r"
+--   into it; list.lua takes it out once nobody holds the lock.
+-- KEYS[3] = P{/token/TOKEN}:leases (a token with max_leases, outside
 --   Redis Cluster); the member is ARGV[11].
 -- ARGV: [1] verb (acquire, renew, release, forget), [2] lease, [3] ttl ms,
 --   [4] owner, [5] fence floor, [6] counter idle TTL ms, [7] lock_delay_ms,
@@ -37,7 +39,7 @@
 
 local base = KEYS[1]
 local wk, fk, readers, ww = base .. ':w', base .. ':fence', base .. ':r', base .. ':ww'
-local quota = KEYS[2]
+local quota = KEYS[3]
 local verb, lease_id = ARGV[1], ARGV[2]
 local rk = base .. ':r:' .. lease_id
 local idle = tonumber(ARGV[6])
@@ -178,5 +180,6 @@ else
   redis.call('ZADD', readers, now + life, lease_id)
   keep_set(readers, now + life)
 end
+redis.call('ZADD', KEYS[2], 0, ARGV[13]:sub(3) .. ' r') -- ARGV[13] is "r/NAME"
 if quota then leases_add(quota, ARGV[11], given, now) end
 return {1, fence, 1, tamper, given, mode}

@@ -14,7 +14,9 @@
 --   KEYS[1]:I:lease   slot I's lease hash
 --   KEYS[1]:I:fence   slot I's fence counter
 --   KEYS[1]:by:LEASE  the slot LEASE holds, with the slot's expiry
--- KEYS[2] = P{/token/TOKEN}:leases, only for a token with max_leases, outside
+-- KEYS[2] = the index of held names (acquire.lua): a grant puts "NAME s"
+--   into it, the last permit's release takes it out.
+-- KEYS[3] = P{/token/TOKEN}:leases, only for a token with max_leases, outside
 --   Redis Cluster (leases.lua); the member is ARGV[11].
 -- ARGV: [1] verb (acquire, renew, release), [2] lease id, [3] ttl ms,
 --   [4] owner, [5] fence floor, [6] counter idle TTL ms, [7] lock_delay_ms,
@@ -33,7 +35,7 @@
 
 local base = KEYS[1]
 local held = base .. ':held'
-local quota = KEYS[2]
+local quota = KEYS[3]
 local lease_id, verb = ARGV[2], ARGV[1]
 local by = base .. ':by:' .. lease_id
 local function slot_keys(i)
@@ -71,7 +73,10 @@ if verb == 'renew' or verb == 'release' then
     redis.call('DEL', lk, by)
     redis.call('ZREM', held, mine)
     if idle > 0 then redis.call('PEXPIRE', fk, idle) end
-    if redis.call('ZCARD', held) == 0 then redis.call('DEL', base, held) end
+    if redis.call('ZCARD', held) == 0 then
+      redis.call('DEL', base, held)
+      redis.call('ZREM', KEYS[2], ARGV[13]:sub(3) .. ' s')
+    end
     redis.call('PUBLISH', ARGV[12], ARGV[13])
     return {1, tamper}
   end
@@ -139,6 +144,7 @@ else
   redis.call('SET', fk, fence)
 end
 hold_grant(lk, lease_id, fence, ARGV[4], given, delay, cap_ms, now)
+redis.call('ZADD', KEYS[2], 0, ARGV[13]:sub(3) .. ' s') -- ARGV[13] is "s/NAME"
 redis.call('HSET', base, 'limit', limit)
 keep(slot, now + life, now)
 if quota then leases_add(quota, ARGV[11], given, now) end

@@ -296,6 +296,46 @@ def case_rwlocks(cluster, port, tag):
         check(st == 200, f"rw {tag}: release write: {st} {r}")
 
 
+def case_listing(cluster, port, tag):
+    """GET /v1/locks over the per-slot indexes: 300 names on every shard
+    come back each exactly once through the cursors, in slot order; a break
+    on each shard ends its lease and moves its fence on."""
+    c = Client(port, log=False)
+    leases = {}
+    for i in range(300):
+        name = f"lst.{tag}.{i}"  # one_per_shard picks among the first 60
+        st, g, _ = c.req("POST", f"/v1/locks/{name}/acquire", {"ttl_ms": 60000})
+        check(st == 200, f"listing {tag}: acquire {name}: {st} {g}")
+        leases[name] = g
+    seen, cursor, pages = [], None, 0
+    while True:
+        q = f"?prefix=lst.{tag}.&limit=50" + (f"&cursor={cursor}" if cursor else "")
+        st, page, _ = c.req("GET", "/v1/locks" + q)
+        check(st == 200 and len(page.get("locks", [])) <= 50, f"listing {tag}: {q}: {st} {page}")
+        if st != 200:
+            return
+        seen += [e["name"] for e in page["locks"]]
+        cursor, pages = page["cursor"], pages + 1
+        if cursor is None or pages > 400:
+            break
+    print(f"listing {tag}: {len(seen)} names in {pages} pages", flush=True)
+    check(sorted(seen) == sorted(leases) and len(seen) == len(set(seen)),
+          f"listing {tag}: {len(seen)} listed ({len(set(seen))} distinct) of {len(leases)}")
+    for name in one_per_shard(cluster, f"lst.{tag}.", f"listing {tag}").values():
+        st, b, _ = c.req("POST", f"/v1/locks/{name}/break", {})
+        check(st == 200 and b.get("broken") is True and b["fence"] > leases[name]["fence"],
+              f"listing {tag}: break {name}: {st} {b}")
+        st, r, _ = c.req("POST", f"/v1/locks/{name}/renew", {"lease": leases[name]["lease"]})
+        check(st == 409 and "broken by" in r["error"]["message"], f"listing {tag}: renew: {st} {r}")
+        leases.pop(name)
+    for name, g in leases.items():
+        c.req("POST", f"/v1/locks/{name}/release", {"lease": g["lease"]})
+    st, page, _ = c.req("GET", f"/v1/locks?prefix=lst.{tag}.&limit=1000")
+    while st == 200 and page["cursor"] and not page["locks"]:
+        st, page, _ = c.req("GET", f"/v1/locks?prefix=lst.{tag}.&limit=1000&cursor={page['cursor']}")
+    check(st == 200 and page["locks"] == [], f"listing {tag}: still listed after release: {page}")
+
+
 def case_readyz(port):
     st, r, _ = Client(port).req("GET", "/readyz")
     shards = r.get("shards", [])
@@ -766,6 +806,8 @@ def main():
             case_semaphores(cluster, d.port, "d")
             case_semaphores(cluster, p.port, "p")
             case_rwlocks(cluster, d.port, "d")
+            case_listing(cluster, d.port, "d")
+            case_listing(cluster, p.port, "p")
             case_quota(cluster, seed)
             case_uncovered(cluster, p.port)
             case_waiters(cluster, d.port)

@@ -82,7 +82,8 @@ static const char AUTH_FILE[] =
     "# the fuzzer's tokens\n"
     "billing sha256:b0e2cf3235af051355db534510b944501f3e302085bbf8e4c6082e6ad48fdd97 "
     "billing.,inventory-sync lock,read max_leases=2 max_waiters=1 acquire_rate=1000000\n"
-    "ops sha256:59cc1dd12be1df5ec22b4db45b6e6a342c8f7b7c5d4e74282dafa130c9292225 * lock,read,metrics\n";
+    "ops sha256:59cc1dd12be1df5ec22b4db45b6e6a342c8f7b7c5d4e74282dafa130c9292225 * "
+    "lock,read,metrics,list,admin\n";
 static auth_table *fuzz_auth;
 /* With FLAG_AUTH fences are signed too, with this key (id "fz"). */
 static picket_proto_fence_keys fuzz_keys;
@@ -267,13 +268,18 @@ static int token_of(const char *h) {
 static void check_auth(const request_ctx *ctx, const api_response *resp, const api_call *call) {
   CHECK((resp->status == 401) == (resp->www_authenticate != NULL),
         "WWW-Authenticate must come with 401 and only with it");
+  const char *path = ctx->req->path;
+  size_t plen = strlen(path);
+  int is_break = plen > 6 && strcmp(path + plen - 6, "/break") == 0;
   if (!ctx->auth) {
-    CHECK(resp->status != 401 && resp->status != 403, "%d without --auth-file", resp->status);
+    /* (a break from an address that is not loopback is the one 403) */
+    CHECK(resp->status != 401 && (resp->status != 403 || is_break), "%d without --auth-file",
+          resp->status);
     CHECK(strcmp(call->lease, call->client_lease) == 0, "a lease bound without --auth-file");
     return;
   }
-  const char *path = ctx->req->path;
-  int guarded = strncmp(path, "/v1/locks/", 10) == 0 || strcmp(path, "/metrics") == 0;
+  int guarded = strncmp(path, "/v1/locks", 9) == 0 || strcmp(path, "/metrics") == 0 ||
+                strcmp(path, "/v1/whoami") == 0;
   int who = token_of(ctx->req->authorization);
   if (resp->status == 401 || resp->status == 403)
     CHECK(stub_calls() == 0, "a %d reached the store", resp->status);
@@ -284,8 +290,10 @@ static void check_auth(const request_ctx *ctx, const api_response *resp, const a
   const char *action;
   if (who == 1) {
     CHECK(strcmp(path, "/metrics") != 0, "billing's token read /metrics");
-    CHECK(path_lock(path, name, sizeof name, &action) &&
-              (strncmp(name, "billing.", 8) == 0 || strncmp(name, "inventory-sync", 14) == 0),
+    CHECK(strcmp(path, "/v1/locks") != 0 && !is_break, "billing's token listed or broke");
+    CHECK(strcmp(path, "/v1/whoami") == 0 ||
+              (path_lock(path, name, sizeof name, &action) &&
+               (strncmp(name, "billing.", 8) == 0 || strncmp(name, "inventory-sync", 14) == 0)),
           "billing's token got a 200 outside its prefixes");
   }
   if (call->client_lease[0])
@@ -404,13 +412,20 @@ static void check_lock_ok(const request_ctx *ctx, const api_response *resp, cons
     CHECK(known && held, "renewed a lock the store does not hold");
     CHECK(int_member(ctx, resp, j, "fence", 1) == fence, "fence is not the store's");
     int_member(ctx, resp, j, "ttl_ms", 1);
+  } else if (action && strcmp(action, "break") == 0) {
+    CHECK(json_object_size(j) == 4 && json_is_boolean(json_object_get(j, "broken")),
+          "break reply is not {lock, broken, fence, owner}");
+    CHECK(known && !held, "broken, but the store still holds the lock");
+    CHECK(int_member(ctx, resp, j, "fence", 1) == fence, "the break's fence is not the store's");
+    check_owner(ctx, resp, j);
   } else if (action && strcmp(action, "release") == 0) {
     CHECK(json_object_size(j) == 2 && json_is_true(json_object_get(j, "released")),
           "release reply is not {lock, released: true}");
     CHECK(known && !held, "released, but the store still holds the lock");
   } else {
     CHECK(action == NULL, "a 200 for action '%s'", action);
-    CHECK(json_object_size(j) == 5, "inspect reply is not {lock, held, fence, ttl_ms, owner}");
+    CHECK(json_object_size(j) == 8,
+          "inspect reply is not {lock, held, fence, ttl_ms, owner, acquired_at, renewals, waiters}");
     json_t *h = json_object_get(j, "held");
     CHECK(json_is_boolean(h) && json_is_true(h) == (known && held), "'held' is not the store's");
     CHECK(int_member(ctx, resp, j, "fence", 0) == (known ? fence : 0), "fence is not the store's");
@@ -440,6 +455,17 @@ static void check_reply(const request_ctx *ctx, const api_response *resp, const 
           "the spec is not served whole as application/yaml");
     return;
   }
+  if (resp->status == 200 && (strcmp(path, "/ui") == 0 || strncmp(path, "/ui/", 4) == 0)) {
+    /* the console's static files, each under the console's CSP */
+    CHECK(strncmp(resp->content_type, "text/", 5) == 0 ||
+              strncmp(resp->content_type, "image/svg+xml", 13) == 0,
+          "a console file as %s", resp->content_type);
+    int csp = 0;
+    for (const char *const *h = resp->extra_headers; h && h[0] && h[1]; h += 2)
+      csp |= strcmp(h[0], "Content-Security-Policy") == 0 && strstr(h[1], "default-src 'none'");
+    CHECK(csp, "a console file without its Content-Security-Policy");
+    return;
+  }
   CHECK(strcmp(resp->content_type, "application/json") == 0, "JSON reply without application/json");
   CHECK(strlen(resp->body) == resp->body_len, "body_len is not the body's length");
   json_error_t jerr;
@@ -464,6 +490,30 @@ static void check_reply(const request_ctx *ctx, const api_response *resp, const 
           detail ? "readyz is not {status: ready, replicas, primary}"
                  : "readyz tells a stranger more than {status: ready, replicas}");
     int_member(ctx, resp, j, "replicas", 0);
+  } else if (strcmp(path, "/v1/locks") == 0) {
+    json_t *locks = json_object_get(j, "locks"), *e;
+    size_t i;
+    CHECK(json_object_size(j) == 2 && json_is_array(locks), "list reply is not {locks, cursor}");
+    json_t *c = json_object_get(j, "cursor");
+    CHECK(json_is_null(c) || json_is_string(c), "cursor is neither null nor a string");
+    json_array_foreach(locks, i, e) {
+      const char *kind = json_string_value(json_object_get(e, "kind"));
+      const char *n = json_string_value(json_object_get(e, "name"));
+      CHECK(kind && n && picket_proto_name_valid(n, strlen(n)), "a listed entry without kind or name");
+      int64_t fence = 0;
+      int held = 0;
+      char lease[PICKET_PROTO_LEASE_LEN + 1], key[PICKET_PROTO_NAME_MAX + 3];
+      snprintf(key, sizeof key, "%s%s", strcmp(kind, "semaphore") == 0 ? "s/"
+                                        : strcmp(kind, "rwlock") == 0  ? "r/" : "", n);
+      CHECK(stub_lookup(key, &fence, &held, lease) && held, "listed %s, which is not held", n);
+      int_member(ctx, resp, e, "holders", 1);
+      int_member(ctx, resp, e, "ttl_ms", 1);
+      check_owner(ctx, resp, e);
+    }
+  } else if (strcmp(path, "/v1/whoami") == 0) {
+    CHECK(json_object_size(j) == 3 && json_is_array(json_object_get(j, "verbs")) &&
+              json_is_array(json_object_get(j, "prefixes")),
+          "whoami reply is not {token, verbs, prefixes}");
   } else if (is_semaphore_path(path) || strncmp(path, "/v1/rwlocks/", 12) == 0) {
     CHECK(resp->allow == NULL && resp->retry_after[0] == '\0', "a 200 with Allow or Retry-After");
     check_family_ok(ctx, resp, call, j);
@@ -519,6 +569,24 @@ static const uint8_t *find(const uint8_t *data, size_t size, const char *needle,
 }
 
 /* Decodes and runs one request of the input (see the top of the file). */
+/* api_request.query_arg over "k=v&k=v" (the first k wins; a k with no
+ * "=" has the value ""). The values live in a static copy. */
+static const char *query_arg(void *ctx, const char *key) {
+  static char copy[PATH_CAP + 1];
+  const char *q = ctx;
+  size_t klen = strlen(key);
+  for (const char *p = q; p && *p; p = strchr(p, '&') ? strchr(p, '&') + 1 : NULL) {
+    if (strncmp(p, key, klen) != 0 || (p[klen] != '=' && p[klen] != '&' && p[klen] != '\0'))
+      continue;
+    const char *v = p[klen] == '=' ? p + klen + 1 : p + klen;
+    size_t vlen = strcspn(v, "&");
+    memcpy(copy, v, vlen);
+    copy[vlen] = '\0';
+    return copy;
+  }
+  return NULL;
+}
+
 static void run_one(const uint8_t *data, size_t size) {
   if (size < 3) return;
   const char *method = METHODS[data[0] % 8];
@@ -575,7 +643,12 @@ static void run_one(const uint8_t *data, size_t size) {
   api_init(cfg);
   stub_request_begin(fault, when);
   if (flags & FLAG_PREHELD) stub_preheld(owner, olen, flags & FLAG_NO_EXPIRY ? -1 : 5000);
-  api_request req = {method, path, body, blen, too_large, authorization, "192.0.2.1", 0};
+  /* "?k=v&k=v" after the path is its query, as libmicrohttpd splits it
+   * (without the percent-decoding: the handlers see any bytes) */
+  char *query = strchr(path, '?');
+  if (query) *query++ = '\0';
+  api_request req = {method, path, body, blen, too_large, authorization, "192.0.2.1", 0,
+                     query_arg, query};
   int auth = (flags & FLAG_AUTH_MASK) == FLAG_AUTH;
   auth_set_table(auth ? fuzz_auth : NULL);
   signer_set_key(auth ? &fuzz_keys.keys[0] : NULL, cfg);

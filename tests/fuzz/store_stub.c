@@ -18,6 +18,7 @@
 #include "auth.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define STUB_LOCKS 16
@@ -236,6 +237,16 @@ static stub_lock *held_by(const store_op *op) {
   return l && l->has_grant && strcmp(l->lease, op->lease) == 0 ? l : NULL;
 }
 
+/* The lock's entry, made if need be; NULL (an OOM reply in r) when the
+ * table is full, as a Redis at maxmemory refuses the write. */
+static stub_lock *lookup_or_oom(const char *name, store_result *r) {
+  stub_lock *l = lookup(name, 1);
+  if (l == NULL)
+    snprintf(r->err, sizeof r->err,
+             "Redis error: OOM command not allowed when used memory > 'maxmemory'.");
+  return l;
+}
+
 static store_status stub_acquire(const store_op *op, store_result *r) {
   const char *name = op->name, *lease = op->lease;
   stub_fault f = enter(name);
@@ -244,12 +255,8 @@ static store_status stub_acquire(const store_op *op, store_result *r) {
     if (l && !l->has_grant) l->fence++;
   }
   if (f != STUB_FAULT_NONE) return failed(f, STORE_LOST, r);
-  stub_lock *l = lookup(name, 1);
-  if (l == NULL) {
-    snprintf(r->err, sizeof r->err,
-             "Redis error: OOM command not allowed when used memory > 'maxmemory'.");
-    return STORE_EREPLY;
-  }
+  stub_lock *l = lookup_or_oom(name, r);
+  if (l == NULL) return STORE_EREPLY;
   if (l->has_grant && strcmp(l->lease, lease) != 0) {
     r->ttl_ms = pttl(l);
     memcpy(r->owner, l->owner, sizeof r->owner);
@@ -356,6 +363,66 @@ void store_run(store_op *op) {
     case STORE_OP_INSPECT: op->st = stub_inspect(op->name, &op->r); break;
     default: op->st = stub_family(op); break;
   }
+}
+
+/* The stub's index is its table: every name with a live grant, in table
+ * order, "s/" and "r/" ones (stub_family) listed as a semaphore or
+ * read/write lock. The cursor's member is the last name given. */
+store_status store_list(const char *prefix, int limit, store_cursor *at, int *more,
+                        store_result *r) {
+  memset(r, 0, sizeof *r);
+  *more = 0;
+  stub_fault f = enter(NULL);
+  if (f != STUB_FAULT_NONE) return failed(f, STORE_HELD, r);
+  r->entries = calloc(STUB_LOCKS, sizeof *r->entries);
+  if (r->entries == NULL) return STORE_EUNAVAIL;
+  int start = 0;
+  if (at->after[0]) /* after the entry whose "NAME K" member is at->after */
+    for (int i = 0; i < nlocks; i++) {
+      const char *n = locks[i].name;
+      int fam = n[0] && n[1] == '/' && (n[0] == 's' || n[0] == 'r');
+      char member[PICKET_PROTO_NAME_MAX + 3];
+      snprintf(member, sizeof member, "%s %c", fam ? n + 2 : n, fam ? n[0] : 'l');
+      if (strcmp(member, at->after) == 0) start = i + 1;
+    }
+  for (int i = start; i < nlocks; i++) {
+    stub_lock *l = lookup(locks[i].name, 0);
+    int fam = l->name[1] == '/' && (l->name[0] == 's' || l->name[0] == 'r');
+    const char *name = fam ? l->name + 2 : l->name;
+    if (!l->has_grant || strncmp(name, prefix, strlen(prefix)) != 0) continue;
+    if (r->nentries == limit) {
+      *more = 1;
+      break;
+    }
+    store_entry *e = &r->entries[r->nentries++];
+    e->kind = fam ? l->name[0] : 'l';
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->holders = 1;
+    e->fence = e->kind == 's' ? 0 : l->fence;
+    e->ttl_ms = pttl(l) > 0 ? pttl(l) : 1;
+    e->limit = e->kind == 's' ? 1 : 0;
+    memcpy(e->owner, l->owner, sizeof e->owner);
+    snprintf(at->after, sizeof at->after, "%s %c", name, e->kind);
+  }
+  if (!*more) at->after[0] = '\0';
+  return STORE_OK;
+}
+
+/* break.lua: the grant goes, the fence moves on whether or not one was
+ * held (an unknown name gets an entry, as the counter key would). */
+store_status store_break(const char *name, const char *who, store_result *r) {
+  (void)who;
+  memset(r, 0, sizeof *r);
+  stub_fault f = enter(name);
+  if (f != STUB_FAULT_NONE) return failed(f, STORE_LOST, r);
+  stub_lock *l = lookup_or_oom(name, r);
+  if (l == NULL) return STORE_EREPLY;
+  r->held = l->has_grant;
+  if (l->has_grant) memcpy(r->owner, l->owner, sizeof r->owner);
+  l->has_grant = 0;
+  r->fence = ++l->fence;
+  r->at = now_ms;
+  return STORE_OK;
 }
 
 store_status store_ready(store_result *r, store_topology *topo) {

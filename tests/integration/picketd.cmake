@@ -21,6 +21,10 @@ add_dependencies(picketd_semaphore fenced-kv)
 # starved; fenced-kv refuses a paused writer's write.
 picket_check_test(picketd_rwlock SOURCES ${_d}/test_rwlock.c LABELS integration TIMEOUT 120)
 add_dependencies(picketd_rwlock fenced-kv)
+# The operators' endpoints (issue 27): listing, the richer GET, break (with
+# a real fenced-kv refusing the broken holder), whoami.
+picket_check_test(picketd_admin SOURCES ${_d}/test_admin.c LABELS integration TIMEOUT 120)
+add_dependencies(picketd_admin fenced-kv)
 
 # The suites that check fence values run twice: once with picketd's default
 # floor (clock: fences rise and are at least Redis TIME) and once with

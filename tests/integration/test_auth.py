@@ -78,6 +78,7 @@ def release(port, name, lease, token=None):
 
 B, OPS, READER, LOCKER = TOKENS["T_BILLING"], TOKENS["T_OPS"], TOKENS["T_READER"], TOKENS["T_LOCKER"]
 HOG, FAST, NEW = TOKENS["T_HOG"], TOKENS["T_FAST"], TOKENS["T_NEW"]
+ADMIN, LISTER = TOKENS["T_ADMIN"], TOKENS["T_LISTER"]
 
 
 def unauthenticated():
@@ -519,8 +520,47 @@ def semaphores():
         check(r[0] == 200, "release a read lease: %s" % (r,))
 
 
+def operators():
+    # list: the verb, and only names under the token's prefixes
+    g1 = acquire(P1, "billing.op1", token=B, ttl_ms=30000)
+    g2 = acquire(P1, "payroll.op1", token=OPS, ttl_ms=30000)
+    check(g1[0] == 200 and g2[0] == 200, "operators: acquires: %s %s" % (g1, g2))
+    r = call(P1, "GET", "/v1/locks?limit=1000", token=LISTER)
+    names = [e["name"] for e in r[2].get("locks", [])] if r[0] == 200 else []
+    check(r[0] == 200 and "billing.op1" in names and "payroll.op1" not in names,
+          "lister sees billing.* only: %s %s" % (r[0], names))
+    r = call(P1, "GET", "/v1/locks?prefix=payroll.", token=LISTER)
+    check(r[0] == 200 and r[2]["locks"] == [], "lister asks for payroll.: %s" % (r,))
+    r = call(P1, "GET", "/v1/locks", token=B)
+    check(r[0] == 403 and "'list'" in r[2]["error"]["message"], "billing lists: %s" % (r,))
+    r = call(P1, "GET", "/v1/locks")
+    check(r[0] == 401, "a stranger lists: %s" % (r[0],))
+    # break: the admin verb, and the name under its prefixes
+    r = call(P1, "POST", "/v1/locks/billing.op1/break", {}, token=B)
+    check(r[0] == 403 and "'admin'" in r[2]["error"]["message"], "billing breaks: %s" % (r,))
+    r = call(P1, "POST", "/v1/locks/payroll.op1/break", {}, token=ADMIN)
+    check(r[0] == 403, "admin breaks outside its prefixes: %s" % (r,))
+    r = call(P2, "POST", "/v1/locks/billing.op1/break", {}, token=ADMIN)
+    check(r[0] == 200 and r[2]["broken"] is True and r[2]["fence"] > g1[2]["fence"],
+          "admin breaks billing.op1 on the other picketd: %s" % (r,))
+    r = renew(P1, "billing.op1", g1[2]["lease"], token=B)
+    check(r[0] == 409 and "broken by token 'admin'" in r[2]["error"]["message"],
+          "the broken holder renews: %s" % (r,))
+    release(P1, "payroll.op1", g2[2]["lease"], token=OPS)
+    # whoami
+    r = call(P1, "GET", "/v1/whoami", token=B)
+    check(r[0] == 200 and r[2] == {"token": "billing", "verbs": ["lock", "read"],
+                                   "prefixes": ["billing."]}, "billing's whoami: %s" % (r,))
+    r = call(P1, "GET", "/v1/whoami")
+    check(r[0] == 401, "a stranger's whoami: %s" % (r[0],))
+    # without --auth-file a loopback caller may break
+    g = acquire(P3, "p3.op1")
+    r = call(P3, "POST", "/v1/locks/p3.op1/break")
+    check(r[0] == 200 and r[2]["broken"] is True, "a local break without auth: %s %s" % (g, r))
+
+
 def main():
-    for f in [unauthenticated, permissions, lease_binding, max_leases, semaphores,
+    for f in [unauthenticated, permissions, operators, lease_binding, max_leases, semaphores,
               quota_in_the_lock_call,
               waiters, rate, per_address,
               reload_under_load, metrics_and_secrets, readyz_detail]:

@@ -17,6 +17,8 @@ export T_LOCKER=pkt_locker_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 export T_HOG=pkt_hog_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 export T_FAST=pkt_fast_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 export T_NEW=pkt_new_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+export T_ADMIN=pkt_admin_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+export T_LISTER=pkt_lister_$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 export AUTH_FILE="$H_DIR/auth"
 cat > "$AUTH_FILE" <<AUTH
 # picket auth file of test_auth.sh
@@ -27,6 +29,8 @@ ops       sha256:$(sha "$T_OPS")     *        lock,read,metrics
 locker    sha256:$(sha "$T_LOCKER")  *        lock
 hog       sha256:$(sha "$T_HOG")     hog.     lock max_waiters=4
 fast      sha256:$(sha "$T_FAST")    fast.    lock acquire_rate=5
+admin     sha256:$(sha "$T_ADMIN")   billing.,inventory. list,admin
+lister    sha256:$(sha "$T_LISTER")  billing. list
 AUTH
 # The line test_auth.py adds on a reload.
 export NEW_LINE="new sha256:$(sha "$T_NEW") new. lock"

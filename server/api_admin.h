@@ -1,0 +1,21 @@
+/* api_admin.h: the endpoints for operators and tools: GET /v1/locks (a
+ * page of the held names), POST /v1/locks/{name}/break and GET
+ * /v1/whoami. api.c routes to them once the caller is known (call->who)
+ * and allowed; the handlers check their own arguments. */
+#ifndef PICKETD_API_ADMIN_H
+#define PICKETD_API_ADMIN_H
+
+#include "api.h"
+
+/* GET /v1/locks?prefix=&limit=&cursor=: under --auth-file only the names
+ * the token's prefixes cover are shown. */
+api_result api_admin_list(const api_request *req, api_call *call, api_response *resp);
+/* POST /v1/locks/{call->name}/break (the body is checked here). */
+api_result api_admin_break(const api_request *req, api_call *call, api_response *resp);
+/* GET /v1/whoami: the caller's token, verbs and prefixes. */
+api_result api_admin_whoami(const api_request *req, api_call *call, api_response *resp);
+/* Whether the caller may break locks: the admin verb under --auth-file,
+ * else a loopback caller. */
+int api_admin_may_break(const api_request *req, const api_call *call);
+
+#endif
