@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "auth.h"
+#include "holds.h"
 #include "log.h"
 #include "quota.h"
 #include "signer.h"
@@ -409,6 +410,9 @@ static api_result renew_or_release_failed(api_call *call, const char *what, metr
                                           metrics_counter error, api_response *resp) {
   if (call->op.st == STORE_LOST) {
     metrics_inc(lost);
+    /* (a broken lease was counted by the picketd that broke it) */
+    if (call->op.r.why[0]) holds_forget(call->key);
+    else holds_ended(call->key, 0, HOLD_LOST);
     char lease_log[16];
     LOG(LOG_INFO, "%s of %s by lease %s: lease lost (%s)", what, call->name,
         log_lease(call->client_lease, lease_log),
@@ -439,6 +443,7 @@ static api_result renew_outcome(api_call *call, api_response *resp) {
   if (call->op.st != STORE_OK)
     return renew_or_release_failed(call, "renew", M_RENEW_LOST, M_RENEW_ERROR, resp);
   metrics_inc(M_RENEW_RENEWED);
+  holds_renewed(call->key, call->op.r.at, holds_wall_ms() + call->op.r.ttl_ms);
   call->family->grant(resp, call, 1);
   return API_DONE;
 }
@@ -457,6 +462,7 @@ static api_result release_outcome(api_call *call, api_response *resp) {
   if (call->op.st != STORE_OK)
     return renew_or_release_failed(call, "release", M_RELEASE_LOST, M_RELEASE_ERROR, resp);
   metrics_inc(M_RELEASE_RELEASED);
+  holds_ended(call->key, call->op.r.at, HOLD_RELEASED);
   api_json_reply_fmt(resp, "{\"%s\":\"%s\",\"released\":true}", call->family->noun,
                      call->name);
   return API_DONE;

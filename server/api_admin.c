@@ -15,6 +15,7 @@
 
 #include "api_json.h"
 #include "auth.h"
+#include "holds.h"
 #include "log.h"
 #include "wait.h"
 
@@ -140,6 +141,7 @@ api_result api_admin_break(const api_request *req, api_call *call, api_response 
     return API_DONE;
   }
   metrics_inc(r.held ? M_BREAK_BROKEN : M_BREAK_NOT_HELD);
+  if (r.held) holds_ended(call->name, r.at, HOLD_BROKEN);
   if (r.held)
     LOG(LOG_WARN, "lock %s broken by %s: the lease of owner '%s' ended; its fence is now %lld",
         call->name, who, r.owner, (long long)r.fence);

@@ -20,6 +20,7 @@
 #include "api.h"
 #include "auth.h"
 #include "config.h"
+#include "holds.h"
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
@@ -117,6 +118,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   metrics_add_families(quota_render_metrics);
+  holds_init();
   if (signer_init(&cfg, err, sizeof err) < 0 || auth_init(&cfg, err, sizeof err) < 0) {
     LOG(LOG_ERROR, "%s", err);
     fprintf(stderr, "picketd: %s\n", err);

@@ -71,7 +71,8 @@ typedef struct {
   int npermits;
   int held_by;       /* rwlock HELD: 0 a writer, 1 readers, 2 a writer waits */
   int64_t waiting;   /* rwlock inspect: writers waiting */
-  int64_t at;        /* inspect: the grant's time (unix ms, 0: unknown); break: the break's */
+  int64_t at;        /* inspect, lock renew and release, break: the (broken) lease's
+                        grant time (unix ms, Redis's clock; 0: unknown or none) */
   int64_t renewals;  /* inspect: how often the lease was renewed */
   char why[160];     /* renew or release LOST: why, when known ("broken by ... at ...") */
   char token[72];    /* break: the token whose max_leases counted the broken lease, or "" */

@@ -777,11 +777,13 @@ static void lost_why(const redisReply *e, store_result *r) {
   if (e->type == REDIS_REPLY_STRING) snprintf(r->why, sizeof r->why, "%s", e->str);
 }
 
-/* ...and a release's: {1, tamper} released, {0, tamper[, why]} not held. */
+/* ...and a release's: {1, tamper[, "", at]} released, {0, tamper[, why]}
+ * not held. */
 static store_status release_reply(store_op *op, redisReply **e, size_t n) {
-  if ((n != 2 && n != 3) || !is_int(e[0])) return STORE_EREPLY;
+  if (n < 2 || n > 4 || !is_int(e[0])) return STORE_EREPLY;
   tamper_repaired(op, e[1]);
-  if (n == 3) lost_why(e[2], &op->r);
+  if (n >= 3) lost_why(e[2], &op->r);
+  if (n == 4 && is_int(e[3])) op->r.at = e[3]->integer;
   return e[0]->integer == 1 ? STORE_OK : STORE_LOST;
 }
 
@@ -952,10 +954,11 @@ static store_status op_parse(store_op *op, redisReply *rep) {
       if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 5) goto odd;
       if ((st = acquire_head(op, e, 5)) == STORE_EREPLY) goto odd;
       break;
-    case STORE_OP_RENEW: /* renew_head, then why a lost lease is lost */
-      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4) goto odd;
-      if ((st = renew_head(op, e, 4)) == STORE_EREPLY) goto odd;
+    case STORE_OP_RENEW: /* renew_head, then why a lost lease is lost, and `at` */
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 5 || !is_int(e[4])) goto odd;
+      if ((st = renew_head(op, e, 5)) == STORE_EREPLY) goto odd;
       if (st == STORE_LOST) lost_why(e[3], r);
+      r->at = e[4]->integer;
       break;
     case STORE_OP_RELEASE:
       if (rep->type != REDIS_REPLY_ARRAY) goto odd;

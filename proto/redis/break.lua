@@ -20,7 +20,8 @@
 -- Returns {broken, fence, owner, tamper, at, token}: broken 1 when a live
 -- lease ended (0: none was held; the fence moves on all the same), the new
 -- fence (a decimal string), the broken lease's owner ("" for none), tamper
--- as counter.lua's, at the break's time (ms), and the token whose
+-- as counter.lua's, at the broken lease's grant time (ms; 0 if none or
+-- unknown), and the token whose
 -- max_leases counted the lease (acquire.lua's `qt`, "" none): the caller
 -- drops it from that count (quota.lua), which may live in another slot.
 -- Everything that can fail (the counter's checks in guard and fence_next)
@@ -30,10 +31,10 @@ local t = redis.call('TIME')
 local now = hold_now(t)
 local fence, why = fence_next(last, KEYS[2], ARGV[1], t)
 if why ~= '' then tamper = why end
-local broken, owner, qt = 0, '', ''
+local broken, owner, qt, at = 0, '', '', 0
 if cur then
-  owner = redis.call('HGET', KEYS[1], 'owner') or ''
-  qt = redis.call('HGET', KEYS[1], 'qt') or ''
+  local h = redis.call('HMGET', KEYS[1], 'owner', 'qt', 'at')
+  owner, qt, at = h[1] or '', h[2] or '', tonumber(h[3] or '0') or 0
   if not hold_delaying(now) then
     broken = 1
     local bk = KEYS[1]:sub(1, -6) .. 'broken'
@@ -52,4 +53,4 @@ else
   redis.call('SET', KEYS[2], fence)
 end
 redis.call('PUBLISH', ARGV[3], ARGV[4])
-return {broken, fence, owner, tamper, now, qt}
+return {broken, fence, owner, tamper, broken == 1 and at or 0, qt}

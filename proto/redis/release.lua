@@ -10,8 +10,9 @@
 -- (acquire.lua): the name leaves it. KEYS[4] (only for a token with
 -- max_leases, outside Redis Cluster) = P{/token/TOKEN}:leases: the lock
 -- leaves the token's count in the same call (leases.lua).
--- Returns {1, tamper} when released (before its expiry: a lock-delay is
--- skipped), {0, tamper, why} when the lease is lost (why: hold_broken's);
+-- Returns {1, tamper, "", at} when released (before its expiry: a
+-- lock-delay is skipped; at: the grant's time, 0 if unknown), {0, tamper,
+-- why} when the lease is lost (why: hold_broken's);
 -- tamper is "" or why the counter was repaired. The fence counter is
 -- kept: with an idle TTL it now expires that long after the release (it no
 -- longer has a lease to outlive); without one, never.
@@ -19,10 +20,11 @@ local _, cur, _, tamper = guard(ARGV[4])
 -- a lease past its expiry is lost, and its lock-delay stands (hold.lua)
 if cur == ARGV[1] and not (hold.exp and hold_delaying(hold_now())) then
   if KEYS[4] then leases_drop(KEYS[4], ARGV[3]) end
+  local at = tonumber(redis.call('HGET', KEYS[1], 'at') or '0') or 0
   redis.call('DEL', KEYS[1])
   redis.call('ZREM', KEYS[3], ARGV[3] .. ' l')
   if tonumber(ARGV[4]) > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
   redis.call('PUBLISH', ARGV[2], ARGV[3])
-  return {1, tamper}
+  return {1, tamper, '', at}
 end
 return {0, tamper, hold_broken(KEYS[1], ARGV[1])}

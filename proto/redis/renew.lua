@@ -6,10 +6,11 @@
 -- ARGV[1] = lease id, ARGV[2] = ttl in ms,
 -- ARGV[3] = counter idle TTL in ms ("0": the counter never expires),
 -- ARGV[4] = lock name, with KEYS[3]: a renewal moves its expiry there too.
--- Returns {fence, tamper, ttl, ""} when renewed: the grant's fence (a
--- decimal string, as acquire.lua stored it) and the TTL given, ARGV[2]
--- unless the lease's hold cap cut it (hold.lua), and counts the renewal
--- in the lease's `rn`; or {0, tamper, 0, why} when the lease is lost
+-- Returns {fence, tamper, ttl, "", at} when renewed: the grant's fence (a
+-- decimal string, as acquire.lua stored it), the TTL given, ARGV[2]
+-- unless the lease's hold cap cut it (hold.lua), and the grant's time `at`
+-- (0 if unknown), and counts the renewal in the lease's `rn`; or
+-- {0, tamper, 0, why, 0} when the lease is lost
 -- (expired, also while its lock-delay runs, at its cap, released, broken,
 -- or never this caller's); why is hold_broken's. tamper is "" or why the
 -- guard repaired the counter (counter.lua). With an idle TTL the counter's
@@ -20,9 +21,9 @@ if cur == ARGV[1] then
   local ttl = tonumber(ARGV[2])
   local now = (KEYS[3] or hold.exp or hold.cap) and hold_now()
   if hold.exp or hold.cap then
-    if hold_delaying(now) then return {0, tamper, 0, ''} end
+    if hold_delaying(now) then return {0, tamper, 0, '', 0} end
     ttl = hold_set(now, ttl, hold.delay, hold.cap)
-    if ttl == 0 then return {0, tamper, 0, ''} end
+    if ttl == 0 then return {0, tamper, 0, '', 0} end
   else
     redis.call('PEXPIRE', KEYS[1], ttl)
     redis.call('HSET', KEYS[1], 'ttl', ttl)
@@ -33,6 +34,6 @@ if cur == ARGV[1] then
     redis.call('PEXPIRE', KEYS[2], math.max(idle, ttl + (hold.delay or 0)))
   end
   redis.call('HINCRBY', KEYS[1], 'rn', 1)
-  return {live, tamper, ttl, ''}
+  return {live, tamper, ttl, '', tonumber(redis.call('HGET', KEYS[1], 'at') or '0') or 0}
 end
-return {0, tamper, 0, hold_broken(KEYS[1], ARGV[1])}
+return {0, tamper, 0, hold_broken(KEYS[1], ARGV[1]), 0}

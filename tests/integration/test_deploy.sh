@@ -39,6 +39,13 @@ grep -q ' warn ' "$H_DIR/picketd.log" && h_fail "picketd warned against deploy/r
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$PICKETD_URL/v1/locks/deploy/acquire")
 [ "$code" = 200 ] || h_fail "acquire against deploy/redis.conf: $code"
 echo "ok: deploy/redis.conf loads and picketd accepts it without warnings"
+# deploy/prometheus/picket-alerts.yml names only metrics picketd exports
+# (a family is in /metrics from the start, samples or not).
+metrics=$(curl -s "$PICKETD_URL/metrics")
+for m in $(grep -oE 'picket_[a-z_]+' "$src/deploy/prometheus/picket-alerts.yml" | sort -u); do
+  printf '%s\n' "$metrics" | grep -q "^# TYPE $m " || h_fail "picket-alerts.yml names $m, which picketd does not export"
+done
+echo "ok: every metric of deploy/prometheus/picket-alerts.yml is picketd's"
 # deploy/systemd/picketd.env names only settings picketd has, and its
 # Sentinel example (uncommented) is accepted by picketd's flag rules.
 help=$("$PICKET_BIN_DIR/picketd" --help)
