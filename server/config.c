@@ -97,6 +97,9 @@ static const config_option options[] = {
      "largest wait_ms a client may ask for"},
     {"max-lock-delay-ms", INT(max_lock_delay_ms, 0, 86400000LL), "60000", NULL,
      "largest lock_delay_ms a client may ask for (0: lock-delay refused)"},
+    {"index-sweep-ms", INT(index_sweep_ms, 0, 3600000LL), "1000", NULL,
+     "every this many ms, read one page of the index of held names and drop the names whose "
+     "lease expired (0: never; listings still drop what they meet)"},
     {"max-semaphore-limit", INT(max_semaphore_limit, 1, PICKET_PROTO_SEM_LIMIT_MAX), "4096", NULL,
      "largest limit a semaphore may have (its permits are slots 0..limit-1; GET lists them all)"},
     {"max-waiters", INT(max_waiters, 0, 1000000), "10000", NULL,

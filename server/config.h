@@ -41,6 +41,7 @@ typedef struct {
   int64_t max_ttl_ms;
   int64_t max_wait_ms;
   int64_t max_lock_delay_ms;
+  int64_t index_sweep_ms;  /* sweep.c's period (0: off) */
   int64_t max_semaphore_limit;
   int max_waiters;
   int max_waiters_per_ip;     /* CONFIG_AUTO (api.c says what), 0 (none) or N; without --auth-file */

@@ -28,6 +28,7 @@
 #include "quota.h"
 #include "signer.h"
 #include "store.h"
+#include "sweep.h"
 #include "tls.h"
 #include "wait.h"
 
@@ -129,6 +130,10 @@ int main(int argc, char **argv) {
     LOG(LOG_ERROR, "cannot start the waiter threads: %s", strerror(errno));
     return 1;
   }
+  if (sweep_start(&cfg) < 0) {
+    LOG(LOG_ERROR, "cannot start the index sweeper: %s", strerror(errno));
+    return 1;
+  }
   int port = 0;
   if (http_start(&cfg, &port) < 0) return 1;
   if (cfg.port_file[0] && write_port_file(cfg.port_file, port) < 0) {
@@ -176,6 +181,7 @@ int main(int argc, char **argv) {
   drain(http_inflight, SHUTDOWN_GRACE_MS);
   http_stop();
   tls_stop();
+  sweep_stop();
   wait_stop();
   node_stop();
   auth_stop();

@@ -47,13 +47,15 @@ out=$("$PICKET_BIN_DIR/picketd" --listen 127.0.0.1:0 --redis "$REDIS_URL" \
       --auth-file "$H_DIR/missing" 2>&1); rc=$?
 [ "$rc" -eq 2 ] || h_fail "a missing --auth-file: exit $rc, want 2 ($out)"
 
-h_start_picketd --auth-file "$AUTH_FILE" --max-waiters 10 --log-level debug
+# (--index-sweep-ms 0: test_auth.py counts EVALSHA calls, and the
+# sweeper's listing would add some)
+h_start_picketd --auth-file "$AUTH_FILE" --max-waiters 10 --log-level debug --index-sweep-ms 0
 export P1_PORT=$PICKETD_PORT P1_PID=$PICKETD_PID
-h_start_picketd --auth-file "$AUTH_FILE" --max-waiters 10
+h_start_picketd --auth-file "$AUTH_FILE" --max-waiters 10 --index-sweep-ms 0
 export P2_PORT=$PICKETD_PORT
 # Without --auth-file: explicit per-address limits, so that loopback (every
 # client of a test is) is limited too.
-h_start_picketd --max-waiters-per-ip 2 --acquire-rate-per-ip 5
+h_start_picketd --max-waiters-per-ip 2 --acquire-rate-per-ip 5 --index-sweep-ms 0
 export P3_PORT=$PICKETD_PORT
 export PICKETD_LOG="$H_DIR/picketd.log" REDIS_SOCK REDIS_PID
 
