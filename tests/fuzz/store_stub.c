@@ -382,7 +382,7 @@ store_status store_list(const char *prefix, int limit, store_cursor *at, int *mo
       const char *n = locks[i].name;
       int fam = n[0] && n[1] == '/' && (n[0] == 's' || n[0] == 'r');
       char member[PICKET_PROTO_NAME_MAX + 3];
-      snprintf(member, sizeof member, "%s %c", fam ? n + 2 : n, fam ? n[0] : 'l');
+      snprintf(member, sizeof member, "%.200s %c", fam ? n + 2 : n, fam ? n[0] : 'l');
       if (strcmp(member, at->after) == 0) start = i + 1;
     }
   for (int i = start; i < nlocks; i++) {
