@@ -2,8 +2,9 @@
  * client (so the connection is kept alive between calls), the four lock
  * calls of picketd's HTTP API, the semaphore's four and the read/write
  * lock's four (a permit or a read or write lease is a lease that remembers
- * what it is of, so renew and release find its path),
- * leases and their local deadlines, error mapping, and retries.
+ * what it is of, so renew and release find its path), the operators'
+ * listing and break, leases and their local deadlines, error mapping, and
+ * retries.
  *
  * Why retries are safe where they happen: acquire sends a lease id chosen
  * here, and the server answers a repeated acquire with the same id with the
@@ -40,7 +41,12 @@ _Static_assert(PICKET_RW_NAME_MAX == PICKET_PROTO_RW_NAME_MAX, "rwlock name limi
 /* ...but a semaphore's GET lists every live permit: up to 4096 (picketd's
  * default --max-semaphore-limit) of at most ~800 bytes each. */
 #define SEM_REPLY_MAX (4 * 1024 * 1024)
-#define URL_MAX 1024
+/* ...and a page of the listing up to 1000 names, each with an owner of up
+ * to 512 bytes (1 KiB escaped) beside its name and numbers. */
+#define LIST_REPLY_MAX (4 * 1024 * 1024)
+#define BASE_URL_MAX 512
+/* a base URL, then a listing's query: prefix and cursor percent-encoded */
+#define URL_MAX (BASE_URL_MAX + 64 + 3 * (PICKET_NAME_MAX + PICKET_LIST_CURSOR_MAX))
 
 struct picket_client {
   CURL *curl;
@@ -175,7 +181,7 @@ static int options_valid(const picket_options *o) {
 
 static int url_valid(const char *u) {
   size_t n = strlen(u);
-  if (n == 0 || n > URL_MAX / 2) return 0;
+  if (n == 0 || n > BASE_URL_MAX) return 0;
   if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) return 0;
   for (const char *p = u; *p; p++)
     if ((unsigned char)*p <= ' ' || *p == '?' || *p == '#') return 0;
@@ -874,6 +880,25 @@ static int take_owner(const json_t *owner, int *has, char *buf, size_t cap) {
   return 0;
 }
 
+/* An optional integer member that may be null: 0 with *out = its value
+ * (>= min), or `absent` when missing or null; -1 when mistyped or smaller. */
+static int take_nullable(const json_t *j, const char *key, int64_t min, int64_t absent,
+                         int64_t *out) {
+  json_t *v = json_object_get(j, key);
+  *out = absent;
+  if (v == NULL || json_is_null(v)) return 0;
+  if (!json_is_integer(v) || json_integer_value(v) < min) return -1;
+  *out = json_integer_value(v);
+  return 0;
+}
+
+/* A lease's acquired_at (> 0, else 0 for unknown) and renewals (-1 for
+ * unknown): 0, or -1 when either is mistyped. */
+static int take_grant_time(const json_t *j, int64_t *at, int64_t *renewals) {
+  if (take_nullable(j, "acquired_at", 0, 0, at) < 0) return -1;
+  return take_nullable(j, "renewals", 0, -1, renewals);
+}
+
 int picket_inspect(picket_client *c, const char *name, picket_lock_info *info) {
   json_t *reply = NULL;
   int err;
@@ -885,10 +910,13 @@ int picket_inspect(picket_client *c, const char *name, picket_lock_info *info) {
   int64_t ttl = get_int(reply, "ttl_ms", 0);
   if (!json_is_boolean(held) || fence < 0 || ttl < 0 ||
       take_owner(json_object_get(reply, "owner"), &info->has_owner, info->owner,
-                 sizeof info->owner) < 0) {
+                 sizeof info->owner) < 0 ||
+      take_grant_time(reply, &info->acquired_at_ms, &info->renewals) < 0 ||
+      take_nullable(reply, "waiters", 0, -1, &info->waiters) < 0) {
     json_decref(reply);
     memset(info, 0, sizeof *info);
-    return proto_error(c, "inspect reply lacks held, fence or ttl_ms");
+    return proto_error(c, "inspect reply lacks held, fence or ttl_ms, or has a mistyped "
+                          "acquired_at, renewals or waiters");
   }
   info->held = json_is_true(held);
   info->fence = fence;
@@ -903,8 +931,31 @@ void picket_sem_info_clear(picket_sem_info *info) {
   memset(info, 0, sizeof *info);
 }
 
-/* One entry of a semaphore's "permits" into *p: 0, or -1 when malformed. */
-static int take_permit_info(picket_permit_info *p, json_t *o) {
+/* The n objects of the JSON array `arr` into a new array of n elements
+ * of `size` bytes (*out; NULL when n is 0), each filled by take (which
+ * returns 0, or -1 when the object is malformed). Returns 0, or
+ * PICKET_ENOMEM or PICKET_EPROTO (`what` says which element) with nothing
+ * allocated. */
+static int take_array(picket_client *c, const json_t *arr, size_t size,
+                      int (*take)(void *elem, const json_t *o), const char *what, void **out) {
+  size_t n = json_array_size(arr);
+  char *a = NULL;
+  *out = NULL;
+  if (n > 0 && (a = calloc(n, size)) == NULL) return fail(c, PICKET_ENOMEM, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    if (take(a + i * size, json_array_get(arr, i)) < 0) {
+      free(a);
+      return proto_error(c, what);
+    }
+  }
+  *out = a;
+  return 0;
+}
+
+/* One entry of a semaphore's "permits" into a picket_permit_info: 0, or
+ * -1 when malformed. */
+static int take_permit_info(void *elem, const json_t *o) {
+  picket_permit_info *p = elem;
   const char *fl = json_string_value(json_object_get(o, "fence_lock"));
   p->permit = get_int(o, "permit", 0);
   p->fence = get_int(o, "fence", 0);
@@ -927,27 +978,20 @@ int picket_sem_inspect(picket_client *c, const char *name, picket_sem_info *info
   info->limit = get_int(reply, "limit", 0);
   info->held = get_int(reply, "held", 0);
   info->waiters = get_int(reply, "waiters", 0);
-  size_t n = json_array_size(permits);
-  if (info->limit < 0 || info->held < 0 || info->waiters < 0 || !json_is_array(permits)) {
-    json_decref(reply);
+  void *elems = NULL;
+  if (info->limit < 0 || info->held < 0 || info->waiters < 0 || !json_is_array(permits))
+    err = proto_error(c, "semaphore reply lacks limit, held, permits or waiters");
+  else
+    err = take_array(c, permits, sizeof *info->permits, take_permit_info,
+                     "semaphore reply has a malformed permit", &elems);
+  if (err == 0) {
+    info->permits = elems;
+    info->npermits = json_array_size(permits);
+  } else {
     memset(info, 0, sizeof *info);
-    return proto_error(c, "semaphore reply lacks limit, held, permits or waiters");
   }
-  if (n > 0 && (info->permits = calloc(n, sizeof *info->permits)) == NULL) {
-    json_decref(reply);
-    memset(info, 0, sizeof *info);
-    return fail(c, PICKET_ENOMEM, "out of memory");
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (take_permit_info(&info->permits[i], json_array_get(permits, i)) < 0) {
-      json_decref(reply);
-      picket_sem_info_clear(info);
-      return proto_error(c, "semaphore reply has a malformed permit");
-    }
-  }
-  info->npermits = n;
   json_decref(reply);
-  return 0;
+  return err;
 }
 
 void picket_rw_info_clear(picket_rw_info *info) {
@@ -968,6 +1012,16 @@ static int take_writer(picket_rw_info *info, json_t *w) {
                     sizeof info->writer_owner);
 }
 
+/* One of an rwlock's "read_leases" into a picket_read_info: 0, or -1 when
+ * malformed. */
+static int take_read_info(void *elem, const json_t *o) {
+  picket_read_info *r = elem;
+  r->fence = get_int(o, "fence", 0);
+  r->ttl_ms = get_int(o, "ttl_ms", 0);
+  if (r->fence < 0 || r->ttl_ms < 0) return -1;
+  return take_owner(json_object_get(o, "owner"), &r->has_owner, r->owner, sizeof r->owner);
+}
+
 int picket_rw_inspect(picket_client *c, const char *name, picket_rw_info *info) {
   json_t *reply = NULL;
   int err;
@@ -980,32 +1034,168 @@ int picket_rw_inspect(picket_client *c, const char *name, picket_rw_info *info) 
   info->readers = get_int(reply, "readers", 0);
   info->writers_waiting = get_int(reply, "writers_waiting", 0);
   info->waiters = get_int(reply, "waiters", 0);
+  void *elems = NULL;
   if (info->fence < 0 || info->readers < 0 || info->writers_waiting < 0 || info->waiters < 0 ||
       !json_is_array(reads) || n > PICKET_PROTO_RW_LISTED_MAX ||
-      take_writer(info, json_object_get(reply, "writer")) < 0) {
-    json_decref(reply);
+      take_writer(info, json_object_get(reply, "writer")) < 0)
+    err = proto_error(c, "rwlock reply lacks fence, writer, readers, read_leases, "
+                         "writers_waiting or waiters");
+  else
+    err = take_array(c, reads, sizeof *info->reads, take_read_info,
+                     "rwlock reply has a malformed read lease", &elems);
+  if (err == 0) {
+    info->reads = elems;
+    info->nreads = n;
+  } else {
     memset(info, 0, sizeof *info);
-    return proto_error(c, "rwlock reply lacks fence, writer, readers, read_leases, "
-                          "writers_waiting or waiters");
   }
-  if (n > 0 && (info->reads = calloc(n, sizeof *info->reads)) == NULL) {
-    json_decref(reply);
-    memset(info, 0, sizeof *info);
-    return fail(c, PICKET_ENOMEM, "out of memory");
-  }
-  for (size_t i = 0; i < n; i++) {
-    json_t *o = json_array_get(reads, i);
-    picket_read_info *r = &info->reads[i];
-    r->fence = get_int(o, "fence", 0);
-    r->ttl_ms = get_int(o, "ttl_ms", 0);
-    if (r->fence < 0 || r->ttl_ms < 0 ||
-        take_owner(json_object_get(o, "owner"), &r->has_owner, r->owner, sizeof r->owner) < 0) {
-      json_decref(reply);
-      picket_rw_info_clear(info);
-      return proto_error(c, "rwlock reply has a malformed read lease");
+  json_decref(reply);
+  return err;
+}
+
+/* ---- operators ------------------------------------------------------------ */
+
+#define NAME_BYTES "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-"
+
+/* 1 when s is a listing's prefix: up to PICKET_NAME_MAX bytes of the
+ * lock-name bytes ("" too). */
+static int prefix_valid(const char *s) {
+  size_t n = strlen(s);
+  return n <= PICKET_NAME_MAX && strspn(s, NAME_BYTES) == n;
+}
+
+/* 1 when s may be a listing's cursor: 1..PICKET_LIST_CURSOR_MAX bytes of
+ * the lock-name bytes (what picketd makes; it checks the rest). */
+static int cursor_valid(const char *s, size_t n) {
+  return n > 0 && n <= PICKET_LIST_CURSOR_MAX && strspn(s, NAME_BYTES) == n;
+}
+
+/* Appends "&key=" and value, percent-encoded, to url (cap bytes). */
+static void query_append(char *url, size_t cap, const char *key, const char *value) {
+  static const char hex[] = "0123456789ABCDEF";
+  size_t n = strlen(url);
+  n += (size_t)snprintf(url + n, cap - n, "%s%s=", strchr(url, '?') ? "&" : "?", key);
+  for (const unsigned char *p = (const unsigned char *)value; *p && n + 4 < cap; p++) {
+    if (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~", *p)) {
+      url[n++] = (char)*p;
+    } else {
+      url[n++] = '%';
+      url[n++] = hex[*p >> 4];
+      url[n++] = hex[*p & 15];
     }
   }
-  info->nreads = n;
+  url[n] = '\0';
+}
+
+void picket_lock_list_clear(picket_lock_list *list) {
+  if (list == NULL) return;
+  free(list->entries);
+  free(list->cursor);
+  memset(list, 0, sizeof *list);
+}
+
+/* One entry of a listing into a picket_lock_entry: 0, or -1 when malformed. */
+static int take_entry(void *elem, const json_t *o) {
+  picket_lock_entry *e = elem;
+  static const char *const kind_names[] = {[PICKET_KIND_LOCK] = "lock",
+                                           [PICKET_KIND_SEMAPHORE] = "semaphore",
+                                           [PICKET_KIND_RWLOCK] = "rwlock"};
+  const char *kind = json_string_value(json_object_get(o, "kind"));
+  const char *name = json_string_value(json_object_get(o, "name"));
+  e->kind = -1;
+  for (int k = 0; kind != NULL && k < (int)(sizeof kind_names / sizeof kind_names[0]); k++)
+    if (strcmp(kind, kind_names[k]) == 0) e->kind = k;
+  if (e->kind < 0 || name == NULL || !picket_proto_name_valid(name, strlen(name))) return -1;
+  strcpy(e->name, name);
+  int sem = e->kind == PICKET_KIND_SEMAPHORE;
+  e->holders = get_int(o, "holders", 1);
+  e->ttl_ms = get_int(o, "ttl_ms", 0);
+  e->waiters = get_int(o, "waiters", 0);
+  e->limit = sem ? get_int(o, "limit", 1) : 0;
+  if (e->holders < 1 || e->ttl_ms < 0 || e->waiters < 0 || e->limit < 0 ||
+      take_nullable(o, "fence", 0, -1, &e->fence) < 0 ||
+      take_grant_time(o, &e->acquired_at_ms, &e->renewals) < 0)
+    return -1;
+  return take_owner(json_object_get(o, "owner"), &e->has_owner, e->owner, sizeof e->owner);
+}
+
+int picket_list(picket_client *c, const char *prefix, int limit, const char *cursor,
+                picket_lock_list *out) {
+  call_t call = {0};
+  json_t *reply = NULL;
+  int64_t sent;
+  int repeated, err;
+
+  memset(out, 0, sizeof *out);
+  clear_detail(c);
+  if (prefix == NULL) prefix = "";
+  if (!prefix_valid(prefix))
+    return fail(c, PICKET_EINVAL, "a prefix is up to 200 bytes of [A-Za-z0-9._:-]");
+  if (limit < 0 || limit > PICKET_LIST_MAX)
+    return fail(c, PICKET_EINVAL, "a page's limit is 1 to 1000 (0: the server's default)");
+  if (cursor != NULL && !cursor_valid(cursor, strlen(cursor)))
+    return fail(c, PICKET_EINVAL, "a cursor is one a listing returned, unchanged");
+  snprintf(call.url, sizeof call.url, "%s/v1/locks", c->base_url);
+  if (prefix[0] != '\0') query_append(call.url, sizeof call.url, "prefix", prefix);
+  if (limit > 0) {
+    char v[16];
+    snprintf(v, sizeof v, "%d", limit);
+    query_append(call.url, sizeof call.url, "limit", v);
+  }
+  if (cursor != NULL) query_append(call.url, sizeof call.url, "cursor", cursor);
+  call.may_retry = 1;
+  call.reply_max = LIST_REPLY_MAX;
+  if ((err = perform(c, &call, &reply, &sent, &repeated)) != 0) return err;
+
+  json_t *locks = json_object_get(reply, "locks");
+  json_t *next = json_object_get(reply, "cursor");
+  size_t n = json_array_size(locks);
+  if (!json_is_array(locks) || n > (size_t)(limit > 0 ? limit : PICKET_LIST_MAX) ||
+      !(json_is_null(next) ||
+        (json_is_string(next) && cursor_valid(json_string_value(next), json_string_length(next))))) {
+    json_decref(reply);
+    return proto_error(c, "listing lacks locks or cursor, or has more entries than asked for");
+  }
+  void *elems = NULL;
+  err = take_array(c, locks, sizeof *out->entries, take_entry, "listing has a malformed entry",
+                   &elems);
+  if (err == 0 && json_is_string(next) && (out->cursor = strdup(json_string_value(next))) == NULL) {
+    free(elems);
+    err = fail(c, PICKET_ENOMEM, "out of memory");
+  }
+  if (err == 0) {
+    out->entries = elems;
+    out->nentries = n;
+  }
+  json_decref(reply);
+  return err;
+}
+
+int picket_break(picket_client *c, const char *name, picket_break_result *out) {
+  call_t call = {0};
+  json_t *reply = NULL;
+  int64_t sent;
+  int repeated, err;
+
+  memset(out, 0, sizeof *out);
+  clear_detail(c);
+  if ((err = set_url(c, &call, PICKET__KIND_LOCK, name, "break")) != 0) return err;
+  if ((err = set_body(c, &call, json_object())) != 0) return err;
+  call.may_retry = 0; /* a repeat could break the next holder's new lease */
+  err = perform(c, &call, &reply, &sent, &repeated);
+  free(call.body);
+  if (err != 0) return err;
+  const char *lock = json_string_value(json_object_get(reply, "lock"));
+  json_t *broken = json_object_get(reply, "broken");
+  out->fence = get_int(reply, "fence", 1);
+  if (lock == NULL || strcmp(lock, name) != 0 || !json_is_boolean(broken) || out->fence < 1 ||
+      take_owner(json_object_get(reply, "owner"), &out->has_owner, out->owner,
+                 sizeof out->owner) < 0) {
+    json_decref(reply);
+    memset(out, 0, sizeof *out);
+    return proto_error(c, "break reply lacks lock, broken, fence or owner");
+  }
+  out->broken = json_is_true(broken);
   json_decref(reply);
   return 0;
 }

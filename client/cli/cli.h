@@ -1,9 +1,10 @@
 /* cli.h: what the files of the `picket` command share: parsed arguments,
- * exit codes, and the run command (run.c). main.c parses and runs the
- * other commands. */
+ * exit codes, JSON output, the run command (run.c) and the operators'
+ * commands (ops.c). main.c parses and runs the other commands. */
 #ifndef PICKET_CLI_H
 #define PICKET_CLI_H
 
+#include <jansson.h>
 #include <stdint.h>
 
 #include "picket/picket.h"
@@ -42,6 +43,10 @@ typedef struct {
   int64_t limit; /* --limit: its permits (acquire, run); 0: not given */
   int rwlock;    /* --read, --write or --rwlock: NAME is a read/write lock's */
   int mode;      /* --read: PICKET_MODE_READ, --write: PICKET_MODE_WRITE; else -1 */
+  const char *prefix; /* ls: the names' prefix; NULL: all */
+  int all;            /* ls --all: every page */
+  int json;           /* ls, show, break --json: the replies as JSON */
+  int yes;            /* break --yes: no confirmation */
 } cli_args;
 
 /* Prints "picket: <what>: <error>[: <server message>]" to stderr and returns
@@ -56,6 +61,16 @@ int cli_acquire(picket_client *c, const cli_args *a, picket_lease **out);
 
 /* `picket run`; returns the exit code. */
 int cli_run(picket_client *c, const cli_args *a);
+
+/* Prints obj (stolen) as one line of JSON; returns the exit code. */
+int cli_print_json(json_t *obj);
+/* A JSON string of s, or null for NULL. */
+json_t *cli_string_or_null(const char *s);
+
+/* `picket ls`, `picket show` and `picket break` (ops.c); return the exit code. */
+int cli_ls(picket_client *c, const cli_args *a);
+int cli_show(picket_client *c, const cli_args *a);
+int cli_break(picket_client *c, const cli_args *a);
 
 /* `picket token ...` (token.c); argv[0] is "token". Returns the exit code. */
 int cli_token(int argc, char **argv);

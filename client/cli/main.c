@@ -2,9 +2,11 @@
  * commands (acquire, renew, release, status) on libpicket, for locks,
  * with --semaphore for counting semaphores' permits, and with --read,
  * --write or --rwlock for read/write locks' leases. `run` lives in
- * run.c, `token` in token.c. Output is one JSON object per command on
- * stdout (or shell assignments with acquire --shell); errors are one line
- * on stderr, with an exit code from cli.h that scripts can act on.
+ * run.c, `token` in token.c, the operators' ls, show and break in ops.c.
+ * Output is one JSON object per command on stdout (or shell assignments
+ * with acquire --shell; a table or lines for people from ls, show and
+ * break without --json); errors are one line on stderr, with an exit code
+ * from cli.h that scripts can act on.
  *
  * Secrets never come from argv, which any user can read in ps: the bearer
  * token only from a file (--token-file) or $PICKET_TOKEN, and a lease id
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "picket_proto.h"
@@ -37,6 +40,23 @@ static const char usage_text[] =
     "      give the lock back; print {lock, released}\n"
     "  status NAME [--semaphore | --rwlock]\n"
     "      print {lock, held, fence, ttl_ms, owner} (never the lease id)\n"
+    "  ls [PREFIX] [--limit N] [--all] [--json]\n"
+    "      the held locks, semaphores and rwlocks (all, or those whose names start\n"
+    "      with PREFIX) as a table: KIND NAME HOLDERS OWNER FENCE TTL AGE RENEWALS\n"
+    "      WAITERS; --limit N names (default 100), --all every one; --json: the\n"
+    "      listing's pages, one JSON object {locks, cursor} a line. Needs the token's\n"
+    "      list verb under picketd's --auth-file\n"
+    "  show NAME [--json]\n"
+    "      a lock for people: held, owner, fence, TTL, when acquired (age and UTC\n"
+    "      time), renewals, waiters; --json: {lock, held, fence, ttl_ms, owner,\n"
+    "      acquired_at, renewals, waiters}\n"
+    "  break NAME [--yes] [--json]\n"
+    "      end the lock's lease now and move its fence past it (the holder's writes\n"
+    "      to fenced storage are refused, its renew and release exit 76); print\n"
+    "      whether a lease was broken, its owner and the new fence (--json: {lock,\n"
+    "      broken, fence, owner}). Asks first on a terminal; needs --yes when stdin\n"
+    "      is not one. Needs the admin verb under --auth-file; without it picketd\n"
+    "      lets only loopback callers break\n"
     "  run NAME [--ttl 30s] [--wait 0s] [--grace 5s] [--owner X] [--lock-delay D]\n"
     "      [--max-hold D] [--semaphore --limit N | --read | --write] -- CMD [ARGS...]\n"
     "      take the lock, run CMD in its own process group with PICKET_LOCK,\n"
@@ -63,7 +83,7 @@ static const char usage_text[] =
     "      print a new random bearer token, and on the next line its line for\n"
     "      picketd's --auth-file (NAME sha256:HEX PREFIXES VERBS [limits]); PREFIXES is\n"
     "      a comma list of lock-name prefixes or *, VERBS a comma list of lock, read,\n"
-    "      metrics. Contacts no server.\n"
+    "      metrics, list, admin. Contacts no server.\n"
     "\n"
     "flags:\n"
     "  --server URL   picketd to talk to (default $PICKET_SERVER, else " PICKET_DEFAULT_SERVER ")\n"
@@ -89,19 +109,24 @@ static const char usage_text[] =
     "                 works on one of its permits\n"
     "  --limit N      acquire, run with --semaphore: how many permits the semaphore has\n"
     "                 (1 to the server's --max-semaphore-limit, 4096 by default); all\n"
-    "                 live permits share one limit\n"
+    "                 live permits share one limit. ls: names a page, 1 to 1000\n"
+    "                 (default 100)\n"
     "  --read         acquire, run: a read lease of read/write lock NAME (at most 197\n"
     "                 bytes); readers share it, a writer holding or waiting keeps them out\n"
     "  --write        acquire, run: the write lease of read/write lock NAME; readers and\n"
     "                 other writers are kept out, and its fence is above every earlier one\n"
     "  --rwlock       renew, release, status: NAME is a read/write lock's\n"
+    "  --all          ls: follow the listing to its end (at most 10000 pages)\n"
+    "  --json         ls, show, break: print the API's JSON instead of text for people\n"
+    "  --yes          break: do not ask (needed when stdin is not a terminal)\n"
     "  -h, --help     this text;  --version  the version\n"
     "  Durations are an integer with a unit: 250ms, 30s, 5m, 1h (a bare number is an error).\n"
     "  Flags take their value as the next argument or after '=' (--ttl=30s).\n"
     "\n"
     "exit codes:\n"
     "  0    success (run: the command's own status, 128+N if killed by signal N)\n"
-    "  1    failure: server unreachable or unavailable, store error, unexpected reply\n"
+    "  1    failure: server unreachable or unavailable, store error, unexpected reply,\n"
+    "       a token that may not (401/403), a break not confirmed\n"
     "  2    usage: bad command, flag, duration, name, lease id, token or CA file\n"
     "       (or the server said 400, or --limit is not the semaphore's live limit)\n"
     "  75   the lock is held by another lease, or every permit of the semaphore is, or\n"
@@ -188,9 +213,10 @@ static int parse_duration(const char *s, int64_t *out) {
 /* Which flags each command takes. */
 enum { F_TTL = 1, F_WAIT = 2, F_GRACE = 4, F_OWNER = 8, F_LEASE = 16, F_SHELL = 32,
        F_LEASE_FILE = 64, F_LOCK_DELAY = 128, F_MAX_HOLD = 256, F_SEMAPHORE = 512,
-       F_LIMIT = 1024, F_READ = 2048, F_WRITE = 4096, F_RWLOCK = 8192 };
+       F_LIMIT = 1024, F_READ = 2048, F_WRITE = 4096, F_RWLOCK = 8192, F_ALL = 16384,
+       F_JSON = 32768, F_YES = 65536 };
 /* the flags that take no value */
-#define F_SWITCHES (F_SHELL | F_SEMAPHORE | F_READ | F_WRITE | F_RWLOCK)
+#define F_SWITCHES (F_SHELL | F_SEMAPHORE | F_READ | F_WRITE | F_RWLOCK | F_ALL | F_JSON | F_YES)
 static const struct {
   const char *name;
   int flags;
@@ -202,6 +228,9 @@ static const struct {
     {"status", F_SEMAPHORE | F_RWLOCK},
     {"run", F_TTL | F_WAIT | F_GRACE | F_OWNER | F_LOCK_DELAY | F_MAX_HOLD | F_SEMAPHORE | F_LIMIT |
                 F_READ | F_WRITE},
+    {"ls", F_LIMIT | F_ALL | F_JSON},
+    {"show", F_JSON},
+    {"break", F_YES | F_JSON},
 };
 
 static int flag_bit(const char *name) {
@@ -212,7 +241,8 @@ static int flag_bit(const char *name) {
                {"owner", F_OWNER}, {"lease", F_LEASE}, {"shell", F_SHELL},
                {"lease-file", F_LEASE_FILE}, {"lock-delay", F_LOCK_DELAY},
                {"max-hold", F_MAX_HOLD}, {"semaphore", F_SEMAPHORE}, {"limit", F_LIMIT},
-               {"read", F_READ}, {"write", F_WRITE}, {"rwlock", F_RWLOCK}};
+               {"read", F_READ}, {"write", F_WRITE}, {"rwlock", F_RWLOCK},
+               {"all", F_ALL}, {"json", F_JSON}, {"yes", F_YES}};
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
     if (strcmp(flags[i].name, name) == 0) return flags[i].bit;
   return 0;
@@ -372,6 +402,9 @@ static int parse(int argc, char **argv, cli_args *a) {
         if (eq) return usage_error("--%s takes no value", flag);
         if (bit == F_SHELL) a->shell = 1;
         if (bit == F_SEMAPHORE) a->semaphore = 1;
+        if (bit == F_ALL) a->all = 1;
+        if (bit == F_JSON) a->json = 1;
+        if (bit == F_YES) a->yes = 1;
         if (bit & (F_READ | F_WRITE | F_RWLOCK)) {
           int mode = bit == F_READ ? PICKET_MODE_READ : bit == F_WRITE ? PICKET_MODE_WRITE : -1;
           if (a->rwlock && mode != a->mode)
@@ -405,9 +438,12 @@ static int parse(int argc, char **argv, cli_args *a) {
         char *end;
         errno = 0;
         long long v = strtoll(val, &end, 10);
+        int ls = strcmp(a->command, "ls") == 0;
         if (val[0] < '0' || val[0] > '9' || *end != '\0' || errno != 0 || v < 1 ||
-            v > PICKET_SEM_LIMIT_MAX)
-          return usage_error("--limit: a number of permits, 1 to 100000, not '%s'", val);
+            v > (ls ? PICKET_LIST_MAX : PICKET_SEM_LIMIT_MAX))
+          return usage_error(ls ? "--limit: names a page, 1 to 1000, not '%s'"
+                                : "--limit: a number of permits, 1 to 100000, not '%s'",
+                             val);
         a->limit = v;
       } else if (bit == F_LEASE) {
         if (!picket_proto_lease_valid(val, strlen(val)))
@@ -442,6 +478,13 @@ static int parse(int argc, char **argv, cli_args *a) {
           allowed = commands[k].flags;
         }
       if (a->command == NULL) return usage_error("unknown command '%s'", arg);
+    } else if (strcmp(a->command, "ls") == 0) {
+      size_t n = strlen(arg);
+      if (a->prefix != NULL) return usage_error("unexpected argument '%s'", arg);
+      if (n > PICKET_NAME_MAX ||
+          strspn(arg, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") != n)
+        return usage_error("invalid prefix '%s': use up to 200 bytes of [A-Za-z0-9._:-]", arg);
+      a->prefix = arg;
     } else if (a->name == NULL) {
       if (!picket_proto_name_valid(arg, strlen(arg)))
         return usage_error("invalid lock name '%s': use 1-200 bytes of [A-Za-z0-9._:-]", arg);
@@ -451,13 +494,17 @@ static int parse(int argc, char **argv, cli_args *a) {
     }
   }
   if (a->command == NULL) return usage_error("%s", "no command given");
-  if (a->name == NULL) {
+  if (a->name == NULL && strcmp(a->command, "ls") != 0) {
     fprintf(stderr, "picket: %s needs a lock NAME (see picket --help)\n", a->command);
     return CLI_EXIT_USAGE;
   }
+  if (strcmp(a->command, "break") == 0 && !a->yes && !isatty(STDIN_FILENO))
+    return usage_error("break asks before it breaks: give --yes when stdin is not a "
+                       "terminal%s", "");
   if (a->semaphore && strlen(a->name) > PICKET_SEM_NAME_MAX)
     return usage_error("invalid semaphore name '%s': use 1-180 bytes of [A-Za-z0-9._:-]", a->name);
-  if (a->limit > 0 && !a->semaphore) return usage_error("--limit goes with --semaphore%s", "");
+  if (a->limit > 0 && !a->semaphore && strcmp(a->command, "ls") != 0)
+    return usage_error("--limit goes with --semaphore%s", "");
   if (a->semaphore && a->rwlock)
     return usage_error("--semaphore or --%s: one of them",
                        a->mode == PICKET_MODE_READ    ? "read"
@@ -479,8 +526,7 @@ static int parse(int argc, char **argv, cli_args *a) {
   return -1;
 }
 
-/* Prints obj (stolen) as one line of JSON. */
-static int print_json(json_t *obj) {
+int cli_print_json(json_t *obj) {
   char *s = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
   json_decref(obj);
   if (s == NULL) {
@@ -492,7 +538,7 @@ static int print_json(json_t *obj) {
   return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
-static json_t *string_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+json_t *cli_string_or_null(const char *s) { return s ? json_string(s) : json_null(); }
 
 int cli_acquire(picket_client *c, const cli_args *a, picket_lease **out) {
   picket_acquire_opts o = {.ttl_ms = a->ttl_ms, .wait_ms = a->wait_ms, .owner = a->owner,
@@ -518,12 +564,12 @@ static const char *mode_name(const picket_lease *l) {
 static void add_permit(json_t *j, const picket_lease *l) {
   if (j != NULL && picket_lease_is_rwlock(l)) {
     if (picket_lease_mode(l) >= 0) json_object_set_new(j, "mode", json_string(mode_name(l)));
-    json_object_set_new(j, "fence_lock", string_or_null(picket_lease_fence_lock(l)));
+    json_object_set_new(j, "fence_lock", cli_string_or_null(picket_lease_fence_lock(l)));
   }
   if (j == NULL || !picket_lease_is_permit(l)) return;
   json_object_set_new(j, "permit", json_integer(picket_lease_permit(l)));
   if (picket_lease_limit(l) > 0) json_object_set_new(j, "limit", json_integer(picket_lease_limit(l)));
-  json_object_set_new(j, "fence_lock", string_or_null(picket_lease_fence_lock(l)));
+  json_object_set_new(j, "fence_lock", cli_string_or_null(picket_lease_fence_lock(l)));
 }
 
 static int cmd_acquire(picket_client *c, const cli_args *a) {
@@ -551,10 +597,10 @@ static int cmd_acquire(picket_client *c, const cli_args *a) {
     if (j) json_object_set_new(j, "lease", json_string(picket_lease_id(l)));
     if (j) json_object_set_new(j, "fence", json_integer(picket_lease_fence(l)));
     if (j) json_object_set_new(j, "ttl_ms", json_integer(picket_lease_ttl_ms(l)));
-    if (j) json_object_set_new(j, "owner", string_or_null(picket_lease_owner(l)));
+    if (j) json_object_set_new(j, "owner", cli_string_or_null(picket_lease_owner(l)));
     add_permit(j, l);
     if (j && token) json_object_set_new(j, "fence_token", json_string(token));
-    rc = print_json(j);
+    rc = cli_print_json(j);
   }
   picket_lease_free(l);
   return rc;
@@ -576,10 +622,10 @@ static int cmd_renew_release(picket_client *c, const cli_args *a, int renew) {
     add_permit(j, l);
     if (j) json_object_set_new(j, "fence", json_integer(picket_lease_fence(l)));
     if (j) json_object_set_new(j, "ttl_ms", json_integer(picket_lease_ttl_ms(l)));
-    rc = print_json(j);
+    rc = cli_print_json(j);
   } else {
     if (j) json_object_set_new(j, "released", json_true());
-    rc = print_json(j);
+    rc = cli_print_json(j);
   }
   picket_lease_free(l);
   return rc;
@@ -595,7 +641,7 @@ static int sem_status(picket_client *c, const cli_args *a, const char *what) {
     const picket_permit_info *p = &info.permits[i];
     json_t *o = json_pack("{sI sI sI so ss}", "permit", (json_int_t)p->permit, "fence",
                           (json_int_t)p->fence, "ttl_ms", (json_int_t)p->ttl_ms, "owner",
-                          string_or_null(p->has_owner ? p->owner : NULL), "fence_lock",
+                          cli_string_or_null(p->has_owner ? p->owner : NULL), "fence_lock",
                           p->fence_lock);
     if (o && p->lock_delay_ms > 0)
       json_object_set_new(o, "lock_delay_ms", json_integer(p->lock_delay_ms));
@@ -605,7 +651,7 @@ static int sem_status(picket_client *c, const cli_args *a, const char *what) {
                         "held", (json_int_t)info.held, "permits", permits, "waiters",
                         (json_int_t)info.waiters);
   picket_sem_info_clear(&info);
-  return print_json(j);
+  return cli_print_json(j);
 }
 
 /* status --rwlock: {rwlock, fence, fence_lock, writer, readers, read_leases,
@@ -619,12 +665,12 @@ static int rw_status(picket_client *c, const cli_args *a, const char *what) {
     const picket_read_info *r = &info.reads[i];
     json_array_append_new(reads, json_pack("{sI sI so}", "fence", (json_int_t)r->fence, "ttl_ms",
                                            (json_int_t)r->ttl_ms, "owner",
-                                           string_or_null(r->has_owner ? r->owner : NULL)));
+                                           cli_string_or_null(r->has_owner ? r->owner : NULL)));
   }
   json_t *writer = json_null();
   if (info.writer) {
     writer = json_pack("{sI so}", "ttl_ms", (json_int_t)info.writer_ttl_ms, "owner",
-                       string_or_null(info.has_writer_owner ? info.writer_owner : NULL));
+                       cli_string_or_null(info.has_writer_owner ? info.writer_owner : NULL));
     if (writer && info.writer_lock_delay_ms > 0)
       json_object_set_new(writer, "lock_delay_ms", json_integer(info.writer_lock_delay_ms));
   }
@@ -636,7 +682,7 @@ static int rw_status(picket_client *c, const cli_args *a, const char *what) {
                         "writers_waiting", (json_int_t)info.writers_waiting, "waiters",
                         (json_int_t)info.waiters);
   picket_rw_info_clear(&info);
-  return print_json(j);
+  return cli_print_json(j);
 }
 
 static int cmd_status(picket_client *c, const cli_args *a) {
@@ -647,9 +693,9 @@ static int cmd_status(picket_client *c, const cli_args *a) {
   if (a->rwlock) return rw_status(c, a, what);
   int err = picket_inspect(c, a->name, &info);
   if (err != 0) return cli_report(c, what, err);
-  return print_json(json_pack("{ss sb sI sI so}", "lock", a->name, "held", info.held, "fence",
+  return cli_print_json(json_pack("{ss sb sI sI so}", "lock", a->name, "held", info.held, "fence",
                               (json_int_t)info.fence, "ttl_ms", (json_int_t)info.ttl_ms, "owner",
-                              string_or_null(info.has_owner ? info.owner : NULL)));
+                              cli_string_or_null(info.has_owner ? info.owner : NULL)));
 }
 
 int main(int argc, char **argv) {
@@ -682,6 +728,12 @@ int main(int argc, char **argv) {
     rc = cmd_renew_release(c, &a, 0);
   else if (strcmp(a.command, "status") == 0)
     rc = cmd_status(c, &a);
+  else if (strcmp(a.command, "ls") == 0)
+    rc = cli_ls(c, &a);
+  else if (strcmp(a.command, "show") == 0)
+    rc = cli_show(c, &a);
+  else if (strcmp(a.command, "break") == 0)
+    rc = cli_break(c, &a);
   else
     rc = cli_run(c, &a);
   picket_client_free(c);

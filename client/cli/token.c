@@ -19,7 +19,7 @@
  *   PREFIXES = "*" / prefix *( "," prefix )   ; the lock names it may use start so
  *   prefix   = 1*200( ALPHA / DIGIT / "." / "_" / ":" / "-" )   ; the lock-name alphabet
  *   VERBS    = verb *( "," verb )
- *   verb     = "lock" / "read" / "metrics"
+ *   verb     = "lock" / "read" / "metrics" / "list" / "admin"
  *   limit    = ( "max_leases" / "max_waiters" / "acquire_rate" ) "=" N
  *   N        = a decimal integer 1..1000000000, no sign, no leading zero
  *   WSP      = SP / HTAB
@@ -39,7 +39,7 @@
 #define TOKEN_BYTES 32
 #define LIMIT_MAX 1000000000L
 
-static const char *const verbs[] = {"lock", "read", "metrics"};
+static const char *const verbs[] = {"lock", "read", "metrics", "list", "admin"};
 static const char *const limits[] = {"max_leases", "max_waiters", "acquire_rate"};
 #define NVERBS (sizeof verbs / sizeof verbs[0])
 #define NLIMITS (sizeof limits / sizeof limits[0])
@@ -124,7 +124,7 @@ int cli_token(int argc, char **argv) {
   if (!prefixes_ok(prefixes))
     return bad("PREFIXES", prefixes,
                "* or a comma list of lock-name prefixes (1 to 200 of A-Z a-z 0-9 . _ : -)");
-  if (!verbs_ok(vlist)) return bad("VERBS", vlist, "a comma list of lock, read, metrics, each once");
+  if (!verbs_ok(vlist)) return bad("VERBS", vlist, "a comma list of lock, read, metrics, list, admin, each once");
   long lim[NLIMITS] = {0};
   for (int i = 5; i < argc; i++) {
     long v;

@@ -5,7 +5,8 @@
 #                   deadlines against Redis's PTTL, retries, timeouts, 503
 #   client_keeper   the renewal thread: pauses of picketd shorter and longer
 #                   than the TTL, a lease deleted in Redis, failed renewals
-#   client_cli      picket acquire/renew/release/status and bad flags
+#   client_cli      picket acquire/renew/release/status, ls/show/break (also
+#                   under --auth-file) and bad flags
 #   client_run      picket run: environment, exit status, signals, lost lease
 #   client_install  cmake --install, then client/examples/hello.c built with
 #                   pkg-config against the installed library and run
@@ -35,7 +36,7 @@ picket_shell_test(client_secrets ${CMAKE_CURRENT_LIST_DIR}/test_cli_secrets.sh
                   LABELS integration client TIMEOUT 120)
 
 picket_shell_test(client_cli ${CMAKE_CURRENT_LIST_DIR}/test_cli.sh
-                  LABELS integration client TIMEOUT 120)
+                  LABELS integration client TIMEOUT 180)
 picket_shell_test(client_run ${CMAKE_CURRENT_LIST_DIR}/test_cli_run.sh
                   LABELS integration client TIMEOUT 120)
 picket_shell_test(client_install ${CMAKE_CURRENT_LIST_DIR}/test_client_install.sh

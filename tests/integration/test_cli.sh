@@ -1,6 +1,6 @@
 # test_cli.sh: the `picket` command's one-shot commands (acquire, renew,
-# release, status; for locks, --semaphore and --read/--write/--rwlock)
-# against a real picketd and
+# release, status; for locks, --semaphore and --read/--write/--rwlock) and
+# the operators' ls, show and break against a real picketd and
 # redis-server, their output,
 # exit codes and PICKET_SERVER; and that bad flags give one line on stderr,
 # exit 2, and change nothing.
@@ -21,7 +21,8 @@ json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval
 
 # --help lists every command, flag and exit code.
 expect 0 "$P" --help
-for w in acquire renew release status run --server --ttl --wait --grace --owner --lease --shell \
+for w in acquire renew release status run ls show break --all --json --yes \
+         --server --ttl --wait --grace --owner --lease --shell \
          PICKET_SERVER 250ms " 75 " " 76 " " 125 " " 126 " " 127 "; do
   grep -q -- "$w" "$H_DIR/out" || h_fail "--help does not mention '$w'"
 done
@@ -244,6 +245,150 @@ bad status cli-b --read
 bad renew cli-b --write --lease "$OTHER"
 bad release cli-b --rwlock --semaphore --lease "$OTHER"
 bad run cli-b --semaphore -- true
+bad ls --limit 0
+bad ls --limit 1001
+bad ls --limit 5x
+bad ls 'a b'
+bad ls "$(head -c 201 /dev/zero | tr '\0' p)"
+bad ls cli-a cli-b
+bad ls --yes
+bad ls --all=1
+bad show
+bad show 'bad name'
+bad show cli-b --all
+bad show cli-b --semaphore
+bad break < /dev/null
+bad break 'a{b}' --yes
+bad break cli-b < /dev/null
+bad break cli-b --limit 2 --yes
+bad status cli-b --json
 bad acquire cli-b --ttl 2h # the server's --max-ttl-ms (1h): its 400 becomes 2
 [ "$(h_redis dbsize)" = "$before" ] || h_fail "a refused command changed Redis"
+
+# ls: the held names under a prefix as a table (KIND NAME HOLDERS OWNER
+# FENCE TTL AGE RENEWALS WAITERS), in name order; --limit N shows N and
+# says more follow; --all follows the cursor over several pages; --json
+# prints each page as the API's JSON.
+T0=$(( $(h_redis_time_us) / 1000 ))
+for i in 1 2 3 4 5; do
+  expect 0 "$P" acquire "cli-ls.$i" --ttl 2m --owner "own$i"
+  eval "LSF$i=$(json 'd["fence"]') LSL$i=$(json 'd["lease"]')"
+done
+expect 0 "$P" renew cli-ls.2 --lease "$LSL2" --ttl 2m
+expect 0 "$P" acquire cli-ls.sem --semaphore --limit 3 --ttl 2m
+expect 0 "$P" acquire cli-lt --ttl 2m # beside the prefix, not in it
+T1=$(( $(h_redis_time_us) / 1000 ))
+expect 0 "$P" ls cli-ls.
+[ "$(head -1 "$H_DIR/out" | tr -s ' ')" = "KIND NAME HOLDERS OWNER FENCE TTL AGE RENEWALS WAITERS" ] ||
+  h_fail "ls header: $(cat "$H_DIR/out")"
+[ "$(awk 'NR > 1 {print $2}' "$H_DIR/out" | tr '\n' ' ')" = "cli-ls.1 cli-ls.2 cli-ls.3 cli-ls.4 cli-ls.5 cli-ls.sem " ] ||
+  h_fail "ls names: $(cat "$H_DIR/out")"
+read -r k n h o f t a r w <<<"$(awk '$2 == "cli-ls.3"' "$H_DIR/out")"
+[ "$k $n $h $o $f $r $w" = "lock cli-ls.3 1 own3 $LSF3 0 0" ] && [[ $t =~ ^[0-9]m[0-9]{2}s$ ]] &&
+  [[ $a =~ ^[0-9.]+(ms|s)$ ]] || h_fail "ls row of cli-ls.3: $(cat "$H_DIR/out")"
+read -r k n h o f t a r w <<<"$(awk '$2 == "cli-ls.sem"' "$H_DIR/out")"
+[ "$k $n $h $o $f $a $r $w" = "semaphore cli-ls.sem 1/3 - - - - 0" ] ||
+  h_fail "ls row of a semaphore: $(cat "$H_DIR/out")"
+[ "$(awk '$2 == "cli-ls.2" {print $8}' "$H_DIR/out")" = 1 ] || h_fail "ls renewals: $(cat "$H_DIR/out")"
+[ ! -s "$H_DIR/err" ] || h_fail "ls with all names shown: $(cat "$H_DIR/err")"
+expect 0 "$P" ls cli-ls. --limit 2
+[ "$(awk 'NR > 1 {print $2}' "$H_DIR/out" | tr '\n' ' ')" = "cli-ls.1 cli-ls.2 " ] ||
+  h_fail "ls --limit 2: $(cat "$H_DIR/out")"
+grep -q -- '--all' "$H_DIR/err" || h_fail "ls --limit 2 does not say more follow: $(cat "$H_DIR/err")"
+expect 0 "$P" ls cli-ls. --limit 2 --all
+[ "$(grep -c '^KIND' "$H_DIR/out")" = 1 ] &&
+  [ "$(awk 'NR > 1 {print $2}' "$H_DIR/out" | tr '\n' ' ')" = "cli-ls.1 cli-ls.2 cli-ls.3 cli-ls.4 cli-ls.5 cli-ls.sem " ] &&
+  [ ! -s "$H_DIR/err" ] || h_fail "ls --all over pages of 2: $(cat "$H_DIR/out" "$H_DIR/err")"
+expect 0 "$P" ls cli-ls. --limit=2 --all --json
+python3 - "$H_DIR/out" "$LSF1" "$T0" "$T1" <<'PY' || h_fail "ls --all --json: $(cat "$H_DIR/out")"
+import json, sys
+pages = [json.loads(l) for l in open(sys.argv[1])]
+assert len(pages) >= 3 and all(p["cursor"] for p in pages[:-1]) and pages[-1]["cursor"] is None
+entries = [e for p in pages for e in p["locks"]]  # a page may be short, even empty
+assert [e["name"] for e in entries] == ["cli-ls.%d" % i for i in range(1, 6)] + ["cli-ls.sem"], entries
+e = entries[0]
+assert e["kind"] == "lock" and e["owner"] == "own1" and e["fence"] == int(sys.argv[2]), e
+assert int(sys.argv[3]) <= e["acquired_at"] <= int(sys.argv[4]) and e["renewals"] == 0, e
+s = entries[-1]
+assert s["kind"] == "semaphore" and s["limit"] == 3 and s["fence"] is None, s
+PY
+expect 0 "$P" ls cli-ls.nothing
+[ "$(wc -l < "$H_DIR/out")" = 1 ] || h_fail "ls of no names: $(cat "$H_DIR/out")"
+
+# show: one lock for people: held, owner, fence, TTL, when acquired (age
+# and ISO time), renewals, waiters; --json the same as the API's members.
+expect 0 "$P" show cli-ls.3
+grep -qx 'held: *yes' "$H_DIR/out" && grep -qx 'owner: *own3' "$H_DIR/out" &&
+  grep -qx "fence: *$LSF3" "$H_DIR/out" && grep -qx 'renewals: *0' "$H_DIR/out" &&
+  grep -qx 'waiters: *0' "$H_DIR/out" && grep -Eqx 'ttl: *[0-9]m[0-9]{2}s' "$H_DIR/out" &&
+  grep -Eqx 'acquired: *[0-9.]+(ms|s) ago \(20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\)' "$H_DIR/out" ||
+  h_fail "show: $(cat "$H_DIR/out")"
+expect 0 "$P" show cli-ls.3 --json
+[ "$(json 'd["owner"], d["fence"], d["renewals"], d["waiters"], d["held"]')" = "('own3', $LSF3, 0, 0, True)" ] &&
+  [ "$(json 'd["acquired_at"]')" -ge "$T0" ] && [ "$(json 'd["acquired_at"]')" -le "$T1" ] ||
+  h_fail "show --json: $(cat "$H_DIR/out")"
+expect 0 "$P" show cli-never
+grep -qx 'held: *no' "$H_DIR/out" && grep -qx 'acquired: *-' "$H_DIR/out" &&
+  grep -qx 'renewals: *-' "$H_DIR/out" || h_fail "show of a free lock: $(cat "$H_DIR/out")"
+expect 0 "$P" show cli-never --json
+[ "$(json 'd["held"], d["acquired_at"], d["renewals"]')" = "(False, None, None)" ] ||
+  h_fail "show --json of a free lock: $(cat "$H_DIR/out")"
+
+# break: the lease ends now and the fence moves past it; the broken
+# holder's renew and release exit 76 saying it was broken. Without --yes,
+# a stdin that is no terminal is exit 2 and nothing changes; on a
+# terminal it asks, and only y breaks.
+expect 0 "$P" acquire cli-brk --ttl 2m --owner victim
+BL=$(json 'd["lease"]')
+BF=$(json 'd["fence"]')
+expect 2 "$P" break cli-brk < /dev/null
+grep -q -- '--yes' "$H_DIR/err" || h_fail "break without --yes: $(cat "$H_DIR/err")"
+expect 0 "$P" status cli-brk
+[ "$(json 'd["held"]')" = True ] || h_fail "a refused break broke: $(cat "$H_DIR/out")"
+if command -v script > /dev/null; then
+  printf 'n\n' | expect 1 script -qec "'$P' break cli-brk" /dev/null
+  grep -q "victim" "$H_DIR/out" || h_fail "break's question does not name the owner: $(cat "$H_DIR/out")"
+  expect 0 "$P" status cli-brk
+  [ "$(json 'd["held"]')" = True ] || h_fail "break answered n broke: $(cat "$H_DIR/out")"
+fi
+expect 0 "$P" break cli-brk --yes
+grep -q '^broken: lock cli-brk' "$H_DIR/out" && grep -q "owner 'victim'" "$H_DIR/out" ||
+  h_fail "break: $(cat "$H_DIR/out")"
+NF=$(sed -n 's/.*its fence is now \([0-9]*\)$/\1/p' "$H_DIR/out")
+[ -n "$NF" ] && [ "$NF" -gt "$BF" ] || h_fail "break: fence '$NF' not above $BF: $(cat "$H_DIR/out")"
+expect 76 "$P" renew cli-brk --lease "$BL"
+grep -q 'broken' "$H_DIR/err" || h_fail "renew after a break does not say broken: $(cat "$H_DIR/err")"
+expect 76 "$P" release cli-brk --lease "$BL"
+expect 0 "$P" break cli-brk --yes --json
+[ "$(json 'd["lock"], d["broken"], d["owner"]')" = "('cli-brk', False, None)" ] &&
+  [ "$(json 'd["fence"]')" -gt "$NF" ] || h_fail "break --json of a free lock: $(cat "$H_DIR/out")"
+NF=$(json 'd["fence"]')
+if command -v script > /dev/null; then
+  expect 0 "$P" acquire cli-brk --ttl 2m
+  printf 'y\n' | expect 0 script -qec "'$P' break cli-brk" /dev/null
+  grep -q 'broken: lock cli-brk' "$H_DIR/out" || h_fail "break answered y: $(cat "$H_DIR/out")"
+  NF=$(sed -n 's/.*its fence is now \([0-9]*\).*/\1/p' "$H_DIR/out" | tr -d '\r')
+fi
+expect 0 "$P" acquire cli-brk --ttl 2m
+[ "$(json 'd["fence"]')" -gt "$NF" ] || h_fail "the grant after a break: $(cat "$H_DIR/out")"
+
+# Under --auth-file: ls shows only the token's prefixes and needs the list
+# verb; break needs the admin verb (403: exit 1 with the server's message).
+expect 0 "$P" token new ops cli-ls.,cli-brk lock,read,list,admin
+T_OPS=$(sed -n 1p "$H_DIR/out"); sed -n 2p "$H_DIR/out" > "$H_DIR/auth"
+expect 0 "$P" token new reader cli-ls.,cli-brk read
+T_READ=$(sed -n 1p "$H_DIR/out"); sed -n 2p "$H_DIR/out" >> "$H_DIR/auth"
+PLAIN_URL=$PICKETD_URL
+h_start_picketd --auth-file "$H_DIR/auth"
+expect 0 env PICKET_TOKEN="$T_OPS" "$P" --server "$PICKETD_URL" ls
+[ "$(awk 'NR > 1 {print $2}' "$H_DIR/out" | tr '\n' ' ')" = "cli-brk cli-ls.1 cli-ls.2 cli-ls.3 cli-ls.4 cli-ls.5 cli-ls.sem " ] ||
+  h_fail "ls under a token's prefixes: $(cat "$H_DIR/out")"
+expect 1 env PICKET_TOKEN="$T_READ" "$P" --server "$PICKETD_URL" ls
+[ "$(wc -l < "$H_DIR/err")" = 1 ] && grep -q 'list' "$H_DIR/err" || h_fail "ls without list: $(cat "$H_DIR/err")"
+expect 1 env PICKET_TOKEN="$T_READ" "$P" --server "$PICKETD_URL" break cli-brk --yes
+[ "$(wc -l < "$H_DIR/err")" = 1 ] || h_fail "break without admin: $(cat "$H_DIR/err")"
+grep -q "$T_READ" "$H_DIR/err" && h_fail "an error shows the token"
+expect 0 env PICKET_TOKEN="$T_OPS" "$P" --server "$PICKETD_URL" break cli-brk --yes --json
+[ "$(json 'd["broken"]')" = True ] || h_fail "break with admin: $(cat "$H_DIR/out")"
+PICKETD_URL=$PLAIN_URL
 echo "test_cli: ok"

@@ -1,8 +1,8 @@
 /* test_client.c: libpicket against a real redis-server and a real picketd
  * (tests/harness). Two suites, run as two ctest entries through
  * CK_RUN_SUITE: "lib" (every call's success and failure paths, local
- * deadlines against Redis's PTTL, retries, timeouts, semaphore permits)
- * and "keeper" (the background renewal thread: survives a short pause of
+ * deadlines against Redis's PTTL, retries, timeouts, semaphore permits,
+ * the operators' listing, inspect fields and break) and "keeper" (the background renewal thread: survives a short pause of
  * picketd, reports the loss of a lease at its local deadline or at once
  * when the server says so).
  *
@@ -1154,6 +1154,257 @@ START_TEST(rwlock_modes) {
 }
 END_TEST
 
+
+/* ---- operators: listing, inspect's grant fields, break -------------------- */
+
+/* A waiting acquire of `name` on a client of its own (a thread). */
+typedef struct {
+  const char *name;
+  int err;
+  int64_t fence;
+} waiter_arg;
+
+static void *wait_for_lock(void *arg) {
+  waiter_arg *w = arg;
+  picket_client *c = NULL;
+  picket_lease *l = NULL;
+  picket_acquire_opts o = {.ttl_ms = 30000, .wait_ms = 20000};
+  w->err = picket_client_new(harness_picketd_url(picketd), NULL, &c);
+  if (w->err == 0) w->err = picket_acquire(c, w->name, &o, &l);
+  w->fence = l ? picket_lease_fence(l) : 0;
+  if (l) picket_release(c, l);
+  picket_lease_free(l);
+  picket_client_free(c);
+  return NULL;
+}
+
+/* Waits until picket_inspect counts `n` waiters on lock `name` (5 s at most). */
+static void await_waiters(picket_client *c, const char *name, int64_t n) {
+  picket_lock_info info;
+  for (int i = 0; i < 500; i++) {
+    ck_assert_int_eq(picket_inspect(c, name, &info), 0);
+    if (info.waiters == n) return;
+    harness_sleep_ms(10);
+  }
+  ck_assert_msg(0, "%s: %lld waiters, want %lld", name, (long long)info.waiters, (long long)n);
+}
+
+/* picket_list: 5 locks, a semaphore and an rwlock under one prefix (and a
+ * name beside it) in pages of 2, each exactly once, in name order, with
+ * their kind, owner, fence, grant time, renewals and waiters; the last
+ * page's cursor is NULL. Bad arguments are refused here or by picketd. */
+START_TEST(list_pages) {
+  picket_client *c = client();
+  picket_lease *l[5] = {NULL}, *sem = NULL, *rw = NULL, *other = NULL;
+  picket_acquire_opts o = {.ttl_ms = 60000, .owner = "lister"};
+  char name[64];
+  int64_t t0 = harness_redis_time_us(redis) / 1000;
+  for (int i = 0; i < 5; i++) {
+    snprintf(name, sizeof name, "lib-ls.%d", i);
+    ck_assert_int_eq(picket_acquire(c, name, &o, &l[i]), 0);
+  }
+  ck_assert_int_eq(picket_renew(c, l[1], 60000), 0);
+  ck_assert_int_eq(picket_sem_acquire(c, "lib-ls.sem", 3, &o, &sem), 0);
+  ck_assert_int_eq(picket_rw_acquire(c, "lib-ls.rw", PICKET_MODE_WRITE, &o, &rw), 0);
+  ck_assert_int_eq(picket_acquire(c, "lib-lt", &o, &other), 0); /* sorts next to it, not in it */
+  int64_t t1 = harness_redis_time_us(redis) / 1000;
+
+  picket_lock_list page;
+  char cursor[PICKET_LIST_CURSOR_MAX + 1] = "", last[PICKET_NAME_MAX + 1] = "";
+  int pages = 0, locks = 0, sems = 0, rws = 0;
+  do {
+    memset(&page, 0x55, sizeof page);
+    ck_assert_int_eq(picket_list(c, "lib-ls.", 2, cursor[0] ? cursor : NULL, &page), 0);
+    ck_assert_int_le(page.nentries, 2);
+    for (size_t i = 0; i < page.nentries; i++) {
+      const picket_lock_entry *e = &page.entries[i];
+      ck_assert_msg(strncmp(e->name, "lib-ls.", 7) == 0, "listed %s", e->name);
+      ck_assert_msg(strcmp(e->name, last) > 0, "%s after %s", e->name, last);
+      snprintf(last, sizeof last, "%s", e->name);
+      ck_assert_int_eq(e->waiters, 0);
+      ck_assert_int_gt(e->ttl_ms, 50000);
+      if (e->kind == PICKET_KIND_SEMAPHORE) {
+        sems++;
+        ck_assert_str_eq(e->name, "lib-ls.sem");
+        ck_assert_int_eq(e->holders, 1);
+        ck_assert_int_eq(e->limit, 3);
+        ck_assert_int_eq(e->fence, -1);
+        ck_assert_int_eq(e->renewals, -1);
+        continue;
+      }
+      ck_assert_int_eq(e->limit, 0);
+      ck_assert_int_eq(e->holders, 1);
+      ck_assert(e->has_owner);
+      ck_assert_str_eq(e->owner, "lister");
+      ck_assert_int_ge(e->acquired_at_ms, t0);
+      ck_assert_int_le(e->acquired_at_ms, t1);
+      if (e->kind == PICKET_KIND_RWLOCK) {
+        rws++;
+        ck_assert_str_eq(e->name, "lib-ls.rw");
+        ck_assert_int_eq(e->fence, picket_lease_fence(rw));
+        continue;
+      }
+      ck_assert_int_eq(e->kind, PICKET_KIND_LOCK);
+      int k = e->name[7] - '0';
+      ck_assert(k >= 0 && k < 5);
+      ck_assert_int_eq(e->fence, picket_lease_fence(l[k]));
+      ck_assert_int_eq(e->renewals, k == 1 ? 1 : 0);
+      locks++;
+    }
+    ck_assert(page.cursor == NULL || strlen(page.cursor) <= PICKET_LIST_CURSOR_MAX);
+    snprintf(cursor, sizeof cursor, "%s", page.cursor ? page.cursor : "");
+    picket_lock_list_clear(&page);
+    ck_assert_ptr_null(page.entries);
+    ck_assert_ptr_null(page.cursor);
+    ck_assert_int_lt(++pages, 20);
+  } while (cursor[0]);
+  ck_assert_int_eq(locks, 5);
+  ck_assert_int_eq(sems, 1);
+  ck_assert_int_eq(rws, 1);
+  ck_assert_int_ge(pages, 4); /* 7 names, 2 a page */
+  /* the server's default page; the prefix matches nothing */
+  ck_assert_int_eq(picket_list(c, "lib-ls.nothing", 0, NULL, &page), 0);
+  ck_assert_int_eq(page.nentries, 0);
+  ck_assert_ptr_null(page.cursor);
+  picket_lock_list_clear(&page);
+  /* released: gone from the listing */
+  ck_assert_int_eq(picket_release(c, l[0]), 0);
+  ck_assert_int_eq(picket_list(c, "lib-ls.0", 10, NULL, &page), 0);
+  ck_assert_int_eq(page.nentries, 0);
+  picket_lock_list_clear(&page);
+
+  /* refused here: no request made */
+  char longp[PICKET_NAME_MAX + 2];
+  memset(longp, 'p', sizeof longp - 1);
+  longp[sizeof longp - 1] = '\0';
+  ck_assert_int_eq(picket_list(c, "lib ls", 10, NULL, &page), PICKET_EINVAL);
+  ck_assert_int_eq(picket_client_status(c), 0);
+  ck_assert_int_eq(picket_list(c, longp, 10, NULL, &page), PICKET_EINVAL);
+  ck_assert_int_eq(picket_list(c, "lib-ls.", PICKET_LIST_MAX + 1, NULL, &page), PICKET_EINVAL);
+  ck_assert_int_eq(picket_list(c, "lib-ls.", -1, NULL, &page), PICKET_EINVAL);
+  ck_assert_int_eq(picket_list(c, "lib-ls.", 10, "0&limit=5", &page), PICKET_EINVAL);
+  ck_assert_int_eq(picket_list(c, "lib-ls.", 10, "", &page), PICKET_EINVAL);
+  ck_assert_int_eq(picket_client_status(c), 0);
+  ck_assert_ptr_null(page.entries);
+  /* refused by picketd (400): a cursor of another prefix */
+  ck_assert_int_eq(picket_list(c, "lib-ls.", 10, "0-l-zzz", &page), PICKET_EINVAL);
+  ck_assert_int_eq(picket_client_status(c), 400);
+  ck_assert_str_eq(picket_client_error_code(c), "invalid_argument");
+  picket_lock_list_clear(NULL);
+
+  for (int i = 1; i < 5; i++) ck_assert_int_eq(picket_release(c, l[i]), 0);
+  ck_assert_int_eq(picket_release(c, sem), 0);
+  ck_assert_int_eq(picket_release(c, rw), 0);
+  ck_assert_int_eq(picket_release(c, other), 0);
+  for (int i = 0; i < 5; i++) picket_lease_free(l[i]);
+  picket_lease_free(sem);
+  picket_lease_free(rw);
+  picket_lease_free(other);
+  picket_client_free(c);
+}
+END_TEST
+
+/* picket_inspect's appended fields: the grant's time by Redis's clock,
+ * the renewals, the acquires waiting on this picketd; unknown when free. */
+START_TEST(inspect_grant_fields) {
+  picket_client *c = client();
+  picket_lease *l = NULL;
+  picket_lock_info info;
+  ck_assert_int_eq(picket_inspect(c, "lib-info", &info), 0);
+  ck_assert(!info.held);
+  ck_assert_int_eq(info.acquired_at_ms, 0);
+  ck_assert_int_eq(info.renewals, -1);
+  ck_assert_int_eq(info.waiters, 0);
+
+  int64_t t0 = harness_redis_time_us(redis) / 1000;
+  picket_acquire_opts o = {.ttl_ms = 30000};
+  ck_assert_int_eq(picket_acquire(c, "lib-info", &o, &l), 0);
+  int64_t t1 = harness_redis_time_us(redis) / 1000;
+  ck_assert_int_eq(picket_inspect(c, "lib-info", &info), 0);
+  ck_assert(info.held);
+  ck_assert_int_ge(info.acquired_at_ms, t0);
+  ck_assert_int_le(info.acquired_at_ms, t1);
+  ck_assert_int_eq(info.renewals, 0);
+  int64_t at = info.acquired_at_ms;
+  ck_assert_int_eq(picket_renew(c, l, 30000), 0);
+  ck_assert_int_eq(picket_renew(c, l, 30000), 0);
+  ck_assert_int_eq(picket_inspect(c, "lib-info", &info), 0);
+  ck_assert_int_eq(info.renewals, 2);
+  ck_assert_int_eq(info.acquired_at_ms, at); /* a renewal is no new grant */
+
+  waiter_arg w = {"lib-info", 1, 0};
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, wait_for_lock, &w), 0);
+  await_waiters(c, "lib-info", 1);
+  ck_assert_int_eq(picket_release(c, l), 0);
+  pthread_join(th, NULL);
+  ck_assert_int_eq(w.err, 0);
+  ck_assert_int_gt(w.fence, picket_lease_fence(l));
+  ck_assert_int_eq(picket_inspect(c, "lib-info", &info), 0);
+  ck_assert_int_eq(info.waiters, 0);
+  picket_lease_free(l);
+  picket_client_free(c);
+}
+END_TEST
+
+/* picket_break: the lease ends at once, a waiter is granted with a fence
+ * above the break's, which is above the broken holder's; the broken
+ * holder's renew and release are PICKET_ELOST saying it was broken. A
+ * free lock's break says so and moves the fence all the same. */
+START_TEST(break_lock) {
+  picket_client *c = client();
+  picket_lease *l = NULL, *next = NULL;
+  picket_acquire_opts o = {.ttl_ms = 60000, .owner = "stuck job"};
+  ck_assert_int_eq(picket_acquire(c, "lib-break", &o, &l), 0);
+  waiter_arg w = {"lib-break", 1, 0};
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, wait_for_lock, &w), 0);
+  await_waiters(c, "lib-break", 1);
+
+  picket_break_result r;
+  memset(&r, 0x55, sizeof r);
+  int64_t t0 = picket_now_ms();
+  ck_assert_int_eq(picket_break(c, "lib-break", &r), 0);
+  ck_assert_int_eq(picket_client_status(c), 200);
+  ck_assert(r.broken);
+  ck_assert(r.has_owner);
+  ck_assert_str_eq(r.owner, "stuck job");
+  ck_assert_int_gt(r.fence, picket_lease_fence(l));
+  pthread_join(th, NULL);
+  ck_assert_int_lt(picket_now_ms() - t0, 5000 * harness_time_scale());
+  ck_assert_int_eq(w.err, 0);
+  ck_assert_int_gt(w.fence, r.fence);
+
+  ck_assert_int_eq(picket_renew(c, l, 60000), PICKET_ELOST);
+  ck_assert_str_eq(picket_client_error_code(c), "lease_lost");
+  ck_assert_msg(strstr(picket_client_error_message(c), "broken") != NULL, "renew: %s",
+                picket_client_error_message(c));
+  ck_assert_int_eq(picket_release(c, l), PICKET_ELOST);
+  ck_assert_msg(strstr(picket_client_error_message(c), "broken") != NULL, "release: %s",
+                picket_client_error_message(c));
+
+  /* nothing held (the waiter released): not broken, the fence moves on */
+  ck_assert_int_eq(picket_break(c, "lib-break", &r), 0);
+  ck_assert(!r.broken);
+  ck_assert(!r.has_owner);
+  ck_assert_str_eq(r.owner, "");
+  ck_assert_int_gt(r.fence, w.fence);
+  ck_assert_int_eq(picket_acquire(c, "lib-break", NULL, &next), 0);
+  ck_assert_int_gt(picket_lease_fence(next), r.fence);
+  ck_assert_int_eq(picket_release(c, next), 0);
+
+  /* a bad name: refused here, *out zeroed */
+  memset(&r, 0x55, sizeof r);
+  ck_assert_int_eq(picket_break(c, "bad name", &r), PICKET_EINVAL);
+  ck_assert_int_eq(picket_client_status(c), 0);
+  ck_assert_int_eq(r.broken, 0);
+  ck_assert_int_eq(r.fence, 0);
+  picket_lease_free(l);
+  picket_lease_free(next);
+  picket_client_free(c);
+}
+END_TEST
+
 static Suite *lib_suite(void) {
   Suite *s = suite_create("lib");
   TCase *t = tcase_create("calls");
@@ -1176,6 +1427,9 @@ static Suite *lib_suite(void) {
   tcase_add_test(t, blocking_acquire);
   tcase_add_test(t, semaphore_permits);
   tcase_add_test(t, rwlock_modes);
+  tcase_add_test(t, list_pages);
+  tcase_add_test(t, inspect_grant_fields);
+  tcase_add_test(t, break_lock);
   suite_add_tcase(s, t);
   /* Restarts Redis: the servers must belong to the test's own process
    * (the harness ties them to their parent), hence a checked fixture. */

@@ -15,12 +15,13 @@ export PICKET_TEST_URL=$PICKETD_URL PICKET_TEST_PICKETD_PID=$PICKETD_PID
 sha() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
 tok() { printf 'pkt_%s_%s' "$1" "$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"; }
 export PICKET_TEST_T_LOCKER=$(tok locker) PICKET_TEST_T_READER=$(tok reader)
-export PICKET_TEST_T_ONE=$(tok one) PICKET_TEST_T_FAST=$(tok fast)
+export PICKET_TEST_T_ONE=$(tok one) PICKET_TEST_T_FAST=$(tok fast) PICKET_TEST_T_OPS=$(tok ops)
 cat > "$H_DIR/auth" <<AUTH
 locker sha256:$(sha "$PICKET_TEST_T_LOCKER") py.     lock,read
 reader sha256:$(sha "$PICKET_TEST_T_READER") py.     read
 one    sha256:$(sha "$PICKET_TEST_T_ONE")    one.    lock max_leases=1
 fast   sha256:$(sha "$PICKET_TEST_T_FAST")   fast.   lock acquire_rate=2
+ops    sha256:$(sha "$PICKET_TEST_T_OPS")    py.     lock,read,list,admin
 AUTH
 h_start_picketd --auth-file "$H_DIR/auth"
 export PICKET_TEST_AUTH_URL=$PICKETD_URL

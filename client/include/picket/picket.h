@@ -306,10 +306,89 @@ typedef struct picket_lock_info {
   int64_t ttl_ms;                   /* remaining TTL of the live lease, else 0 */
   int has_owner;                    /* 1 when owner is set */
   char owner[PICKET_OWNER_BYTES_MAX + 1]; /* the holder's owner, "" if none */
+  /* (appended) */
+  int64_t acquired_at_ms; /* when the live lease was granted: Redis's clock, ms
+                             since the Unix epoch; 0 when not held or unknown */
+  int64_t renewals;       /* how often the live lease was renewed; -1 when
+                             not held or unknown */
+  int64_t waiters;        /* acquires waiting for it on this picketd; -1 when
+                             the server does not say (a picketd before these fields) */
 } picket_lock_info;
 
 /* Fills *info about lock `name`. Returns 0 or a PICKET_E* code. */
 PICKET_EXTERN int picket_inspect(picket_client *c, const char *name, picket_lock_info *info);
+
+/* ---- operators: listing and breaking ------------------------------------ */
+
+#define PICKET_LIST_MAX 1000       /* the most entries of one picket_list page */
+#define PICKET_LIST_CURSOR_MAX 220 /* a listing's cursor: at most this many bytes */
+
+/* What a listed name is (picket_lock_entry.kind). */
+#define PICKET_KIND_LOCK 0
+#define PICKET_KIND_SEMAPHORE 1
+#define PICKET_KIND_RWLOCK 2
+
+/* One held name of a listing (never a lease id). */
+typedef struct picket_lock_entry {
+  int kind;                 /* PICKET_KIND_* */
+  char name[PICKET_NAME_MAX + 1];
+  int64_t holders;          /* live leases: 1 for a lock or a writer; a
+                               semaphore's permits, an rwlock's readers */
+  int has_owner;            /* 1 when owner is set */
+  char owner[PICKET_OWNER_BYTES_MAX + 1]; /* a lock's or writer's owner, "" if none */
+  int64_t fence;            /* a lock's fence, an rwlock's last write's; -1 for
+                               a semaphore (each permit has its own) */
+  int64_t ttl_ms;           /* until its last live lease expires */
+  int64_t acquired_at_ms;   /* a lock's or writer's grant time (Redis's clock,
+                               ms since the Unix epoch); 0 when unknown */
+  int64_t renewals;         /* how often that lease was renewed; -1 when unknown */
+  int64_t waiters;          /* acquires waiting for it on this picketd */
+  int64_t limit;            /* a semaphore's limit; 0 for the others */
+} picket_lock_entry;
+
+/* One page of a listing. */
+typedef struct picket_lock_list {
+  size_t nentries;
+  picket_lock_entry *entries; /* nentries of them, in the server's order */
+  char *cursor;               /* pass it to the next picket_list (with the same
+                                 prefix) for the next page; NULL at the end */
+} picket_lock_list;
+
+/* Lists the held locks, semaphores and read/write locks whose names start
+ * with `prefix` (NULL or "": all; else up to PICKET_NAME_MAX bytes of the
+ * lock-name bytes), one page of at most `limit` entries (1..
+ * PICKET_LIST_MAX; 0: the server's default, 100), from `cursor` (NULL: the
+ * start; else a cursor a previous page of the same prefix returned). A
+ * page may hold fewer than `limit` entries, even none, while its cursor
+ * says more follow. Needs the `list` verb under picketd's --auth-file,
+ * and shows only the names the token's prefixes cover. Retried as a GET.
+ * Returns 0 (free what *out holds with picket_lock_list_clear) or a
+ * PICKET_E* code (then it holds nothing): PICKET_EINVAL for a bad
+ * argument, here or by the server (a cursor of another prefix). */
+PICKET_EXTERN int picket_list(picket_client *c, const char *prefix, int limit,
+                              const char *cursor, picket_lock_list *out);
+/* Frees list's entries and cursor and zeroes it; NULL is fine. */
+PICKET_EXTERN void picket_lock_list_clear(picket_lock_list *list);
+
+/* What a break did. */
+typedef struct picket_break_result {
+  int broken;     /* 1 when a live lease was ended; 0 when none was held */
+  int64_t fence;  /* the lock's fence counter after the break: above every
+                     fence the broken holder has; the next grant's is above it */
+  int has_owner;  /* 1 when owner is set */
+  char owner[PICKET_OWNER_BYTES_MAX + 1]; /* the broken lease's owner, "" if none */
+} picket_break_result;
+
+/* Breaks lock `name`: ends its lease now, wakes its waiters and moves its
+ * fence on, so that a store that checks fences refuses the broken
+ * holder's writes once it has seen a newer one; that holder's renew and
+ * release then fail with PICKET_ELOST. A lock nobody holds is no error
+ * (broken is 0; its fence moves on all the same). Needs the `admin` verb
+ * under picketd's --auth-file; without it picketd lets only loopback
+ * callers break (PICKET_EAUTH otherwise). Never retried: a repeat could
+ * break the lease the next holder was just granted. Returns 0 and fills
+ * *out, or a PICKET_E* code (then *out is zeroed). */
+PICKET_EXTERN int picket_break(picket_client *c, const char *name, picket_break_result *out);
 
 /* One live permit of a semaphore (never its lease id). */
 typedef struct picket_permit_info {

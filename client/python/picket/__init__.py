@@ -10,11 +10,11 @@ fencing tokens. Speaks only the HTTP contract (proto/openapi.yaml).
         read(lock=lease.fence_lock, epoch=lease.fence)
 """
 
-from .client import (Client, Lease, RWLock, check_name, drift_margin, lock_name, rwlock_name,
-                     semaphore_name)
+from .client import (Client, Lease, LockPage, RWLock, check_name, drift_margin, lock_name,
+                     rwlock_name, semaphore_name)
 from .errors import *  # noqa: F401,F403  (PicketError and one class per error code)
 from .errors import __all__ as _errors_all
 
 __version__ = "0.1.0"
-__all__ = ["Client", "Lease", "RWLock", "check_name", "drift_margin", "lock_name",
+__all__ = ["Client", "Lease", "LockPage", "RWLock", "check_name", "drift_margin", "lock_name",
            "rwlock_name", "semaphore_name"] + list(_errors_all)

@@ -1,5 +1,6 @@
 """picket.Client: picketd's HTTP API v1 (proto/openapi.yaml), stdlib only."""
 
+import collections
 import http.client
 import hashlib
 import json
@@ -16,6 +17,8 @@ from .errors import (InvalidArgument, LeaseLost, PicketError, PicketTransportErr
                      Unavailable, error_for)
 
 _NAME = re.compile(r"[A-Za-z0-9._:-]{1,200}\Z")
+_PREFIX = re.compile(r"[A-Za-z0-9._:-]{0,200}\Z")
+_LIST_MAX = 1000  # the most entries of one page of GET /v1/locks
 _LEASE = re.compile(r"[0-9a-f]{32}\Z")
 # A semaphore name is a lock name of at most 180 bytes, so that the lock
 # name of its permits' fences, NAME:permit:I, is one too.
@@ -75,6 +78,11 @@ def _ms(seconds, what):
         raise InvalidArgument(f"{what} must be a number of seconds, not {seconds!r}",
                               code="invalid_argument")
     return int(round(seconds * 1000))
+
+
+LockPage = collections.namedtuple("LockPage", ["locks", "cursor"])
+LockPage.__doc__ = """A page of Client.list(): locks, a list of dicts (one per held name),
+and cursor, to pass back for the next page (None at the end)."""
 
 
 def drift_margin(ttl):
@@ -447,8 +455,13 @@ class Client:
         return True
 
     def inspect(self, name):
-        """{lock, held, fence, ttl (seconds), ttl_ms, owner} of a lock; fence
-        is the last one issued (0 if never), never a lease id."""
+        """{lock, held, fence, ttl (seconds), ttl_ms, owner, acquired_at,
+        renewals, waiters} of a lock; fence is the last one issued (0 if
+        never), never a lease id. acquired_at: when the live lease was
+        granted (Redis's clock, milliseconds since the Unix epoch), renewals:
+        how often it was renewed (both None when not held, and absent from
+        a picketd older than them); waiters: acquires waiting for it on this
+        picketd."""
         doc = self._call("GET", self._path(name))
         doc["ttl"] = doc.get("ttl_ms", 0) / 1000.0
         return doc
@@ -473,6 +486,73 @@ class Client:
             if isinstance(r, dict):
                 r["ttl"] = r.get("ttl_ms", 0) / 1000.0
         return doc
+
+    # -- operators -------------------------------------------------------------
+    def list(self, prefix="", limit=100, cursor=None):
+        """One page of the held locks, semaphores and read/write locks whose
+        names start with prefix (GET /v1/locks), at most limit (1..1000) of
+        them, from cursor (None: the start; else the cursor of the previous
+        page of the same prefix). Returns a LockPage (locks, cursor): each
+        of locks is a dict {kind ("lock", "semaphore" or "rwlock"), name,
+        holders, owner, fence (None for a semaphore), ttl_ms, ttl (seconds),
+        acquired_at (ms since the epoch, or None), renewals (or None),
+        waiters} and, for a semaphore, limit; cursor is None at the end. A
+        page may hold fewer than limit entries, even none, while its cursor
+        says more follow: iter_locks() follows them. Needs the list verb
+        under --auth-file (PermissionDenied otherwise), and shows only the
+        names the token's prefixes cover."""
+        if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+            raise InvalidArgument(f"a prefix is up to 200 characters of [A-Za-z0-9._:-], not "
+                                  f"{prefix!r}", code="invalid_argument")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _LIST_MAX:
+            raise InvalidArgument(f"limit must be an integer from 1 to {_LIST_MAX}, not "
+                                  f"{limit!r}", code="invalid_argument")
+        if cursor is not None and (not isinstance(cursor, str) or not cursor):
+            raise InvalidArgument(f"cursor must be one a page returned, not {cursor!r}",
+                                  code="invalid_argument")
+        query = {"limit": limit}
+        if prefix:
+            query["prefix"] = prefix
+        if cursor is not None:
+            query["cursor"] = cursor
+        doc = self._call("GET", "/v1/locks?" + urllib.parse.urlencode(query))
+        locks = doc.get("locks")
+        if not isinstance(locks, list) or len(locks) > limit:
+            raise PicketTransportError(f"GET /v1/locks: a page of {locks!r}")
+        for e in locks:
+            e["ttl"] = e.get("ttl_ms", 0) / 1000.0
+        return LockPage(locks, doc.get("cursor"))
+
+    def iter_locks(self, prefix="", limit=100):
+        """Every held name under prefix, as list() gives them, following the
+        cursor page by page (limit a page) until the listing ends."""
+        cursor = None
+        while True:
+            page = self.list(prefix, limit, cursor)
+            yield from page.locks
+            if page.cursor is None:
+                return
+            cursor = page.cursor
+
+    def break_lock(self, name):
+        """Break lock name (POST /v1/locks/{name}/break): its lease ends now,
+        its waiters are woken, and its fence moves past the broken holder's,
+        so a store that checks fences refuses that holder's writes once it
+        has seen a newer one; the holder's renew and release raise LeaseLost
+        saying it was broken. Returns {lock, broken (False when nothing was
+        held; the fence moves on all the same), fence (the counter after the
+        break: the next grant's is above it), owner (the broken lease's)}.
+        Needs the admin verb under --auth-file; without --auth-file picketd
+        lets only loopback callers break (PermissionDenied otherwise). Never
+        retried: a repeat could break the lease the next holder was just
+        granted."""
+        return self._once("POST", self._path(name, "break"), {}, self.timeout, None)
+
+    def whoami(self):
+        """What this client's token may do (GET /v1/whoami): {token (its name
+        in picketd's --auth-file; None without --auth-file), verbs (of lock,
+        read, metrics, list, admin), prefixes (["*"]: every name)}."""
+        return self._call("GET", "/v1/whoami")
 
     def rwlock(self, name):
         """A read/write lock: .read(...) and .write(...) are lock()'s context
