@@ -451,6 +451,8 @@ typedef struct {
 
 static lock_name *names;
 static char channel[PICKET_PROTO_KEY_PREFIX_MAX + 16];
+/* the index of held names (list.lua), as picketd gives it on one Redis */
+static char index_key[PICKET_PROTO_KEY_PREFIX_MAX + 16];
 static char sha_acquire[41], sha_renew[41], sha_release[41];
 static char sha_family[41]; /* semaphore.lua or rwlock.lua: one script, the verb in ARGV[1] */
 
@@ -721,11 +723,11 @@ static void family_request(bconn *c, const char *verb) {
   snprintf(wake, sizeof wake, "%c/%s", tag, ln->name);
   /* (verb, lease, ttl, owner, floor, idle, delay, cap, limit or mode, max,
    * member, channel, message[, wait_ms]) */
-  const char *argv[] = {"EVALSHA", sha_family, "1", ln->lease_key, verb, c->lease, ttl, "",
-                        "clock", "0", "0", "0",
+  const char *argv[] = {"EVALSHA", sha_family, "2", ln->lease_key, index_key, verb, c->lease,
+                        ttl, "", "clock", "0", "0", "0",
                         opt.prim == PR_SEMAPHORE ? limit : opt.write ? "write" : "read",
                         "0", member, channel, wake, "0"};
-  redis_request(c, opt.prim == PR_RWLOCK ? 18 : 17, argv);
+  redis_request(c, opt.prim == PR_RWLOCK ? 19 : 18, argv);
 }
 
 static void send_acquire(bconn *c) {
@@ -748,10 +750,11 @@ static void send_acquire(bconn *c) {
     char ttl[24];
     picket_proto_lease_new(c->lease);
     snprintf(ttl, sizeof ttl, "%lld", (long long)opt.ttl_ms);
-    /* (lease, ttl, owner, floor, idle, lock-delay, hold cap) */
-    const char *argv[] = {"EVALSHA", sha_acquire, "2", ln->lease_key, ln->fence_key,
-                          c->lease,  ttl,         "",  "clock",      "0", "0", "0"};
-    redis_request(c, 12, argv);
+    /* (lease, ttl, owner, floor, idle, lock-delay, hold cap, max, name, token) */
+    const char *argv[] = {"EVALSHA", sha_acquire, "3", ln->lease_key, ln->fence_key, index_key,
+                          c->lease,  ttl,         "",  "clock",       "0",          "0",
+                          "0",       "0",         ln->name, ""};
+    redis_request(c, 16, argv);
   }
   c->req = REQ_ACQUIRE;
 }
@@ -767,9 +770,9 @@ static void send_release(bconn *c) {
   } else if (opt.prim != PR_LOCK) {
     family_request(c, "release");
   } else {
-    const char *argv[] = {"EVALSHA", sha_release, "2", ln->lease_key, ln->fence_key,
+    const char *argv[] = {"EVALSHA", sha_release, "3", ln->lease_key, ln->fence_key, index_key,
                           c->lease,  channel,     ln->name, "0"};
-    redis_request(c, 9, argv);
+    redis_request(c, 10, argv);
   }
   c->req = REQ_RELEASE;
 }
@@ -961,10 +964,11 @@ static int redis_parse(bconn *c) {
     o = k == 1 ? OUT_OK : k == 0 || opt.prim == PR_LOCK ? OUT_HELD : OUT_ERROR;
     if (o == OUT_ERROR) snprintf(detail, sizeof detail, "acquire refused with code %lld", k);
   } else if (r->type == REDIS_REPLY_ARRAY &&
-             ((c->req == REQ_RELEASE && r->elements == 2) ||
-              (c->req == REQ_RENEW && r->elements == (opt.prim == PR_LOCK ? 3u : 4u)))) {
-    /* release {1, tamper}, renew {fence (a decimal string), tamper, ttl
-     * (, slot or mode)}; {0, ...}: lost */
+             ((c->req == REQ_RELEASE && r->elements >= 2 && r->elements <= 4) ||
+              (c->req == REQ_RENEW && r->elements == (opt.prim == PR_LOCK ? 5u : 4u)))) {
+    /* release {1, tamper[, "", at]} or {0, tamper[, why]}; renew {fence (a
+     * decimal string), tamper, ttl, then why and at (a lock's) or its slot
+     * or mode}; {0, ...}: lost */
     const redisReply *e = r->element[0];
     o = e->type == REDIS_REPLY_STRING || (e->type == REDIS_REPLY_INTEGER && e->integer > 0)
             ? OUT_OK
@@ -1091,6 +1095,7 @@ static int floor_prepare(char *err, size_t errlen) {
   }
   redisFree(rc);
   picket_proto_channel(channel, sizeof channel, opt.prefix);
+  snprintf(index_key, sizeof index_key, "%sindex", opt.prefix);
   return 0;
 }
 
