@@ -595,7 +595,7 @@ static int family_command_build(const store_op *op, op_command *cmd, int inline_
     cmd->argc = n;
     return 0;
   }
-  static const char *const verbs[] = {"acquire", "renew", "release", "forget", "forget"};
+  static const char *const verbs[] = {"acquire", "renew", "release"};
   snprintf(cmd->delay, sizeof cmd->delay, "%lld", (long long)op->lock_delay_ms);
   snprintf(cmd->cap, sizeof cmd->cap, "%lld", (long long)op->max_hold_ms);
   snprintf(cmd->wake, sizeof cmd->wake, "%c/%s", rw ? 'r' : 's', op->name);
@@ -603,7 +603,8 @@ static int family_command_build(const store_op *op, op_command *cmd, int inline_
   index_key_build(cmd->index_key, op->name, 0);
   a[n++] = inline_quota ? "3" : "2", a[n++] = cmd->lease_key, a[n++] = cmd->index_key;
   if (inline_quota) a[n++] = cmd->token_key;
-  a[n++] = verbs[op->kind % 4 + (op->kind == STORE_OP_RW_FORGET)], a[n++] = op->lease;
+  /* (a forget is kind 12, 0 mod 4: it names its own verb) */
+  a[n++] = op->kind == STORE_OP_RW_FORGET ? "forget" : verbs[op->kind % 4], a[n++] = op->lease;
   a[n++] = cmd->ttl, a[n++] = op->owner ? op->owner : "", a[n++] = floor_arg;
   a[n++] = idle_arg, a[n++] = cmd->delay, a[n++] = cmd->cap;
   a[n++] = rw ? (op->write ? "write" : "read") : cmd->limit;

@@ -10,11 +10,17 @@
  *   (lock_held, "a writer is waiting"), the writer is granted when the
  *   readers it waited for leave, and a reader that waited gets in after it.
  * writer_gives_up: a writer whose wait ends lets readers in again.
+ * writer_hangs_up: a waiting writer whose client goes away stops keeping
+ *   readers out at once, not at the end of the wait it asked for.
  * stale_writer_in_fenced_kv: a real fenced-kv, written under fence_lock,
  *   refuses a paused writer's late write once another writer came.
  * renew_and_release: both modes; lease_lost for leases that hold nothing.
  * lock_delay: an expired write lease's lock-delay keeps readers out.
  * bad_input: mode missing or bad, a limit, a name too long: 400. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "picketd_common.h"
 
 static void setup(void) { setup_default(); }
@@ -134,6 +140,29 @@ START_TEST(writer_gives_up) {
 }
 END_TEST
 
+START_TEST(writer_hangs_up) {
+  take("rw9", READ);
+  static const char body[] = "{\"mode\":\"write\",\"ttl_ms\":20000,\"wait_ms\":30000}";
+  char req[512];
+  int len = snprintf(req, sizeof req,
+                     "POST /v1/rwlocks/rw9/acquire HTTP/1.1\r\nHost: x\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     sizeof body - 1, body);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)harness_picketd_port(P)),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  ck_assert_int_eq(write(fd, req, (size_t)len), len);
+  while (field_now("rw9", "writers_waiting") < 1) harness_sleep_ms(10);
+  close(fd); /* the writer's client is gone 29 s before its wait would end */
+  int64_t t0 = harness_now_ms();
+  while (field_now("rw9", "writers_waiting") > 0 && harness_now_ms() - t0 < 10000)
+    harness_sleep_ms(20);
+  ck_assert_int_eq(field_now("rw9", "writers_waiting"), 0);
+  take("rw9", READ);
+}
+END_TEST
+
 START_TEST(stale_writer_in_fenced_kv) {
   fkv_start();
   grant w1 = take("prices", "{\"mode\":\"write\",\"ttl_ms\":300}");
@@ -215,6 +244,7 @@ int main(void) {
   tcase_add_test(tc, writer_excludes);
   tcase_add_test(tc, writer_not_starved);
   tcase_add_test(tc, writer_gives_up);
+  tcase_add_test(tc, writer_hangs_up);
   tcase_add_test(tc, stale_writer_in_fenced_kv);
   tcase_add_test(tc, renew_and_release);
   tcase_add_test(tc, lock_delay);
