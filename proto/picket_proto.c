@@ -188,6 +188,10 @@ int picket_proto_key_fence(char *buf, size_t cap, const char *prefix, const char
   return key_fmt(buf, cap, prefix, name, "fence");
 }
 
+int picket_proto_channel_events(char *buf, size_t cap, const char *prefix, const char *name) {
+  return key_fmt(buf, cap, prefix, name, "events");
+}
+
 int picket_proto_key_sem(char *buf, size_t cap, const char *prefix, const char *name) {
   return key_fmt(buf, cap, prefix, name, "sem");
 }

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "auth.h"
+#include "events.h"
 #include "holds.h"
 #include "log.h"
 #include "quota.h"
@@ -31,6 +32,7 @@ static const config *cfg;
 void api_init(const config *c) {
   cfg = c;
   api_family_init(c);
+  events_init(c);
 }
 
 int64_t api_now_ms(void) {
@@ -653,19 +655,22 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
     else if (strcmp(action, "release") == 0) call->endpoint = EP_RELEASE;
     else if (strcmp(action, "break") == 0 && call->family->endpoint == EP_ACQUIRE)
       call->endpoint = EP_BREAK;
+    else if (strcmp(action, "events") == 0 && call->family->endpoint == EP_ACQUIRE)
+      call->endpoint = EP_EVENTS;
     else return fail(resp, PICKET_PROTO_ERR_NOT_FOUND, "no such lock action; use acquire, renew or release");
   } else {
     call->endpoint = EP_INSPECT;
   }
   /* each family's endpoints are EP_ACQUIRE's four, shifted */
-  if (call->endpoint != EP_BREAK)
+  int events = call->endpoint == EP_EVENTS;
+  if (call->endpoint != EP_BREAK && !events)
     call->endpoint = (metrics_endpoint)(call->endpoint - EP_ACQUIRE + call->family->endpoint);
   resp->endpoint = call->endpoint;
-  if (action && !method_is(req, "POST")) return wrong_method(resp, ALLOW_POST);
-  if (!action && !is_get) return wrong_method(resp, ALLOW_GET);
+  if (action && !events && !method_is(req, "POST")) return wrong_method(resp, ALLOW_POST);
+  if ((!action || events) && !is_get) return wrong_method(resp, ALLOW_GET);
   /* Who calls comes before what they send: a stranger learns nothing from
    * the checks of names and bodies. */
-  auth_verb verb = call->endpoint == EP_BREAK ? AUTH_ADMIN : action ? AUTH_LOCK : AUTH_READ;
+  auth_verb verb = call->endpoint == EP_BREAK ? AUTH_ADMIN : action && !events ? AUTH_LOCK : AUTH_READ;
   if (authenticate(req, call, resp) < 0 || authorize(call, verb, NULL, resp) < 0) return API_DONE;
   if (picket_proto_name_from_path(rest, seg_len, call->name) < 0)
     return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
@@ -684,6 +689,7 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
     return fail(resp, PICKET_PROTO_ERR_BODY_TOO_LARGE, msg);
   }
   if (call->endpoint == EP_BREAK) return api_admin_break(req, call, resp);
+  if (events) return api_admin_events(req, call, resp);
   switch (call->endpoint - call->family->endpoint + EP_ACQUIRE) {
     case EP_ACQUIRE: return handle_acquire(req, call, resp);
     case EP_RENEW: return handle_renew(req, call, resp);

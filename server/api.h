@@ -39,6 +39,7 @@ typedef struct {
   const char *const *extra_headers; /* more headers: name, value, ..., NULL (static), or NULL */
   metrics_endpoint endpoint;
   int close;              /* http.c: close the connection after it (framing not trusted) */
+  struct events_sub *stream; /* API_STREAM: the event stream the body comes from (events.h) */
 } api_response;
 
 typedef struct api_family api_family;
@@ -77,7 +78,9 @@ typedef struct {
   int unavailable;        /* 1: its last try found the store unavailable */
 } api_call;
 
-typedef enum { API_DONE = 0, API_WAIT, API_STORE } api_result;
+/* API_STREAM: a 200 whose body is resp->stream's events, for as long as
+ * the stream lasts (http.c feeds it; events_close ends it). */
+typedef enum { API_DONE = 0, API_WAIT, API_STORE, API_STREAM } api_result;
 
 void api_init(const config *cfg);
 

@@ -15,6 +15,7 @@
 
 #include "api_json.h"
 #include "auth.h"
+#include "events.h"
 #include "holds.h"
 #include "log.h"
 #include "wait.h"
@@ -152,6 +153,24 @@ api_result api_admin_break(const api_request *req, api_call *call, api_response 
                  json_pack("{s:s, s:b, s:I, s:o}", "lock", call->name, "broken", r.held, "fence",
                            (json_int_t)r.fence, "owner", api_json_owner(r.held ? r.owner : NULL)));
   return API_DONE;
+}
+
+api_result api_admin_events(const api_request *req, api_call *call, api_response *resp) {
+  /* a token's streams count together wherever it connects from; without
+   * tokens, an address's */
+  const char *client = call->who ? auth_name(call->who) : req->peer && req->peer[0] ? req->peer : "-";
+  picket_proto_err err;
+  events_sub *s = events_open(call->name, client, &err);
+  if (s == NULL) {
+    api_error(resp, err, NULL);
+    if (err == PICKET_PROTO_ERR_QUOTA_WATCHERS || err == PICKET_PROTO_ERR_TOO_MANY_WATCHERS)
+      snprintf(resp->retry_after, sizeof resp->retry_after, "1");
+    return API_DONE;
+  }
+  resp->status = 200;
+  resp->content_type = "text/event-stream";
+  resp->stream = s;
+  return API_STREAM;
 }
 
 api_result api_admin_whoami(const api_request *req, api_call *call, api_response *resp) {

@@ -12,6 +12,9 @@
 api_result api_admin_list(const api_request *req, api_call *call, api_response *resp);
 /* POST /v1/locks/{call->name}/break (the body is checked here). */
 api_result api_admin_break(const api_request *req, api_call *call, api_response *resp);
+/* GET /v1/locks/{call->name}/events: API_STREAM with resp->stream, or
+ * an error when the caller has too many streams open (events.h). */
+api_result api_admin_events(const api_request *req, api_call *call, api_response *resp);
 /* GET /v1/whoami: the caller's token, verbs and prefixes. */
 api_result api_admin_whoami(const api_request *req, api_call *call, api_response *resp);
 /* Whether the caller may break locks: the admin verb under --auth-file,

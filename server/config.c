@@ -100,6 +100,15 @@ static const config_option options[] = {
     {"index-sweep-ms", INT(index_sweep_ms, 0, 3600000LL), "1000", NULL,
      "every this many ms, read one page of the index of held names and drop the names whose "
      "lease expired (0: never; listings still drop what they meet)"},
+    {"max-watchers", INT(max_watchers, 0, 100000), "1024", NULL,
+     "open event streams (GET /v1/locks/NAME/events) across all clients; past it, 503 "
+     "too_many_watchers (0: events refused)"},
+    {"max-watchers-per-client", INT(max_watchers_per_client, 1, 100000), "16", NULL,
+     "open event streams of one token (with --auth-file) or one client address; past it, 429 "
+     "too_many_watchers"},
+    {"events-heartbeat-ms", INT(events_heartbeat_ms, 100, 3600000LL), "15000", NULL,
+     "an event stream quiet this long gets a heartbeat event (proxies keep it open, the "
+     "client knows picketd is there)"},
     {"max-semaphore-limit", INT(max_semaphore_limit, 1, PICKET_PROTO_SEM_LIMIT_MAX), "4096", NULL,
      "largest limit a semaphore may have (its permits are slots 0..limit-1; GET lists them all)"},
     {"max-waiters", INT(max_waiters, 0, 1000000), "10000", NULL,

@@ -44,6 +44,9 @@ typedef struct {
   int64_t index_sweep_ms;  /* sweep.c's period (0: off) */
   int64_t max_semaphore_limit;
   int max_waiters;
+  int max_watchers;            /* open event streams (events.c) */
+  int max_watchers_per_client; /* ...of one token or client address */
+  int64_t events_heartbeat_ms;
   int max_waiters_per_ip;     /* CONFIG_AUTO (api.c says what), 0 (none) or N; without --auth-file */
   int acquire_rate_per_ip;    /* per second; 0: none; without --auth-file only */
   char auth_file[512];        /* "": no authentication */

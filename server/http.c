@@ -43,6 +43,7 @@
 
 #include "api.h"
 #include "conns.h"
+#include "events.h"
 #include "log.h"
 #include "metrics.h"
 #include "store.h"
@@ -59,6 +60,7 @@ typedef struct http_req {
   struct http_req *resume_next; /* in loop->resume_head, while queued */
   struct http_req *spare_next;  /* in loop->spare, once ended */
   waiter w;
+  events_sub *stream;   /* an event stream's (API_STREAM), until the request ends */
   int waiting;          /* parked in wait.c at least once */
   int piped;            /* its store call is with the pipeline */
   int replied;          /* a response was queued */
@@ -580,11 +582,41 @@ static void piped_done(store_op *op) {
   MHD_resume_connection(r->conn);
 }
 
+/* libmicrohttpd's reader of an event stream's body: with nothing to
+ * send, the connection is suspended until events.c resumes it (the only
+ * safe moment to suspend, besides the request handler, is here). */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+  (void)pos;
+  http_req *r = cls;
+  ssize_t n = events_read(r->stream, buf, max);
+  if (n == 0) MHD_suspend_connection(r->conn);
+  return n < 0 ? MHD_CONTENT_READER_END_OF_STREAM : n;
+}
+
+/* Starts an event stream's response (API_STREAM). */
+static enum MHD_Result stream_start(struct MHD_Connection *conn, http_req *r, api_response *resp) {
+  r->stream = resp->stream;
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  events_attach(r->stream, r, ci ? ci->connect_fd : -1);
+  struct MHD_Response *m = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, r, NULL);
+  if (m == NULL) return MHD_NO; /* on_completed closes the stream */
+  MHD_add_response_header(m, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
+  MHD_add_response_header(m, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  MHD_add_response_header(m, "X-Accel-Buffering", "no"); /* proxies: pass events on at once */
+  enum MHD_Result ok = MHD_queue_response(conn, (unsigned)resp->status, m);
+  MHD_destroy_response(m);
+  if (ok == MHD_YES) r->replied = 1;
+  metrics_request(resp->endpoint, resp->status);
+  return ok;
+}
+
 /* Sends what the handler decided, or parks a waiting acquire. */
 static enum MHD_Result reply(struct MHD_Connection *conn, http_req *r, api_result res,
                              api_response *resp) {
   handling_set(r, 0);
   if (res == API_WAIT) return park(conn, r);
+  if (res == API_STREAM) return stream_start(conn, r, resp);
   if (api_granted(&r->call)) {
     /* A client that gave up (its timeout, while picketd was paused or Redis
      * slow) has closed its side, yet the reply would still "send" into the
@@ -605,6 +637,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
   conns_request_finished(r ? r->sock : sock_of(conn));
   if (r == NULL) return;
   handling_set(r, 0); /* a piped call whose client left while suspended */
+  events_close(r->stream);
+  r->stream = NULL;
   if (r->waiting) leave_wait(r, api_granted(&r->call));
   if (api_granted(&r->call) && toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN && r->replied) {
     /* The daemon stopped with the reply queued: it may have reached the

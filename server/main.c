@@ -20,6 +20,7 @@
 #include "api.h"
 #include "auth.h"
 #include "config.h"
+#include "events.h"
 #include "holds.h"
 #include "http.h"
 #include "log.h"
@@ -130,6 +131,10 @@ int main(int argc, char **argv) {
     LOG(LOG_ERROR, "cannot start the waiter threads: %s", strerror(errno));
     return 1;
   }
+  if (events_start(&cfg, http_resume) < 0) {
+    LOG(LOG_ERROR, "cannot start the events thread: %s", strerror(errno));
+    return 1;
+  }
   if (sweep_start(&cfg) < 0) {
     LOG(LOG_ERROR, "cannot start the index sweeper: %s", strerror(errno));
     return 1;
@@ -167,6 +172,7 @@ int main(int argc, char **argv) {
   LOG(LOG_INFO, "got %s: stopping (waiters get 503, in-flight requests finish)",
       sig == SIGTERM ? "SIGTERM" : "SIGINT");
   wait_shutdown();
+  events_shutdown();
   http_quiesce();
   int64_t waited = drain(http_inflight, cfg.shutdown_timeout_ms);
   if (http_inflight() > 0)
@@ -182,6 +188,7 @@ int main(int argc, char **argv) {
   http_stop();
   tls_stop();
   sweep_stop();
+  events_stop();
   wait_stop();
   node_stop();
   auth_stop();

@@ -23,7 +23,7 @@ static const char *const endpoint_names[EP_COUNT] = {
     "acquire", "renew", "release", "inspect", "healthz", "readyz", "metrics", "openapi", "other",
     "semaphore_acquire", "semaphore_renew", "semaphore_release", "semaphore_inspect",
     "rwlock_acquire", "rwlock_renew", "rwlock_release", "rwlock_inspect", "ui", "list", "break",
-    "whoami"};
+    "whoami", "events"};
 
 /* The statuses picketd sends; anything else is counted as "other". */
 static const int statuses[] = {200, 400, 401, 403, 404, 405, 409, 411, 413, 429, 500, 502, 503};
@@ -39,6 +39,7 @@ static const char *const gauge_info[G_COUNT][2] = {
     {"picket_redis_db_keys",
      "Keys in picketd's Redis database (INFO keyspace), all of them: picket's own only when the "
      "database is not shared. Read at most once a second and at every connect."},
+    {"picket_event_streams", "Open event streams (GET /v1/locks/NAME/events)."},
 };
 
 static const char *const hist_info[H_COUNT][2] = {

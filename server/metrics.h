@@ -10,7 +10,7 @@
 typedef enum {
   EP_ACQUIRE, EP_RENEW, EP_RELEASE, EP_INSPECT, EP_HEALTHZ, EP_READYZ, EP_METRICS, EP_OPENAPI,
   EP_OTHER, EP_SEM_ACQUIRE, EP_SEM_RENEW, EP_SEM_RELEASE, EP_SEM_INSPECT, EP_RW_ACQUIRE,
-  EP_RW_RENEW, EP_RW_RELEASE, EP_RW_INSPECT, EP_UI, EP_LIST, EP_BREAK, EP_WHOAMI, EP_COUNT
+  EP_RW_RENEW, EP_RW_RELEASE, EP_RW_INSPECT, EP_UI, EP_LIST, EP_BREAK, EP_WHOAMI, EP_EVENTS, EP_COUNT
 } metrics_endpoint;
 
 /* Counters: X(enum, metric name, labels, help of the family). Rows of one
@@ -45,6 +45,8 @@ typedef enum {
   X(REDIS_PIPELINE_CALLS, "picket_redis_pipeline_calls_total", "", "Lock calls sent pipelined (divided by batches: calls per write).") \
   X(BREAK_BROKEN, "picket_breaks_total", "outcome=\"broken\"", "Operator breaks (POST /v1/locks/NAME/break): broken ended a live lease, not_held found none; both moved the fence on. The log line names who broke it.") \
   X(BREAK_NOT_HELD, "picket_breaks_total", "outcome=\"not_held\"", "")                         \
+  X(EVENTS_SENT, "picket_events_sent_total", "", "Events written to event streams (one per stream), heartbeats included.") \
+  X(EVENTS_DROPPED, "picket_event_streams_dropped_total", "", "Event streams ended because their client fell too far behind.") \
   X(WAKE_RELEASE, "picket_wait_wakeups_total", "cause=\"release\"", "Waiter wake-ups by cause.") \
   X(WAKE_EXPIRY, "picket_wait_wakeups_total", "cause=\"expiry\"", "")                            \
   X(WAKE_TIMEOUT, "picket_wait_wakeups_total", "cause=\"timeout\"", "")                          \
@@ -66,7 +68,7 @@ typedef enum {
 } metrics_counter;
 
 typedef enum {
-  G_REDIS_UP, G_WAITERS, G_INFLIGHT, G_CONNECTIONS, G_REDIS_USED_MEMORY, G_REDIS_DB_KEYS, G_COUNT
+  G_REDIS_UP, G_WAITERS, G_INFLIGHT, G_CONNECTIONS, G_REDIS_USED_MEMORY, G_REDIS_DB_KEYS, G_EVENT_STREAMS, G_COUNT
 } metrics_gauge;
 typedef enum { H_REQUEST, H_WAIT, H_COUNT } metrics_histogram;
 

@@ -121,7 +121,8 @@ typedef enum {
   STORE_OP_RW_ACQUIRE, STORE_OP_RW_RENEW, STORE_OP_RW_RELEASE, STORE_OP_RW_INSPECT,
   STORE_OP_RW_FORGET, /* a writer stopped waiting: new readers may enter */
   STORE_OP_BREAK,     /* an operator ends a lock's lease (store_break) */
-  STORE_OP_LIST       /* a page of one index (store_list) */
+  STORE_OP_LIST,      /* a page of one index (store_list) */
+  STORE_OP_WATCH      /* keeps a lock's events published (store_watch) */
 } store_op_kind;
 
 /* The lock call a semaphore call is the counterpart of (itself for a lock
@@ -261,5 +262,8 @@ store_status store_list(const char *prefix, int limit, store_cursor *at, int *mo
  * break is acknowledged by the replicas first (else STORE_ENOTREPL: it
  * happened on the primary but may not survive a failover). */
 store_status store_break(const char *name, const char *who, store_result *r);
+/* Keeps lock `name`'s events published for `for_ms` more (watch.lua; the
+ * scripts publish on its channel only while this lasts: events.lua). */
+store_status store_watch(const char *name, int64_t for_ms, store_result *r);
 
 #endif

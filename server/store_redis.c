@@ -32,16 +32,17 @@
 #include "store.h"
 
 enum { SCRIPT_ACQUIRE, SCRIPT_RENEW, SCRIPT_RELEASE, SCRIPT_INSPECT, SCRIPT_QUOTA, SCRIPT_SEM,
-       SCRIPT_SEM_INSPECT, SCRIPT_RW, SCRIPT_RW_INSPECT, SCRIPT_LIST, SCRIPT_BREAK, SCRIPT_COUNT };
+       SCRIPT_SEM_INSPECT, SCRIPT_RW, SCRIPT_RW_INSPECT, SCRIPT_LIST, SCRIPT_BREAK, SCRIPT_WATCH,
+       SCRIPT_COUNT };
 
 static const char *const script_src[SCRIPT_COUNT] = {
     picket_proto_lua_acquire, picket_proto_lua_renew,     picket_proto_lua_release,
     picket_proto_lua_inspect, picket_proto_lua_quota,     picket_proto_lua_semaphore,
     picket_proto_lua_sem_inspect, picket_proto_lua_rwlock, picket_proto_lua_rw_inspect,
-    picket_proto_lua_list, picket_proto_lua_break};
+    picket_proto_lua_list, picket_proto_lua_break, picket_proto_lua_watch};
 static const char *const script_name[SCRIPT_COUNT] = {
     "acquire", "renew", "release", "inspect", "quota", "semaphore", "sem_inspect", "rwlock",
-    "rw_inspect", "list", "break"};
+    "rw_inspect", "list", "break", "watch"};
 
 #define BACKOFF_MIN_MS 20
 #define BACKOFF_MAX_MS 250 /* so a returning Redis is found well within 1 s */
@@ -486,7 +487,7 @@ static const int op_script[] = {
     [STORE_OP_RW_ACQUIRE] = SCRIPT_RW,     [STORE_OP_RW_RENEW] = SCRIPT_RW,
     [STORE_OP_RW_RELEASE] = SCRIPT_RW,     [STORE_OP_RW_INSPECT] = SCRIPT_RW_INSPECT,
     [STORE_OP_RW_FORGET] = SCRIPT_RW,      [STORE_OP_BREAK] = SCRIPT_BREAK,
-    [STORE_OP_LIST] = SCRIPT_LIST};
+    [STORE_OP_LIST] = SCRIPT_LIST,         [STORE_OP_WATCH] = SCRIPT_WATCH};
 
 /* ---- a token's lease count (proto/redis/leases.lua) --------------------
  *
@@ -648,6 +649,12 @@ static int op_command_build(const store_op *op, op_command *cmd) {
     snprintf(cmd->look, sizeof cmd->look, "%lld", (long long)(op->limit * 4 + 64));
     a[n++] = "1", a[n++] = cmd->index_key, a[n++] = cfg->key_prefix, a[n++] = op->after;
     a[n++] = op->name, a[n++] = cmd->limit, a[n++] = cmd->look;
+    cmd->argc = n;
+    return 0;
+  }
+  if (op->kind == STORE_OP_WATCH) { /* watch.lua (lease key; for ms) */
+    if (picket_proto_key_lease(cmd->lease_key, KEY_MAX, cfg->key_prefix, op->name) < 0) return -1;
+    a[n++] = "1", a[n++] = cmd->lease_key, a[n++] = cmd->ttl;
     cmd->argc = n;
     return 0;
   }
@@ -978,6 +985,9 @@ static store_status op_parse(store_op *op, redisReply *rep) {
       break;
     case STORE_OP_LIST:
       if (rep->type != REDIS_REPLY_ARRAY || (st = list_parse(op, rep)) == STORE_EREPLY) goto odd;
+      break;
+    case STORE_OP_WATCH:
+      if (!is_int(rep)) goto odd;
       break;
     case STORE_OP_SEM_ACQUIRE:
     case STORE_OP_SEM_RENEW:
@@ -1342,6 +1352,13 @@ store_status store_break(const char *name, const char *who, store_result *r) {
   store_op note = {.kind = STORE_OP_RELEASE, .name = name, .token = r->token, .max_leases = 1,
                    .phase = PHASE_NOTE, .note = "drop"};
   if (op_run(&note) != STORE_OK) note_failed(&note);
+  return op.st;
+}
+
+store_status store_watch(const char *name, int64_t for_ms, store_result *r) {
+  store_op op = {.kind = STORE_OP_WATCH, .name = name, .ttl_ms = for_ms};
+  store_run(&op);
+  *r = op.r;
   return op.st;
 }
 

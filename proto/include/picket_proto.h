@@ -78,6 +78,7 @@
   X(TOO_MANY_LEASES, "too_many_leases", 429, "this token holds as many leases as it may") \
   X(QUOTA_WAITERS, "too_many_waiters", 429, "this client has as many waiting acquires as it may") \
   X(RATE_LIMITED, "rate_limited", 429, "too many acquires per second from this client") \
+  X(QUOTA_WATCHERS, "too_many_watchers", 429, "this client has as many event streams open as it may") \
   X(INTERNAL, "internal_error", 500, "internal error")                                \
   X(STORE_ERROR, "store_error", 502, "Redis answered with an error")                  \
   X(STORE_UNAVAILABLE, "store_unavailable", 503, "Redis is unreachable or timed out") \
@@ -86,6 +87,7 @@
   X(NOT_REPLICATED, "not_replicated", 503, "too few replicas acknowledged the write") \
   X(STORE_TAMPERED, "store_tampered", 503, "another writer changed this lock's fence counter; no fence is certain") \
   X(TOO_MANY_WAITERS, "too_many_waiters", 503, "too many waiting acquires")           \
+  X(TOO_MANY_WATCHERS, "too_many_watchers", 503, "too many event streams open")        \
   X(SHUTTING_DOWN, "shutting_down", 503, "the server is shutting down")
 
 typedef enum {
@@ -183,6 +185,9 @@ int picket_proto_sem_fence_lock(char *buf, size_t cap, const char *name, int64_t
  * max_leases; proto/redis/quota.lua). */
 int picket_proto_key_token_leases(char *buf, size_t cap, const char *prefix, const char *token);
 int picket_proto_channel(char *buf, size_t cap, const char *prefix);
+/* P{NAME}:events, the channel of lock `name`'s events while it is watched
+ * (proto/redis/events.lua; docs/events.md). */
+int picket_proto_channel_events(char *buf, size_t cap, const char *prefix, const char *name);
 
 /* Prefixes: 0..64 bytes of [A-Za-z0-9._:-] (no braces: they would change
  * the hash tag). Returns 1 when valid. */
@@ -209,6 +214,8 @@ extern const char picket_proto_lua_rw_inspect[];
 extern const size_t picket_proto_lua_rw_inspect_len;
 extern const char picket_proto_lua_list[];
 extern const size_t picket_proto_lua_list_len;
+extern const char picket_proto_lua_watch[];
+extern const size_t picket_proto_lua_watch_len;
 extern const char picket_proto_lua_break[];
 extern const size_t picket_proto_lua_break_len;
 extern const char picket_proto_openapi[];

@@ -146,4 +146,5 @@ hold_grant(KEYS[1], ARGV[1], fence, ARGV[3], given, delay, cap_ms, now_ms)
 redis.call('ZADD', KEYS[3], 0, ARGV[9] .. ' l')
 if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'qt', ARGV[10]) end
 if quota then leases_add(quota, ARGV[9], given, now_ms) end
+events_emit(KEYS[1], 'g', fence, given, ARGV[3])
 return {1, fence, 1, tamper, given}

@@ -26,7 +26,7 @@
 -- drops it from that count (quota.lua), which may live in another slot.
 -- Everything that can fail (the counter's checks in guard and fence_next)
 -- comes before the first write.
-local last, cur, _, tamper = guard(ARGV[2])
+local last, cur, live, tamper = guard(ARGV[2])
 local t = redis.call('TIME')
 local now = hold_now(t)
 local fence, why = fence_next(last, KEYS[2], ARGV[1], t)
@@ -53,4 +53,5 @@ else
   redis.call('SET', KEYS[2], fence)
 end
 redis.call('PUBLISH', ARGV[3], ARGV[4])
+events_emit(KEYS[1], 'b', broken == 1 and live or 0, fence, ARGV[5])
 return {broken, fence, owner, tamper, broken == 1 and at or 0, qt}

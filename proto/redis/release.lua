@@ -16,7 +16,7 @@
 -- tamper is "" or why the counter was repaired. The fence counter is
 -- kept: with an idle TTL it now expires that long after the release (it no
 -- longer has a lease to outlive); without one, never.
-local _, cur, _, tamper = guard(ARGV[4])
+local _, cur, live, tamper = guard(ARGV[4])
 -- a lease past its expiry is lost, and its lock-delay stands (hold.lua)
 if cur == ARGV[1] and not (hold.exp and hold_delaying(hold_now())) then
   if KEYS[4] then leases_drop(KEYS[4], ARGV[3]) end
@@ -25,6 +25,7 @@ if cur == ARGV[1] and not (hold.exp and hold_delaying(hold_now())) then
   redis.call('ZREM', KEYS[3], ARGV[3] .. ' l')
   if tonumber(ARGV[4]) > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
   redis.call('PUBLISH', ARGV[2], ARGV[3])
+  events_emit(KEYS[1], 'r', live, 0)
   return {1, tamper, '', at}
 end
 return {0, tamper, hold_broken(KEYS[1], ARGV[1])}

@@ -34,6 +34,7 @@ if cur == ARGV[1] then
     redis.call('PEXPIRE', KEYS[2], math.max(idle, ttl + (hold.delay or 0)))
   end
   redis.call('HINCRBY', KEYS[1], 'rn', 1)
+  events_emit(KEYS[1], 'n', live, ttl)
   return {live, tamper, ttl, '', tonumber(redis.call('HGET', KEYS[1], 'at') or '0') or 0}
 end
 return {0, tamper, 0, hold_broken(KEYS[1], ARGV[1]), 0}

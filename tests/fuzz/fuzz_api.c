@@ -47,6 +47,7 @@
 #include "auth.h"
 #include "signer.h"
 #include "config.h"
+#include "events.h"
 #include "log.h"
 #include "picket_proto.h"
 #include "store_stub.h"
@@ -542,6 +543,15 @@ static void run_request(const api_request *req, const config *cfg, stub_fault fa
   memset(&call, 0, sizeof call);
   request_ctx ctx = {req, cfg, fault, 0, (flags & FLAG_AUTH_MASK) == FLAG_AUTH};
   api_result r = api_handle(req, &call, &resp);
+  if (r == API_STREAM) { /* an event stream: its first read finds nothing yet (no thread) */
+    char buf[64];
+    if (resp.status != 200 || resp.stream == NULL) broken(&ctx, &resp, "API_STREAM without a stream");
+    if (events_read(resp.stream, buf, sizeof buf) != 0)
+      broken(&ctx, &resp, "an event stream had bytes at once");
+    events_close(resp.stream);
+    api_call_end(&call);
+    return;
+  }
   for (int i = 0; r == API_WAIT; i++) {
     check_wait(&ctx, &resp, &call);
     ctx.retried = 1;

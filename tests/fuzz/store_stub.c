@@ -425,6 +425,12 @@ store_status store_break(const char *name, const char *who, store_result *r) {
   return STORE_OK;
 }
 
+store_status store_watch(const char *name, int64_t for_ms, store_result *r) {
+  (void)name, (void)for_ms;
+  memset(r, 0, sizeof *r);
+  return STORE_OK;
+}
+
 store_status store_ready(store_result *r, store_topology *topo) {
   /* The in-memory store is its own (single) node; no Sentinel. */
   snprintf(topo->primary, sizeof topo->primary, "in-memory");

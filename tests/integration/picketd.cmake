@@ -45,3 +45,6 @@ picket_shell_test(picketd_tls ${_d}/test_tls.sh LABELS integration TIMEOUT 120)
 # Signed fences on picketd's side (issue 17): --fence-key-file, fence_token
 # in grants and renewals, the picket command, rotation on SIGHUP.
 picket_shell_test(picketd_fence_token ${_d}/test_fence_token.sh LABELS integration TIMEOUT 60)
+# Lock event streams (issue 27): state, granted, renewed, released,
+# expired, broken; across two picketd; bounds, heartbeats, hang-ups.
+picket_check_test(picketd_events SOURCES ${_d}/test_events.c LABELS integration TIMEOUT 120)

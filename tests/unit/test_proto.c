@@ -125,13 +125,15 @@ START_TEST(keys_and_errors) {
   ck_assert_int_eq(picket_proto_err_status(PICKET_PROTO_ERR_BODY_TOO_LARGE), 413);
   ck_assert_int_eq(picket_proto_err_from_code("store_unavailable"), PICKET_PROTO_ERR_STORE_UNAVAILABLE);
   ck_assert_int_eq(picket_proto_err_from_code("nope"), -1);
-  /* One code, one meaning; too_many_waiters is the one code of two rows:
-   * 429 for a client at its own max_waiters, 503 for a server at
-   * --max-waiters. A client maps the code back to the first. */
+  /* One code, one meaning; too_many_waiters and too_many_watchers are
+   * the codes of two rows each: 429 for a client at its own bound, 503 for
+   * a server at its --max-waiters or --max-watchers. A client maps the
+   * code back to the first. */
   for (int e = 0; e < PICKET_PROTO_ERR_COUNT; e++) {
     int back = picket_proto_err_from_code(picket_proto_err_code(e));
     ck_assert_str_eq(picket_proto_err_code(back), picket_proto_err_code(e));
-    ck_assert_int_eq(back == e, e != PICKET_PROTO_ERR_TOO_MANY_WAITERS);
+    ck_assert_int_eq(back == e, e != PICKET_PROTO_ERR_TOO_MANY_WAITERS &&
+                                    e != PICKET_PROTO_ERR_TOO_MANY_WATCHERS);
   }
 }
 END_TEST

@@ -1,0 +1,342 @@
+/* Integration tests of lock event streams (GET /v1/locks/{name}/events,
+ * server/events.c, proto/redis/events.lua) against a real redis-server and
+ * real picketd processes.
+ *
+ * lifecycle: state first, then granted, renewed, released, and a break's
+ *   broken (the broken lease's fence and the fence it moved to), each with
+ *   the right fence, owner and ttl.
+ * expired: a lease that is not renewed is reported expired, with its
+ *   fence, within a second of its TTL.
+ * other_picketd: a grant and a break made through a second picketd reach
+ *   a stream opened on the first (the events go through Redis).
+ * unwatched_publishes_nothing: a subscriber of the channel hears nothing
+ *   of a lock nobody streams (the scripts publish only while watched).
+ * heartbeat_and_hangup: a quiet stream gets heartbeats; a client that
+ *   hangs up is noticed while its stream is suspended (the gauge drops).
+ * bounds: --max-watchers-per-client gives 429 too_many_watchers, and
+ *   --max-watchers 503; a bad name is 400, POST 405, and only locks
+ *   have events (a semaphore's path is 404).
+ * stops_with_streams_open: SIGTERM ends open streams and picketd stops promptly. */
+#include <arpa/inet.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include "picketd_common.h"
+
+typedef struct {
+  int fd;
+  int status;
+  char buf[65536];
+  size_t len;
+} stream;
+
+/* Opens GET /v1/locks/NAME/events on picketd p (HTTP/1.0: the body comes
+ * unchunked); returns the status, the body's first bytes kept in s. */
+static int stream_open(harness_picketd *p, const char *name, stream *s) {
+  memset(s, 0, sizeof *s);
+  s->fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)harness_picketd_port(p)),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  ck_assert_int_eq(connect(s->fd, (struct sockaddr *)&a, sizeof a), 0);
+  char req[512];
+  int n = snprintf(req, sizeof req, "GET /v1/locks/%s/events HTTP/1.0\r\nHost: x\r\n\r\n", name);
+  ck_assert_int_eq(write(s->fd, req, (size_t)n), n);
+  int64_t t0 = harness_now_ms();
+  char *end = NULL;
+  while ((end = strstr(s->buf, "\r\n\r\n")) == NULL && harness_now_ms() - t0 < 5000) {
+    struct pollfd pf = {.fd = s->fd, .events = POLLIN};
+    if (poll(&pf, 1, 100) <= 0) continue;
+    ssize_t got = read(s->fd, s->buf + s->len, sizeof s->buf - 1 - s->len);
+    if (got <= 0) break;
+    s->len += (size_t)got;
+    s->buf[s->len] = '\0';
+  }
+  ck_assert_msg(end != NULL, "no response headers: %s", s->buf);
+  sscanf(s->buf, "HTTP/1.%*d %d", &s->status);
+  if (s->status == 200) ck_assert_ptr_nonnull(strstr(s->buf, "text/event-stream"));
+  size_t head = (size_t)(end + 4 - s->buf);
+  memmove(s->buf, s->buf + head, s->len - head + 1);
+  s->len -= head;
+  return s->status;
+}
+
+/* The next event within timeout_ms: its type into type and its data
+ * (NULL when none came; the caller json_decrefs it). */
+static json_t *next_event(stream *s, char type[32], int timeout_ms) {
+  int64_t t0 = harness_now_ms();
+  for (;;) {
+    char *end = strstr(s->buf, "\n\n");
+    if (end) {
+      type[0] = '\0';
+      json_t *data = NULL;
+      *end = '\0';
+      for (char *line = s->buf; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        if (strncmp(line, "event: ", 7) == 0) snprintf(type, 32, "%s", line + 7);
+        if (strncmp(line, "data: ", 6) == 0) data = json_loads(line + 6, 0, NULL);
+        line = nl ? nl + 1 : NULL;
+      }
+      size_t used = (size_t)(end + 2 - s->buf);
+      memmove(s->buf, s->buf + used, s->len - used + 1);
+      s->len -= used;
+      if (data) return data;
+      continue; /* a comment or retry line: not an event */
+    }
+    int left = timeout_ms - (int)(harness_now_ms() - t0);
+    if (left <= 0) return NULL;
+    struct pollfd pf = {.fd = s->fd, .events = POLLIN};
+    if (poll(&pf, 1, left) <= 0) return NULL;
+    ssize_t got = read(s->fd, s->buf + s->len, sizeof s->buf - 1 - s->len);
+    if (got <= 0) return NULL;
+    s->len += (size_t)got;
+    s->buf[s->len] = '\0';
+  }
+}
+
+/* The next event must be `want`: its data (the caller decrefs it). */
+static json_t *expect_event(stream *s, const char *want, int timeout_ms) {
+  char type[32] = "";
+  json_t *d = next_event(s, type, timeout_ms);
+  while (d && strcmp(want, "heartbeat") != 0 && strcmp(type, "heartbeat") == 0) {
+    json_decref(d); /* heartbeats may come between any two events */
+    d = next_event(s, type, timeout_ms);
+  }
+  ck_assert_msg(d != NULL, "no %s event within %d ms", want, timeout_ms);
+  ck_assert_msg(strcmp(type, want) == 0, "expected %s, got %s", want, type);
+  return d;
+}
+
+/* Opens a stream of NAME on p and takes its first event, the state. */
+static void watch(harness_picketd *p, const char *name, stream *s) {
+  ck_assert_int_eq(stream_open(p, name, s), 200);
+  json_decref(expect_event(s, "state", 3000));
+}
+
+static int64_t jint(json_t *d, const char *k) { return json_integer_value(json_object_get(d, k)); }
+
+static void stream_close(stream *s) {
+  if (s->fd >= 0) close(s->fd);
+  s->fd = -1;
+}
+
+static int64_t gauge_streams(harness_picketd *p) {
+  harness_resp r;
+  ck_assert_int_eq(harness_http(harness_picketd_url(p), "GET", "/metrics", NULL, &r), 0);
+  const char *at = r.body ? strstr(r.body, "\npicket_event_streams ") : NULL;
+  int64_t v = at ? strtoll(at + 22, NULL, 10) : -1;
+  harness_resp_free(&r);
+  return v;
+}
+
+static void setup(void) { setup_default(); }
+static void teardown(void) { stop_both(); }
+
+START_TEST(lifecycle) {
+  int64_t f0 = acquire_ok("ev1", "{\"ttl_ms\":30000}", NULL); /* a fence before the stream */
+  harness_resp r;
+  char lease0[33];
+  call("GET", "/v1/locks/ev1", NULL, &r);
+  harness_resp_free(&r);
+  stream s;
+  ck_assert_int_eq(stream_open(P, "ev1", &s), 200);
+  json_t *d = expect_event(&s, "state", 3000);
+  ck_assert(json_is_true(json_object_get(d, "held")));
+  ck_assert_int_eq(jint(d, "fence"), f0);
+  json_decref(d);
+  (void)lease0;
+  /* a break of the lease held before the stream opened */
+  call("POST", "/v1/locks/ev1/break", NULL, &r);
+  ck_assert_int_eq(r.status, 200);
+  int64_t moved = harness_json_int(r.json, "fence");
+  harness_resp_free(&r);
+  d = expect_event(&s, "broken", 2000);
+  ck_assert_int_eq(jint(d, "fence"), f0);
+  ck_assert_int_eq(jint(d, "next_fence"), moved);
+  ck_assert_str_eq(json_string_value(json_object_get(d, "by")), "address loopback");
+  json_decref(d);
+
+  char lease[33];
+  int64_t f1 = acquire_ok("ev1", "{\"ttl_ms\":20000,\"owner\":\"w 1\"}", lease);
+  ck_assert_int_gt(f1, moved);
+  d = expect_event(&s, "granted", 2000);
+  ck_assert_int_eq(jint(d, "fence"), f1);
+  ck_assert_int_eq(jint(d, "ttl_ms"), 20000);
+  ck_assert_str_eq(json_string_value(json_object_get(d, "owner")), "w 1");
+  ck_assert_str_eq(json_string_value(json_object_get(d, "name")), "ev1");
+  ck_assert_int_gt(jint(d, "time"), 1700000000000LL);
+  json_decref(d);
+  ck_assert_int_eq(lock_call("ev1", "renew", lease, &r), 200);
+  harness_resp_free(&r);
+  d = expect_event(&s, "renewed", 2000);
+  ck_assert_int_eq(jint(d, "fence"), f1);
+  json_decref(d);
+  ck_assert_int_eq(lock_call("ev1", "release", lease, &r), 200);
+  harness_resp_free(&r);
+  d = expect_event(&s, "released", 2000);
+  ck_assert_int_eq(jint(d, "fence"), f1);
+  json_decref(d);
+  /* a lease that is not this lock's is none of its events */
+  acquire_ok("ev1-other", "{\"ttl_ms\":20000}", NULL);
+  char type[32];
+  d = next_event(&s, type, 300);
+  ck_assert_msg(d == NULL || strcmp(type, "heartbeat") == 0, "an event of another lock: %s", type);
+  json_decref(d);
+  stream_close(&s);
+}
+END_TEST
+
+START_TEST(expired) {
+  stream s;
+  watch(P, "ev2", &s);
+  int64_t f = acquire_ok("ev2", "{\"ttl_ms\":300}", NULL);
+  json_decref(expect_event(&s, "granted", 2000));
+  int64_t t0 = harness_now_ms();
+  json_t *d = expect_event(&s, "expired", 3000);
+  int64_t after = harness_now_ms() - t0;
+  ck_assert_int_eq(jint(d, "fence"), f);
+  json_decref(d);
+  ck_assert_msg(after >= 200 && after < 1300 * harness_time_scale(),
+                "expired %lld ms after a 300 ms grant", (long long)after);
+  stream_close(&s);
+}
+END_TEST
+
+START_TEST(other_picketd) {
+  harness_picketd *q = harness_picketd_start(harness_redis_url(R), NULL);
+  ck_assert_ptr_nonnull(q);
+  stream s;
+  watch(P, "ev3", &s);
+  harness_resp r;
+  ck_assert_int_eq(harness_http(harness_picketd_url(q), "POST", "/v1/locks/ev3/acquire",
+                                "{\"ttl_ms\":20000}", &r), 0);
+  ck_assert_int_eq(r.status, 200);
+  int64_t f = harness_json_int(r.json, "fence");
+  harness_resp_free(&r);
+  json_t *d = expect_event(&s, "granted", 2000);
+  ck_assert_int_eq(jint(d, "fence"), f);
+  json_decref(d);
+  ck_assert_int_eq(harness_http(harness_picketd_url(q), "POST", "/v1/locks/ev3/break", NULL, &r), 0);
+  ck_assert_int_eq(r.status, 200);
+  harness_resp_free(&r);
+  d = expect_event(&s, "broken", 2000);
+  ck_assert_int_eq(jint(d, "fence"), f);
+  json_decref(d);
+  stream_close(&s);
+  harness_picketd_free(q);
+}
+END_TEST
+
+START_TEST(unwatched_publishes_nothing) {
+  redisContext *c = redisConnectUnix(harness_redis_socket(R));
+  ck_assert(c && !c->err);
+  redisReply *x = redisCommand(c, "SUBSCRIBE picket:{ev4}:events");
+  ck_assert(x && x->type == REDIS_REPLY_ARRAY);
+  freeReplyObject(x);
+  struct timeval t = {0, 300000};
+  redisSetTimeout(c, t);
+  char lease[33];
+  harness_resp r;
+  acquire_ok("ev4", "{\"ttl_ms\":20000}", lease);
+  ck_assert_int_eq(lock_call("ev4", "renew", lease, &r), 200);
+  harness_resp_free(&r);
+  ck_assert_int_eq(lock_call("ev4", "release", lease, &r), 200);
+  harness_resp_free(&r);
+  ck_assert_msg(redisGetReply(c, (void **)&x) != REDIS_OK, "a message while nobody watched");
+  redisFree(c);
+  /* and once a stream watches it, the same calls publish */
+  c = redisConnectUnix(harness_redis_socket(R));
+  x = redisCommand(c, "SUBSCRIBE picket:{ev4}:events");
+  freeReplyObject(x);
+  redisSetTimeout(c, (struct timeval){2, 0});
+  stream s;
+  watch(P, "ev4", &s);
+  acquire_ok("ev4", "{\"ttl_ms\":20000}", NULL);
+  ck_assert_int_eq(redisGetReply(c, (void **)&x), REDIS_OK);
+  ck_assert_str_eq(x->element[0]->str, "message");
+  ck_assert_msg(x->element[2]->str[0] == 'g', "message %s", x->element[2]->str);
+  freeReplyObject(x);
+  redisFree(c);
+  stream_close(&s);
+}
+END_TEST
+
+START_TEST(heartbeat_and_hangup) {
+  stop_both();
+  const char *args[] = {"--events-heartbeat-ms", "200", NULL};
+  start_both(NULL, args);
+  stream s;
+  watch(P, "ev5", &s);
+  json_t *d = expect_event(&s, "heartbeat", 1500);
+  ck_assert_int_gt(jint(d, "time"), 1700000000000LL);
+  json_decref(d);
+  json_decref(expect_event(&s, "heartbeat", 1500));
+  ck_assert_int_eq(gauge_streams(P), 1);
+  stream_close(&s);
+  int64_t t0 = harness_now_ms();
+  while (gauge_streams(P) != 0 && harness_now_ms() - t0 < 5000) harness_sleep_ms(20);
+  ck_assert_int_eq(gauge_streams(P), 0);
+}
+END_TEST
+
+START_TEST(bounds) {
+  stop_both();
+  const char *args[] = {"--max-watchers-per-client", "2", "--max-watchers", "3", NULL};
+  start_both(NULL, args);
+  stream a, b, c;
+  ck_assert_int_eq(stream_open(P, "ev6", &a), 200);
+  ck_assert_int_eq(stream_open(P, "ev6", &b), 200);
+  harness_resp r;
+  call("GET", "/v1/locks/ev6/events", NULL, &r);
+  expect_error(&r, 429, "too_many_watchers");
+  harness_resp_free(&r);
+  stream_close(&b);
+  int64_t t0 = harness_now_ms();
+  while (gauge_streams(P) != 1 && harness_now_ms() - t0 < 5000) harness_sleep_ms(20);
+  watch(P, "ev6b", &c);
+  stream_close(&a);
+  stream_close(&c);
+
+  call("GET", "/v1/locks/bad%2Fname/events", NULL, &r);
+  expect_error(&r, 400, "invalid_argument");
+  harness_resp_free(&r);
+  call("POST", "/v1/locks/ev6/events", "{}", &r);
+  ck_assert_int_eq(r.status, 405);
+  harness_resp_free(&r);
+  call("GET", "/v1/semaphores/ev6/events", NULL, &r);
+  ck_assert_int_eq(r.status, 404);
+  harness_resp_free(&r);
+}
+END_TEST
+
+START_TEST(stops_with_streams_open) {
+  stream s;
+  watch(P, "ev7", &s);
+  int64_t t0 = harness_now_ms();
+  ck_assert_int_eq(harness_picketd_stop(P, SIGTERM), 0);
+  int64_t took = harness_now_ms() - t0;
+  ck_assert_msg(took < 5000, "picketd took %lld ms to stop with a stream open", (long long)took);
+  char type[32];
+  json_t *d = next_event(&s, type, 2000); /* the stream ended: EOF, no event */
+  ck_assert_ptr_null(d);
+  stream_close(&s);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("events");
+  TCase *tc = tcase_create("events");
+  tcase_set_timeout(tc, 60);
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, lifecycle);
+  tcase_add_test(tc, expired);
+  tcase_add_test(tc, other_picketd);
+  tcase_add_test(tc, unwatched_publishes_nothing);
+  tcase_add_test(tc, heartbeat_and_hangup);
+  tcase_add_test(tc, bounds);
+  tcase_add_test(tc, stops_with_streams_open);
+  suite_add_tcase(s, tc);
+  return harness_run_suite(s);
+}
