@@ -14,9 +14,16 @@
 -- given, TEXT the owner), n (renewed, N the TTL), r (released), b (broken,
 -- N the fence the break moved to, TEXT who broke it); TIME is Redis TIME
 -- in ms. TEXT comes last and may hold spaces.
+--
+-- The watch key is read with pcall: it is not among the script's declared
+-- keys (the callers' KEYS stay as they are), and while its hash slot
+-- migrates Redis Cluster refuses access to an undeclared key that is not
+-- on this node. Then the event is not published (the call itself goes on:
+-- an event is never worth failing a grant), and a stream may miss it.
 local function events_emit(lk, kind, fence, n, text)
   local base = lk:sub(1, -6)
-  if redis.call('EXISTS', base .. 'watch') == 0 then return end
+  local watched = redis.pcall('EXISTS', base .. 'watch')
+  if type(watched) ~= 'number' or watched == 0 then return end
   redis.call('PUBLISH', base .. 'events',
              kind .. ' ' .. fence .. ' ' .. n .. ' ' .. hold_now() .. ' ' .. (text or ''))
 end

@@ -14,6 +14,8 @@ Cases, in order (each leaves the cluster whole for the next):
   api         the single-node API behaviours, on both picketd, logged for
               the contract checks (and the spec's request examples)
   readyz      three shards, 16384 slots, two replicas each
+  events      a lock's event stream on one picketd hears grants and breaks
+              made on each shard, through either picketd
   quota       a token's max_leases (its own slot) across locks of every shard
   uncovered   a slot no node serves: 503 naming it, the others serve on
   waiters     a waiter on a lock of each shard is woken by its release
@@ -334,6 +336,73 @@ def case_listing(cluster, port, tag):
     while st == 200 and page["cursor"] and not page["locks"]:
         st, page, _ = c.req("GET", f"/v1/locks?prefix=lst.{tag}.&limit=1000&cursor={page['cursor']}")
     check(st == 200 and page["locks"] == [], f"listing {tag}: still listed after release: {page}")
+
+
+class Events:
+    """GET /v1/locks/NAME/events as a raw HTTP/1.0 stream (no chunking)."""
+
+    def __init__(self, port, name):
+        import socket
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.sock.sendall(f"GET /v1/locks/{name}/events HTTP/1.0\r\nHost: x\r\n\r\n".encode())
+        self.buf = b""
+        head = self._until(b"\r\n\r\n")
+        self.status = int(head.split(b" ")[1]) if head else 0
+
+    def _until(self, sep):
+        while sep not in self.buf:
+            try:
+                more = self.sock.recv(65536)
+            except OSError:
+                return None
+            if not more:
+                return None
+            self.buf += more
+        part, self.buf = self.buf.split(sep, 1)
+        return part
+
+    def next(self, skip_heartbeats=True):
+        """The next event as (type, data), or (None, None) after 5 s."""
+        while True:
+            block = self._until(b"\n\n")
+            if block is None:
+                return None, None
+            kind = data = None
+            for line in block.decode().split("\n"):
+                if line.startswith("event: "):
+                    kind = line[7:]
+                elif line.startswith("data: "):
+                    data = json.loads(line[6:])
+            if kind and not (skip_heartbeats and kind == "heartbeat"):
+                return kind, data
+
+    def close(self):
+        self.sock.close()
+
+
+def case_events(cluster, d, p):
+    """A stream on D of a lock on each shard hears a grant made through P
+    and a break made through D (the scripts publish on the lock's shard;
+    D's one subscription, on any primary, hears every shard)."""
+    c_d, c_p = Client(d.port, log=False), Client(p.port, log=False)
+    for shard, name in one_per_shard(cluster, "ev.", "events").items():
+        ev = Events(d.port, name)
+        kind, state = ev.next()
+        check(ev.status == 200 and kind == "state", f"events {name}: {ev.status} {kind} {state}")
+        st, g, _ = c_p.req("POST", f"/v1/locks/{name}/acquire", {"ttl_ms": 60000})
+        check(st == 200, f"events {name}: acquire through P: {st} {g}")
+        t0 = time.monotonic()
+        kind, data = ev.next()
+        check(kind == "granted" and data and data["fence"] == g["fence"],
+              f"events {name} (shard {shard}): expected granted {g['fence']}, got {kind} {data}")
+        st, b, _ = c_d.req("POST", f"/v1/locks/{name}/break", {})
+        kind, data = ev.next()
+        check(kind == "broken" and data and data["fence"] == g["fence"] and
+              data["next_fence"] == b.get("fence"),
+              f"events {name}: expected broken of {g['fence']}, got {kind} {data}")
+        print(f"events {name} (shard {shard}): granted seen "
+              f"{(time.monotonic() - t0) * 1000:.1f} ms after the grant's reply", flush=True)
+        ev.close()
 
 
 def case_readyz(port):
@@ -808,6 +877,7 @@ def main():
             case_rwlocks(cluster, d.port, "d")
             case_listing(cluster, d.port, "d")
             case_listing(cluster, p.port, "p")
+            case_events(cluster, d, p)
             case_quota(cluster, seed)
             case_uncovered(cluster, p.port)
             case_waiters(cluster, d.port)
