@@ -16,6 +16,8 @@
  * bounds: --max-watchers-per-client gives 429 too_many_watchers, and
  *   --max-watchers 503; a bad name is 400, POST 405, and only locks
  *   have events (a semaphore's path is 404).
+ * redis_restart: when Redis restarts (the subscription is lost, and with it
+ *   the events meanwhile), the stream gets a new state, then events again.
  * stops_with_streams_open: SIGTERM ends open streams and picketd stops promptly. */
 #include <arpa/inet.h>
 #include <hiredis/hiredis.h>
@@ -311,6 +313,21 @@ START_TEST(bounds) {
 }
 END_TEST
 
+START_TEST(redis_restart) {
+  stream s;
+  watch(P, "ev8", &s);
+  ck_assert_int_eq(harness_redis_restart(R), 0);
+  json_t *d = expect_event(&s, "state", 10000);
+  ck_assert(json_is_false(json_object_get(d, "held")));
+  json_decref(d);
+  int64_t f = acquire_ok("ev8", "{\"ttl_ms\":20000}", NULL);
+  d = expect_event(&s, "granted", 3000);
+  ck_assert_int_eq(jint(d, "fence"), f);
+  json_decref(d);
+  stream_close(&s);
+}
+END_TEST
+
 START_TEST(stops_with_streams_open) {
   stream s;
   watch(P, "ev7", &s);
@@ -336,6 +353,7 @@ int main(void) {
   tcase_add_test(tc, unwatched_publishes_nothing);
   tcase_add_test(tc, heartbeat_and_hangup);
   tcase_add_test(tc, bounds);
+  tcase_add_test(tc, redis_restart);
   tcase_add_test(tc, stops_with_streams_open);
   suite_add_tcase(s, tc);
   return harness_run_suite(s);
