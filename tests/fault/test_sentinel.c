@@ -77,6 +77,7 @@
 
 #include "fault_util.h"
 #include "sentinel_group.h"
+#include "sse.h"
 
 /* ---- bounds (ms, times harness_time_scale()) ---------------------------
  * Measured on the 2-core test machine (see the printed figures): a forced
@@ -583,6 +584,8 @@ static failover_run failover_under_load(sg_group *g, const char *name, int kill,
   printf("picketd follows %s %lld ms after its start\n", sg_node_addr(g, f.old),
          (long long)wait_follows(f.base, sg_node_addr(g, f.old)));
   load_start(f.base);
+  stream ev; /* a lock's event stream across the failover */
+  watch(P, "sen-events", &ev);
   harness_sleep_ms(1500);
   int64_t t_fault = harness_now_ms(), agreed_ms;
   if (kill) {
@@ -597,6 +600,18 @@ static failover_run failover_under_load(sg_group *g, const char *name, int kill,
     f.now = sg_primary(g);
   }
   int64_t follow_ms = wait_follows(f.base, sg_node_addr(g, f.now)) + agreed_ms;
+  /* picketd subscribes again on the new primary: the stream is told the
+   * state afresh (events may have been missed), then hears events there */
+  json_decref(expect_event(&ev, "state", 15000 * harness_time_scale()));
+  harness_resp gr;
+  ck_assert_int_eq(harness_http(f.base, "POST", "/v1/locks/sen-events/acquire", "{}", &gr), 0);
+  ck_assert_msg(gr.status == 200, "acquire after the failover: %ld %s", gr.status, gr.body);
+  json_t *granted = expect_event(&ev, "granted", 5000 * harness_time_scale());
+  ck_assert_int_eq(json_integer_value(json_object_get(granted, "fence")),
+                   harness_json_int(gr.json, "fence"));
+  json_decref(granted);
+  harness_resp_free(&gr);
+  stream_close(&ev);
   harness_sleep_ms(2500);
   load_stop();
   printf("%s %s -> %s: the Sentinels agreed after %lld ms, picketd's /readyz named the new "
