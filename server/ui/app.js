@@ -4,10 +4,17 @@
  *   GET  /v1/whoami              what the token may do (Break shown only with "admin")
  *   GET  /v1/locks?prefix&limit&cursor   the held locks, page by page
  *   GET  /v1/locks/{name}        one lock's details
+ *   GET  /v1/locks/{name}/events the selected lock's events (docs/events.md)
  *   POST /v1/locks/{name}/break  ends the lease and advances the fence
  *
- * Until picketd has an events stream, the list is refreshed by polling
- * GET /v1/locks every 500 ms (POLL_MS); the history of a lock is what
+ * The list is refreshed by polling GET /v1/locks every POLL_MS. The lock
+ * shown in detail follows its events stream instead: each grant, renewal,
+ * release, expiry and break goes into its history, its TTL and its row as
+ * it happens. One stream at a time, for the selected lock only: a browser
+ * opens at most 6 HTTP/1.1 connections to a host, and picketd bounds the
+ * streams of a token (--max-watchers-per-client). The stream is read with
+ * fetch(), not EventSource, which cannot send the Authorization header.
+ * Semaphores and read/write locks have no events: their history is what
  * changed between two polls.
  *
  * Rules kept here: the token lives in sessionStorage only (never
@@ -17,7 +24,10 @@
 'use strict';
 
 (function () {
-  const POLL_MS = 500;         // list refresh period (until the events stream exists)
+  const POLL_MS = 2000;        // list refresh period (the selected lock follows its events)
+  const STREAM_RETRY_MS = 500; // a broken events stream is opened again after this,
+  const STREAM_RETRY_MAX = 10000; // doubling up to this
+  const LINE_MAX = 8192;       // an events line (or event) longer than this ends the stream
   const PAGE_LIMIT = 1000;     // locks per GET /v1/locks page (the API's maximum)
   const MAX_PAGES = 10;        // pages per refresh: the console shows at most 10,000 rows
   const HISTORY_PER_LOCK = 100;
@@ -31,7 +41,7 @@
     tokenForget: $('token-forget'), tokenState: $('token-state'), prefix: $('prefix'),
     listNote: $('list-note'), body: $('locks-body'), empty: $('empty'),
     detail: $('detail'), detailHeading: $('detail-heading'), detailFields: $('detail-fields'),
-    history: $('history'), detailClose: $('detail-close'),
+    history: $('history'), detailClose: $('detail-close'), live: $('live'),
     dialog: $('break-dialog'), breakName: $('break-name'), breakError: $('break-error'),
     breakCancel: $('break-cancel'), breakConfirm: $('break-confirm'),
   };
@@ -48,6 +58,9 @@
     opener: null,        // the button that opened the dialog, to give focus back
     selected: null,      // key of the lock in the detail panel
     inspect: null,       // the last GET of the selected lock
+    stream: null,        // the selected lock's events stream (follow())
+    ended: null,         // how the selected lock's last lease ended, from its events
+    more: false,         // the last listing was cut at MAX_PAGES
     breaking: null,      // the lock the dialog asks about
     timer: null,
     stopped: 0,          // 401 or 403: polling paused, the token refused until it (or,
@@ -78,13 +91,19 @@
 
   // ---- the API --------------------------------------------------------
 
+  /* fetch()'s options for an API call: the token only in the header. */
+  function request(method, accept) {
+    const headers = { Accept: accept };
+    const t = token();
+    if (t) headers.Authorization = 'Bearer ' + t;
+    return { method, headers, cache: 'no-store', credentials: 'omit', redirect: 'error' };
+  }
+
   /* One API call. Resolves to {status, body} (body: parsed JSON, or null);
    * rejects only when picketd could not be reached. */
   async function api(method, path, body) {
-    const headers = { Accept: 'application/json' };
-    const t = token();
-    if (t) headers.Authorization = 'Bearer ' + t;
-    const init = { method, headers, cache: 'no-store', credentials: 'omit', redirect: 'error' };
+    const init = request(method, 'application/json');
+    const headers = init.headers;
     if (body !== undefined) {
       headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
@@ -176,6 +195,7 @@
     const gen = state.generation;
     const seq = ++state.seq;
     const prefix = ui.prefix.value;
+    const started = performance.now();
     let res;
     try {
       res = await readAll(prefix);
@@ -200,12 +220,22 @@
     const now = performance.now();
     const next = new Map();
     for (const row of res.locks) next.set(keyOf(row), { row, at: now });
-    observe(next);
+    // The followed lock: an event that came after this listing was asked
+    // for is newer than the listing (a release must not come back as held
+    // until the next poll), so its entry stays as the events left it.
+    const followed = live();
+    if (followed && state.stream.lastAt > started) {
+      const mine = state.locks.get(followed);
+      if (mine) next.set(followed, mine);
+      else next.delete(followed);
+    }
+    observe(next, followed);
     state.locks = next;
     state.first = false;
-    render(res.more);
+    state.more = res.more;
+    render();
     say('Live: ' + next.size + (next.size === 1 ? ' lock' : ' locks') + ' held' +
-        (prefix ? " under '" + prefix + "'" : '') + ', refreshed every ' + POLL_MS + ' ms.');
+        (prefix ? " under '" + prefix + "'" : '') + ', refreshed every ' + POLL_MS / 1000 + ' s.');
   }
 
   function schedule() {
@@ -233,10 +263,14 @@
 
   const ownerText = (row) => (row.owner === null || row.owner === undefined ? 'no owner' : "owner '" + row.owner + "'");
 
-  function observe(next) {
+  /* Notes what changed between two polls. The followed lock's grants,
+   * renewals and ends come from its events instead, more exactly. */
+  function observe(next, followed) {
     for (const [key, cur] of next) {
       const prev = state.locks.get(key);
       const r = cur.row;
+      if (prev && prev.row.waiters !== r.waiters) note(key, 'Waiters: ' + prev.row.waiters + ' → ' + r.waiters + '.');
+      if (key === followed) continue;
       if (!prev) {
         note(key, (state.first ? 'Held when first seen' : 'Granted') + ': fence ' + r.fence +
           ', ' + ownerText(r) + (r.holders > 1 ? ', ' + r.holders + ' holders' : '') + '.');
@@ -250,15 +284,210 @@
         note(key, 'Owner changed to ' + ownerText(r) + '.');
       }
       if (p.holders !== r.holders && p.fence === r.fence) note(key, 'Holders: ' + p.holders + ' → ' + r.holders + '.');
-      if (p.waiters !== r.waiters) note(key, 'Waiters: ' + p.waiters + ' → ' + r.waiters + '.');
       if (typeof r.renewals === 'number' && typeof p.renewals === 'number' && r.renewals > p.renewals &&
           p.fence === r.fence) note(key, 'Renewed (' + r.renewals + ' renewals so far).');
     }
     // After a change of token or prefix, a row that is gone may only be
     // out of view: say nothing of it.
     for (const [key, prev] of state.first ? [] : state.locks) {
-      if (!next.has(key)) note(key, 'No longer held (released, expired or broken); last fence ' + prev.row.fence + '.');
+      if (!next.has(key) && key !== followed) {
+        note(key, 'No longer held (released, expired or broken); last fence ' + prev.row.fence + '.');
+      }
     }
+  }
+
+  // ---- the selected lock's events -----------------------------------------
+
+  /* The key of the lock whose events are followed, once its stream has
+   * said where the lock stands (its first `state`); else null. */
+  function live() {
+    const s = state.stream;
+    return s && s.live ? s.key : null;
+  }
+
+  function showLive(s, text, isError) {
+    if (state.stream !== s) return;
+    setText(ui.live, text);
+    ui.live.classList.toggle('error', !!isError);
+  }
+
+  /* Follows key's events (locks only), ending any other stream first. */
+  function follow(key) {
+    unfollow();
+    state.ended = null;
+    const kind = key.slice(0, key.indexOf(' '));
+    if (kind !== 'lock') {
+      setText(ui.live, 'A ' + kind + ' has no events stream: this history is what changed ' +
+        'between two refreshes of the list (every ' + POLL_MS / 1000 + ' s).');
+      ui.live.classList.remove('error');
+      return;
+    }
+    const s = { key, name: key.slice(5), ctrl: null, live: false, seen: false, lastAt: 0,
+      retry: STREAM_RETRY_MS, timer: null };
+    state.stream = s;
+    connect(s);
+  }
+
+  function unfollow() {
+    const s = state.stream;
+    if (!s) return;
+    state.stream = null;
+    clearTimeout(s.timer);
+    if (s.ctrl) s.ctrl.abort();
+  }
+
+  /* Opens s's stream and reads it until it ends, then tries again later;
+   * a refusal that a retry would only repeat (404: a picketd without
+   * events; 401, 403) leaves the lock to the list's polls. */
+  async function connect(s) {
+    s.ctrl = new AbortController();
+    const init = request('GET', 'text/event-stream');
+    init.signal = s.ctrl.signal;
+    let why = 'the events stream ended';
+    try {
+      const r = await fetch(lockPath('lock', s.name) + '/events', init);
+      const type = r.headers.get('Content-Type') || '';
+      if (r.status === 200 && type.startsWith('text/event-stream')) {
+        await readEvents(s, r.body.getReader());
+      } else {
+        let body = null;
+        try { body = await r.json(); } catch (e) { body = null; }
+        const reply = { status: r.status, body };
+        if (r.status === 404 || r.status === 401 || r.status === 403) {
+          showLive(s, (r.status === 404 ? 'This picketd has no events stream'
+            : 'The events stream was refused (' + errorText(reply) + ')') +
+            ': this lock is refreshed with the list, every ' + POLL_MS / 1000 + ' s.', r.status !== 404);
+          s.live = false;
+          return;
+        }
+        why = 'the events stream was refused (' + errorText(reply) + ')';
+      }
+    } catch (e) {
+      if (state.stream !== s) return; // unfollowed: the abort ends it
+      why = e && e.message === 'too long' ? 'an event over 8 KiB' : 'picketd is unreachable';
+    }
+    if (state.stream !== s) return;
+    s.live = false;
+    showLive(s, 'Not live: ' + why + '; trying again in ' + (s.retry / 1000).toFixed(1) + ' s.', true);
+    s.timer = setTimeout(() => { if (state.stream === s) connect(s); }, s.retry);
+    s.retry = Math.min(s.retry * 2, STREAM_RETRY_MAX);
+  }
+
+  /* Server-Sent Events: field lines up to an empty line, which ends the
+   * event; ":" starts a comment; fields other than event and data mean
+   * nothing here. Lines and events are bounded (LINE_MAX). */
+  async function readEvents(s, reader) {
+    const decoder = new TextDecoder();
+    let buf = '', type = 'message', data = [], size = 0;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      if (state.stream !== s) { reader.cancel(); return; }
+      buf += decoder.decode(value, { stream: true });
+      let end;
+      while ((end = buf.indexOf('\n')) >= 0) {
+        let line = buf.slice(0, end);
+        buf = buf.slice(end + 1);
+        if (line.endsWith('\r')) line = line.slice(0, -1);
+        if (line === '') {
+          if (data.length) dispatch(s, type, data.join('\n'));
+          type = 'message';
+          data = [];
+          size = 0;
+          continue;
+        }
+        if (line[0] === ':') continue;
+        const colon = line.indexOf(':');
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let v = colon < 0 ? '' : line.slice(colon + 1);
+        if (v[0] === ' ') v = v.slice(1);
+        if (field === 'event') type = v;
+        else if (field === 'data') {
+          size += v.length + 1;
+          data.push(v);
+        }
+      }
+      if (buf.length > LINE_MAX || size > LINE_MAX) {
+        reader.cancel();
+        throw new Error('too long');
+      }
+    }
+  }
+
+  function dispatch(s, type, text) {
+    if (state.stream !== s) return;
+    let ev;
+    try { ev = JSON.parse(text); } catch (e) { return; }
+    if (!ev || typeof ev !== 'object') return;
+    applyEvent(s, type, ev);
+  }
+
+  const secs = (ms) => (ms / 1000).toFixed(1) + ' s';
+
+  /* The lock as an event says it is held: its list row (added if the list
+   * did not have it yet), counting its TTL down from now. */
+  function setHeld(key, name, fields) {
+    const prev = state.locks.get(key);
+    const base = { kind: 'lock', name, holders: 1, waiters: 0, acquired_at: null, renewals: null };
+    state.locks.set(key, { row: Object.assign(base, prev && prev.row, fields), at: performance.now() });
+    state.ended = null;
+  }
+
+  /* One event of the followed lock: into its history, its row and its
+   * details, at once. */
+  function applyEvent(s, type, ev) {
+    const key = s.key;
+    const cur = state.locks.get(key);
+    const fence = 'fence ' + ev.fence;
+    switch (type) {
+      case 'state': {
+        // The first, or the first after a reconnect (events in between
+        // may be missing: the state is the truth now).
+        const again = s.seen;
+        s.live = s.seen = true;
+        s.retry = STREAM_RETRY_MS;
+        showLive(s, 'Live: this lock follows its events stream; every grant, renewal, release, ' +
+          'expiry and break shows as it happens.');
+        if (ev.held) {
+          const same = cur && cur.row.fence === ev.fence;
+          setHeld(key, s.name, same ? { owner: ev.owner, ttl_ms: ev.ttl_ms }
+            : { fence: ev.fence, owner: ev.owner, ttl_ms: ev.ttl_ms, acquired_at: null, renewals: null });
+        } else {
+          state.locks.delete(key);
+        }
+        note(key, (again ? 'Following its events again (some may have been missed): '
+          : 'Following its events: ') + (ev.held ? 'held, ' + fence + ', ' + ownerText(ev) +
+          ', ' + secs(ev.ttl_ms) + ' left.' : 'not held; last fence issued ' + ev.fence + '.'));
+        break;
+      }
+      case 'granted':
+        setHeld(key, s.name, { fence: ev.fence, owner: ev.owner, ttl_ms: ev.ttl_ms,
+          acquired_at: ev.time, renewals: 0, holders: 1 });
+        note(key, 'Granted: ' + fence + ', ' + ownerText(ev) + ', TTL ' + secs(ev.ttl_ms) + '.');
+        break;
+      case 'renewed':
+        if (cur && cur.row.fence === ev.fence) {
+          setHeld(key, s.name, { ttl_ms: ev.ttl_ms,
+            renewals: typeof cur.row.renewals === 'number' ? cur.row.renewals + 1 : null });
+        }
+        note(key, 'Renewed: ' + fence + ', TTL ' + secs(ev.ttl_ms) + '.');
+        break;
+      case 'released':
+      case 'expired':
+      case 'broken':
+        state.locks.delete(key);
+        if (ev.fence) state.ended = { type, fence: ev.fence, at: new Date() };
+        note(key, type === 'released' ? 'Released by its holder: ' + fence + '.'
+          : type === 'expired' ? 'Expired (its TTL ran out without a release): ' + fence + '.'
+          : 'Broken' + (typeof ev.by === 'string' ? ' by ' + ev.by : '') + ': ' +
+            (ev.fence ? 'the lease of ' + fence + ' ended' : 'nothing was held') +
+            '; every later grant has a fence above ' + ev.next_fence + '.');
+        break;
+      default:
+        return; // heartbeat, or an event newer than this page: nothing to show
+    }
+    s.lastAt = performance.now();
+    render();
   }
 
   // ---- rendering --------------------------------------------------------
@@ -350,7 +579,7 @@
     }
   }
 
-  function render(more) {
+  function render() {
     const keys = [...state.locks.keys()].sort((a, b) => {
       const x = state.locks.get(a).row, y = state.locks.get(b).row;
       return x.name < y.name ? -1 : x.name > y.name ? 1 : x.kind < y.kind ? -1 : x.kind > y.kind ? 1 : 0;
@@ -374,7 +603,7 @@
       if (ui.body.children[i] !== tr) ui.body.insertBefore(tr, ui.body.children[i] || null);
     });
     ui.empty.hidden = keys.length !== 0;
-    setText(ui.listNote, more ? 'Showing the first ' + keys.length + ' only: narrow the prefix to see the rest.' : '');
+    setText(ui.listNote, state.more ? 'Showing the first ' + keys.length + ' only: narrow the prefix to see the rest.' : '');
     tick();
     if (state.selected) renderDetail();
   }
@@ -382,6 +611,7 @@
   // ---- one lock's details -------------------------------------------------
 
   function select(key) {
+    if (state.selected !== key || !state.stream) follow(key);
     state.selected = key;
     state.inspect = null;
     for (const [k, tr] of state.rows) tr.classList.toggle('selected', k === key);
@@ -430,6 +660,10 @@
       field(dl, 'Waiters', String(r.waiters));
       field(dl, 'Acquired', when(r.acquired_at));
       field(dl, 'Renewals', typeof r.renewals === 'number' ? String(r.renewals) : '—');
+    } else if (state.ended) {
+      const how = { released: 'released by its holder', expired: 'expired', broken: 'broken' };
+      field(dl, 'State', 'not held: ' + how[state.ended.type] + ' at ' +
+        state.ended.at.toLocaleTimeString() + ' (fence ' + state.ended.fence + ')', 'ended');
     } else {
       field(dl, 'State', 'not held now');
     }
@@ -460,6 +694,8 @@
 
   function closeDetail() {
     const key = state.selected;
+    unfollow();
+    setText(ui.live, '');
     state.selected = null;
     ui.detail.hidden = true;
     const tr = key && state.rows.get(key);
@@ -497,7 +733,8 @@
     }
     const key = 'lock ' + row.name;
     if (r.status === 200 && r.body) {
-      note(key, r.body.broken
+      // A followed lock's history gets the break from its events, with who broke it.
+      if (live() !== key) note(key, r.body.broken
         ? 'Broken from this console: ' + ownerText(r.body) + ' lost the lease; the fence advanced to ' + r.body.fence + '.'
         : 'Break from this console found nothing held.');
       ui.dialog.close();
@@ -524,6 +761,7 @@
   /* Starts afresh with the token now kept: what it may do, then the list.
    * A token picketd does not know (401) is not sent again until it changes. */
   async function restart() {
+    unfollow(); // its token is the old one
     state.generation++;
     state.first = true;
     state.canBreak = false;
@@ -539,6 +777,8 @@
     }
     await poll();
     schedule();
+    // The token changed: the selected lock's stream must carry the new one.
+    if (state.selected) follow(state.selected);
   }
 
   ui.tokenForm.addEventListener('submit', (ev) => {

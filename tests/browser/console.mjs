@@ -9,6 +9,11 @@
 //             Content-Security-Policy violation (checked to the end)
 //   (b)       a lock taken through the API shows with its owner and fence
 //   (c)       its release shows within a second of the release's reply
+//   (f)       the details of a lock follow its events stream (one fetch()
+//             with the token in Authorization, ended when the details
+//             close): a renewal and then a release by the test show in its
+//             history within a second each, and its TTL and row follow;
+//             a break through the dialog shows as broken, by whom, at once
 //   (d)       a read-only token sees no Break button, and its own
 //             POST .../break is 403 permission_denied
 //   (e)       an admin breaks a lock through the dialog: the old holder's
@@ -154,13 +159,25 @@ async function openConsole(browser, token, label) {
     document.addEventListener('securitypolicyviolation', (e) =>
       console.error(`CSP violation: ${e.violatedDirective} blocked ${e.blockedURI}`));
   });
+  // The page's events streams: request -> {name, auth, open}.
+  c.streams = new Map();
+  page.on('request', (req) => {
+    const m = /\/v1\/locks\/([^/?]+)\/events$/.exec(req.url());
+    if (m) c.streams.set(req, { name: decodeURIComponent(m[1]), auth: req.headers().authorization, open: true });
+  });
+  const ended = (req) => { const s = c.streams.get(req); if (s) s.open = false; };
+  page.on('requestfinished', ended);
+  page.on('requestfailed', ended);
   page.on('response', (r) => {
     if (!r.url().startsWith(BASE + '/')) return;
     pending.push((async () => {
       const req = r.request();
+      // An events stream's body never ends while the page follows it: its
+      // status and headers are logged, its body is not waited for.
+      const streaming = (r.headers()['content-type'] || '').startsWith('text/event-stream');
       let body = '';
       try {
-        body = req.method() === 'HEAD' || r.status() === 308 ? '' : await r.text();
+        body = req.method() === 'HEAD' || r.status() === 308 || streaming ? '' : await r.text();
       } catch {
         return; // the page moved on or closed before the body was read: nothing to check
       }
@@ -286,21 +303,63 @@ async function main() {
       ok('saved docs/console.png');
     }
 
-    // (c) its release shows within a second
-    let r = await api('POST', '/v1/locks/console.b/release', { body: { lease: b.lease }, token: ADMIN });
+    // (f) the details follow console.b's events: first where it stands...
+    const history = () => admin.page.$eval('#history', (h) => h.textContent);
+    const untilHistory = async (text, what) => {
+      const t0 = performance.now();
+      try {
+        await admin.page.waitForFunction((t) => document.getElementById('history').textContent.includes(t),
+          { polling: 20, timeout: 5000 * SCALE }, text);
+        return Math.round(performance.now() - t0);
+      } catch {
+        check(false, `(f) ${what}: '${text}' not in the history after 5 s: ${await history()}`);
+        return null;
+      }
+    };
+    await admin.page.waitForFunction(() => /^Live:/.test(document.getElementById('live').textContent),
+      { polling: 50, timeout: 5000 * SCALE }).catch(async () =>
+      check(false, '(f) the details of console.b are not live: ' + await admin.page.$eval('#live', (l) => l.textContent)));
+    check((await history()).includes(`Following its events: held, fence ${b.fence}, owner 'test-b'`),
+      `(f) the history says where console.b stood: ${await history()}`);
+    const bStreams = [...admin.streams.values()].filter((x) => x.name === 'console.b');
+    check(bStreams.length === 1 && bStreams[0].open && bStreams[0].auth === 'Bearer ' + ADMIN,
+      `(f) one open events stream for console.b, with the admin token (${bStreams.length} streams, ` +
+      `auth ${bStreams[0] && bStreams[0].auth ? 'set' : 'missing'})`);
+    // ...then a renewal...
+    let r = await api('POST', '/v1/locks/console.b/renew', { body: { lease: b.lease, ttl_ms: 45000 }, token: ADMIN });
+    must(r.status === 200, `renew console.b: ${show(r)}`);
+    const renewMs = await untilHistory(`Renewed: fence ${b.fence}, TTL 45.0 s.`, 'the renewal');
+    if (renewMs !== null) {
+      check(renewMs <= 1000 * SCALE, `(f) the renewal showed after ${renewMs} ms, want <= 1000`);
+      const ttl = parseFloat(await admin.page.$eval('#detail-fields dd.ttl', (d) => d.textContent));
+      check(ttl > 40 && ttl <= 45, `(f) the TTL follows the renewal: ${ttl} s`);
+      ok(`(f) console.b's renewal showed in its history ${renewMs} ms after its reply (TTL now ${ttl} s)`);
+    }
+
+    // (c) ...and its release, in the list and the history, within a second
+    r = await api('POST', '/v1/locks/console.b/release', { body: { lease: b.lease }, token: ADMIN });
     must(r.status === 200, `release console.b: ${show(r)}`);
     const released = performance.now();
     try {
       await admin.page.waitForFunction((sel) => !document.querySelector(sel),
-        { polling: 50, timeout: 5000 * SCALE }, rowSel('lock', 'console.b'));
+        { polling: 20, timeout: 5000 * SCALE }, rowSel('lock', 'console.b'));
       const ms = Math.round(performance.now() - released);
       check(ms <= 1000 * SCALE, `(c) the release showed after ${ms} ms, want <= 1000`);
-      ok(`(c) the release of console.b showed ${ms} ms after its reply`);
+      ok(`(c) the release of console.b left the list ${ms} ms after its reply`);
     } catch {
       check(false, '(c) the release of console.b did not show in 5 s');
     }
-    await admin.page.waitForFunction(() => /No longer held/.test(document.getElementById('history').textContent),
-      { polling: 50, timeout: 5000 * SCALE }).catch(() => check(false, '(c) the history does not show the release'));
+    const releaseMs = await untilHistory(`Released by its holder: fence ${b.fence}.`, 'the release');
+    if (releaseMs !== null) {
+      const ms = Math.round(performance.now() - released);
+      check(ms <= 1000 * SCALE, `(f) the release showed in the history after ${ms} ms, want <= 1000`);
+      const st = await admin.page.$eval('#detail-fields', (d) => d.textContent);
+      check(/not held: released by its holder/.test(st), `(f) the details say it was released: ${st}`);
+      ok(`(f) console.b's release showed in its history ${ms} ms after its reply`);
+    }
+    // A poll that was under way must not bring the released lock back.
+    await new Promise((res) => setTimeout(res, 2500));
+    check(!(await row(admin.page, 'console.b')), '(f) console.b came back into the list after its release');
 
     // The prefix filter: picketd filters, the page shows what it sent.
     await admin.page.type('#prefix', 'billing.');
@@ -346,6 +405,13 @@ async function main() {
       const who = await api('GET', '/v1/whoami', { token: ADMIN });
       must(false, `(e) no Break button for the admin token (GET /v1/whoami: ${show(who)})`);
     }
+    // Its details follow its events (console.b's stream ends).
+    await admin.page.click(rowSel('lock', 'console.e') + ' button.details');
+    await admin.page.waitForFunction(() => /^Live:/.test(document.getElementById('live').textContent) &&
+      document.getElementById('history').textContent.includes('Following its events: held'),
+      { polling: 50, timeout: 5000 * SCALE }).catch(() => check(false, '(f) the details of console.e are not live'));
+    const open = [...admin.streams.values()].filter((x) => x.open).map((x) => x.name);
+    check(open.length === 1 && open[0] === 'console.e', `(f) open events streams: ${open.join(', ')}`);
     // Escape leaves the dialog and breaks nothing.
     await admin.page.click(breakSel);
     await admin.page.waitForSelector('#break-dialog[open]', { timeout: 5000 * SCALE });
@@ -369,6 +435,11 @@ async function main() {
       must(false, '(e) the dialog stayed open: ' + await admin.page.$eval('#break-error', (e) => e.textContent)));
     const said = await admin.page.$eval('#notice', (s) => s.textContent);
     check(/^Broke 'console\.e'/.test(said), `(e) the console says it broke console.e: ${said}`);
+    if (await untilHistory(`Broken by token 'admin': the lease of fence ${old.json.fence} ended`, 'the break') !== null) {
+      const st = await admin.page.$eval('#detail-fields', (d) => d.textContent);
+      check(/not held: broken/.test(st), `(f) the details say console.e was broken: ${st}`);
+      ok('(f) the break of console.e showed in its history from its events');
+    }
 
     r = await api('POST', '/v1/locks/console.e/renew', { body: { lease: old.json.lease }, token: ADMIN });
     check(r.status === 409 && code(r) === 'lease_lost', `(e) the old holder's renew after the break: ${show(r)}`);
@@ -383,7 +454,17 @@ async function main() {
     check(r.json && r.json.value === 'written by the new holder', `(e) fenced-kv keeps the new holder's value: ${show(r)}`);
     ok(`(e) broken through the console: renew lease_lost, fence ${old.json.fence} -> ${next.json.fence}, ` +
       'the old holder\'s write refused by fenced-kv');
+    await untilHistory(`Granted: fence ${next.json.fence}, owner 'new-holder'`, 'the new grant');
     await api('POST', '/v1/locks/console.e/release', { body: { lease: next.json.lease }, token: ADMIN });
+    // Closing the details ends the stream.
+    await admin.page.click('#detail-close');
+    await admin.page.waitForFunction(() => document.getElementById('detail').hidden, { timeout: 5000 * SCALE });
+    const t0 = performance.now();
+    while ([...admin.streams.values()].some((x) => x.open) && performance.now() - t0 < 5000 * SCALE) {
+      await new Promise((res) => setTimeout(res, 20));
+    }
+    const left = [...admin.streams.values()].filter((x) => x.open).map((x) => x.name);
+    check(left.length === 0, `(f) events streams left open after the details closed: ${left.join(', ')}`);
 
     // (a) no console error, page error or CSP violation on any page, all along
     for (const c of pages) await Promise.allSettled(c.pending);

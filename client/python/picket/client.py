@@ -209,12 +209,22 @@ class Client:
         with self._mu:
             if self._idle:
                 return self._idle.pop(), True
+        return self._new_conn(self.timeout), False
+
+    def _new_conn(self, timeout):
+        """A new connection with this client's TLS settings (not pooled)."""
         if self._https:
-            c = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout,
-                                            context=self._ssl)
-        else:
-            c = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
-        return c, False
+            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout,
+                                               context=self._ssl)
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+
+    def _headers(self, accept="application/json"):
+        """Accept and, with a token, Authorization (the token never goes
+        anywhere else: not in a URL, not in a message)."""
+        headers = {"Accept": accept}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        return headers
 
     def _put(self, c):
         with self._mu:
@@ -239,11 +249,9 @@ class Client:
     # -- one request ---------------------------------------------------------
     def _once(self, method, path, body, timeout, stamp):
         data = None if body is None else json.dumps(body).encode()
-        headers = {"Accept": "application/json"}
+        headers = self._headers()
         if data is not None:
             headers["Content-Type"] = "application/json"
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
         for attempt in (0, 1):
             c, reused = self._conn()
             try:
@@ -274,14 +282,20 @@ class Client:
             doc = None
         if 200 <= r.status < 300 and isinstance(doc, dict):
             return doc
+        raise self._error(method, path, r.status, doc)
+
+    @staticmethod
+    def _error(method, path, status, doc):
+        """The exception for a reply that is not a success: the API error
+        of its body (doc: the parsed JSON), else a transport error."""
         err = doc.get("error") if isinstance(doc, dict) else None
         if not isinstance(err, dict) or "code" not in err:
-            raise PicketTransportError(f"{method} {path}: HTTP {r.status} without an API error body",
-                                       status=r.status)
+            return PicketTransportError(f"{method} {path}: HTTP {status} without an API error body",
+                                        status=status)
         ra = err.get("retry_after_ms")
-        raise error_for(err["code"], err.get("message", ""), status=r.status,
-                        retry_after=None if ra is None else ra / 1000.0, owner=err.get("owner"),
-                        limit=err.get("limit"))
+        return error_for(err["code"], err.get("message", ""), status=status,
+                         retry_after=None if ra is None else ra / 1000.0, owner=err.get("owner"),
+                         limit=err.get("limit"))
 
     def _call(self, method, path, body=None, extra_timeout=0.0, deadline=None, stamp=None):
         """A request, retried on transport errors and 503 with capped
@@ -548,6 +562,20 @@ class Client:
         granted."""
         return self._once("POST", self._path(name, "break"), {}, self.timeout, None)
 
+    def watch(self, name, timeout=None, idle=60.0):
+        """Follow lock name's events (GET /v1/locks/{name}/events): an
+        iterator of LockEvent, first a "state" (where the lock stands),
+        then "granted", "renewed", "released", "expired", "broken" as they
+        happen, and a "heartbeat" after each quiet spell. It ends after
+        timeout seconds (None: never) or close(); it raises
+        PicketTransportError when the stream breaks or stays silent for
+        idle seconds. Opens a connection of its own; close() it (or use it
+        as a context manager). Raises EventsUnsupported (a NotFound) when
+        picketd has no events, PermissionDenied without the read verb under
+        --auth-file, TooManyWatchers past picketd's limit of streams."""
+        from .events import Watch
+        return Watch(self, self._path(name, "events"), timeout=timeout, idle=idle)
+
     def whoami(self):
         """What this client's token may do (GET /v1/whoami): {token (its name
         in picketd's --auth-file; None without --auth-file), verbs (of lock,
@@ -562,15 +590,19 @@ class Client:
         return RWLock(self, name)
 
     def lock(self, name, ttl=30.0, wait=0.0, owner=None, renew_every=None, on_lost=None,
-             lock_delay=0.0, max_hold=None):
+             lock_delay=0.0, max_hold=None, watch=True):
         """A context manager: acquires, keeps the lease renewed from a
         background thread every ttl/3, and releases on exit (also on an
         exception). `with client.lock("x", ttl=30) as lease:` gives the
         Lease; check lease.valid() before each write. With max_hold the
-        keeper stops renewing at the cap, and the lease is lost there."""
+        keeper stops renewing at the cap, and the lease is lost there.
+        With watch (the default) a second thread follows the lock's events
+        (watch()), so a break, an expiry or another's grant sets lease.lost
+        at once rather than at the next renewal; against a picketd without
+        events, or a token without the read verb, it renews only."""
         from .keeper import Held
         return Held(self, name, ttl, wait, owner, renew_every, on_lost,
-                    {"lock_delay": lock_delay, "max_hold": max_hold})
+                    {"lock_delay": lock_delay, "max_hold": max_hold}, watch=watch)
 
     def semaphore(self, name, limit, ttl=30.0, wait=0.0, owner=None, renew_every=None,
                   on_lost=None, lock_delay=0.0, max_hold=None):

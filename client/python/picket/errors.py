@@ -77,6 +77,8 @@ _CODES = {
     "not_replicated": (Unavailable, "503: the grant did not reach the replicas asked for."),
     "store_tampered": (Unavailable, "503: another writer changed this lock's fence state."),
     "too_many_waiters": (QuotaExceeded, "429/503: too many waiting acquires."),
+    "too_many_watchers": (QuotaExceeded, "429/503: too many event streams open (this client's, "
+                                         "or picketd's in all)."),
     "shutting_down": (Unavailable, "503: picketd is stopping."),
 }
 
@@ -92,6 +94,14 @@ ERROR_CLASSES["semaphore_full"] = _cls(
 globals().update({c.__name__: c for c in ERROR_CLASSES.values()})
 
 
+class EventsUnsupported(ERROR_CLASSES["not_found"]):
+    """404 on GET /v1/locks/{name}/events: a picketd older than lock events
+    (Client.watch). A NotFound, so `except NotFound` catches it too; the
+    keeper of Client.lock() falls back to renewing only."""
+
+    code = "not_found"
+
+
 def error_for(code, message, status=None, retry_after=None, owner=None, limit=None):
     """The exception for an error body's code (PicketError if unknown)."""
     cls = ERROR_CLASSES.get(code, PicketError)
@@ -100,4 +110,5 @@ def error_for(code, message, status=None, retry_after=None, owner=None, limit=No
 
 
 __all__ = ["PicketError", "PicketTransportError", "QuotaExceeded", "Unavailable",
-           "ERROR_CLASSES", "error_for"] + [c.__name__ for c in ERROR_CLASSES.values()]
+           "EventsUnsupported", "ERROR_CLASSES",
+           "error_for"] + [c.__name__ for c in ERROR_CLASSES.values()]
