@@ -1,12 +1,17 @@
 /* internal.h: what the files of libpicket share and users must not see: the
- * lease struct (the keeper updates it in place) and the hooks the keeper
+ * lease struct (the keeper updates it in place), the hooks the keeper
  * needs on a client (a private copy, and a flag that aborts a request in
- * flight so that stopping a keeper never waits for a slow server).
+ * flight so that stopping a keeper never waits for a slow server), and
+ * what a watch (events.c) borrows from a client: its connection settings,
+ * its error mapping and its place for the detail of a failed call.
  * Symbols here are picket__* and hidden. */
 #ifndef PICKET_INTERNAL_H
 #define PICKET_INTERNAL_H
 
+#include <curl/curl.h>
+#include <jansson.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "picket/picket.h"
@@ -54,5 +59,41 @@ int64_t picket__client_backoff_ms(picket_client *c, int attempt);
 /* picket_renew, but no attempt runs past until_ms (monotonic; 0: no
  * bound), so a keeper learns in time that its deadline came. */
 int picket__renew(picket_client *c, picket_lease *l, int64_t ttl_ms, int64_t until_ms);
+
+/* ---- for events.c ---- */
+
+/* Sets on h what every transfer of c has (TLS files, connect timeout, no
+ * redirects, no signals), its callbacks (both get ud) and error buffer,
+ * and makes *headers (the caller frees them after h) its request headers:
+ * c's bearer token, "Accept: `accept`" and the User-Agent. 0, or
+ * PICKET_ENOMEM. */
+int picket__client_stream_setup(const picket_client *c, CURL *h, const char *accept,
+                                struct curl_slist **headers, curl_write_callback on_write,
+                                curl_xferinfo_callback on_xfer, void *ud, char *errbuf);
+const char *picket__client_base_url(const picket_client *c); /* "http://h:p", no '/' at the end */
+const atomic_int *picket__client_abort_flag(const picket_client *c); /* NULL: none */
+int64_t picket__client_request_timeout_ms(const picket_client *c);
+/* A non-2xx reply (its body, JSON or not) as the PICKET_E* code a call
+ * would return, with its detail (status, code, message) kept on c. */
+int picket__client_reply_error(picket_client *c, long status, const char *body, size_t len);
+/* Forgets the last call's detail: a new call begins. */
+void picket__client_clear(picket_client *c);
+/* A failure found without a reply: err, with `message` as c's detail. */
+int picket__client_fail(picket_client *c, int err, const char *message);
+/* The PICKET_E* code of a failed libcurl transfer. */
+int picket__err_from_curl(CURLcode rc);
+/* An integer member >= min, or -1 when missing, mistyped or smaller. */
+int64_t picket__json_int(const json_t *j, const char *key, int64_t min);
+/* An "owner" member (NULL, null or a string) into has/buf: 0, or -1 when
+ * it has another type. */
+int picket__json_owner(const json_t *owner, int *has, char *buf, size_t cap);
+
+/* A watch in two steps, so that a keeper can hand it to its stopping
+ * thread (picket_watch_interrupt) before it waits on the network:
+ * _new allocates and sets up (no I/O; the abort flag of c, if any, also
+ * ends the watch), _connect sends the request and waits for the reply's
+ * head (a refusal's detail goes on c). picket_watch_open is both. */
+int picket__watch_new(picket_client *c, const char *name, picket_watch **out);
+int picket__watch_connect(picket_watch *w, picket_client *c);
 
 #endif

@@ -172,6 +172,57 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
   return c->abort_flag != NULL && atomic_load(c->abort_flag) != 0;
 }
 
+/* What every transfer of client c has, its own and its watches'
+ * (events.c): the TLS files, the connect timeout, http(s) only, no
+ * redirects, no signals (threads: no SIGALRM), and where its body, its
+ * progress (a stop flag's check) and its error message go. */
+static void configure_easy(const picket_client *c, CURL *h, curl_write_callback on_write,
+                           curl_xferinfo_callback on_xfer, void *ud, char *errbuf) {
+  if (c->ca_file != NULL) {
+    /* Only this bundle: no CA directory of the system's beside it. */
+    curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+    curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
+  }
+  if (c->cert_file != NULL) { /* and key_file: options_valid */
+    curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert_file);
+    curl_easy_setopt(h, CURLOPT_SSLKEY, c->key_file);
+  }
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->opts.connect_timeout_ms);
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, ud);
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_xfer);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, ud);
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+}
+
+/* Request headers: the bearer token's (when there is one), then the n
+ * `fixed` ones. NULL when out of memory. */
+static struct curl_slist *headers_new(const char *token, const char *const *fixed, size_t n) {
+  struct curl_slist *list = NULL, *h;
+  if (token != NULL) {
+    char *auth = malloc(strlen(token) + 32);
+    if (auth == NULL) return NULL;
+    sprintf(auth, "Authorization: Bearer %s", token);
+    h = curl_slist_append(list, auth);
+    explicit_bzero(auth, strlen(auth));
+    free(auth);
+    if (h == NULL) return NULL;
+    list = h;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if ((h = curl_slist_append(list, fixed[i])) == NULL) {
+      curl_slist_free_all(list);
+      return NULL;
+    }
+    list = h;
+  }
+  return list;
+}
+
 static int options_valid(const picket_options *o) {
   return o->connect_timeout_ms > 0 && o->request_timeout_ms > 0 && o->retries >= 0 &&
          o->retry_base_ms >= 0 && o->retry_max_ms >= o->retry_base_ms &&
@@ -213,26 +264,13 @@ int picket_client_new(const char *base_url, const picket_options *opts, picket_c
   while (n > 0 && c->base_url[n - 1] == '/') c->base_url[--n] = '\0';
   c->opts.bearer_token = NULL;
   if (opts->bearer_token != NULL) {
-    char *auth = malloc(strlen(opts->bearer_token) + 32);
-    c->token = strdup(opts->bearer_token);
-    if (auth == NULL || c->token == NULL) {
-      free(auth);
-      goto nomem;
-    }
+    if ((c->token = strdup(opts->bearer_token)) == NULL) goto nomem;
     c->opts.bearer_token = c->token;
-    sprintf(auth, "Authorization: Bearer %s", opts->bearer_token);
-    struct curl_slist *h = curl_slist_append(c->headers, auth);
-    free(auth);
-    if (h == NULL) goto nomem;
-    c->headers = h;
   }
   c->opts.ca_file = NULL;
   if (opts->ca_file != NULL) {
     if ((c->ca_file = strdup(opts->ca_file)) == NULL) goto nomem;
     c->opts.ca_file = c->ca_file;
-    /* Only this bundle: no CA directory of the system's beside it. */
-    curl_easy_setopt(c->curl, CURLOPT_CAINFO, c->ca_file);
-    curl_easy_setopt(c->curl, CURLOPT_CAPATH, NULL);
   }
   c->opts.cert_file = c->opts.key_file = NULL;
   if (opts->cert_file != NULL) { /* and key_file: options_valid */
@@ -241,17 +279,12 @@ int picket_client_new(const char *base_url, const picket_options *opts, picket_c
       goto nomem;
     c->opts.cert_file = c->cert_file;
     c->opts.key_file = c->key_file;
-    curl_easy_setopt(c->curl, CURLOPT_SSLCERT, c->cert_file);
-    curl_easy_setopt(c->curl, CURLOPT_SSLKEY, c->key_file);
   }
   /* No "Expect: 100-continue" round trip; bodies are tiny. */
-  const char *fixed[] = {"Content-Type: application/json", "Accept: application/json",
-                         "Expect:", "User-Agent: libpicket/" PICKET_VERSION};
-  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
-    struct curl_slist *h = curl_slist_append(c->headers, fixed[i]);
-    if (h == NULL) goto nomem;
-    c->headers = h;
-  }
+  static const char *const fixed[] = {"Content-Type: application/json", "Accept: application/json",
+                                      "Expect:", "User-Agent: libpicket/" PICKET_VERSION};
+  if ((c->headers = headers_new(c->token, fixed, sizeof fixed / sizeof fixed[0])) == NULL)
+    goto nomem;
   /* Jitter needs no cryptographic quality, only different clients
    * spreading out; the lease-id generator gives a random seed. */
   char seed[PICKET_PROTO_LEASE_LEN + 1];
@@ -259,17 +292,8 @@ int picket_client_new(const char *base_url, const picket_options *opts, picket_c
   c->rng ^= (uint64_t)(uintptr_t)c ^ (uint64_t)picket_now_ms();
   if (c->rng == 0) c->rng = 0x9e3779b97f4a7c15ULL;
 
+  configure_easy(c, c->curl, on_body, on_progress, c, c->curl_err);
   curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->headers);
-  curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, c);
-  curl_easy_setopt(c->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-  curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, c);
-  curl_easy_setopt(c->curl, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->curl_err);
-  curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM */
-  curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)c->opts.connect_timeout_ms);
-  curl_easy_setopt(c->curl, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c->curl, CURLOPT_FOLLOWLOCATION, 0L);
   clear_detail(c);
   *out = c;
   return 0;
@@ -311,6 +335,25 @@ int64_t picket__client_backoff_ms(picket_client *c, int attempt) {
   return cap / 2 + (int64_t)(c->rng % (uint64_t)(cap - cap / 2 + 1));
 }
 
+int picket__client_stream_setup(const picket_client *c, CURL *h, const char *accept,
+                                struct curl_slist **headers, curl_write_callback on_write,
+                                curl_xferinfo_callback on_xfer, void *ud, char *errbuf) {
+  char accept_header[128];
+  snprintf(accept_header, sizeof accept_header, "Accept: %s", accept);
+  const char *const fixed[] = {accept_header, "User-Agent: libpicket/" PICKET_VERSION};
+  if ((*headers = headers_new(c->token, fixed, sizeof fixed / sizeof fixed[0])) == NULL)
+    return PICKET_ENOMEM;
+  configure_easy(c, h, on_write, on_xfer, ud, errbuf);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, *headers);
+  return 0;
+}
+
+const char *picket__client_base_url(const picket_client *c) { return c->base_url; }
+const atomic_int *picket__client_abort_flag(const picket_client *c) { return c->abort_flag; }
+int64_t picket__client_request_timeout_ms(const picket_client *c) {
+  return c->opts.request_timeout_ms;
+}
+
 long picket_client_status(const picket_client *c) { return c->status; }
 const char *picket_client_error_code(const picket_client *c) { return c->code; }
 const char *picket_client_error_message(const picket_client *c) { return c->message; }
@@ -322,8 +365,7 @@ int64_t picket_client_sem_limit(const picket_client *c) { return c->sem_limit; }
 
 /* ---- one HTTP exchange ---------------------------------------------------- */
 
-static int from_curl(picket_client *c, CURLcode rc) {
-  snprintf(c->message, sizeof c->message, "%s", c->curl_err[0] ? c->curl_err : curl_easy_strerror(rc));
+int picket__err_from_curl(CURLcode rc) {
   switch (rc) {
   case CURLE_OPERATION_TIMEDOUT:
     return PICKET_ETIMEDOUT;
@@ -331,12 +373,18 @@ static int from_curl(picket_client *c, CURLcode rc) {
     return PICKET_ECANCELED;
   case CURLE_OUT_OF_MEMORY:
     return PICKET_ENOMEM;
-  case CURLE_WRITE_ERROR:
-    snprintf(c->message, sizeof c->message, "reply larger than %zu bytes", c->body_max - 1);
-    return PICKET_EPROTO;
   default:
     return PICKET_ETRANSPORT;
   }
+}
+
+static int from_curl(picket_client *c, CURLcode rc) {
+  if (rc == CURLE_WRITE_ERROR) { /* on_body refused it */
+    snprintf(c->message, sizeof c->message, "reply larger than %zu bytes", c->body_max - 1);
+    return PICKET_EPROTO;
+  }
+  snprintf(c->message, sizeof c->message, "%s", c->curl_err[0] ? c->curl_err : curl_easy_strerror(rc));
+  return picket__err_from_curl(rc);
 }
 
 /* Reads an integer member >= min, or -1 when missing, mistyped or smaller. */
@@ -401,6 +449,22 @@ static int from_reply(picket_client *c, long status, json_t *j) {
   if (status == 503) return PICKET_EUNAVAIL;
   if (status == 400) return PICKET_EINVAL;
   return status >= 400 ? PICKET_ESERVER : PICKET_EPROTO;
+}
+
+int picket__client_reply_error(picket_client *c, long status, const char *body, size_t len) {
+  clear_detail(c);
+  c->status = status;
+  json_t *j = len > 0 ? json_loadb(body, len, 0, NULL) : NULL;
+  int err = from_reply(c, status, j);
+  json_decref(j);
+  return err;
+}
+
+void picket__client_clear(picket_client *c) { clear_detail(c); }
+
+int picket__client_fail(picket_client *c, int err, const char *message) {
+  clear_detail(c);
+  return fail(c, err, message);
 }
 
 /* Sends one request (body NULL: GET) with the given total timeout and
@@ -878,6 +942,13 @@ static int take_owner(const json_t *owner, int *has, char *buf, size_t cap) {
     snprintf(buf, cap, "%s", json_string_value(owner));
   }
   return 0;
+}
+
+int64_t picket__json_int(const json_t *j, const char *key, int64_t min) {
+  return get_int(j, key, min);
+}
+int picket__json_owner(const json_t *owner, int *has, char *buf, size_t cap) {
+  return take_owner(owner, has, buf, cap);
 }
 
 /* An optional integer member that may be null: 0 with *out = its value

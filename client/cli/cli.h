@@ -1,10 +1,12 @@
 /* cli.h: what the files of the `picket` command share: parsed arguments,
- * exit codes, JSON output, the run command (run.c) and the operators'
- * commands (ops.c). main.c parses and runs the other commands. */
+ * exit codes, JSON output, the run command (run.c), the operators'
+ * commands (ops.c) and watch (watch.c). main.c parses and runs the other
+ * commands. */
 #ifndef PICKET_CLI_H
 #define PICKET_CLI_H
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "picket/picket.h"
@@ -47,6 +49,7 @@ typedef struct {
   int all;            /* ls --all: every page */
   int json;           /* ls, show, break --json: the replies as JSON */
   int yes;            /* break --yes: no confirmation */
+  int64_t count;      /* watch --count: exit after this many events; 0: never */
 } cli_args;
 
 /* Prints "picket: <what>: <error>[: <server message>]" to stderr and returns
@@ -71,6 +74,11 @@ json_t *cli_string_or_null(const char *s);
 int cli_ls(picket_client *c, const cli_args *a);
 int cli_show(picket_client *c, const cli_args *a);
 int cli_break(picket_client *c, const cli_args *a);
+/* An epoch time in ms as ISO 8601 UTC with milliseconds (ops.c). */
+void cli_fmt_iso(char *buf, size_t cap, int64_t ms);
+
+/* `picket watch` (watch.c); returns the exit code. */
+int cli_watch(picket_client *c, const cli_args *a);
 
 /* `picket token ...` (token.c); argv[0] is "token". Returns the exit code. */
 int cli_token(int argc, char **argv);

@@ -2,10 +2,11 @@
  * commands (acquire, renew, release, status) on libpicket, for locks,
  * with --semaphore for counting semaphores' permits, and with --read,
  * --write or --rwlock for read/write locks' leases. `run` lives in
- * run.c, `token` in token.c, the operators' ls, show and break in ops.c.
+ * run.c, `token` in token.c, the operators' ls, show and break in ops.c,
+ * `watch` in watch.c.
  * Output is one JSON object per command on stdout (or shell assignments
- * with acquire --shell; a table or lines for people from ls, show and
- * break without --json); errors are one line on stderr, with an exit code
+ * with acquire --shell; a table or lines for people from ls, show, break
+ * and watch without --json); errors are one line on stderr, with an exit code
  * from cli.h that scripts can act on.
  *
  * Secrets never come from argv, which any user can read in ps: the bearer
@@ -50,6 +51,13 @@ static const char usage_text[] =
     "      a lock for people: held, owner, fence, TTL, when acquired (age and UTC\n"
     "      time), renewals, waiters; --json: {lock, held, fence, ttl_ms, owner,\n"
     "      acquired_at, renewals, waiters}\n"
+    "  watch NAME [--json] [--count N]\n"
+    "      print the lock's events as they happen, one line each: the time (UTC), the\n"
+    "      event (state first, then granted, renewed, released, expired, broken) and\n"
+    "      its fence, owner, ttl_ms, next_fence, by; --json: {\"event\": TYPE, \"data\":\n"
+    "      {...}} a line, data as picketd sends it. Runs until SIGINT or SIGTERM (exit\n"
+    "      0) or --count N events; a dropped stream is opened again (a new state line\n"
+    "      says where the lock stands). Needs the read verb under --auth-file\n"
     "  break NAME [--yes] [--json]\n"
     "      end the lock's lease now and move its fence past it (the holder's writes\n"
     "      to fenced storage are refused, its renew and release exit 76); print\n"
@@ -63,8 +71,9 @@ static const char usage_text[] =
     "      PICKET_FENCE, PICKET_LEASE and PICKET_DEADLINE_MS set, renew every ttl/3\n"
     "      while it runs, forward SIGINT, SIGTERM, SIGHUP and SIGQUIT to it, release\n"
     "      when it exits and exit with its status (128+N if killed by signal N).\n"
-    "      If the lease is lost (--max-hold reached included): SIGTERM the child's\n"
-    "      group, SIGKILL it after --grace, exit 76.\n"
+    "      If the lease is lost (--max-hold reached included; a break or another's\n"
+    "      grant is seen at once in the lock's events): SIGTERM the child's group,\n"
+    "      SIGKILL it after --grace, exit 76.\n"
     "  With --semaphore, NAME is a counting semaphore's and the command works on one\n"
     "      of its permits: acquire and run take one of its --limit N permits (the\n"
     "      grant adds semaphore, permit, limit and fence_lock; --shell and run's CMD\n"
@@ -117,7 +126,8 @@ static const char usage_text[] =
     "                 other writers are kept out, and its fence is above every earlier one\n"
     "  --rwlock       renew, release, status: NAME is a read/write lock's\n"
     "  --all          ls: follow the listing to its end (at most 10000 pages)\n"
-    "  --json         ls, show, break: print the API's JSON instead of text for people\n"
+    "  --json         ls, show, break, watch: print the API's JSON instead of text for people\n"
+    "  --count N      watch: exit 0 after N events (heartbeats are neither shown nor counted)\n"
     "  --yes          break: do not ask (needed when stdin is not a terminal)\n"
     "  -h, --help     this text;  --version  the version\n"
     "  Durations are an integer with a unit: 250ms, 30s, 5m, 1h (a bare number is an error).\n"
@@ -214,7 +224,7 @@ static int parse_duration(const char *s, int64_t *out) {
 enum { F_TTL = 1, F_WAIT = 2, F_GRACE = 4, F_OWNER = 8, F_LEASE = 16, F_SHELL = 32,
        F_LEASE_FILE = 64, F_LOCK_DELAY = 128, F_MAX_HOLD = 256, F_SEMAPHORE = 512,
        F_LIMIT = 1024, F_READ = 2048, F_WRITE = 4096, F_RWLOCK = 8192, F_ALL = 16384,
-       F_JSON = 32768, F_YES = 65536 };
+       F_JSON = 32768, F_YES = 65536, F_COUNT = 131072 };
 /* the flags that take no value */
 #define F_SWITCHES (F_SHELL | F_SEMAPHORE | F_READ | F_WRITE | F_RWLOCK | F_ALL | F_JSON | F_YES)
 static const struct {
@@ -231,6 +241,7 @@ static const struct {
     {"ls", F_LIMIT | F_ALL | F_JSON},
     {"show", F_JSON},
     {"break", F_YES | F_JSON},
+    {"watch", F_JSON | F_COUNT},
 };
 
 static int flag_bit(const char *name) {
@@ -242,7 +253,7 @@ static int flag_bit(const char *name) {
                {"lease-file", F_LEASE_FILE}, {"lock-delay", F_LOCK_DELAY},
                {"max-hold", F_MAX_HOLD}, {"semaphore", F_SEMAPHORE}, {"limit", F_LIMIT},
                {"read", F_READ}, {"write", F_WRITE}, {"rwlock", F_RWLOCK},
-               {"all", F_ALL}, {"json", F_JSON}, {"yes", F_YES}};
+               {"all", F_ALL}, {"json", F_JSON}, {"yes", F_YES}, {"count", F_COUNT}};
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
     if (strcmp(flags[i].name, name) == 0) return flags[i].bit;
   return 0;
@@ -434,17 +445,22 @@ static int parse(int argc, char **argv, cli_args *a) {
           return usage_error("--owner: at most 128 characters of UTF-8 without control characters: %s",
                              val);
         a->owner = val;
-      } else if (bit == F_LIMIT) {
+      } else if (bit == F_LIMIT || bit == F_COUNT) {
         char *end;
         errno = 0;
         long long v = strtoll(val, &end, 10);
         int ls = strcmp(a->command, "ls") == 0;
-        if (val[0] < '0' || val[0] > '9' || *end != '\0' || errno != 0 || v < 1 ||
-            v > (ls ? PICKET_LIST_MAX : PICKET_SEM_LIMIT_MAX))
-          return usage_error(ls ? "--limit: names a page, 1 to 1000, not '%s'"
-                                : "--limit: a number of permits, 1 to 100000, not '%s'",
+        long long max = bit == F_COUNT ? 1000000000LL : ls ? PICKET_LIST_MAX : PICKET_SEM_LIMIT_MAX;
+        if (val[0] < '0' || val[0] > '9' || *end != '\0' || errno != 0 || v < 1 || v > max)
+          return usage_error(bit == F_COUNT ? "--count: a number of events, 1 to 1000000000, "
+                                              "not '%s'"
+                             : ls           ? "--limit: names a page, 1 to 1000, not '%s'"
+                                            : "--limit: a number of permits, 1 to 100000, not '%s'",
                              val);
-        a->limit = v;
+        if (bit == F_COUNT)
+          a->count = v;
+        else
+          a->limit = v;
       } else if (bit == F_LEASE) {
         if (!picket_proto_lease_valid(val, strlen(val)))
           return usage_error("--lease: a lease id is 32 lowercase hex digits, not '%s'", val);
@@ -734,6 +750,8 @@ int main(int argc, char **argv) {
     rc = cli_show(c, &a);
   else if (strcmp(a.command, "break") == 0)
     rc = cli_break(c, &a);
+  else if (strcmp(a.command, "watch") == 0)
+    rc = cli_watch(c, &a);
   else
     rc = cli_run(c, &a);
   picket_client_free(c);

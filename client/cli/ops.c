@@ -45,8 +45,7 @@ static void fmt_duration(char *buf, size_t cap, int64_t ms) {
     snprintf(buf, cap, "%lldd%02lldh", (long long)(s / 86400), (long long)(s % 86400 / 3600));
 }
 
-/* An epoch time in ms as ISO 8601 UTC with milliseconds. */
-static void fmt_iso(char *buf, size_t cap, int64_t ms) {
+void cli_fmt_iso(char *buf, size_t cap, int64_t ms) {
   time_t t = (time_t)(ms / 1000);
   struct tm tm;
   char day[32];
@@ -219,7 +218,7 @@ int cli_show(picket_client *c, const cli_args *a) {
   printf("ttl:       %s\n", info.held ? ttl : "-");
   if (info.acquired_at_ms > 0) {
     fmt_age(age, sizeof age, info.acquired_at_ms, wall_ms());
-    fmt_iso(iso, sizeof iso, info.acquired_at_ms);
+    cli_fmt_iso(iso, sizeof iso, info.acquired_at_ms);
     printf("acquired:  %s ago (%s)\n", age, iso);
   } else {
     printf("acquired:  -\n");

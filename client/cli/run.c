@@ -12,7 +12,10 @@
  *
  * On loss: SIGTERM to the child's group at once, SIGKILL after --grace,
  * and exit CLI_EXIT_LOST whatever the child's status, because whatever it
- * did after the deadline was done without the lock. */
+ * did after the deadline was done without the lock. The keeper also
+ * watches the lock's events (a lock's lease, where picketd has them), so
+ * a break or another's grant reaches the pipe within milliseconds, not at
+ * the next renewal. */
 #define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
 #include <fcntl.h>

@@ -15,6 +15,11 @@
 #                   certificate (issue 16)
 #   client_secrets  picket --cacert/PICKET_CACERT, --token-file/PICKET_TOKEN,
 #                   --lease-file/PICKET_LEASE, `picket token new`, and run
+#   client_events   lock events: picket_watch (every event with its fences,
+#                   refusals, bounds, interrupt) and the keeper's watching
+#                   thread (a break, another's grant or an expiry reported at
+#                   once; stop, fallback to renewing only, reopening); prints
+#                   the break-to-on_lost latency
 if(NOT TARGET picket_static OR NOT TARGET picketd)
   return()
 endif()
@@ -28,6 +33,10 @@ add_test(NAME client_keeper COMMAND client_lib)
 set_tests_properties(client_keeper PROPERTIES TIMEOUT 120 LABELS "integration;client"
                      FIXTURES_REQUIRED contract
                      ENVIRONMENT "${PICKET_TEST_ENV};CK_RUN_SUITE=keeper")
+
+picket_check_test(client_events SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_client_events.c
+                  LIBS picket_static LABELS integration client TIMEOUT 180)
+add_dependencies(client_events picketd)
 
 picket_check_test(client_tls SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_client_tls.c
                   LIBS picket_static LABELS integration client TIMEOUT 120)

@@ -1,9 +1,10 @@
 # test_cli.sh: the `picket` command's one-shot commands (acquire, renew,
 # release, status; for locks, --semaphore and --read/--write/--rwlock) and
-# the operators' ls, show and break against a real picketd and
+# the operators' ls, show, break and watch against a real picketd and
 # redis-server, their output,
 # exit codes and PICKET_SERVER; and that bad flags give one line on stderr,
-# exit 2, and change nothing.
+# exit 2, and change nothing. Also `picket run` stopped by a break within
+# a second, through the lock's events rather than its next renewal.
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 P="$PICKET_BIN_DIR/picket"
 h_start_redis
@@ -21,7 +22,7 @@ json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval
 
 # --help lists every command, flag and exit code.
 expect 0 "$P" --help
-for w in acquire renew release status run ls show break --all --json --yes \
+for w in acquire renew release status run ls show break watch --all --json --yes --count \
          --server --ttl --wait --grace --owner --lease --shell \
          PICKET_SERVER 250ms " 75 " " 76 " " 125 " " 126 " " 127 "; do
   grep -q -- "$w" "$H_DIR/out" || h_fail "--help does not mention '$w'"
@@ -189,8 +190,11 @@ expect 76 "$P" renew cli-rw --lease "$RL" # not a lock's lease
 expect 0 env PICKET_LEASE="$RL" "$P" release cli-rw --rwlock
 expect 76 "$P" release cli-rw --rwlock --lease "$RL"
 
-# Bad flags and values: exit 2, one line on stderr, no request made.
-before=$(h_redis dbsize)
+# Bad flags and values: exit 2, one line on stderr, no request made. No
+# key may appear; keys with a TTL may expire meanwhile (a slow run: the
+# CI run of 71ac310 under ASan saw DBSIZE fall), so the check is that the
+# keys after are among the keys before.
+before=$(h_redis --raw keys '*' | sort)
 bad() {
   expect 2 "$P" "$@"
   [ "$(wc -l < "$H_DIR/err")" = 1 ] || h_fail "'$*': stderr is not one line: $(cat "$H_DIR/err")"
@@ -262,8 +266,15 @@ bad break 'a{b}' --yes
 bad break cli-b < /dev/null
 bad break cli-b --limit 2 --yes
 bad status cli-b --json
+bad watch
+bad watch 'bad name'
+bad watch cli-b --count 0
+bad watch cli-b --count 2x
+bad watch cli-b --yes
+bad watch cli-b extra
 bad acquire cli-b --ttl 2h # the server's --max-ttl-ms (1h): its 400 becomes 2
-[ "$(h_redis dbsize)" = "$before" ] || h_fail "a refused command changed Redis"
+new=$(comm -13 <(echo "$before") <(h_redis --raw keys '*' | sort))
+[ -z "$new" ] || h_fail "a refused command changed Redis: new keys $new"
 
 # ls: the held names under a prefix as a table (KIND NAME HOLDERS OWNER
 # FENCE TTL AGE RENEWALS WAITERS), in name order; --limit N shows N and
@@ -372,6 +383,72 @@ fi
 expect 0 "$P" acquire cli-brk --ttl 2m
 [ "$(json 'd["fence"]')" -gt "$NF" ] || h_fail "the grant after a break: $(cat "$H_DIR/out")"
 
+# watch: one line per event (time, event, members), state first; --count N
+# exits 0 after N; --json prints {event, data}; SIGTERM and SIGINT exit 0;
+# a server it cannot reach is exit 1 with one line.
+# lines FILE N: waits (5 s) until FILE has N lines.
+lines() {
+  for _ in $(seq 1 250); do [ "$(wc -l < "$1")" -ge "$2" ] && return 0; sleep 0.02; done
+  h_fail "$1 has not $2 lines: $(cat "$1")"
+}
+"$P" watch cli-watch --count 5 > "$H_DIR/watch" 2> "$H_DIR/watch.err" &
+WP=$!
+H_PIDS="$H_PIDS $WP" # killed by h_cleanup if a check fails first
+lines "$H_DIR/watch" 1
+expect 0 "$P" acquire cli-watch --ttl 2m --owner "bob o'neil"
+WL=$(json 'd["lease"]'); WF=$(json 'd["fence"]')
+expect 0 "$P" renew cli-watch --lease "$WL" --ttl 3m
+expect 0 "$P" release cli-watch --lease "$WL"
+expect 0 "$P" break cli-watch --yes
+wait "$WP" || h_fail "watch --count 5 exited $?: $(cat "$H_DIR/watch.err")"
+T='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z'
+W=("^$T state held=false fence=[0-9]+ ttl_ms=0\$"
+   "^$T granted fence=$WF owner=\"bob o'neil\" ttl_ms=120000\$"
+   "^$T renewed fence=$WF ttl_ms=180000\$"
+   "^$T released fence=$WF\$"
+   "^$T broken fence=0 next_fence=[0-9]+ by=\"address [^\"]+\"\$")
+for i in 0 1 2 3 4; do
+  line=$(sed -n "$((i + 1))p" "$H_DIR/watch")
+  [[ "$line" =~ ${W[$i]} ]] || h_fail "watch line $((i + 1)): '$line' is not '${W[$i]}'"
+done
+[ "$(wc -l < "$H_DIR/watch")" = 5 ] && [ ! -s "$H_DIR/watch.err" ] ||
+  h_fail "watch --count 5: $(cat "$H_DIR/watch" "$H_DIR/watch.err")"
+expect 0 "$P" watch cli-watch --json --count 1
+[ "$(json 'd["event"], d["data"]["name"], d["data"]["held"]')" = "('state', 'cli-watch', False)" ] ||
+  h_fail "watch --json: $(cat "$H_DIR/out")"
+for sig in TERM INT; do
+  env --default-signal=INT "$P" watch cli-watch > "$H_DIR/watch" 2> "$H_DIR/watch.err" &
+  WP=$!
+  H_PIDS="$H_PIDS $WP"
+  lines "$H_DIR/watch" 1
+  kill -"$sig" "$WP"
+  rc=0; wait "$WP" || rc=$?
+  [ "$rc" = 0 ] && [ ! -s "$H_DIR/watch.err" ] || h_fail "watch after SIG$sig exited $rc: $(cat "$H_DIR/watch.err")"
+done
+expect 1 "$P" --server http://127.0.0.1:1 watch cli-watch
+[ "$(wc -l < "$H_DIR/err")" = 1 ] && grep -q 'watch cli-watch' "$H_DIR/err" ||
+  h_fail "watch without a server: $(cat "$H_DIR/err")"
+
+# run: a break stops the command within a second (SIGTERM at once, exit
+# 76), though its next renewal is 10 s away: the keeper hears the break
+# in the lock's events.
+"$P" run cli-runbrk --ttl 30s --grace 5s -- sleep 60 2> "$H_DIR/run.err" &
+RP=$!
+H_PIDS="$H_PIDS $RP"
+streams() { curl -s "$PICKETD_URL/metrics" | sed -n 's/^picket_event_streams //p'; }
+for _ in $(seq 1 250); do
+  "$P" status cli-runbrk 2>/dev/null | grep -q '"held":true' && [ "$(streams)" -ge 1 ] && break
+  sleep 0.02
+done
+[ "$(streams)" -ge 1 ] || h_fail "run does not watch its lock: $(cat "$H_DIR/run.err")"
+t0=$(h_now_ms)
+expect 0 "$P" break cli-runbrk --yes
+rc=0; wait "$RP" || rc=$?
+took=$(( $(h_now_ms) - t0 ))
+[ "$rc" = 76 ] || h_fail "run after a break exited $rc: $(cat "$H_DIR/run.err")"
+[ "$took" -lt $(( 1000 * ${PICKET_TIME_SCALE:-1} )) ] || h_fail "run took $took ms to stop after a break"
+grep -q 'no longer held' "$H_DIR/run.err" || h_fail "run after a break: $(cat "$H_DIR/run.err")"
+
 # Under --auth-file: ls shows only the token's prefixes and needs the list
 # verb; break needs the admin verb (403: exit 1 with the server's message).
 expect 0 "$P" token new ops cli-ls.,cli-brk lock,read,list,admin
@@ -390,5 +467,13 @@ expect 1 env PICKET_TOKEN="$T_READ" "$P" --server "$PICKETD_URL" break cli-brk -
 grep -q "$T_READ" "$H_DIR/err" && h_fail "an error shows the token"
 expect 0 env PICKET_TOKEN="$T_OPS" "$P" --server "$PICKETD_URL" break cli-brk --yes --json
 [ "$(json 'd["broken"]')" = True ] || h_fail "break with admin: $(cat "$H_DIR/out")"
+# watch sends the token: the read verb and a prefix for the name, or exit 1
+expect 0 env PICKET_TOKEN="$T_READ" "$P" --server "$PICKETD_URL" watch cli-brk --count 1
+grep -q ' state held=false ' "$H_DIR/out" || h_fail "watch with read: $(cat "$H_DIR/out")"
+expect 1 env PICKET_TOKEN="$T_READ" "$P" --server "$PICKETD_URL" watch cli-other --count 1
+[ "$(wc -l < "$H_DIR/err")" = 1 ] && grep -q 'watch cli-other' "$H_DIR/err" ||
+  h_fail "watch outside the token's prefixes: $(cat "$H_DIR/err")"
+grep -q "$T_READ" "$H_DIR/err" && h_fail "an error shows the token"
+expect 1 "$P" --server "$PICKETD_URL" watch cli-brk --count 1 # no token
 PICKETD_URL=$PLAIN_URL
 echo "test_cli: ok"

@@ -2,8 +2,10 @@
  *
  * libpicket acquires, renews, releases and inspects leases on named locks,
  * and permits of counting semaphores (a permit is a lease too), over
- * picketd's HTTP API, and keeps a lease alive from a background thread
- * (picket_keeper). Every grant carries a fencing token: pass it to the
+ * picketd's HTTP API, keeps a lease alive from a background thread
+ * (picket_keeper), and follows a lock's events as they happen
+ * (picket_watch; a keeper uses them to learn of a loss at once). Every
+ * grant carries a fencing token: pass it to the
  * storage you write to (see picket/fence.h) so that a holder that lost its
  * lease without knowing it cannot overwrite a newer holder's work.
  *
@@ -81,7 +83,8 @@ extern "C" {
   X(ESYS, -14, "a system call failed")                                                    \
   X(ELIMIT, -15, "a quota of this client was reached (429)")                            \
   X(ECAPPED, -16, "the lease reached its max_hold_ms")                                    \
-  X(EMISMATCH, -17, "the semaphore's live permits were granted under another limit")
+  X(EMISMATCH, -17, "the semaphore's live permits were granted under another limit")        \
+  X(EUNSUPPORTED, -18, "the server does not have this endpoint (an older picketd)")
 
 typedef enum {
 #define PICKET_ERRNO_ENUM(name, value, msg) PICKET_##name = value,
@@ -447,15 +450,110 @@ PICKET_EXTERN int picket_rw_inspect(picket_client *c, const char *name, picket_r
 /* Frees info's reads and zeroes it; NULL is fine. */
 PICKET_EXTERN void picket_rw_info_clear(picket_rw_info *info);
 
+/* ---- events: watching a lock -------------------------------------------- */
+
+/* A lock's events, from picketd's GET /v1/locks/{name}/events (a stream of
+ * Server-Sent Events; docs/events.md): who got it, each renewal, its
+ * release, its expiry, a break. A watch has its own connection, open for
+ * as long as the watch lasts, and is used by one thread at a time, except
+ * picket_watch_interrupt. Only locks have events (not semaphores or
+ * read/write locks). */
+
+typedef struct picket_watch picket_watch;
+
+/* picket_event.type. */
+typedef enum picket_event_type {
+  PICKET_EVENT_OTHER = 0, /* an event this libpicket does not know (a newer
+                             picketd): type_name and data say what it is */
+  PICKET_EVENT_STATE,     /* first, at once, and after picketd resubscribed
+                             (events in between may be missing): the lock now */
+  PICKET_EVENT_GRANTED,   /* a new grant */
+  PICKET_EVENT_RENEWED,
+  PICKET_EVENT_RELEASED,
+  PICKET_EVENT_EXPIRED,   /* the lease's TTL ran out without a release */
+  PICKET_EVENT_BROKEN,    /* an operator broke it */
+  PICKET_EVENT_HEARTBEAT  /* nothing happened for a while (15 s by default) */
+} picket_event_type;
+
+#define PICKET_EVENT_LINE_MAX 8192 /* the longest line of a stream, and the most
+                                      data of one event; more ends the watch */
+#define PICKET_EVENT_BY_MAX 255    /* broken: who broke it, up to this many bytes
+                                      (longer is cut at a character's start) */
+
+/* One event. Members an event does not carry are -1 (numbers) or "". */
+typedef struct picket_event {
+  int type;          /* PICKET_EVENT_* */
+  char type_name[32]; /* as sent: "granted", ...; "" for a name that does not fit */
+  char name[PICKET_NAME_MAX + 1]; /* the lock ("" for a heartbeat) */
+  int held;          /* state: 1 when held, else 0; -1 for the other events */
+  int64_t fence;     /* state: the holder's fence, or the last issued (0: never);
+                        granted, renewed, released, expired: the lease's; broken:
+                        the broken lease's (0 when none was held) */
+  int64_t next_fence; /* broken: the fence the break moved the counter to */
+  int has_owner;     /* state, granted: 1 when the holder has an owner */
+  char owner[PICKET_OWNER_BYTES_MAX + 1];
+  int64_t ttl_ms;    /* state (0 when free), granted, renewed */
+  int64_t time_ms;   /* when, in ms since the Unix epoch (Redis's clock for
+                        granted, renewed, released and broken, picketd's else) */
+  char by[PICKET_EVENT_BY_MAX + 1]; /* broken: "token 'NAME'" or "address IP" */
+  const char *data;  /* the event's data, a JSON object, as sent; belongs to the
+                        watch and lasts until the next picket_watch_next or close */
+} picket_event;
+
+/* Opens a watch of lock `name`: sends the request and waits (up to the
+ * client's request_timeout_ms) for picketd to accept it. The watch gets
+ * its own connection, configured like c's (server, token, TLS files,
+ * connect timeout); c is not used after this returns, and keeps the
+ * detail of a refusal like any call. Returns 0 and sets *out (close it
+ * with picket_watch_close), or PICKET_EINVAL (a bad name, or 400),
+ * PICKET_EUNSUPPORTED (404: a picketd without events; fall back to
+ * renewing or polling), PICKET_EAUTH (401/403: the token's read verb and
+ * prefixes), PICKET_ELIMIT (429 too_many_watchers: this client already has
+ * picketd's --max-watchers-per-client streams), PICKET_EUNAVAIL (503: too
+ * many streams in all, or shutting down), PICKET_ETIMEDOUT,
+ * PICKET_ETRANSPORT, PICKET_EPROTO (a 200 that is no event stream). Never
+ * retried. */
+PICKET_EXTERN int picket_watch_open(picket_client *c, const char *name, picket_watch **out);
+
+/* Waits up to timeout_ms (< 0: no bound; 0: only what has arrived) for
+ * the next event and fills *ev. The first event of a watch is a state.
+ * Returns 0; PICKET_ETIMEDOUT when none came in time (the watch goes on);
+ * or, once the watch is over (every later call says the same):
+ * PICKET_ECANCELED after picket_watch_interrupt, PICKET_ETRANSPORT when
+ * the stream ended (picketd stopped, or this client fell 8 KiB behind:
+ * open a new watch, whose state says where the lock stands),
+ * PICKET_EPROTO on a line or an event over PICKET_EVENT_LINE_MAX, or an
+ * event that is not what docs/events.md says. picket_watch_error_message
+ * says more. A watch that got nothing for much longer than picketd's
+ * heartbeat (15 s) is best closed and opened again. */
+PICKET_EXTERN int picket_watch_next(picket_watch *w, picket_event *ev, int64_t timeout_ms);
+
+/* Ends the watch from any thread (not from a signal handler): a
+ * picket_watch_next in progress, and every later one, returns
+ * PICKET_ECANCELED at once. The watch must still be closed. */
+PICKET_EXTERN void picket_watch_interrupt(picket_watch *w);
+
+/* Why the watch ended ("" while it goes on); belongs to the watch. */
+PICKET_EXTERN const char *picket_watch_error_message(const picket_watch *w);
+
+/* Closes the connection and frees the watch. NULL is fine. */
+PICKET_EXTERN void picket_watch_close(picket_watch *w);
+
+/* 1 when ev, seen after the grant of the lease with fence `fence`, says
+ * that lease is gone: an expired, broken or released event with its fence,
+ * or a granted or state event with another fence or nothing held
+ * (docs/events.md); else 0. */
+PICKET_EXTERN int picket_event_ends(const picket_event *ev, int64_t fence);
+
 /* ---- keeper: background renewal ---------------------------------------- */
 
 typedef struct picket_keeper picket_keeper;
 
-/* Called once, from the keeper's thread, when the lease is lost: err is
- * PICKET_ELOST (the server says it is gone), PICKET_EEXPIRED (no renewal
- * succeeded before the local deadline) or PICKET_ECAPPED (the lease's
- * max_hold_ms cut a renewal short, and its local deadline has come). Keep
- * it short and thread-safe. */
+/* Called once, from one of the keeper's threads, when the lease is lost:
+ * err is PICKET_ELOST (the server, or an event of the lock, says it is
+ * gone), PICKET_EEXPIRED (no renewal succeeded before the local deadline)
+ * or PICKET_ECAPPED (the lease's max_hold_ms cut a renewal short, and its
+ * local deadline has come). Keep it short and thread-safe. */
 typedef void (*picket_lost_cb)(picket_lease *lease, int err, void *arg);
 
 typedef struct picket_keeper_options {
@@ -463,6 +561,11 @@ typedef struct picket_keeper_options {
   int64_t ttl_ms;     /* the TTL each renew asks for; 0: the lease's TTL */
   picket_lost_cb on_lost; /* NULL: none (poll picket_keeper_lost) */
   void *arg;              /* passed to on_lost */
+  /* (appended) */
+  int watch;          /* 1 (default): a lock's lease is also watched (its
+                         events, on a second thread and connection), so a
+                         break, an expiry or another's grant is reported at
+                         once rather than at the next renewal; 0: renew only */
 } picket_keeper_options;
 
 PICKET_EXTERN void picket_keeper_options_init(picket_keeper_options *opts);
@@ -471,7 +574,14 @@ PICKET_EXTERN void picket_keeper_options_init(picket_keeper_options *opts);
  * renewal (503, timeout, unreachable) is retried with backoff until the
  * local deadline; the lease is declared lost at once when the server says
  * so, or when the deadline passes. The keeper uses its own connection,
- * configured like `c` (c itself is not used after this call returns). The
+ * configured like `c` (c itself is not used after this call returns).
+ * With opts->watch (the default) and a lock's lease, a second thread
+ * watches the lock's events on a connection of its own (opened again when
+ * it drops) and declares the lease lost, PICKET_ELOST (PICKET_EEXPIRED
+ * once past the local deadline), the moment an event says it is gone
+ * (picket_event_ends); the renewals stop then too. A picketd without
+ * events, or a token without the read verb, leaves the keeper renewing
+ * only (picket_keeper_watching says so). The
  * lease must outlive the keeper; stop the keeper before releasing the
  * lease, or it will report the release as a loss. Returns 0 and sets
  * *out, or a PICKET_E* code (PICKET_EINVAL for a lease without a local
@@ -483,8 +593,14 @@ PICKET_EXTERN int picket_keeper_start(picket_client *c, picket_lease *lease,
 PICKET_EXTERN int picket_keeper_lost(const picket_keeper *k);
 /* Renewals that succeeded so far. Safe from any thread. */
 PICKET_EXTERN int64_t picket_keeper_renewals(const picket_keeper *k);
-/* Stops the thread (interrupting a renewal in flight), joins it and frees
- * the keeper. Returns what picket_keeper_lost() would. NULL is fine (0). */
+/* 1 while the keeper's watch is open and has had its first (state) event;
+ * 0 while it is not (starting, opening again, stopped, or opts->watch 0,
+ * or not a lock's lease); a negative PICKET_E* code once picketd refused
+ * it for good (PICKET_EUNSUPPORTED, PICKET_EAUTH, PICKET_EINVAL) and the
+ * keeper renews only. Safe from any thread. */
+PICKET_EXTERN int picket_keeper_watching(const picket_keeper *k);
+/* Stops the threads (interrupting a renewal in flight, ending the watch),
+ * joins them and frees the keeper. Returns what picket_keeper_lost() would. NULL is fine (0). */
 PICKET_EXTERN int picket_keeper_stop(picket_keeper *k);
 
 #ifdef __cplusplus
