@@ -106,18 +106,21 @@ END_TEST
 START_TEST(wait_longer_than_redis_timeout) {
   harness_redis *R = harness_redis_start(NULL); /* no replica at all */
   ck_assert_ptr_nonnull(R);
-  const char *args[] = {"--min-replicas", "1", "--replica-timeout-ms", "600",
-                        "--redis-timeout-ms", "300", NULL};
+  /* (WAIT twice the command timeout; the timeout long enough for the
+   * undo's reconnect and script loads under ASan on a busy machine: with
+   * 300 ms the CI run of 8c52de2 left the refused grant in place) */
+  const char *args[] = {"--min-replicas", "1", "--replica-timeout-ms", "1600",
+                        "--redis-timeout-ms", "800", NULL};
   harness_picketd *P = harness_picketd_start(harness_redis_url(R), args);
   ck_assert_ptr_nonnull(P);
   const char *url = harness_picketd_url(P);
   fault_call c;
   fault_acquire(url, "w", 10000, NULL, &c);
-  printf("WAIT 600 ms under a 300 ms command timeout: %ld %s after %lld ms\n", c.status, c.code,
+  printf("WAIT 1600 ms under an 800 ms command timeout: %ld %s after %lld ms\n", c.status, c.code,
          (long long)(c.t1 - c.t0));
   ck_assert_int_eq(c.status, 503);
   ck_assert_str_eq(c.code, "not_replicated");
-  ck_assert_msg(c.t1 - c.t0 >= 550, "not_replicated after %lld ms, before WAIT's 600 ms",
+  ck_assert_msg(c.t1 - c.t0 >= 1550, "not_replicated after %lld ms, before WAIT's 1600 ms",
                 (long long)(c.t1 - c.t0));
   ck_assert_int_eq(fault_lock(url, "w", NULL, NULL, &c), 200);
   ck_assert_msg(c.held == 0, "the refused grant was not undone");

@@ -130,10 +130,12 @@ class Keeper(_Client):
         name = uniq()
         rw = self.c.rwlock(name)
         other = self.c.acquire_rwlock(name, "read", ttl=30)
-        with rw.read(ttl=0.6, owner="keeper") as lease:
+        # a TTL with room for a slow renewal (0.6 s lapsed once in CI under
+        # ASan: a renewal took over 0.4 s)
+        with rw.read(ttl=1.5, owner="keeper") as lease:
             self.assertEqual((lease.mode, lease.fence_lock), ("read", f"{name}:rw"))
             first_deadline = lease.deadline
-            end = time.monotonic() + 3.0  # five TTLs
+            end = time.monotonic() + 4.5  # three TTLs
             while time.monotonic() < end:
                 self.assertTrue(lease.valid(), "read lease lapsed while the keeper ran")
                 time.sleep(0.05)
