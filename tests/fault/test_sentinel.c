@@ -584,8 +584,13 @@ static failover_run failover_under_load(sg_group *g, const char *name, int kill,
   printf("picketd follows %s %lld ms after its start\n", sg_node_addr(g, f.old),
          (long long)wait_follows(f.base, sg_node_addr(g, f.old)));
   load_start(f.base);
-  stream ev; /* a lock's event stream across the failover */
-  watch(P, "sen-events", &ev);
+  /* a lock's event stream across the failover; a name of the case's own,
+   * since the lease it takes outlives the case */
+  char ev_lock[64], ev_path[128];
+  snprintf(ev_lock, sizeof ev_lock, "sen-events-%s", name);
+  snprintf(ev_path, sizeof ev_path, "/v1/locks/%s/acquire", ev_lock);
+  stream ev;
+  watch(P, ev_lock, &ev);
   harness_sleep_ms(1500);
   int64_t t_fault = harness_now_ms(), agreed_ms;
   if (kill) {
@@ -604,7 +609,7 @@ static failover_run failover_under_load(sg_group *g, const char *name, int kill,
    * state afresh (events may have been missed), then hears events there */
   json_decref(expect_event(&ev, "state", 15000 * harness_time_scale()));
   harness_resp gr;
-  ck_assert_int_eq(harness_http(f.base, "POST", "/v1/locks/sen-events/acquire", "{}", &gr), 0);
+  ck_assert_int_eq(harness_http(f.base, "POST", ev_path, "{}", &gr), 0);
   ck_assert_msg(gr.status == 200, "acquire after the failover: %ld %s", gr.status, gr.body);
   json_t *granted = expect_event(&ev, "granted", 5000 * harness_time_scale());
   ck_assert_int_eq(json_integer_value(json_object_get(granted, "fence")),
