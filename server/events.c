@@ -22,6 +22,15 @@
  * published meanwhile are lost: every stream gets a fresh `state` once the
  * thread has subscribed again.
  *
+ * Order. A `state` is read by a call of its own, so messages published
+ * before that read can still be waiting on the subscription when it is
+ * sent: a `granted` of an earlier lease after a `state` naming the next
+ * one would tell its holder's keeper that the lease is gone. Fences order
+ * them instead: a lock's events carry fences that never go down, so once
+ * a stream has a state with fence F, an event below F, or at F when the
+ * lock was free or it is F's own grant again, is older than the state and
+ * not sent (stale()). Before its state a stream gets no event at all.
+ *
  * Streams. Each open stream has a bounded buffer (SUB_BUF): a client that
  * falls that far behind is cut off (it reconnects and gets a `state`),
  * never allowed to grow picketd's memory. A stream with nothing to send
@@ -75,6 +84,8 @@ struct events_sub {
   int parked;             /* its connection is (about to be) suspended for want of data */
   int ended;              /* over once its buffer is sent */
   int want_state;         /* owed a `state` event */
+  int64_t state_fence;    /* the fence of the last state it was sent (-1: none) */
+  int state_held;         /* ...and whether the lock was held then */
   int64_t last_write_ms;  /* when an event was last put in (for heartbeats) */
   size_t len;
   char buf[SUB_BUF];
@@ -91,6 +102,8 @@ struct watched {
   int64_t watch_due_ms;   /* when to set P{NAME}:watch again */
   int64_t fence;          /* the live lease's fence, as the events tell (0: none) */
   int64_t expires_ms;     /* ...and when it ends unless renewed (monotonic; 0: none known) */
+  int64_t state_fence;    /* the lock as last read (-1: not yet), for stale() */
+  int state_held;
   watched *next;
 };
 
@@ -157,15 +170,36 @@ static size_t format(char *buf, size_t cap, const char *type, json_t *data) {
   return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
-/* Sends an event to every stream of w, or only to those owed a state
- * (mu held). Takes data. */
-static void broadcast(watched *w, const char *type, json_t *data, int only_state) {
+/* Whether an event of kind ('g' granted, 'n' renewed, 'r' released,
+ * 'b' broken, 'x' expired) with fence f is older than a state that showed
+ * fence `at` (held or free): see "Order" above. A lock's fences only go
+ * down when its counter is lost under --fence-floor none; then later
+ * events look stale until the next state (docs/events.md). */
+static int stale(int64_t at, int held, char kind, int64_t f) {
+  if (f != at) return f < at;
+  return !held || kind == 'g';
+}
+
+/* Sends an event (kind, fence) to every stream of w that has had its
+ * state and not a newer one (mu held). Takes data. */
+static void broadcast(watched *w, const char *type, json_t *data, char kind, int64_t fence) {
   char text[2048];
   size_t n = format(text, sizeof text, type, data);
   if (n == 0) return;
+  for (events_sub *s = w->subs; s; s = s->next)
+    if (!s->want_state && !stale(s->state_fence, s->state_held, kind, fence)) put(s, text, n);
+}
+
+/* Sends the state (held, fence) to the streams owed one (mu held). Takes
+ * data. */
+static void broadcast_state(const watched *w, json_t *data, int held, int64_t fence) {
+  char text[2048];
+  size_t n = format(text, sizeof text, "state", data);
+  if (n == 0) return;
   for (events_sub *s = w->subs; s; s = s->next) {
-    if (only_state && !s->want_state) continue;
+    if (!s->want_state) continue;
     s->want_state = 0;
+    s->state_fence = fence, s->state_held = held;
     put(s, text, n);
   }
 }
@@ -191,6 +225,7 @@ events_sub *events_open(const char *name, const char *client, picket_proto_err *
   else if ((s = calloc(1, sizeof *s)) == NULL) *err = PICKET_PROTO_ERR_INTERNAL;
   else if ((w = find(name)) == NULL && (w = calloc(1, sizeof *w)) != NULL) {
     snprintf(w->name, sizeof w->name, "%s", name);
+    w->state_fence = -1;
     picket_proto_channel_events(w->channel, sizeof w->channel, cfg->key_prefix, name);
     w->next = names;
     names = w;
@@ -204,6 +239,7 @@ events_sub *events_open(const char *name, const char *client, picket_proto_err *
     s->w = w;
     s->fd = -1;
     s->want_state = 1;
+    s->state_fence = -1;
     s->last_write_ms = now_ms();
     snprintf(s->client, sizeof s->client, "%s", client);
     s->next = w->subs;
@@ -282,31 +318,34 @@ static void on_message(watched *w, const char *msg, size_t len) {
                         (json_int_t)time);
   if (d == NULL) return;
   const char *type = NULL;
+  /* an event older than the last state must not move what the state
+   * told: the live fence and its expiry */
+  int old = stale(w->state_fence, w->state_held, kind, fence);
   switch (kind) {
     case 'g':
       type = "granted";
       json_object_set_new(d, "owner", api_json_owner(text));
       json_object_set_new(d, "ttl_ms", json_integer(n));
-      w->fence = fence, w->expires_ms = now_ms() + n;
+      if (!old) w->fence = fence, w->expires_ms = now_ms() + n;
       break;
     case 'n':
       type = "renewed";
       json_object_set_new(d, "ttl_ms", json_integer(n));
-      w->fence = fence, w->expires_ms = now_ms() + n;
+      if (!old) w->fence = fence, w->expires_ms = now_ms() + n;
       break;
     case 'r':
       type = "released";
-      w->fence = 0, w->expires_ms = 0;
+      if (!old) w->fence = 0, w->expires_ms = 0;
       break;
     case 'b':
       type = "broken";
       json_object_set_new(d, "next_fence", json_integer(n));
       json_object_set_new(d, "by", json_string(text));
-      w->fence = 0, w->expires_ms = 0;
+      if (!old) w->fence = 0, w->expires_ms = 0;
       break;
     default: json_decref(d); return;
   }
-  broadcast(w, type, d, 0);
+  broadcast(w, type, d, kind, fence);
 }
 
 /* Reads lock w (the thread, mu not held): 0 with r filled, or -1. */
@@ -353,17 +392,20 @@ static void store_work(int64_t *next) {
     if (ok == 1) {
       if (expiry && (!r.held || r.fence != w->fence)) {
         broadcast(w, "expired", json_pack("{s:s,s:I,s:I}", "name", w->name, "fence",
-                                          (json_int_t)w->fence, "time", (json_int_t)wall_ms()), 0);
+                                          (json_int_t)w->fence, "time", (json_int_t)wall_ms()),
+                  'x', w->fence);
         w->fence = 0, w->expires_ms = 0;
       }
       want = 0;
       for (events_sub *s = w->subs; s; s = s->next) want |= s->want_state;
       if (want)
-        broadcast(w, "state",
-                  json_pack("{s:s,s:b,s:I,s:o,s:I,s:I}", "name", w->name, "held", r.held,
-                            "fence", (json_int_t)r.fence, "owner", api_json_owner(r.owner),
-                            "ttl_ms", (json_int_t)(r.held ? r.ttl_ms : 0), "time",
-                            (json_int_t)wall_ms()), 1);
+        broadcast_state(w,
+                        json_pack("{s:s,s:b,s:I,s:o,s:I,s:I}", "name", w->name, "held", r.held,
+                                  "fence", (json_int_t)r.fence, "owner", api_json_owner(r.owner),
+                                  "ttl_ms", (json_int_t)(r.held ? r.ttl_ms : 0), "time",
+                                  (json_int_t)wall_ms()),
+                        r.held, r.fence);
+      w->state_fence = r.fence, w->state_held = r.held;
       if (r.held) w->fence = r.fence, w->expires_ms = now_ms() + r.ttl_ms + 1;
       else w->fence = 0, w->expires_ms = 0;
     } else if (ok == 0 || expiry) {

@@ -16,6 +16,10 @@
  * bounds: --max-watchers-per-client gives 429 too_many_watchers, and
  *   --max-watchers 503; a bad name is 400, POST 405, and only locks
  *   have events (a semaphore's path is 404).
+ * older_than_state: messages published before a stream's state was read
+ *   but delivered after it (made here with PUBLISH: an earlier lease's
+ *   grant and release, and the live lease's own grant) are not sent; the
+ *   next real event is. A keeper took such a grant for a loss.
  * redis_restart: when Redis restarts (the subscription is lost, and with it
  *   the events meanwhile), the stream gets a new state, then events again.
  * stops_with_streams_open: SIGTERM ends open streams and picketd stops promptly. */
@@ -167,6 +171,44 @@ START_TEST(unwatched_publishes_nothing) {
 }
 END_TEST
 
+START_TEST(older_than_state) {
+  char lease[33];
+  harness_resp r;
+  int64_t f1 = acquire_ok("ev5", "{\"ttl_ms\":30000}", lease);
+  ck_assert_int_eq(lock_call("ev5", "release", lease, &r), 200);
+  harness_resp_free(&r);
+  int64_t f2 = acquire_ok("ev5", "{\"ttl_ms\":30000,\"owner\":\"now\"}", lease);
+  stream s;
+  ck_assert_int_eq(stream_open(P, "ev5", &s), 200);
+  json_t *d = expect_event(&s, "state", 3000);
+  ck_assert_int_eq(jint(d, "fence"), f2);
+  json_decref(d);
+  /* what events.lua would have published for those calls, arriving late */
+  redisContext *c = redisConnectUnix(harness_redis_socket(R));
+  ck_assert(c && !c->err);
+  const char *late[] = {"g %lld 30000 1 old", "r %lld 0 1 ", "g %lld 30000 1 now"};
+  long long fences[] = {f1, f1, f2};
+  for (int i = 0; i < 3; i++) {
+    char msg[64];
+    snprintf(msg, sizeof msg, late[i], fences[i]);
+    redisReply *x = redisCommand(c, "PUBLISH picket:{ev5}:events %s", msg);
+    ck_assert_msg(x && x->type == REDIS_REPLY_INTEGER && x->integer == 1,
+                  "picketd is not subscribed to ev5's events");
+    freeReplyObject(x);
+  }
+  redisFree(c);
+  ck_assert_int_eq(lock_call("ev5", "release", lease, &r), 200);
+  harness_resp_free(&r);
+  char type[32];
+  d = next_event(&s, type, 2000);
+  ck_assert_msg(d != NULL && strcmp(type, "released") == 0 && jint(d, "fence") == f2,
+                "after a state with fence %lld the next event is %s with fence %lld",
+                (long long)f2, d ? type : "none", d ? (long long)jint(d, "fence") : -1LL);
+  json_decref(d);
+  stream_close(&s);
+}
+END_TEST
+
 START_TEST(heartbeat_and_hangup) {
   stop_both();
   const char *args[] = {"--events-heartbeat-ms", "200", NULL};
@@ -255,6 +297,7 @@ int main(void) {
   tcase_add_test(tc, unwatched_publishes_nothing);
   tcase_add_test(tc, heartbeat_and_hangup);
   tcase_add_test(tc, bounds);
+  tcase_add_test(tc, older_than_state);
   tcase_add_test(tc, redis_restart);
   tcase_add_test(tc, stops_with_streams_open);
   suite_add_tcase(s, tc);
