@@ -1,0 +1,3 @@
+module picket.dev/picket
+
+go 1.19

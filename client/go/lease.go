@@ -1,0 +1,123 @@
+package picket
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Kind is what a Lease is a lease of.
+type Kind int
+
+const (
+	KindLock   Kind = iota // a lock's lease
+	KindPermit             // a permit of a counting semaphore
+	KindRWLock             // a read or write lease of a read/write lock
+)
+
+// Lease is a grant. Its lease id is a secret (whoever has it may renew
+// and release): String and %v never show it, ID does.
+type Lease struct {
+	Kind      Kind
+	Name      string // the lock's, semaphore's or rwlock's name (mapped by LockName)
+	Fence     int64  // send it with every write to fenced storage
+	FenceLock string // the lock name a fenced store checks Fence under: Name, "NAME:permit:I" or "NAME:rw"
+	Owner     string
+	Permit    int    // KindPermit: the slot, 0..Limit-1 (-1 otherwise)
+	Limit     int    // KindPermit: the semaphore's limit
+	Mode      string // KindRWLock: "read" or "write"
+
+	s *leaseState // behind a pointer: a copy or a %v of a Lease shows no id
+}
+
+type leaseState struct {
+	mu       sync.Mutex
+	id       string
+	ttl      time.Duration
+	token    string
+	deadline time.Time
+	capped   bool
+	maxHold  bool
+}
+
+// ID is the lease id: keep it secret; renew and release need it.
+func (l *Lease) ID() string { return l.s.id }
+
+// FenceToken is the signed fence (picketd with --fence-key-file; "" otherwise).
+func (l *Lease) FenceToken() string {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return l.s.token
+}
+
+// TTL is the lease time last granted.
+func (l *Lease) TTL() time.Duration {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return l.s.ttl
+}
+
+// Deadline is when this client must assume the lease gone: the last
+// grant's or renewal's send time + its TTL - a drift margin (1% + 2ms).
+func (l *Lease) Deadline() time.Time {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return l.s.deadline
+}
+
+// Capped says a grant or renewal was cut short by MaxHold: no renewal can
+// carry the lease past its deadline.
+func (l *Lease) Capped() bool {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return l.s.capped
+}
+
+// Remaining is the time left before the local deadline (0 past it).
+func (l *Lease) Remaining() time.Duration {
+	if d := time.Until(l.Deadline()); d > 0 {
+		return d
+	}
+	return 0
+}
+
+// Valid: the local deadline has not passed (by this process's monotonic
+// clock). Check it before a write, and send the fence with it all the same.
+func (l *Lease) Valid() bool { return time.Now().Before(l.Deadline()) }
+
+func (l *Lease) describe() string {
+	switch l.Kind {
+	case KindPermit:
+		return fmt.Sprintf("permit %d of semaphore %q", l.Permit, l.Name)
+	case KindRWLock:
+		return fmt.Sprintf("%s lease of rwlock %q", l.Mode, l.Name)
+	}
+	return fmt.Sprintf("lease of %q", l.Name)
+}
+
+// String describes the lease without its id.
+func (l Lease) String() string {
+	if l.s == nil {
+		return "picket.Lease(empty)"
+	}
+	return fmt.Sprintf("picket.Lease(%s, fence %d, ttl %v, remaining %v)", l.describe(), l.Fence,
+		l.TTL(), l.Remaining().Round(time.Millisecond))
+}
+
+// GoString is String, so %#v shows no id either.
+func (l Lease) GoString() string { return l.String() }
+
+// SetFenceHeaders sets the headers a fenced store (examples/fenced-kv)
+// checks on a write: Picket-Lock (FenceLock), Picket-Fence and, when
+// signed, Picket-Fence-Token.
+func (l *Lease) SetFenceHeaders(req *http.Request) {
+	req.Header.Set("Picket-Lock", l.FenceLock)
+	req.Header.Set("Picket-Fence", strconv.FormatInt(l.Fence, 10))
+	if t := l.FenceToken(); t != "" {
+		req.Header.Set("Picket-Fence-Token", t)
+	} else {
+		req.Header.Del("Picket-Fence-Token")
+	}
+}

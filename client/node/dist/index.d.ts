@@ -1,0 +1,10 @@
+export { Client, BODY_MAX } from "./client.js";
+export type { AcquireOptions, BreakResult, ClientOptions, LockListEntry, LockPage, LockStatus, RenewOptions, RwLockStatus, SemaphoreStatus, WhoAmI, } from "./client.js";
+export { HeldLock } from "./held.js";
+export type { LockOptions } from "./held.js";
+export { Lease, driftMarginMs } from "./lease.js";
+export type { LeaseKind, RwMode } from "./lease.js";
+export { LockEvent, LINE_MAX } from "./events.js";
+export type { LockEventType, WatchOptions } from "./events.js";
+export { lockName, rwlockName, semaphoreName, MAX_RWLOCK_NAME, MAX_SEMAPHORE_NAME } from "./names.js";
+export * from "./errors.js";

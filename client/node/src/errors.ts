@@ -1,0 +1,180 @@
+// Errors of the picket client: PicketError, one subclass per error code of
+// picketd's API (the ErrorCode enum of proto/openapi.yaml; check/contract.ts
+// fails to type-check when the two differ), TransportError for
+// infrastructure failures, and the reasons a held lock's signal aborts with.
+
+import type { ErrorWire } from "./wire.js";
+
+/** The fields of an API error body this client reads. */
+export interface ErrorFields {
+  status?: number | undefined;
+  retryAfterMs?: number | undefined;
+  holder?: string | null | undefined;
+  limit?: number | undefined;
+}
+
+/**
+ * An error answered by picketd, or found locally (status undefined).
+ * code: the API's error code ("lock_held"); status: the HTTP status;
+ * retryAfterMs: what the server said to wait (lock_held, lock_delay,
+ * semaphore_full, rate_limited); holder: the lease's owner that holds the
+ * lock (lock_held); limit: the live permits' limit (limit_mismatch).
+ * Messages never carry a token or a lease id.
+ */
+export class PicketError extends Error {
+  readonly code: string;
+  readonly status: number | undefined;
+  readonly retryAfterMs: number | undefined;
+  readonly holder: string | null | undefined;
+  readonly limit: number | undefined;
+
+  constructor(message: string, code?: string, fields: ErrorFields = {}, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code ?? (new.target as unknown as { CODE?: string }).CODE ?? "error";
+    this.status = fields.status;
+    this.retryAfterMs = fields.retryAfterMs;
+    this.holder = fields.holder;
+    this.limit = fields.limit;
+    this.name = new.target.name;
+  }
+}
+
+/**
+ * No usable reply from picketd: connect refused, DNS, TLS (a wrong CA),
+ * a timeout, a dropped connection, or a reply that is not the API's JSON.
+ * Infrastructure, not contention: a LockHeld is never a TransportError.
+ */
+export class TransportError extends PicketError {
+  static readonly CODE: string = "transport";
+}
+
+/** A quota of the caller (429, or too_many_waiters/too_many_watchers): not retried. */
+export class QuotaExceeded extends PicketError {}
+/** picketd or its store cannot serve now (503): retried a few times. */
+export class Unavailable extends PicketError {}
+
+/** 400: a bad name, body, lease id or value (also raised locally, before any request). */
+export class InvalidArgument extends PicketError { static readonly CODE: string = "invalid_argument"; }
+/** 404: no such path (or a picketd without the feature asked for). */
+export class NotFound extends PicketError { static readonly CODE: string = "not_found"; }
+/** 404 on GET /v1/locks/{name}/events: a picketd without lock events. */
+export class EventsUnsupported extends NotFound {}
+/** 405: the path does not take this method. */
+export class MethodNotAllowed extends PicketError { static readonly CODE: string = "method_not_allowed"; }
+/** 409: another lease holds the lock (holder, retryAfterMs). */
+export class LockHeld extends PicketError { static readonly CODE: string = "lock_held"; }
+/** 409: an expired lease's lock-delay runs (retryAfterMs); a LockHeld. */
+export class LockDelay extends LockHeld { static override readonly CODE: string = "lock_delay"; }
+/** 409: every permit of the semaphore is held (retryAfterMs); a LockHeld. */
+export class SemaphoreFull extends LockHeld { static override readonly CODE: string = "semaphore_full"; }
+/** 409: the semaphore's live permits use another limit (limit). */
+export class LimitMismatch extends PicketError { static readonly CODE: string = "limit_mismatch"; }
+/** 409: this lease no longer holds the lock (or permit). */
+export class LeaseLost extends PicketError { static readonly CODE: string = "lease_lost"; }
+/** 401: no token, or an unknown one. */
+export class Unauthorized extends PicketError { static readonly CODE: string = "unauthenticated"; }
+/** 403: the token may not do this to this name. */
+export class Forbidden extends PicketError { static readonly CODE: string = "permission_denied"; }
+/** 413: the request body is over 8 KiB. */
+export class BodyTooLarge extends PicketError { static readonly CODE: string = "body_too_large"; }
+/** 411: a body sent without Content-Length. */
+export class LengthRequired extends PicketError { static readonly CODE: string = "length_required"; }
+/** 429: the token holds its max_leases. */
+export class TooManyLeases extends QuotaExceeded { static readonly CODE: string = "too_many_leases"; }
+/** 429: too many acquires a second (retryAfterMs). */
+export class RateLimited extends QuotaExceeded { static readonly CODE: string = "rate_limited"; }
+/** 429/503: too many waiting acquires. */
+export class TooManyWaiters extends QuotaExceeded { static readonly CODE: string = "too_many_waiters"; }
+/** 429/503: too many event streams open. */
+export class TooManyWatchers extends QuotaExceeded { static readonly CODE: string = "too_many_watchers"; }
+/** 500: picketd ran out of memory. */
+export class InternalError extends PicketError { static readonly CODE: string = "internal_error"; }
+/** 502: Redis answered with an error (retried). */
+export class StoreError extends PicketError { static readonly CODE: string = "store_error"; }
+/** 503: Redis unreachable or timed out. */
+export class StoreUnavailable extends Unavailable { static readonly CODE: string = "store_unavailable"; }
+/** 503: Redis's policy makes fences unsafe. */
+export class StoreMisconfigured extends Unavailable { static readonly CODE: string = "store_misconfigured"; }
+/** 503: Redis at maxmemory refuses new grants. */
+export class StoreFull extends Unavailable { static readonly CODE: string = "store_full"; }
+/** 503: the grant did not reach the replicas asked for. */
+export class NotReplicated extends Unavailable { static readonly CODE: string = "not_replicated"; }
+/** 503: another writer changed this lock's fence state. */
+export class StoreTampered extends Unavailable { static readonly CODE: string = "store_tampered"; }
+/** 503: picketd is stopping. */
+export class ShuttingDown extends Unavailable { static readonly CODE: string = "shutting_down"; }
+
+type ErrorClass = new (message: string, code?: string, fields?: ErrorFields) => PicketError;
+
+/** Every API error code and its class (check/contract.ts checks it against proto/openapi.yaml). */
+export const ERROR_CLASSES = {
+  invalid_argument: InvalidArgument,
+  not_found: NotFound,
+  method_not_allowed: MethodNotAllowed,
+  lock_held: LockHeld,
+  lock_delay: LockDelay,
+  semaphore_full: SemaphoreFull,
+  limit_mismatch: LimitMismatch,
+  lease_lost: LeaseLost,
+  unauthenticated: Unauthorized,
+  permission_denied: Forbidden,
+  body_too_large: BodyTooLarge,
+  length_required: LengthRequired,
+  too_many_leases: TooManyLeases,
+  rate_limited: RateLimited,
+  internal_error: InternalError,
+  store_error: StoreError,
+  store_unavailable: StoreUnavailable,
+  store_misconfigured: StoreMisconfigured,
+  store_full: StoreFull,
+  not_replicated: NotReplicated,
+  store_tampered: StoreTampered,
+  too_many_waiters: TooManyWaiters,
+  too_many_watchers: TooManyWatchers,
+  shutting_down: ShuttingDown,
+} as const satisfies Record<string, ErrorClass>;
+
+export type ErrorCode = keyof typeof ERROR_CLASSES;
+
+/** The error for an API error body's code (a plain PicketError for a code this client does not know). */
+export function errorFor(code: string, message: string, fields: ErrorFields): PicketError {
+  const cls: ErrorClass = Object.hasOwn(ERROR_CLASSES, code)
+    ? ERROR_CLASSES[code as ErrorCode] : PicketError;
+  return new cls(message, code, fields);
+}
+
+/** The error of a reply that is not a success: its API error body's, else a TransportError. */
+export function replyError(method: string, path: string, status: number, doc: unknown): PicketError {
+  const err = (doc as { error?: Partial<ErrorWire["error"]> } | undefined)?.error;
+  if (typeof err !== "object" || err === null || typeof err.code !== "string") {
+    return new TransportError(`${method} ${path}: HTTP ${status} without an API error body`, undefined, { status });
+  }
+  return errorFor(err.code, typeof err.message === "string" ? err.message : "", {
+    status,
+    retryAfterMs: typeof err.retry_after_ms === "number" ? err.retry_after_ms : undefined,
+    holder: err.owner,
+    limit: typeof err.limit === "number" ? err.limit : undefined,
+  });
+}
+
+/** Why a held lock's signal aborted (LockLost.reason). */
+export type LossReason =
+  | "expired"   // no renewal succeeded before the lease's local deadline
+  | "lease_lost" // picketd answered a renewal with lease_lost
+  | "broken"    // an event said the lease was broken (POST .../break)
+  | "taken"     // an event showed the lock released, expired or granted to another
+  | "max_hold"; // the hold cap (maxHoldMs) was reached
+
+/** The reason of a held lock's signal when the lease was lost: a LeaseLost with .reason. */
+export class LockLost extends LeaseLost {
+  readonly reason: LossReason;
+  constructor(message: string, reason: LossReason) {
+    super(message, "lease_lost");
+    this.reason = reason;
+  }
+}
+
+/** The reason of a held lock's signal when it was released (release(), withLock's end, or the caller's signal). */
+export class LockReleased extends PicketError {
+  static readonly CODE: string = "released";
+}
