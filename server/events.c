@@ -172,7 +172,9 @@ static size_t format(char *buf, size_t cap, const char *type, json_t *data) {
 
 /* Whether an event of kind ('g' granted, 'n' renewed, 'r' released,
  * 'b' broken, 'x' expired) with fence f is older than a state that showed
- * fence `at` (held or free): see "Order" above. A lock's fences only go
+ * fence `at` (held or free): see "Order" above. A break is placed by the
+ * fence it moved the counter to (its fence is the broken lease's, or 0
+ * when the lock was free), which a later state shows as free. A lock's fences only go
  * down when its counter is lost under --fence-floor none; then later
  * events look stale until the next state (docs/events.md). */
 static int stale(int64_t at, int held, char kind, int64_t f) {
@@ -320,7 +322,8 @@ static void on_message(watched *w, const char *msg, size_t len) {
   const char *type = NULL;
   /* an event older than the last state must not move what the state
    * told: the live fence and its expiry */
-  int old = stale(w->state_fence, w->state_held, kind, fence);
+  int64_t order = kind == 'b' ? n : fence;
+  int old = stale(w->state_fence, w->state_held, kind, order);
   switch (kind) {
     case 'g':
       type = "granted";
@@ -345,7 +348,7 @@ static void on_message(watched *w, const char *msg, size_t len) {
       break;
     default: json_decref(d); return;
   }
-  broadcast(w, type, d, kind, fence);
+  broadcast(w, type, d, kind, order);
 }
 
 /* Reads lock w (the thread, mu not held): 0 with r filled, or -1. */

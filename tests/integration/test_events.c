@@ -19,7 +19,8 @@
  * older_than_state: messages published before a stream's state was read
  *   but delivered after it (made here with PUBLISH: an earlier lease's
  *   grant and release, and the live lease's own grant) are not sent; the
- *   next real event is. A keeper took such a grant for a loss.
+ *   next real events are (a break of the free lock, fence 0, too). A keeper
+ *   took such a grant for a loss.
  * redis_restart: when Redis restarts (the subscription is lost, and with it
  *   the events meanwhile), the stream gets a new state, then events again.
  * stops_with_streams_open: SIGTERM ends open streams and picketd stops promptly. */
@@ -204,6 +205,15 @@ START_TEST(older_than_state) {
   ck_assert_msg(d != NULL && strcmp(type, "released") == 0 && jint(d, "fence") == f2,
                 "after a state with fence %lld the next event is %s with fence %lld",
                 (long long)f2, d ? type : "none", d ? (long long)jint(d, "fence") : -1LL);
+  json_decref(d);
+  /* a break of the free lock carries fence 0: it is placed by the fence it
+   * moved the counter to, and is sent */
+  call("POST", "/v1/locks/ev5/break", NULL, &r);
+  ck_assert_int_eq(r.status, 200);
+  harness_resp_free(&r);
+  d = expect_event(&s, "broken", 2000);
+  ck_assert_int_eq(jint(d, "fence"), 0);
+  ck_assert_int_gt(jint(d, "next_fence"), f2);
   json_decref(d);
   stream_close(&s);
 }
