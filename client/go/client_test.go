@@ -257,7 +257,7 @@ func TestTimeoutOnAStoppedServer(t *testing.T) {
 	if _, err := c.Inspect(bg(t), "x"); err != nil {
 		t.Fatal(err)
 	}
-	syscall.Kill(pid, syscall.SIGSTOP)
+	stop(t, pid)
 	defer syscall.Kill(pid, syscall.SIGCONT)
 	t0 := time.Now()
 	_, err := c.Inspect(bg(t), "x")

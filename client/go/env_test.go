@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
+	"strings"
+	"syscall"
 	"strconv"
 	"testing"
 	"time"
@@ -50,4 +53,28 @@ func waitDone(t *testing.T, ctx context.Context, d time.Duration, what string) t
 		t.Fatalf("%s: not signalled within %v", what, d)
 	}
 	return time.Time{}
+}
+
+// stop sends SIGSTOP to pid and waits until every thread of it is stopped:
+// kill returns before the stop takes effect, and a request sent at once
+// could still be answered (seen once in a CI run).
+func stop(t *testing.T, pid int) {
+	t.Helper()
+	syscall.Kill(pid, syscall.SIGSTOP)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		stopped := len(tasks) > 0
+		for _, task := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+			f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+			if err != nil || len(f) == 0 || (f[0] != "T" && f[0] != "t") {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return
+		}
+	}
+	t.Fatalf("picketd %d did not stop", pid)
 }

@@ -81,7 +81,7 @@ func TestLossSignalledAtTheDeadlineWhenPicketdIsPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release(ctx)
-	syscall.Kill(pid, syscall.SIGSTOP)
+	stop(t, pid)
 	defer syscall.Kill(pid, syscall.SIGCONT)
 	at := waitDone(t, l.Context(), 3*ttl, "loss")
 	syscall.Kill(pid, syscall.SIGCONT)
