@@ -1,0 +1,6 @@
+# The etcd backend (issue 29): its gateway client against a real
+# three-member etcd cluster (tests/harness/harness_etcd.c). SERIAL: it
+# kills and pauses members, and its timing bounds want a quiet machine.
+set(_d ${CMAKE_CURRENT_LIST_DIR})
+picket_check_test(etcd_client SOURCES ${_d}/test_etcd_client.c LIBS picketd_store_etcd
+                  LABELS etcd integration TIMEOUT 240 SERIAL)
