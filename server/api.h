@@ -49,7 +49,7 @@ typedef struct api_family api_family;
 typedef struct {
   metrics_endpoint endpoint;
   char name[PICKET_PROTO_NAME_MAX + 1];
-  char lease[PICKET_PROTO_LEASE_LEN + 1];        /* the id in Redis (see auth_bind_lease) */
+  char lease[PICKET_PROTO_LEASE_LEN + 1];        /* the id in the store (see auth_bind_lease) */
   char client_lease[PICKET_PROTO_LEASE_LEN + 1]; /* the id the client knows */
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
   int64_t ttl_ms;
@@ -61,8 +61,8 @@ typedef struct {
   char key[PICKET_PROTO_NAME_MAX + 3]; /* its waiters' queue and release message:
                                           the lock name, or "s/" and the semaphore's,
                                           "r/" and the read/write lock's */
-  int64_t lock_delay_ms;  /* acquire: hold.lua's lock-delay (0: none) */
-  int64_t max_hold_ms;    /* acquire: hold.lua's cap on holding (0: none) */
+  int64_t lock_delay_ms;  /* acquire: the lock-delay (0: none) */
+  int64_t max_hold_ms;    /* acquire: the cap on holding (0: none) */
   int64_t started_ms;     /* monotonic, when the request was complete */
   int64_t deadline_ms;    /* monotonic, when a wait ends */
   int64_t retry_at_ms;    /* monotonic, the holder's expiry: retry then */

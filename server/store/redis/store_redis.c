@@ -28,7 +28,10 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "cluster.h"
+#include "feed.h"
 #include "node.h"
+#include "sentinel.h"
 #include "store.h"
 
 enum { SCRIPT_ACQUIRE, SCRIPT_RENEW, SCRIPT_RELEASE, SCRIPT_INSPECT, SCRIPT_QUOTA, SCRIPT_SEM,
@@ -1411,7 +1414,25 @@ static store_status ready_node(int id, const char *addr, store_result *r) {
   return st;
 }
 
-store_status store_ready(store_result *r, store_topology *topo) {
+/* Where lock calls go, for /readyz (store_ready). */
+#define STORE_SHARDS_MAX 64
+typedef struct {
+  char primary[280];      /* "host:port" or a socket path; "" when no primary is known */
+  int sentinel;           /* -1: no --sentinel; 1: a sentinel answers; 0: none does */
+  char sentinel_msg[240]; /* why none does */
+  int cluster;            /* 0: not a cluster; else the shards below */
+  int nshards;
+  struct {
+    char primary[280];
+    int slots;            /* how many of the 16384 it serves */
+    int replicas;         /* online (INFO replication) */
+  } shards[STORE_SHARDS_MAX];
+} store_topology;
+
+/* The replica count (INFO replication; under --redis-cluster the fewest
+ * of any shard) into r, and the topology. */
+
+static store_status ready_check(store_result *r, store_topology *topo) {
   node_info ni;
   node_describe(&ni);
   snprintf(topo->primary, sizeof topo->primary, "%s", ni.primary);
@@ -1467,6 +1488,48 @@ store_status store_ready(store_result *r, store_topology *topo) {
   }
   r->replicas = fewest;
   return STORE_OK;
+}
+
+store_status store_ready(int detail, store_result *r, json_t **out) {
+  store_topology topo = {0};
+  *out = NULL;
+  store_status st = ready_check(r, &topo);
+  if (st != STORE_OK) return st;
+  json_t *body = topo.cluster || !detail
+                     ? json_pack("{s:s, s:i}", "status", "ready", "replicas", r->replicas)
+                     : json_pack("{s:s, s:i, s:s}", "status", "ready", "replicas", r->replicas,
+                                 "primary", topo.primary);
+  if (body && !detail) {
+    if (topo.sentinel >= 0)
+      json_object_set_new(body, "sentinel", json_pack("{s:b}", "reachable", topo.sentinel != 0));
+    *out = body;
+    return STORE_OK;
+  }
+  if (body && topo.cluster) {
+    /* Each shard's primary: where its locks are, and how safe (replicas). */
+    json_t *shards = json_array();
+    for (int i = 0; shards && i < topo.nshards; i++)
+      json_array_append_new(shards, json_pack("{s:s, s:i, s:i}", "primary", topo.shards[i].primary,
+                                              "slots", topo.shards[i].slots, "replicas",
+                                              topo.shards[i].replicas));
+    json_object_set_new(body, "shards", shards);
+  }
+  if (body && topo.sentinel >= 0) {
+    /* Still ready without Sentinel: the primary it last named serves, but
+     * a failover would go unnoticed until a sentinel answers again. */
+    json_t *sen = topo.sentinel ? json_pack("{s:b}", "reachable", 1)
+                                : json_pack("{s:b, s:s}", "reachable", 0, "message",
+                                            topo.sentinel_msg);
+    json_object_set_new(body, "sentinel", sen);
+  }
+  *out = body;
+  return STORE_OK;
+}
+
+void store_stop(void) {
+  node_set_kick(NULL);
+  if (cfg && cfg->cluster_seed_count > 0) cluster_stop();
+  else if (cfg && cfg->sentinel_count > 0) sentinel_stop();
 }
 
 void store_thread_done(void) {
@@ -1548,6 +1611,7 @@ struct store_pipe {
 };
 
 int store_pipeline_enabled(void) { return cfg->redis_pipeline != PIPELINE_OFF; }
+int store_pipeline_forced(void) { return cfg->redis_pipeline == PIPELINE_ON; }
 
 store_pipe *store_pipe_new(void) {
   store_pipe *p = calloc(1, sizeof *p);
@@ -2036,6 +2100,18 @@ static int startup_check(int id, char *err, size_t errlen);
 
 int store_init(const config *c, char *err, size_t errlen) {
   cfg = c;
+  /* The node table and its watcher know each other only through the
+   * kick set here: the table is filled by the watcher, and asks it to
+   * look again through the pointer. */
+  node_init(cfg);
+  feed_init(cfg);
+  if (cfg->cluster_seed_count > 0) {
+    if (cluster_start(cfg, err, errlen) < 0) return -1;
+    node_set_kick(cluster_kick);
+  } else if (cfg->sentinel_count > 0) {
+    if (sentinel_start(cfg, err, errlen) < 0) return -1;
+    node_set_kick(sentinel_kick);
+  }
   picket_proto_channel(channel, sizeof channel, cfg->key_prefix);
   floor_arg = cfg->fence_floor == FENCE_FLOOR_CLOCK ? "clock" : "none";
   snprintf(idle_arg, sizeof idle_arg, "%lld", (long long)cfg->fence_idle_ttl_ms);
