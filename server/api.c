@@ -35,22 +35,7 @@ void api_init(const config *c) {
   events_init(c);
 }
 
-int64_t api_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void api_response_free(api_response *resp) {
-  free(resp->body);
-  resp->body = NULL;
-}
 #define UNAVAILABLE_RETRY_MS 200 /* a waiting acquire's next try after a 503 */
-
-void api_error(api_response *resp, picket_proto_err e, const char *message) {
-  api_json_reply(resp, picket_proto_err_status(e),
-                 json_pack("{s:o}", "error", api_json_error(e, message)));
-}
 
 static api_result fail(api_response *resp, picket_proto_err e, const char *message) {
   api_error(resp, e, message);

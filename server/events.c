@@ -48,7 +48,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "api.h"
+#include "api_types.h"
 #include "api_json.h"
 #include "log.h"
 #include "metrics.h"

@@ -37,6 +37,7 @@
 #include <stdio.h>
 
 #include "api.h"
+#include "api_json.h"
 #include "conns.h"
 #include "events.h"
 #include "log.h"

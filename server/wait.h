@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "api.h"
+#include "api_types.h"
 #include "config.h"
 
 /* Why a waiter's connection was resumed. */

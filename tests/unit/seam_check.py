@@ -4,10 +4,12 @@
 1. The HTTP side names no backend: api.c, wait.c, http.c and loop.c (and
    their headers) hold no word of Redis or etcd. They reach the store only
    through server/store.h.
-2. The store side is a tree: no include cycle among server/store/**
-   (the node table does not include its watchers, which include it), and
-   a backend includes nothing of the HTTP side but the shared leaves
+2. A backend includes nothing of the HTTP side but the shared leaves
    listed in SHARED.
+3. server/ has no circle: no two modules (x.c with x.h) include each other,
+   directly or through others. The node table does not include its
+   watchers, which include it; the handlers' helpers and what carries a
+   call (wait.c, events.c) share api_types.h, not api.h.
 
 Exit 0 when both hold; else 1, naming each offending line or cycle."""
 import os
@@ -47,21 +49,31 @@ for d, _, files in os.walk(SERVER):
                 if inc != mod:
                     graph.setdefault(mod, set()).add(inc)
 
-store_mods = {m for m, dirs in where.items() if any(x.startswith("store") for x in dirs)}
+# A header with no .c of its own (a table of types, like store/backend.h)
+# is not a module that could call anybody: its includers include what it
+# includes instead.
+has_c = {f.rsplit(".", 1)[0] for d, _, fs in os.walk(SERVER) for f in fs if f.endswith(".c")}
+for _ in range(len(graph)):
+    for m in graph:
+        for h in [x for x in graph[m] if x not in has_c and x in graph]:
+            graph[m] = (graph[m] - {h}) | (graph[h] - {m})
+
+store_mods = {m for m, dirs in where.items() if any(x.startswith("store") for x in dirs)} & has_c
 http_mods = {m for m, dirs in where.items() if "" in dirs} - SHARED
 for m in sorted(store_mods):
     for inc in sorted(graph.get(m, ())):
         if inc in http_mods:
             failures.append(f"server/store: {m} includes {inc}.h, a module of the HTTP side")
 
-# Cycles among the store's modules (Tarjan's strongly connected components).
+# Cycles among all of server/'s modules (Tarjan's strongly connected
+# components).
 index, low, stack, on, comps = {}, {}, [], set(), []
 def visit(v):
     index[v] = low[v] = len(index)
     stack.append(v)
     on.add(v)
     for w in graph.get(v, ()):
-        if w not in store_mods:
+        if w not in has_c:
             continue
         if w not in index:
             visit(w)
@@ -78,15 +90,15 @@ def visit(v):
                 break
         if len(comp) > 1:
             comps.append(sorted(comp))
-for v in sorted(store_mods):
+for v in sorted(has_c):
     if v not in index:
         visit(v)
 for comp in comps:
-    failures.append("server/store: an include cycle: " + " <-> ".join(comp))
+    failures.append("server/: an include cycle: " + " <-> ".join(comp))
 
 for f in failures:
     print("FAIL:", f)
 if not failures:
-    print(f"ok: {len(HTTP_SIDE)} HTTP-side files name no backend; "
-          f"{len(store_mods)} store modules, no cycle, nothing of the HTTP side included")
+    print(f"ok: {len(HTTP_SIDE)} HTTP-side files name no backend; {len(store_mods)} store "
+          f"modules include nothing of the HTTP side; {len(has_c)} modules, no cycle")
 sys.exit(1 if failures else 0)

@@ -3,7 +3,7 @@
  *
  * One thread holds one blocking Redis connection subscribed to the release
  * channel that the release scripts PUBLISH on, and passes each released
- * name to wait.c. It subscribes only while somebody waits (store_feed_want)
+ * name to wait.c. It subscribes only while somebody waits (store_redis_feed_want)
  * and FEED_LINGER_MS after the last one left: every release in the
  * cluster is published, and a picketd that nobody waits on has no use for
  * hearing each one. Under --redis-cluster it subscribes on any one
@@ -198,7 +198,7 @@ void feed_init(const config *c) { cfg = c; }
 
 const config *feed_config(void) { return cfg; }
 
-int store_feed_start(void (*on_released)(const char *key)) {
+int store_redis_feed_start(void (*on_released)(const char *key)) {
   released = on_released;
   picket_proto_channel(channel, sizeof channel, cfg->key_prefix);
   node_on_switch(feed_primary_moved);
@@ -207,7 +207,7 @@ int store_feed_start(void (*on_released)(const char *key)) {
   return 0;
 }
 
-void store_feed_want(int on) {
+void store_redis_feed_want(int on) {
   pthread_mutex_lock(&mu);
   if (on && !wanted) pthread_cond_signal(&wanted_cv);
   if (!on && wanted) idle_since_ms = now_ms();
@@ -215,7 +215,7 @@ void store_feed_want(int on) {
   pthread_mutex_unlock(&mu);
 }
 
-void store_feed_stop(void) {
+void store_redis_feed_stop(void) {
   if (!started) return;
   pthread_mutex_lock(&mu);
   stopping = 1;

@@ -65,7 +65,7 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-store_events *store_events_new(const store_events_hooks *hooks, void *ctx) {
+store_events *store_redis_events_new(const store_events_hooks *hooks, void *ctx) {
   store_events *e = calloc(1, sizeof *e);
   if (e == NULL) return NULL;
   e->hooks = *hooks;
@@ -75,7 +75,7 @@ store_events *store_events_new(const store_events_hooks *hooks, void *ctx) {
   return e;
 }
 
-void store_events_free(store_events *e) {
+void store_redis_events_free(store_events *e) {
   if (e == NULL) return;
   if (e->c) redisFree(e->c);
   for (entry *x = e->list, *next; x; x = next) {
@@ -85,7 +85,7 @@ void store_events_free(store_events *e) {
   free(e);
 }
 
-int store_events_add(store_events *e, const char *name) {
+int store_redis_events_add(store_events *e, const char *name) {
   entry *x = calloc(1, sizeof *x);
   if (x == NULL) return -1;
   snprintf(x->name, sizeof x->name, "%s", name);
@@ -95,7 +95,7 @@ int store_events_add(store_events *e, const char *name) {
   return 0;
 }
 
-void store_events_remove(store_events *e, const char *name) {
+void store_redis_events_remove(store_events *e, const char *name) {
   for (entry **p = &e->list; *p; p = &(*p)->next) {
     entry *x = *p;
     if (strcmp(x->name, name) != 0) continue;
@@ -106,7 +106,7 @@ void store_events_remove(store_events *e, const char *name) {
   }
 }
 
-int store_events_fd(const store_events *e) { return e->c ? e->c->fd : -1; }
+int store_redis_events_fd(const store_events *e) { return e->c ? e->c->fd : -1; }
 
 /* Drops the connection: every channel must be subscribed again, and the
  * events published meanwhile are lost. */
@@ -135,7 +135,7 @@ static redisContext *connect_node(store_events *e) {
 }
 
 /* Sends SUBSCRIBE for the names not yet on this connection, and whatever
- * UNSUBSCRIBE store_events_remove appended. -1 when the connection failed. */
+ * UNSUBSCRIBE store_redis_events_remove appended. -1 when the connection failed. */
 static int sync_channels(store_events *e) {
   for (entry *x = e->list; x; x = x->next)
     if (x->state == CH_NONE) {
@@ -195,7 +195,7 @@ static void watch_keys(store_events *e, int64_t *next) {
     int64_t now = now_ms();
     if (now >= x->watch_due_ms) {
       store_result r;
-      int ok = store_watch(x->name, WATCH_FOR_MS, &r) == STORE_OK;
+      int ok = store_redis_watch(x->name, WATCH_FOR_MS, &r) == STORE_OK;
       if (!ok) LOG(LOG_DEBUG, "events: cannot watch %s: %s", x->name, r.err);
       x->watch_due_ms = now + (ok ? WATCH_EVERY_MS : RETRY_MS);
       if (ok && !x->ready) {
@@ -207,7 +207,7 @@ static void watch_keys(store_events *e, int64_t *next) {
   }
 }
 
-int64_t store_events_run(store_events *e, int readable) {
+int64_t store_redis_events_run(store_events *e, int readable) {
   int64_t now = now_ms();
   int64_t next = now + 1000;
   if (e->c && (e->list == NULL || e->gen != node_generation(e->node))) {
