@@ -35,22 +35,7 @@ void api_init(const config *c) {
   events_init(c);
 }
 
-int64_t api_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void api_response_free(api_response *resp) {
-  free(resp->body);
-  resp->body = NULL;
-}
 #define UNAVAILABLE_RETRY_MS 200 /* a waiting acquire's next try after a 503 */
-
-void api_error(api_response *resp, picket_proto_err e, const char *message) {
-  api_json_reply(resp, picket_proto_err_status(e),
-                 json_pack("{s:o}", "error", api_json_error(e, message)));
-}
 
 static api_result fail(api_response *resp, picket_proto_err e, const char *message) {
   api_error(resp, e, message);
@@ -92,7 +77,7 @@ static int64_t ttl_default(void) {
                                                        : cfg->max_ttl_ms;
 }
 
-/* The lease id a client knows, and the one Redis holds for it: the same
+/* The lease id a client knows, and the one the store holds for it: the same
  * without --auth-file, else bound to the caller's token. */
 static void bind_lease(api_call *call) {
   if (call->who) auth_bind_lease(call->who, call->client_lease, call->lease);
@@ -221,7 +206,7 @@ static api_result store_call(api_call *call, store_op_kind kind) {
   call->op.lock_delay_ms = call->lock_delay_ms;
   call->op.max_hold_ms = call->max_hold_ms;
   /* A token's max_leases is counted by the store, in the lock call itself
-   * (store.h), so concurrent acquires on any picketd of this Redis cannot
+   * (store.h), so concurrent acquires on any picketd of this store cannot
    * overshoot it. */
   if (call->subject && quota_token(call->subject)) {
     call->op.token = quota_token(call->subject);
@@ -259,9 +244,9 @@ static api_result acquire_outcome(api_call *call, api_response *resp) {
   }
   int64_t now = api_now_ms();
   /* A waiting acquire rides out a store that is unavailable for a moment
-   * (a failover, the sentinels' lease on the primary lapsing): it tries
-   * again every UNAVAILABLE_RETRY_MS until its wait_ms runs out, as a
-   * blocking lock of etcd or Redisson does, instead of failing the whole
+   * (a failover, a lapse of the primary's lease): it tries again every
+   * UNAVAILABLE_RETRY_MS until its wait_ms runs out, as the blocking locks
+   * of other lock services do, instead of failing the whole
    * wait on one refusal. A first try's 503 still goes to the client at
    * once: it has not waited yet, and may prefer another picketd. */
   call->unavailable = st == STORE_EUNAVAIL;
@@ -498,9 +483,9 @@ static void reply_text(api_response *resp, const char *type, char *body, size_t 
   resp->body_len = len;
 }
 
-/* Whether /readyz may say where Redis is and why it is not ready. It is
- * open (load balancers probe it without a token), but under --auth-file
- * the addresses, socket paths and Redis's own messages are for operators:
+/* Whether /readyz may say where the store is and why it is not ready. It
+ * is open (load balancers probe it without a token), but under --auth-file
+ * the addresses, socket paths and the store's own messages are for operators:
  * a token with the metrics verb. Anyone else gets the status, the error
  * code and the replica count. A bad token is not refused here: it is a
  * stranger's probe. */
@@ -515,39 +500,12 @@ static int ready_detail(const api_request *req, api_call *call) {
 
 static api_result handle_ready(api_response *resp, int detail) {
   store_result r = {0};
-  store_topology topo = {0};
-  store_status st = store_ready(&r, &topo);
+  json_t *body = NULL;
+  store_status st = store_ready(detail, &r, &body);
   if (st != STORE_OK && !detail)
     snprintf(r.err, sizeof r.err, "%s", "not ready (the reason is shown to a token with the "
                                         "metrics verb)");
   if (st != STORE_OK) return store_failure(resp, st, &r);
-  json_t *body = topo.cluster || !detail
-                     ? json_pack("{s:s, s:i}", "status", "ready", "replicas", r.replicas)
-                     : json_pack("{s:s, s:i, s:s}", "status", "ready", "replicas", r.replicas,
-                                 "primary", topo.primary);
-  if (body && !detail) {
-    if (topo.sentinel >= 0)
-      json_object_set_new(body, "sentinel", json_pack("{s:b}", "reachable", topo.sentinel != 0));
-    api_json_reply(resp, 200, body);
-    return API_DONE;
-  }
-  if (body && topo.cluster) {
-    /* Each shard's primary: where its locks are, and how safe (replicas). */
-    json_t *shards = json_array();
-    for (int i = 0; shards && i < topo.nshards; i++)
-      json_array_append_new(shards, json_pack("{s:s, s:i, s:i}", "primary", topo.shards[i].primary,
-                                              "slots", topo.shards[i].slots, "replicas",
-                                              topo.shards[i].replicas));
-    json_object_set_new(body, "shards", shards);
-  }
-  if (body && topo.sentinel >= 0) {
-    /* Still ready without Sentinel: the primary it last named serves, but
-     * a failover would go unnoticed until a sentinel answers again. */
-    json_t *sen = topo.sentinel ? json_pack("{s:b}", "reachable", 1)
-                                : json_pack("{s:b, s:s}", "reachable", 0, "message",
-                                            topo.sentinel_msg);
-    json_object_set_new(body, "sentinel", sen);
-  }
   api_json_reply(resp, 200, body);
   return API_DONE;
 }

@@ -5,7 +5,7 @@
 #ifndef PICKETD_API_ADMIN_H
 #define PICKETD_API_ADMIN_H
 
-#include "api.h"
+#include "api_types.h"
 
 /* GET /v1/locks?prefix=&limit=&cursor=: under --auth-file only the names
  * the token's prefixes cover are shown. */

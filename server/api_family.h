@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api.h"
+#include "api_types.h"
 
 struct api_family {
   const char *prefix;         /* the path prefix, "/v1/semaphores/" */

@@ -174,3 +174,13 @@ void api_json_store_failure(api_response *resp, store_status st, const store_res
       return;
   }
 }
+
+void api_error(api_response *resp, picket_proto_err e, const char *message) {
+  api_json_reply(resp, picket_proto_err_status(e),
+                 json_pack("{s:o}", "error", api_json_error(e, message)));
+}
+
+void api_response_free(api_response *resp) {
+  free(resp->body);
+  resp->body = NULL;
+}

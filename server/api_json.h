@@ -1,18 +1,25 @@
 /* api_json.h: the JSON of the lock endpoints, both ways: request bodies
  * (members checked against a list, bounded integers) and replies (whole
  * trees, or the hot replies formatted directly, the error object, owners
- * and signed fences as members). api.c and api_family.c share it; nothing
- * else includes it. */
+ * and signed fences as members), and the error reply. The API layer
+ * (api.c, api_family.c, api_admin.c, ui.c) shares it; http.c uses its
+ * error reply. */
 #ifndef PICKETD_API_JSON_H
 #define PICKETD_API_JSON_H
 
 #include <jansson.h>
 #include <stdint.h>
 
-#include "api.h"
+#include "api_types.h"
 
 #define API_JSON_OWNER_MAX (2 * PICKET_PROTO_OWNER_BYTES_MAX + 3)
 #define API_JSON_FENCE_TOKEN_MAX (PICKET_PROTO_FENCE_TOKEN_MAX + 20)
+
+/* An error reply with the table's status and code and `message` (NULL: the
+ * table's default message). */
+void api_error(api_response *resp, picket_proto_err e, const char *message);
+/* Frees what resp owns (its body). */
+void api_response_free(api_response *resp);
 
 /* Takes ownership of j and serializes it as the reply body (a 500 when
  * that runs out of memory). */

@@ -107,7 +107,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "api.h"
+#include "api_types.h"
 #include "auth.h"
 #include "log.h"
 #include "metrics.h"

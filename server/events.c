@@ -1,26 +1,17 @@
 /* events.c: lock event streams, GET /v1/locks/{name}/events
  * (docs/events.md says what a client sees).
  *
- * Where events come from. The scripts that grant, renew, release and break
- * a lock publish an event on the lock's channel P{NAME}:events, but only
- * while the key P{NAME}:watch exists (proto/redis/events.lua): an
- * unwatched lock pays one EXISTS per call and publishes nothing, which
- * keeps Redis Cluster, where every classic PUBLISH is broadcast to all
- * nodes, from carrying each grant and renewal of every lock. So, for each
- * name somebody watches, this thread
- *  1. subscribes to its channel on one Redis connection (any primary under
- *     --redis-cluster: a classic PUBLISH reaches every node, as the release
- *     channel's does; docs/cluster.md),
- *  2. once Redis confirms the subscription, sets P{NAME}:watch for
- *     WATCH_FOR_MS and sets it again every WATCH_EVERY_MS (watch.lua), so
- *     no event published after the key is set can be missed,
- *  3. then reads the lock (inspect) and sends it as the stream's `state`.
- * Nothing runs when a lease expires, so for an `expired` event the thread
- * keeps each watched lock's expiry as its events tell it and reads the lock
- * again at that moment: gone, or another fence, and the lease expired.
- * When the subscription is lost (Redis restarts, the primary moves) events
- * published meanwhile are lost: every stream gets a fresh `state` once the
- * thread has subscribed again.
+ * Where events come from. The store follows the events of each name
+ * somebody watches (store_events_* in store.h): this thread adds a name
+ * when its first stream opens and removes it when its last one closes.
+ * Once the store reports a name ready, the thread reads the lock (inspect)
+ * and sends it as the stream's `state`; from then on it passes on each
+ * event the store reports. Nothing happens in the store when a lease
+ * expires, so for an `expired` event the thread keeps each watched lock's
+ * expiry as its events tell it and reads the lock again at that moment:
+ * gone, or another fence, and the lease expired. When the store reports
+ * events lost (its connection failed) every stream gets a fresh `state`
+ * once the store reports its name ready again.
  *
  * Order. A `state` is read by a call of its own, so messages published
  * before that read can still be waiting on the subscription when it is
@@ -42,12 +33,11 @@
  * (--max-watchers-per-client).
  *
  * One mutex guards names and streams. Only this thread frees a watched
- * name (once nobody watches it and it has unsubscribed), so it may use a
- * name's entry outside the mutex while it talks to Redis. */
+ * name (once nobody watches it and the store stopped following it), so it
+ * may use a name's entry outside the mutex while it calls the store. */
 #include "events.h"
 
 #include <errno.h>
-#include <hiredis/hiredis.h>
 #include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
@@ -58,19 +48,14 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "api.h"
+#include "api_types.h"
 #include "api_json.h"
 #include "log.h"
 #include "metrics.h"
-#include "node.h"
 #include "store.h"
 
 #define SUB_BUF 8192           /* bytes a stream may have waiting to be sent */
-#define WATCH_FOR_MS 10000     /* P{NAME}:watch lives this long... */
-#define WATCH_EVERY_MS 3000    /* ...and is set again this often */
-#define PING_MS 1000           /* a quiet subscription is checked this often */
-#define RETRY_MS 250           /* a failed connect or store call is tried again after */
-#define CHANNEL_MAX (PICKET_PROTO_KEY_PREFIX_MAX + PICKET_PROTO_NAME_MAX + 16)
+#define RETRY_MS 250           /* a failed store call is tried again after */
 #define POLL_MAX 4096          /* sockets polled at once (the rest next pass) */
 
 typedef struct watched watched;
@@ -91,15 +76,11 @@ struct events_sub {
   char buf[SUB_BUF];
 };
 
-enum { CH_NONE, CH_SENT, CH_ACTIVE };
-
 struct watched {
   char name[PICKET_PROTO_NAME_MAX + 1];
-  char channel[CHANNEL_MAX];
   events_sub *subs;
-  int state;              /* its channel on the current subscription */
-  int watching;           /* P{NAME}:watch was set since the channel became active */
-  int64_t watch_due_ms;   /* when to set P{NAME}:watch again */
+  int followed;           /* added to the store's follower */
+  int watching;           /* the store reported it ready (and no loss since) */
   int64_t fence;          /* the live lease's fence, as the events tell (0: none) */
   int64_t expires_ms;     /* ...and when it ends unless renewed (monotonic; 0: none known) */
   int64_t state_fence;    /* the lock as last read (-1: not yet), for stale() */
@@ -228,7 +209,6 @@ events_sub *events_open(const char *name, const char *client, picket_proto_err *
   else if ((w = find(name)) == NULL && (w = calloc(1, sizeof *w)) != NULL) {
     snprintf(w->name, sizeof w->name, "%s", name);
     w->state_fence = -1;
-    picket_proto_channel_events(w->channel, sizeof w->channel, cfg->key_prefix, name);
     w->next = names;
     names = w;
   }
@@ -303,38 +283,55 @@ void events_close(events_sub *s) {
   notify();
 }
 
-/* ---- what the thread does with Redis ---------------------------------- */
+/* ---- what the thread does with the store ------------------------------- */
 
-/* A message on a lock's channel: "KIND FENCE N TIME TEXT" (events.lua). */
-static void on_message(watched *w, const char *msg, size_t len) {
-  char kind = 0;
-  long long fence = 0, n = 0, time = 0;
-  int text_at = 0;
-  char copy[1024];
-  if (len >= sizeof copy) return;
-  memcpy(copy, msg, len);
-  copy[len] = '\0';
-  if (sscanf(copy, "%c %lld %lld %lld %n", &kind, &fence, &n, &time, &text_at) < 4) return;
-  const char *text = text_at > 0 ? copy + text_at : "";
-  json_t *d = json_pack("{s:s,s:I,s:I}", "name", w->name, "fence", (json_int_t)fence, "time",
-                        (json_int_t)time);
-  if (d == NULL) return;
+/* The store's hooks (store_events_hooks), on this thread, mu not held. */
+
+static void on_ready(void *ctx, const char *name) {
+  (void)ctx;
+  pthread_mutex_lock(&mu);
+  watched *w = find(name);
+  if (w) w->watching = 1; /* store_work reads its state now */
+  pthread_mutex_unlock(&mu);
+}
+
+static void on_lost(void *ctx) {
+  (void)ctx;
+  pthread_mutex_lock(&mu);
+  for (watched *w = names; w; w = w->next) {
+    w->watching = 0;
+    for (events_sub *s = w->subs; s; s = s->next) s->want_state = 1;
+  }
+  pthread_mutex_unlock(&mu);
+}
+
+static void on_event(void *ctx, const char *name, const store_event *ev) {
+  (void)ctx;
+  pthread_mutex_lock(&mu);
+  watched *w = find(name);
+  json_t *d = w ? json_pack("{s:s,s:I,s:I}", "name", w->name, "fence", (json_int_t)ev->fence,
+                            "time", (json_int_t)ev->time)
+                : NULL;
+  if (d == NULL) {
+    pthread_mutex_unlock(&mu);
+    return;
+  }
   const char *type = NULL;
   /* an event older than the last state must not move what the state
    * told: the live fence and its expiry */
-  int64_t order = kind == 'b' ? n : fence;
-  int old = stale(w->state_fence, w->state_held, kind, order);
-  switch (kind) {
+  int64_t order = ev->kind == 'b' ? ev->n : ev->fence;
+  int old = stale(w->state_fence, w->state_held, ev->kind, order);
+  switch (ev->kind) {
     case 'g':
       type = "granted";
-      json_object_set_new(d, "owner", api_json_owner(text));
-      json_object_set_new(d, "ttl_ms", json_integer(n));
-      if (!old) w->fence = fence, w->expires_ms = now_ms() + n;
+      json_object_set_new(d, "owner", api_json_owner(ev->text));
+      json_object_set_new(d, "ttl_ms", json_integer(ev->n));
+      if (!old) w->fence = ev->fence, w->expires_ms = now_ms() + ev->n;
       break;
     case 'n':
       type = "renewed";
-      json_object_set_new(d, "ttl_ms", json_integer(n));
-      if (!old) w->fence = fence, w->expires_ms = now_ms() + n;
+      json_object_set_new(d, "ttl_ms", json_integer(ev->n));
+      if (!old) w->fence = ev->fence, w->expires_ms = now_ms() + ev->n;
       break;
     case 'r':
       type = "released";
@@ -342,14 +339,20 @@ static void on_message(watched *w, const char *msg, size_t len) {
       break;
     case 'b':
       type = "broken";
-      json_object_set_new(d, "next_fence", json_integer(n));
-      json_object_set_new(d, "by", json_string(text));
+      json_object_set_new(d, "next_fence", json_integer(ev->n));
+      json_object_set_new(d, "by", json_string(ev->text));
       if (!old) w->fence = 0, w->expires_ms = 0;
       break;
-    default: json_decref(d); return;
+    default:
+      json_decref(d);
+      pthread_mutex_unlock(&mu);
+      return;
   }
-  broadcast(w, type, d, kind, order);
+  broadcast(w, type, d, ev->kind, order);
+  pthread_mutex_unlock(&mu);
 }
+
+static const store_events_hooks hooks = {on_ready, on_event, on_lost};
 
 /* Reads lock w (the thread, mu not held): 0 with r filled, or -1. */
 static int inspect(watched *w, store_result *r) {
@@ -363,36 +366,25 @@ static int inspect(watched *w, store_result *r) {
   return 0;
 }
 
-/* The Redis work one pass owes: watch keys, states, expiry checks. Runs
- * without mu (store calls block), taking it to look and to deliver. */
+/* The reads one pass owes: states, expiry checks. Runs without mu (store
+ * calls block), taking it to look and to deliver. */
 static void store_work(int64_t *next) {
   int64_t now = now_ms();
   pthread_mutex_lock(&mu);
   for (watched *w = names; w; w = w->next) {
-    if (w->state != CH_ACTIVE || w->subs == NULL) continue;
+    if (!w->watching || w->subs == NULL) continue;
     int want = 0;
     for (events_sub *s = w->subs; s; s = s->next) want |= s->want_state;
-    int set_watch = now >= w->watch_due_ms;
     int expiry = w->expires_ms && now >= w->expires_ms;
-    if (!set_watch && !(want && w->watching) && !expiry) {
-      int64_t t = w->watch_due_ms;
-      if (w->expires_ms && w->expires_ms < t) t = w->expires_ms;
-      if (t < *next) *next = t;
+    if (!want && !expiry) {
+      if (w->expires_ms && w->expires_ms < *next) *next = w->expires_ms;
       continue;
     }
     pthread_mutex_unlock(&mu);
     store_result r;
-    if (set_watch) {
-      int ok = store_watch(w->name, WATCH_FOR_MS, &r) == STORE_OK;
-      if (!ok) LOG(LOG_DEBUG, "events: cannot watch %s: %s", w->name, r.err);
-      pthread_mutex_lock(&mu);
-      w->watch_due_ms = now + (ok ? WATCH_EVERY_MS : RETRY_MS);
-      if (ok) w->watching = 1;
-      pthread_mutex_unlock(&mu);
-    }
-    int ok = (w->watching && (want || expiry)) ? inspect(w, &r) == 0 : -1;
+    int ok = inspect(w, &r) == 0;
     pthread_mutex_lock(&mu);
-    if (ok == 1) {
+    if (ok) {
       if (expiry && (!r.held || r.fence != w->fence)) {
         broadcast(w, "expired", json_pack("{s:s,s:I,s:I}", "name", w->name, "fence",
                                           (json_int_t)w->fence, "time", (json_int_t)wall_ms()),
@@ -411,78 +403,30 @@ static void store_work(int64_t *next) {
       w->state_fence = r.fence, w->state_held = r.held;
       if (r.held) w->fence = r.fence, w->expires_ms = now_ms() + r.ttl_ms + 1;
       else w->fence = 0, w->expires_ms = 0;
-    } else if (ok == 0 || expiry) {
-      if (w->expires_ms) w->expires_ms = now_ms() + RETRY_MS; /* try again soon */
+    } else {
+      /* try again soon: the expiry check, or the state still owed */
+      if (w->expires_ms) w->expires_ms = now_ms() + RETRY_MS;
+      if (now_ms() + RETRY_MS < *next) *next = now_ms() + RETRY_MS;
     }
-    if (w->watch_due_ms < *next) *next = w->watch_due_ms;
     if (w->expires_ms && w->expires_ms < *next) *next = w->expires_ms;
   }
   pthread_mutex_unlock(&mu);
 }
 
-/* Sends SUBSCRIBE for the names not yet on this connection and
- * UNSUBSCRIBE for those nobody watches any more (freeing them). -1 when
- * the connection failed. */
-static int sync_channels(redisContext *c) {
-  int sent = 0;
+/* Makes the store follow the names somebody watches, and frees those
+ * nobody watches any more. */
+static void sync_names(store_events *se) {
   pthread_mutex_lock(&mu);
   for (watched **p = &names; *p;) {
     watched *w = *p;
     if (w->subs == NULL) {
-      if (c && w->state != CH_NONE) {
-        redisAppendCommand(c, "UNSUBSCRIBE %s", w->channel);
-        sent = 1;
-      }
+      if (w->followed) store_events_remove(se, w->name);
       *p = w->next;
       free(w);
       continue;
     }
-    if (c && w->state == CH_NONE) {
-      redisAppendCommand(c, "SUBSCRIBE %s", w->channel);
-      w->state = CH_SENT;
-      sent = 1;
-    }
+    if (!w->followed && store_events_add(se, w->name) == 0) w->followed = 1;
     p = &w->next;
-  }
-  pthread_mutex_unlock(&mu);
-  int done = !sent;
-  while (!done)
-    if (redisBufferWrite(c, &done) != REDIS_OK) return -1;
-  return 0;
-}
-
-static watched *by_channel(const redisReply *e) {
-  if (e->type != REDIS_REPLY_STRING) return NULL;
-  for (watched *w = names; w; w = w->next)
-    if (strcmp(w->channel, e->str) == 0) return w;
-  return NULL;
-}
-
-/* One reply on the subscription (mu held). */
-static void on_reply(redisReply *r) {
-  if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-      r->element[0]->type != REDIS_REPLY_STRING)
-    return;
-  const char *what = r->element[0]->str;
-  watched *w = by_channel(r->element[1]);
-  if (w == NULL) return;
-  if (strcmp(what, "subscribe") == 0) {
-    w->state = CH_ACTIVE;
-    w->watching = 0;
-    w->watch_due_ms = 0; /* set P{NAME}:watch now, then read the lock */
-  } else if (strcmp(what, "message") == 0 && r->elements == 3 &&
-             r->element[2]->type == REDIS_REPLY_STRING) {
-    on_message(w, r->element[2]->str, r->element[2]->len);
-  }
-}
-
-/* Every name must subscribe again and every stream gets a fresh state. */
-static void reset_channels(void) {
-  pthread_mutex_lock(&mu);
-  for (watched *w = names; w; w = w->next) {
-    w->state = CH_NONE;
-    w->watching = 0;
-    for (events_sub *s = w->subs; s; s = s->next) s->want_state = 1;
   }
   pthread_mutex_unlock(&mu);
 }
@@ -506,75 +450,31 @@ static void heartbeats(int64_t *next) {
   pthread_mutex_unlock(&mu);
 }
 
-static redisContext *connect_node(int *node, unsigned long *gen) {
-  char err[256] = "no Redis primary known";
-  *node = node_any(*node < 0 ? -1 : *node);
-  redisContext *c = *node >= 0 ? node_connect(*node, cfg->redis_timeout_ms, gen, err, sizeof err)
-                               : NULL;
-  if (c == NULL) {
-    LOG(LOG_DEBUG, "events: %s", err);
-    return NULL;
-  }
-  struct timeval forever = {0, 0}; /* a subscriber waits for messages */
-  redisSetTimeout(c, forever);
-  return c;
-}
-
 static void *events_main(void *arg) {
-  redisContext *c = NULL;
-  int node = -1;
-  unsigned long gen = 0;
-  int64_t retry_at = 0, ping_sent = 0, next_ping = 0;
+  store_events *se = store_events_new(&hooks, NULL);
   struct pollfd *pf = calloc(POLL_MAX, sizeof *pf);
   events_sub **pfs = calloc(POLL_MAX, sizeof *pfs);
-  if (pf == NULL || pfs == NULL) {
+  if (se == NULL || pf == NULL || pfs == NULL) {
     LOG(LOG_ERROR, "events: out of memory; no event streams");
+    store_events_free(se);
     free(pf), free(pfs);
     return arg;
   }
+  int readable = 0;
   for (;;) {
     pthread_mutex_lock(&mu);
-    int stop = stopping, any = names != NULL;
+    int stop = stopping;
     pthread_mutex_unlock(&mu);
     if (stop) break;
-    int64_t now = now_ms();
-    if (c && (!any || gen != node_generation(node))) { /* nobody watches, or the primary moved */
-      redisFree(c);
-      c = NULL;
-      reset_channels();
-    }
-    if (any && c == NULL && now >= retry_at) {
-      if ((c = connect_node(&node, &gen)) == NULL) retry_at = now + RETRY_MS;
-      ping_sent = 0, next_ping = now + PING_MS;
-    }
-    if (sync_channels(c) < 0 || (c && ping_sent && now - ping_sent >= cfg->redis_timeout_ms)) {
-      LOG(LOG_INFO, "events: subscription lost; subscribing again (streams get a new state)");
-      redisFree(c);
-      c = NULL;
-      reset_channels();
-      retry_at = now + RETRY_MS;
-      continue;
-    }
-    int64_t next = now + 1000;
-    if (c) {
-      store_work(&next);
-      if (!ping_sent && now_ms() >= next_ping) {
-        int done = 0;
-        redisAppendCommand(c, "PING");
-        while (!done && redisBufferWrite(c, &done) == REDIS_OK) {
-        }
-        ping_sent = now_ms();
-      }
-      int64_t t = ping_sent ? ping_sent + cfg->redis_timeout_ms : next_ping;
-      if (t < next) next = t;
-    } else if (any && retry_at < next) {
-      next = retry_at;
-    }
+    sync_names(se);
+    int64_t next = store_events_run(se, readable);
+    store_work(&next);
     heartbeats(&next);
 
     int n = 0;
     pf[n++] = (struct pollfd){.fd = evfd, .events = POLLIN};
-    if (c) pf[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+    int sfd = store_events_fd(se);
+    if (sfd >= 0) pf[n++] = (struct pollfd){.fd = sfd, .events = POLLIN};
     int first_sub = n;
     pthread_mutex_lock(&mu);
     for (watched *w = names; w && n < POLL_MAX; w = w->next)
@@ -585,6 +485,7 @@ static void *events_main(void *arg) {
         }
     pthread_mutex_unlock(&mu);
     int64_t wait = next - now_ms();
+    readable = 0;
     if (poll(pf, (nfds_t)n, wait < 0 ? 0 : wait > 1000 ? 1000 : (int)wait) < 0 && errno != EINTR)
       continue;
     if (pf[0].revents) {
@@ -592,6 +493,7 @@ static void *events_main(void *arg) {
       if (read(evfd, &v, sizeof v) < 0) { /* nothing pending */
       }
     }
+    readable = sfd >= 0 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR));
     pthread_mutex_lock(&mu);
     for (int i = first_sub; i < n; i++) {
       if (!(pf[i].revents & (POLLRDHUP | POLLHUP | POLLERR))) continue;
@@ -601,26 +503,8 @@ static void *events_main(void *arg) {
           if (s == pfs[i] && s->parked) end_sub(s);
     }
     pthread_mutex_unlock(&mu);
-    if (c && (pf[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-      int ok = redisBufferRead(c) == REDIS_OK;
-      redisReply *r = NULL;
-      while (ok && (ok = redisGetReplyFromReader(c, (void **)&r) == REDIS_OK) && r) {
-        ping_sent = 0, next_ping = now_ms() + PING_MS; /* any traffic shows it alive */
-        pthread_mutex_lock(&mu);
-        on_reply(r);
-        pthread_mutex_unlock(&mu);
-        freeReplyObject(r);
-        r = NULL;
-      }
-      if (!ok) {
-        LOG(LOG_INFO, "events: subscription closed; subscribing again");
-        redisFree(c);
-        c = NULL;
-        reset_channels();
-      }
-    }
   }
-  if (c) redisFree(c);
+  store_events_free(se);
   free(pf), free(pfs);
   store_thread_done();
   return arg;

@@ -18,7 +18,7 @@ typedef struct events_sub events_sub;
 
 /* Sets the limits events_open keeps (events_start does too). */
 void events_init(const config *cfg);
-/* Starts the events thread (its Redis subscription, the watch keys, the
+/* Starts the events thread (the store's follower of watched locks, the
  * expiry checks and heartbeats). resume(conn) must resume a connection
  * from any thread (http_resume). 0, or -1 with errno. */
 int events_start(const config *cfg, void (*resume)(void *conn));

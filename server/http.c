@@ -1,21 +1,17 @@
-/* http.c: libmicrohttpd wiring: the event loops, request bodies (bounded),
+/* http.c: libmicrohttpd wiring: the daemons, request bodies (bounded),
  * suspend/resume for pipelined calls and waiting acquires, and sending
  * api_response values. It knows nothing of locks: api.c decides every
- * reply, wait.c decides when a waiter runs again.
+ * reply, wait.c decides when a waiter runs again, and the event loops that
+ * run the daemons are loop.c's.
  *
- * picketd runs --threads event loops. Each owns a libmicrohttpd daemon in
- * external epoll mode (all of them accept on one listen socket, as
- * libmicrohttpd's own thread pool does) and a store_pipe, its pipelined
- * Redis connection. One pass of a loop: wait on the daemon's epoll fd, the
- * pipe's socket and the loop's eventfd; complete the calls whose replies
- * came in (resuming their connections); resume what other threads asked
- * to; let the daemon run; write the calls that pass appended in one go.
- * Everything a connection does happens on its loop's thread, so a piped
- * call crosses no thread and wakes nobody.
+ * picketd runs --threads event loops. Each runs one libmicrohttpd daemon
+ * in external epoll mode (all of them accept on one listen socket, as
+ * libmicrohttpd's own thread pool does); a pass of a loop lets it run
+ * once (loop.h says what else a pass does).
  *
  * Per request libmicrohttpd calls on_request several times: first with no
  * state (we allocate it), then once per body chunk, then with no data (we
- * handle it). A piped lock call suspends the connection until its reply
+ * handle it). A piped store call suspends the connection until its reply
  * is in, and re-enters on_request to answer. A waiting acquire is
  * suspended after its first attempt and re-enters on_request each time
  * wait.c resumes it.
@@ -31,9 +27,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -42,22 +37,23 @@
 #include <stdio.h>
 
 #include "api.h"
+#include "api_json.h"
 #include "conns.h"
 #include "events.h"
 #include "log.h"
+#include "loop.h"
 #include "metrics.h"
-#include "store.h"
 #include "tls.h"
 #include "wait.h"
 
-typedef struct loop loop;
+typedef struct http_loop http_loop;
 
 typedef struct http_req {
   api_call call;
-  loop *loop;           /* the loop that serves its connection */
+  http_loop *loop;      /* the loop that serves its connection */
   struct MHD_Connection *conn;
   conns_client *sock;   /* its connection's state in conns.c, or NULL */
-  struct http_req *resume_next; /* in loop->resume_head, while queued */
+  loop_resume resume;   /* in its loop's resume queue, while queued */
   struct http_req *spare_next;  /* in loop->spare, once ended */
   waiter w;
   events_sub *stream;   /* an event stream's (API_STREAM), until the request ends */
@@ -75,34 +71,25 @@ typedef struct http_req {
   size_t target_len;    /* ...and its length up to the first NUL */
 } http_req;
 
-struct loop {
+/* One event loop's daemon, and what this file keeps per loop. */
+struct http_loop {
   struct MHD_Daemon *d;
-  store_pipe *pipe;     /* NULL when lock calls are never pipelined */
-  int ep;               /* epoll: the daemon's epoll fd, the pipe's socket, wake */
-  int wake;             /* eventfd: resumes asked by other threads, quiesce, stop */
-  int pipe_fd;          /* the pipe socket now in ep, or -1 */
-  unsigned long pipe_opens; /* ...and which one it is */
-  conns_loop *conns;    /* its connections' deadlines (their sockets are in ep too) */
+  loop *ev;             /* its event loop (loop.c) */
   MHD_socket quiesced;  /* the listen socket after quiesce: closed after the stop */
-  pthread_t thread;
-  int started;
-  pthread_mutex_t mu;   /* guards the resume queue */
-  http_req *resume_head, *resume_tail;
   http_req *spare;      /* ended requests kept for reuse (this loop's thread only)... */
   int nspare;           /* ...and how many */
 };
 
-static loop *loops;
+static http_loop *loops;
 static int nloops;
-static __thread loop *cur; /* the loop running on this thread */
-static atomic_int quiesce_req, stop_req;
-static atomic_int pipes_closed; /* stopping: new lock calls go direct */
+static __thread http_loop *cur; /* the loop running on this thread */
+static atomic_int quiesce_req;
 static atomic_long piped_waiting; /* piped calls not yet done, all loops */
 static const config *cfg;
 static atomic_long inflight;
 static atomic_long connections; /* open client connections */
 /* Requests between "complete" and "reply queued": the ones that may call
- * Redis now. Unlike `inflight`, it leaves out parked waiters and replies
+ * the store now. Unlike `inflight`, it leaves out parked waiters and replies
  * still being sent, so a lone client's next request never sees its last
  * one as company. */
 static atomic_long handling;
@@ -115,31 +102,23 @@ static void handling_set(http_req *r, int on) {
 
 long http_inflight(void) { return atomic_load(&inflight); }
 
-static void loop_wake(loop *l) {
-  uint64_t one = 1;
-  ssize_t n = write(l->wake, &one, sizeof one); /* only fails when already nonzero */
-  (void)n;
-}
-
-/* wait.c's resume function (it may run on any thread): the connection is
- * resumed by its own loop, which an eventfd wakes. libmicrohttpd would
- * accept a resume from another thread, but a loop in external mode can
- * miss it and sleep on until its next event. */
+/* wait.c's and events.c's resume function (it may run on any thread):
+ * the connection is resumed by its own loop, which an eventfd wakes.
+ * libmicrohttpd would accept a resume from another thread, but a loop in
+ * external mode can miss it and sleep on until its next event. */
 void http_resume(void *arg) {
   http_req *r = arg;
-  loop *l = r->loop;
-  if (l == NULL) { /* a request met while the daemons stop, on no loop */
+  if (r->loop == NULL) { /* a request met while the daemons stop, on no loop */
     MHD_resume_connection(r->conn);
     return;
   }
-  r->resume_next = NULL;
-  pthread_mutex_lock(&l->mu);
-  int first = l->resume_head == NULL;
-  if (l->resume_tail) l->resume_tail->resume_next = r;
-  else l->resume_head = r;
-  l->resume_tail = r;
-  pthread_mutex_unlock(&l->mu);
-  if (first) loop_wake(l);
+  loop_resume_soon(r->loop->ev, &r->resume);
+}
+
+/* The loop's resume hook: on the loop's thread. */
+static void resume_now(loop_resume *item) {
+  http_req *r = (http_req *)((char *)item - offsetof(http_req, resume));
+  MHD_resume_connection(r->conn);
 }
 
 /* Keep paths exactly as sent: api.c splits a path into segments first and
@@ -489,9 +468,7 @@ static enum MHD_Result refuse(struct MHD_Connection *conn, http_req *r, const ch
  * direct call serves none of its other connections meanwhile (with
  * --threads 1, only one request is ever being handled). */
 static int use_pipeline(void) {
-  if (cur == NULL || cur->pipe == NULL || atomic_load(&pipes_closed)) return 0;
-  return cfg->redis_pipeline == PIPELINE_ON || atomic_load(&handling) > 1 ||
-         atomic_load(&connections) > cfg->threads;
+  return loop_pipe_pays(atomic_load(&handling) > 1 || atomic_load(&connections) > cfg->threads);
 }
 
 static void piped_done(store_op *op);
@@ -559,7 +536,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (use_pipeline()) {
       r->call.op.done = piped_done;
       r->call.op.arg = r;
-      if (store_pipe_append(cur->pipe, &r->call.op) == 0) {
+      if (loop_pipe_call(&r->call.op) == 0) {
         /* done() comes from a later pass of this loop, never before this
          * suspend. */
         r->piped = 1;
@@ -567,7 +544,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         MHD_suspend_connection(conn);
         return MHD_YES;
       }
-      /* over at once (Redis unreachable): op.st says why */
+      /* over at once (the store unreachable): op.st says why */
     } else {
       api_run_store(&r->call);
     }
@@ -576,6 +553,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   return reply(conn, r, res, &resp);
 }
 
+/* A piped call's reply is in (on its loop's thread): answer it. */
 static void piped_done(store_op *op) {
   http_req *r = op->arg;
   atomic_fetch_sub(&piped_waiting, 1);
@@ -618,8 +596,8 @@ static enum MHD_Result reply(struct MHD_Connection *conn, http_req *r, api_resul
   if (res == API_WAIT) return park(conn, r);
   if (res == API_STREAM) return stream_start(conn, r, resp);
   if (api_granted(&r->call)) {
-    /* A client that gave up (its timeout, while picketd was paused or Redis
-     * slow) has closed its side, yet the reply would still "send" into the
+    /* A client that gave up (its timeout, while picketd was paused or the
+     * store slow) has closed its side, yet the reply would still "send" into the
      * half-closed socket. Close instead: on_completed gives the lock back. */
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -673,102 +651,34 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
   int started = code == MHD_CONNECTION_NOTIFY_STARTED;
-  if (started) *socket_context = conns_opened(cur->conns, conn); /* accepted on this loop */
+  if (started) *socket_context = conns_opened(loop_conns(cur->ev), conn); /* accepted on this loop */
   else conns_closed(*socket_context);
   atomic_fetch_add(&connections, started ? 1 : -1);
   metrics_gauge_add(G_CONNECTIONS, started ? 1 : -1);
 }
 
-/* ---- the event loops -------------------------------------------------- */
+/* ---- the daemons in their event loops ---------------------------------- */
 
-static void epoll_watch(int ep, int fd, void *tag) {
-  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = tag};
-  epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
-}
-
-/* Keeps the pipe's socket in the set. A reconnect makes a new socket,
- * possibly with the old one's number: the count of opens tells them apart.
- * (A closed socket has left the set by itself.) */
-static void watch_pipe(loop *l) {
-  unsigned long opens = 0;
-  int fd = l->pipe ? store_pipe_fd(l->pipe, &opens) : -1;
-  if (fd == l->pipe_fd && opens == l->pipe_opens) return;
-  if (fd >= 0) epoll_watch(l->ep, fd, &l->pipe_fd);
-  l->pipe_fd = fd;
-  l->pipe_opens = opens;
-}
-
-/* How long a pass may wait: until the daemon's next timeout, the oldest
- * piped call's or the next request deadline, and never more than a second
- * (a safety net: every event that matters wakes the loop). */
-static int loop_timeout(loop *l) {
-  int64_t t = 1000;
-  MHD_UNSIGNED_LONG_LONG mt;
-  if (MHD_get_timeout(l->d, &mt) == MHD_YES && (int64_t)mt < t) t = (int64_t)mt;
-  int64_t pt = l->pipe ? store_pipe_timeout_ms(l->pipe) : -1;
-  if (pt >= 0 && pt < t) t = pt;
-  int64_t ct = conns_timeout_ms(l->conns);
-  if (ct >= 0 && ct < t) t = ct;
-  return (int)t;
-}
-
-/* Resumes the connections other threads asked to resume. */
-static void take_resumes(loop *l) {
-  uint64_t n;
-  if (read(l->wake, &n, sizeof n) < 0) { /* nothing pending */
-  }
-  pthread_mutex_lock(&l->mu);
-  http_req *r = l->resume_head;
-  l->resume_head = l->resume_tail = NULL;
-  pthread_mutex_unlock(&l->mu);
-  for (http_req *next; r; r = next) {
-    next = r->resume_next; /* the request may end once resumed */
-    MHD_resume_connection(r->conn);
-  }
-}
-
-/* Events taken from a loop's epoll set per call. */
-#define LOOP_EVENTS 32
-
-static void *loop_main(void *arg) {
-  loop *l = arg;
+/* The loop's hooks (loop_hooks), on the loop's thread. */
+static void on_pass(void *ctx) {
+  http_loop *l = ctx;
   cur = l;
-  if (l->pipe) store_pipe_connect(l->pipe);
-  struct epoll_event evs[LOOP_EVENTS];
-  while (!atomic_load(&stop_req)) {
-    if (atomic_load(&quiesce_req) && l->quiesced == MHD_INVALID_SOCKET)
-      l->quiesced = MHD_quiesce_daemon(l->d);
-    watch_pipe(l);
-    int n = epoll_wait(l->ep, evs, LOOP_EVENTS, loop_timeout(l));
-    /* Every event is taken before the daemon runs: once libmicrohttpd has
-     * read a client's first byte, epoll no longer reports it, and the
-     * request's deadline would start late (conns.c). So a full batch is
-     * followed by another. Client sockets are edge-triggered, so one that
-     * keeps receiving could be reported again and again while the daemon
-     * waits: the rounds are bounded by what this loop's connections could
-     * fill once each (the bound one-shot events used to give), and a
-     * request that misses it starts at its line instead. */
-    for (int rounds = (int)(cfg->max_connections / LOOP_EVENTS) + 2;; rounds--) {
-      for (int i = 0; i < n; i++) {
-        void *tag = evs[i].data.ptr;
-        if (tag == &l->wake) take_resumes(l);
-        else if (tag == &l->pipe_fd) {
-          if (l->pipe) store_pipe_read(l->pipe);
-        } else if (tag != l->d) {
-          conns_readable(tag); /* the rest are client sockets, tagged by conns.c */
-        }
-      }
-      if (n < LOOP_EVENTS || rounds == 0) break;
-      n = epoll_wait(l->ep, evs, LOOP_EVENTS, 0);
-    }
-    conns_expire(l->conns);
-    if (l->pipe) store_pipe_expire(l->pipe);
-    MHD_run(l->d);
-    if (l->pipe) store_pipe_flush(l->pipe);
-  }
-  store_thread_done();
-  return NULL;
+  if (atomic_load(&quiesce_req) && l->quiesced == MHD_INVALID_SOCKET)
+    l->quiesced = MHD_quiesce_daemon(l->d);
 }
+
+static int64_t daemon_timeout(void *ctx) {
+  http_loop *l = ctx;
+  MHD_UNSIGNED_LONG_LONG mt;
+  return MHD_get_timeout(l->d, &mt) == MHD_YES ? (int64_t)mt : -1;
+}
+
+static void daemon_run(void *ctx) {
+  http_loop *l = ctx;
+  MHD_run(l->d);
+}
+
+static const loop_hooks hooks = {on_pass, daemon_timeout, daemon_run, resume_now};
 
 static struct MHD_Daemon *daemon_start(const struct sockaddr *addr, MHD_socket listen_fd,
                                        unsigned limit, int ipv6) {
@@ -799,23 +709,18 @@ static struct MHD_Daemon *daemon_start(const struct sockaddr *addr, MHD_socket l
       MHD_OPTION_END);
 }
 
-static int loop_init(loop *l, const struct sockaddr *addr, MHD_socket listen_fd, unsigned limit,
-                     int ipv6) {
+static int http_loop_init(http_loop *l, const struct sockaddr *addr, MHD_socket listen_fd,
+                          unsigned limit, int ipv6) {
   l->d = daemon_start(addr, listen_fd, limit, ipv6);
   if (l->d == NULL) return -1;
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(l->d, MHD_DAEMON_INFO_EPOLL_FD);
-  l->ep = epoll_create1(EPOLL_CLOEXEC);
-  l->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (di == NULL || l->ep < 0 || l->wake < 0) return -1;
-  epoll_watch(l->ep, di->epoll_fd, l->d);
-  epoll_watch(l->ep, l->wake, &l->wake);
-  if ((l->conns = conns_loop_new(l->ep)) == NULL) return -1;
-  if (store_pipeline_enabled() && (l->pipe = store_pipe_new()) == NULL) return -1;
+  if (di == NULL || (l->ev = loop_new(di->epoll_fd, &hooks, l)) == NULL) return -1;
   return 0;
 }
 
 int http_start(const config *c, int *port) {
   cfg = c;
+  loop_init(cfg);
   if (conns_init(cfg) < 0) {
     LOG(LOG_ERROR, "out of memory");
     return -1;
@@ -839,18 +744,15 @@ int http_start(const config *c, int *port) {
     LOG(LOG_ERROR, "out of memory");
     return -1;
   }
-  for (int i = 0; i < nloops; i++) { /* so that http_stop may clean up any of them */
-    loops[i].ep = loops[i].wake = loops[i].pipe_fd = -1;
+  for (int i = 0; i < nloops; i++) /* so that http_stop may clean up any of them */
     loops[i].quiesced = MHD_INVALID_SOCKET;
-    pthread_mutex_init(&loops[i].mu, NULL);
-  }
   int ipv6 = ai->ai_family == AF_INET6;
   MHD_socket listen_fd = MHD_INVALID_SOCKET;
   for (int i = 0; i < nloops; i++) {
     unsigned limit = (unsigned)(cfg->max_connections / nloops + (i < cfg->max_connections % nloops));
     MHD_socket fd = MHD_INVALID_SOCKET;
     if (i > 0 && (fd = dup(listen_fd)) < 0) rc = -1;
-    else rc = loop_init(&loops[i], i == 0 ? ai->ai_addr : NULL, fd, limit, ipv6);
+    else rc = http_loop_init(&loops[i], i == 0 ? ai->ai_addr : NULL, fd, limit, ipv6);
     if (rc < 0 && loops[i].d == NULL && fd >= 0) close(fd);
     if (rc < 0) break;
     if (i == 0) {
@@ -865,12 +767,11 @@ int http_start(const config *c, int *port) {
     return -1;
   }
   for (int i = 0; i < nloops; i++) {
-    if (pthread_create(&loops[i].thread, NULL, loop_main, &loops[i]) != 0) {
+    if (loop_start(loops[i].ev) != 0) {
       LOG(LOG_ERROR, "cannot start the HTTP event loops");
       http_stop();
       return -1;
     }
-    loops[i].started = 1;
   }
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(loops[0].d, MHD_DAEMON_INFO_BIND_PORT);
   *port = di ? di->port : cfg->listen_port;
@@ -883,38 +784,27 @@ void http_quiesce(void) {
    * closed after MHD_stop_daemon. */
   atomic_store(&quiesce_req, 1);
   for (int i = 0; i < nloops; i++)
-    if (loops[i].started) loop_wake(&loops[i]);
+    if (loops[i].ev) loop_wake(loops[i].ev);
 }
 
-void http_close_pipes(void) { atomic_store(&pipes_closed, 1); }
+void http_close_pipes(void) { loop_close_pipes(); }
 
 long http_piped(void) { return atomic_load(&piped_waiting); }
 
 void http_stop(void) {
-  atomic_store(&stop_req, 1);
-  for (int i = 0; i < nloops; i++)
-    if (loops[i].started) {
-      loop_wake(&loops[i]);
-      pthread_join(loops[i].thread, NULL);
-      loops[i].started = 0;
-    }
+  for (int i = 0; i < nloops; i++) loop_stop(loops[i].ev);
   for (int i = 0; i < nloops; i++) {
-    loop *l = &loops[i];
-    store_pipe_free(l->pipe); /* fails any call still waiting; nothing should */
-    l->pipe = NULL;
+    http_loop *l = &loops[i];
     if (l->d) MHD_stop_daemon(l->d); /* on_completed runs here, on this thread */
     l->d = NULL;
-    conns_loop_free(l->conns); /* every connection has closed */
-    l->conns = NULL;
+    loop_free(l->ev); /* every connection has closed */
+    l->ev = NULL;
     if (l->quiesced != MHD_INVALID_SOCKET) close(l->quiesced);
-    if (l->ep >= 0) close(l->ep);
-    if (l->wake >= 0) close(l->wake);
     for (http_req *r = l->spare, *next; r; r = next) {
       next = r->spare_next;
       free(r->body);
       free(r);
     }
-    pthread_mutex_destroy(&l->mu);
   }
   free(loops);
   loops = NULL;

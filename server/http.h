@@ -15,7 +15,7 @@ long http_inflight(void);
 /* Sends no more lock calls through the pipes (they go direct). */
 void http_close_pipes(void);
 /* Piped calls still waiting for their reply. Each ends by its reply or by
- * --redis-timeout-ms; http_stop must not come before they have. */
+ * the store's call timeout; http_stop must not come before they have. */
 long http_piped(void);
 /* Stops the loops and their daemons: closes every connection. */
 void http_stop(void);

@@ -25,7 +25,6 @@
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
-#include "node.h"
 #include "quota.h"
 #include "signer.h"
 #include "store.h"
@@ -110,10 +109,6 @@ int main(int argc, char **argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
   signal(SIGPIPE, SIG_IGN);
 
-  if (node_init(&cfg, err, sizeof err) < 0) {
-    LOG(LOG_ERROR, "%s", err);
-    return 1;
-  }
   if (store_init(&cfg, err, sizeof err) < 0) {
     LOG(LOG_ERROR, "%s", err);
     fprintf(stderr, "picketd: %s\n", err);
@@ -190,7 +185,7 @@ int main(int argc, char **argv) {
   sweep_stop();
   events_stop();
   wait_stop();
-  node_stop();
+  store_stop();
   auth_stop();
   store_thread_done();
   LOG(LOG_INFO, "stopped");

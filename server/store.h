@@ -1,17 +1,22 @@
-/* store.h: the lock-store interface that api.c calls. store_redis.c is the
- * real one (hiredis, the scripts in proto/redis); the fuzzer links a stub
- * instead, so the request path can be fuzzed without a server.
+/* store.h: the lock-store interface, the one seam between picketd's HTTP
+ * side (api.c, wait.c, http.c, loop.c, which name no backend) and where
+ * locks are kept. server/store/redis/ implements it on Redis (hiredis, the
+ * scripts in proto/redis, the node table with its Sentinel and Cluster
+ * watchers); the fuzzer links a stub instead (tests/fuzz/store_stub.c), so
+ * the request path can be fuzzed without a server.
  *
- * Two ways to make a call. A direct call (store_run) runs on the
- * calling thread's own connection: one round trip (and its WAIT under
- * --min-replicas), the thread blocked for it. A store_pipe is an HTTP
- * event loop's pipelined connection instead: the loop appends every call it meets in one pass, writes them at once,
- * and completes each when its reply arrives, so under load many requests
- * share one round trip and no loop waits on Redis (see --redis-pipeline).
- * Results are store codes, never HTTP statuses: api.c alone maps them. */
+ * Two ways to make a call. A direct call (store_run) runs on the calling
+ * thread's own connection: one round trip (and its WAIT under
+ * --min-replicas), the thread blocked for it. A store_pipe is an event
+ * loop's pipelined connection instead (loop.c): the loop appends every call
+ * it meets in one pass, writes them at once, and completes each when its
+ * reply arrives, so under load many requests share one round trip and no
+ * loop waits on the store (see --redis-pipeline). Results are store codes,
+ * never HTTP statuses: api.c alone maps them. */
 #ifndef PICKETD_STORE_H
 #define PICKETD_STORE_H
 
+#include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -92,24 +97,33 @@ int store_init(const config *cfg, char *err, size_t errlen);
 /* Closes the calling thread's connection (threads call it before exit). */
 void store_thread_done(void);
 
-/* Where lock calls go, for /readyz. */
-#define STORE_SHARDS_MAX 64
-typedef struct {
-  char primary[280];      /* "host:port" or a socket path; "" when no primary is known */
-  int sentinel;           /* -1: no --sentinel; 1: a sentinel answers; 0: none does */
-  char sentinel_msg[240]; /* why none does */
-  int cluster;            /* 0: not a cluster; else the shards below */
-  int nshards;
-  struct {
-    char primary[280];
-    int slots;            /* how many of the 16384 it serves */
-    int replicas;         /* online (INFO replication) */
-  } shards[STORE_SHARDS_MAX];
-} store_topology;
+/* Whether lock calls can be served now, for /readyz: STORE_OK with *body
+ * the reply (a JSON object the caller owns: "status": "ready", "replicas"
+ * and the backend's own fields on where lock calls go). With detail 0 the
+ * body holds nothing an anonymous probe may not see (no addresses, no
+ * messages from the backend). Otherwise the failure, r->err saying why. */
+store_status store_ready(int detail, store_result *r, json_t **body);
 
-/* The replica count (INFO replication; under --redis-cluster the fewest
- * of any shard) and the topology, for /readyz. */
-store_status store_ready(store_result *r, store_topology *topo);
+/* Stops what store_init started (the backend's topology threads); after
+ * every other thread that calls the store has stopped. */
+void store_stop(void);
+
+/* ---- the release feed --------------------------------------------------- */
+
+/* What wakes waiting acquires at once: the store reports each released
+ * lock, semaphore or read/write lock by its key (api_call.key), from a
+ * thread of its own. A NULL key means anything may have been released
+ * (the feed was not listening for a while): every waiter at the head of
+ * its queue should retry once. Without a report a waiter still retries at
+ * its holder's expiry, so a feed that falls silent costs latency, never a
+ * lock. Started once, after store_init: 0, or -1. */
+int store_feed_start(void (*released)(const char *key));
+/* Somebody waits (1) or nobody does any more (0): a feed may stop
+ * listening while nobody waits (after a while, so that a lock waited on
+ * now and then does not make it start and stop each time). */
+void store_feed_want(int on);
+/* Stops the feed's thread; no report comes after it returns. */
+void store_feed_stop(void);
 
 /* ---- pipelined calls -------------------------------------------------- */
 
@@ -201,6 +215,9 @@ typedef struct store_pipe store_pipe;
  * --min-replicas a pipe writes one WAIT after each batch that holds a
  * grant or a renewal, and holds only those calls for its reply.) */
 int store_pipeline_enabled(void);
+/* 1 when every call that can be pipelined should be (--redis-pipeline on),
+ * not only those that have company. */
+int store_pipeline_forced(void);
 /* A pipe with no connection yet (it opens on the first call); NULL when out
  * of memory. */
 store_pipe *store_pipe_new(void);
@@ -262,8 +279,48 @@ store_status store_list(const char *prefix, int limit, store_cursor *at, int *mo
  * break is acknowledged by the replicas first (else STORE_ENOTREPL: it
  * happened on the primary but may not survive a failover). */
 store_status store_break(const char *name, const char *who, store_result *r);
-/* Keeps lock `name`'s events published for `for_ms` more (watch.lua; the
- * scripts publish on its channel only while this lasts: events.lua). */
-store_status store_watch(const char *name, int64_t for_ms, store_result *r);
+
+/* ---- lock events (events.c) --------------------------------------------- */
+
+/* One event of a watched lock, as the store tells it. */
+typedef struct {
+  char kind;        /* 'g' granted, 'n' renewed, 'r' released, 'b' broken */
+  int64_t fence;    /* the lease's fence (a break of a free lock: 0) */
+  int64_t n;        /* granted, renewed: the TTL given (ms); broken: the next fence */
+  int64_t time;     /* when (unix ms, the store's clock) */
+  const char *text; /* granted: the owner; broken: who broke it; else "" */
+} store_event;
+
+/* What a store_events calls back, on the thread that runs it. */
+typedef struct {
+  /* name's events are followed from now on: a read of the lock made after
+   * this call misses none of them */
+  void (*ready)(void *ctx, const char *name);
+  void (*event)(void *ctx, const char *name, const store_event *ev);
+  /* events may have been missed (the connection was lost): no name is
+   * followed until it is ready again, which the store sees to itself */
+  void (*lost)(void *ctx);
+} store_events_hooks;
+
+/* The events of a set of locks, followed for one thread (events.c's): a
+ * subscription of its own, which that thread drives with
+ * store_events_run and polls on store_events_fd. */
+typedef struct store_events store_events;
+
+/* A follower of no lock yet, or NULL (out of memory). */
+store_events *store_events_new(const store_events_hooks *hooks, void *ctx);
+/* Frees e (and its connection). Accepts NULL. */
+void store_events_free(store_events *e);
+/* Follows lock `name` too (ready is called once it is): 0, or -1 (out of
+ * memory). */
+int store_events_add(store_events *e, const char *name);
+/* Stops following `name`. */
+void store_events_remove(store_events *e, const char *name);
+/* Connects, follows what was added, reads what came in when `readable`
+ * (the fd polled readable), and keeps the subscription alive; calls the
+ * hooks. Returns when it wants to run again (monotonic ms) at the latest. */
+int64_t store_events_run(store_events *e, int readable);
+/* The socket to poll for input, or -1. */
+int store_events_fd(const store_events *e);
 
 #endif

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_json.h"
+
 /* Generated from server/ui/ by proto/embed.cmake (server/CMakeLists.txt). */
 extern const char picketd_ui_index_html[], picketd_ui_app_js[], picketd_ui_style_css[],
     picketd_ui_favicon_svg[];

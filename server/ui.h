@@ -2,7 +2,7 @@
 #ifndef PICKETD_UI_H
 #define PICKETD_UI_H
 
-#include "api.h"
+#include "api_types.h"
 
 /* 1 when `path` (as received, no query) is the console's: "/ui" or
  * anything under "/ui/". */

@@ -1,18 +1,11 @@
 /* wait.c: waiting acquires (see wait.h for the design).
  *
- * Two threads, whatever the number of waiters:
- *  - the timer thread sleeps in epoll_wait on the sockets of suspended
- *    waiters (EPOLLRDHUP: the client went away) and an eventfd, with a
- *    timeout at the next deadline or head retry time;
- *  - the pub/sub thread holds one blocking Redis connection subscribed to
- *    the release channel and wakes the head of the named lock's queue. It
- *    subscribes only while there are waiters (and PUBSUB_LINGER_MS after
- *    the last one left): every release in the cluster is published, and a
- *    picketd that nobody waits on has no use for hearing each one.
- *    Under --redis-cluster it subscribes on any one primary, and on the
- *    next when that one fails: a cluster broadcasts every PUBLISH to all
- *    its nodes, so one subscription hears the releases of every shard
- *    (docs/cluster.md says why this and not sharded pub/sub).
+ * One thread, whatever the number of waiters: the timer thread sleeps in
+ * epoll_wait on the sockets of suspended waiters (EPOLLRDHUP: the client
+ * went away) and an eventfd, with a timeout at the next deadline or head
+ * retry time. Releases come from the store's release feed (store.h,
+ * store_feed_*), which hears them only while somebody waits: it names
+ * what was released, and this wakes the head of that queue.
  * One mutex guards the queues. Waking a waiter means resuming its HTTP
  * connection; the retry itself runs on its HTTP event loop.
  *
@@ -22,7 +15,6 @@
 #include "wait.h"
 
 #include <errno.h>
-#include <hiredis/hiredis.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -36,7 +28,7 @@
 
 #include "log.h"
 #include "metrics.h"
-#include "node.h"
+#include "store.h"
 
 enum { W_IDLE = 0, W_PARKING, W_SUSPENDED, W_RUNNING };
 
@@ -51,17 +43,13 @@ typedef struct wait_queue {
 static const config *cfg;
 static void (*resume_conn)(void *conn);
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wanted = PTHREAD_COND_INITIALIZER; /* first waiter, or stopping */
 static wait_queue *buckets[NBUCKETS];
 static waiter *all;
 static long nwaiters;
-static int64_t idle_since_ms; /* when nwaiters last fell to 0 */
 static int shutting_down, stopping;
 static int epfd = -1, evfd = -1;
-static pthread_t timer_thread, pubsub_thread;
+static pthread_t timer_thread;
 static int threads_started;
-static redisContext *pubsub; /* guarded by mu, so stop can shut it down */
-static char channel[PICKET_PROTO_KEY_PREFIX_MAX + 16];
 
 static int64_t now_ms(void) { return api_now_ms(); }
 
@@ -136,13 +124,13 @@ int wait_park(waiter *w, picket_proto_err *err) {
   all = w;
   w->state = W_PARKING;
   /* A new head retries once as soon as it is suspended: the release that
-   * freed the lock may have been published between its failed attempt and
+   * freed the lock may have been announced between its failed attempt and
    * now, when no queue was there to wake. (Later waiters are woken by the
    * head's leaving, under this mutex, so nothing falls between for them.) */
   w->pending = q->head == w ? WAKE_RETRY : WAKE_NONE;
   w->wake = WAKE_NONE;
   w->parked_ms = now_ms();
-  if (++nwaiters == 1) pthread_cond_signal(&wanted);
+  if (++nwaiters == 1) store_feed_want(1);
   metrics_gauge_set(G_WAITERS, nwaiters);
   pthread_mutex_unlock(&mu);
   return 0;
@@ -208,7 +196,7 @@ void wait_leave(waiter *w, int granted) {
   }
   w->queue = NULL;
   w->state = W_IDLE;
-  if (--nwaiters == 0) idle_since_ms = now;
+  if (--nwaiters == 0) store_feed_want(0);
   metrics_gauge_set(G_WAITERS, nwaiters);
   metrics_observe(H_WAIT, (double)(now - w->parked_ms) / 1000.0);
   pthread_mutex_unlock(&mu);
@@ -319,176 +307,23 @@ static void *timer_main(void *arg) {
   return arg;
 }
 
-/* ---- pub/sub thread ------------------------------------------------- */
-
-/* A subscribed connection to node id (node.c says which; *gen gets its
- * generation), or NULL. */
-static redisContext *pubsub_connect(int id, unsigned long *gen) {
-  char err[256] = "no Redis Cluster primary known";
-  *gen = id >= 0 ? node_generation(id) : 0;
-  redisContext *c = id >= 0 ? node_connect(id, cfg->redis_timeout_ms, gen, err, sizeof err) : NULL;
-  if (c == NULL) {
-    LOG(LOG_DEBUG, "release channel: %s", err);
-    return NULL;
-  }
-  redisReply *r = redisCommand(c, "SUBSCRIBE %s", channel);
-  int ok = r && r->type == REDIS_REPLY_ARRAY;
-  if (r) freeReplyObject(r);
-  if (!ok) {
-    redisFree(c);
-    return NULL;
-  }
-  struct timeval forever = {0, 0}; /* a subscriber waits for messages */
-  redisSetTimeout(c, forever);
-  return c;
-}
-
-/* node.c's switch hook: the subscription is on the old primary, which
- * publishes no more releases. Cut it, so the pub/sub thread resubscribes
- * on the new one at once and lets every head retry there. */
-static void pubsub_primary_moved(void) {
-  pthread_mutex_lock(&mu);
-  if (pubsub) shutdown(pubsub->fd, SHUT_RDWR);
-  pthread_cond_broadcast(&wanted); /* ...or ends its backoff */
-  pthread_mutex_unlock(&mu);
-}
-
-/* A release message names what was released: a lock's name, or "s/" and
- * a semaphore's, "r/" and a read/write lock's (api_call.key). Anything
- * else on the channel is ignored. */
-static int release_key_valid(const char *s, size_t len) {
-  if (len > 2 && (s[0] == 's' || s[0] == 'r') && s[1] == '/') s += 2, len -= 2;
-  return picket_proto_name_valid(s, len);
-}
-
-/* A subscriber waits for messages with no timeout, so a connection lost
- * silently (a proxy or NAT in between dropped it: no FIN, no RST, and the
- * middlebox still answers keepalives) would never be noticed, and waiters
- * would wake only at their holders' expiry. So the channel PINGs Redis
- * after this long without traffic and reconnects when the answer takes
- * longer than --redis-timeout-ms. */
-#define PUBSUB_PING_MS 1000
-/* How long the channel stays subscribed after the last waiter left, so a
- * lock that is waited on now and then does not resubscribe each time. */
-#define PUBSUB_LINGER_MS 3000
-
-/* Handles one reply, or waits for traffic and sends the health-check PING
- * when due. 0 to go on, -1 when the connection is lost or stopping. */
-static int pubsub_next(redisContext *c, int64_t *ping_sent, int64_t *next_ping) {
-  redisReply *r = NULL;
-  if (redisGetReplyFromReader(c, (void **)&r) != REDIS_OK) return -1;
-  if (r != NULL) {
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-        r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "message") == 0 &&
-        r->element[2]->type == REDIS_REPLY_STRING &&
-        release_key_valid(r->element[2]->str, r->element[2]->len))
-      wake_heads(r->element[2]->str, M_WAKE_RELEASE);
-    freeReplyObject(r);
-    *ping_sent = 0; /* any traffic (a PONG too) shows the channel alive */
-    *next_ping = now_ms() + PUBSUB_PING_MS;
-    return 0;
-  }
-  int64_t now = now_ms();
-  if (*ping_sent && now - *ping_sent >= cfg->redis_timeout_ms) {
-    LOG(LOG_WARN, "release channel: no answer to PING within %lld ms; reconnecting",
-        (long long)cfg->redis_timeout_ms);
-    return -1;
-  }
-  if (!*ping_sent && now >= *next_ping) {
-    int done = 0;
-    if (redisAppendCommand(c, "PING") != REDIS_OK) return -1;
-    while (!done)
-      if (redisBufferWrite(c, &done) != REDIS_OK) return -1;
-    *ping_sent = now;
-  }
-  int64_t until = *ping_sent ? *ping_sent + cfg->redis_timeout_ms : *next_ping;
-  struct pollfd p = {.fd = c->fd, .events = POLLIN};
-  int n = poll(&p, 1, until > now ? (int)(until - now) : 0);
-  if (n < 0 && errno != EINTR) return -1;
-  if (n > 0 && redisBufferRead(c) != REDIS_OK) return -1;
-  return 0;
-}
-
-static void *pubsub_main(void *arg) {
-  int64_t backoff = 20;
-  int was_up = 0;
-  int node = node_any(-1); /* the node subscribed on: 0 outside a cluster */
-  for (;;) {
-    pthread_mutex_lock(&mu);
-    while (!stopping && nwaiters == 0) pthread_cond_wait(&wanted, &mu);
-    int stop = stopping;
-    pthread_mutex_unlock(&mu);
-    if (stop) break;
-    unsigned long gen;
-    redisContext *c = pubsub_connect(node, &gen);
-    if (c == NULL) {
-      node = node_any(node); /* the next primary, under --redis-cluster */
-      if (was_up) LOG(LOG_WARN, "release channel lost; waiters retry at holders' expiry");
-      was_up = 0;
-      /* The backoff ends early when the primary moves (the retry is then
-       * against a new node) or picketd stops. */
-      struct timespec until;
-      clock_gettime(CLOCK_REALTIME, &until);
-      until.tv_nsec += (long)backoff * 1000000L;
-      until.tv_sec += until.tv_nsec / 1000000000L;
-      until.tv_nsec %= 1000000000L;
-      pthread_mutex_lock(&mu);
-      while (!stopping && (node < 0 || gen == node_generation(node)) &&
-             pthread_cond_timedwait(&wanted, &mu, &until) == 0) {
-      }
-      pthread_mutex_unlock(&mu);
-      backoff = backoff * 2 > 500 ? 500 : backoff * 2;
-      continue;
-    }
-    backoff = 20;
-    int64_t ping_sent = 0, next_ping = now_ms() + PUBSUB_PING_MS;
-    pthread_mutex_lock(&mu);
-    pubsub = c;
-    stop = stopping;
-    pthread_mutex_unlock(&mu);
-    if (!was_up) LOG(LOG_DEBUG, "subscribed to %s", channel);
-    was_up = 1;
-    /* Releases published while we were not subscribed are lost: let every
-     * head retry once now instead of sleeping until its holder's expiry. */
-    wake_heads(NULL, M_WAKE_RELEASE);
-    int idle = 0;
-    while (!stop && !idle && gen == node_generation(node) &&
-           pubsub_next(c, &ping_sent, &next_ping) == 0) {
-      pthread_mutex_lock(&mu);
-      stop = stopping;
-      idle = nwaiters == 0 && now_ms() - idle_since_ms >= PUBSUB_LINGER_MS;
-      pthread_mutex_unlock(&mu);
-    }
-    pthread_mutex_lock(&mu);
-    pubsub = NULL;
-    pthread_mutex_unlock(&mu);
-    redisFree(c);
-    if (idle) {
-      LOG(LOG_DEBUG, "no waiters for %d ms: unsubscribed from %s", PUBSUB_LINGER_MS, channel);
-      was_up = 0;
-    } else if (!stopping) {
-      LOG(LOG_INFO, "release channel connection closed; resubscribing");
-      node = node_any(node);
-    }
-  }
-  return arg;
-}
+/* The store's release feed: `key` was released (NULL: anything may have
+ * been, while the feed was not listening). */
+static void on_released(const char *key) { wake_heads(key, M_WAKE_RELEASE); }
 
 /* ---- lifecycle ------------------------------------------------------ */
 
 int wait_start(const config *c, void (*resume)(void *conn)) {
   cfg = c;
   resume_conn = resume;
-  picket_proto_channel(channel, sizeof channel, cfg->key_prefix);
   epfd = epoll_create1(EPOLL_CLOEXEC);
   evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (epfd < 0 || evfd < 0) return -1;
   struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
   if (epoll_ctl(epfd, EPOLL_CTL_ADD, evfd, &ev) < 0) return -1;
-  node_on_switch(pubsub_primary_moved);
   if (pthread_create(&timer_thread, NULL, timer_main, NULL) != 0) return -1;
-  if (pthread_create(&pubsub_thread, NULL, pubsub_main, NULL) != 0) return -1;
   threads_started = 1;
+  if (store_feed_start(on_released) < 0) return -1;
   return 0;
 }
 
@@ -503,12 +338,10 @@ void wait_stop(void) {
   if (!threads_started) return;
   pthread_mutex_lock(&mu);
   stopping = 1;
-  if (pubsub) shutdown(pubsub->fd, SHUT_RDWR);
-  pthread_cond_broadcast(&wanted);
   pthread_mutex_unlock(&mu);
+  store_feed_stop();
   notify();
   pthread_join(timer_thread, NULL);
-  pthread_join(pubsub_thread, NULL);
   threads_started = 0;
   close(epfd);
   close(evfd);

@@ -4,8 +4,8 @@
  * HTTP connection is suspended (libmicrohttpd suspend/resume): it costs a
  * struct, not a thread. Waiters of one lock form a FIFO queue and only the
  * head ever retries, so one release causes one retry, not a herd. The head
- * is woken by the release channel (one Redis pub/sub connection per
- * picketd), or at the holder's expiry if the message never comes; any
+ * is woken by the store's release feed (store_feed_*: one subscription
+ * per picketd), or at the holder's expiry if the message never comes; any
  * waiter is woken at its deadline, when its client disconnects, and at
  * shutdown. A woken waiter's connection is resumed and its HTTP event
  * loop runs the retry. */
@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "api.h"
+#include "api_types.h"
 #include "config.h"
 
 /* Why a waiter's connection was resumed. */
@@ -44,7 +44,7 @@ struct waiter {
   waiter *all_prev, *all_next; /* in the list of all waiters */
 };
 
-/* Starts the timer/disconnect thread and the pub/sub thread. The resume
+/* Starts the timer/disconnect thread and the store's release feed. The resume
  * function resumes a suspended connection (MHD_resume_connection). */
 int wait_start(const config *cfg, void (*resume)(void *conn));
 /* Answers every waiter with WAKE_SHUTDOWN and refuses new ones. */

@@ -44,6 +44,7 @@
 #include <strings.h>
 
 #include "api.h"
+#include "api_json.h"
 #include "auth.h"
 #include "signer.h"
 #include "config.h"

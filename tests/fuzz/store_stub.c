@@ -425,22 +425,52 @@ store_status store_break(const char *name, const char *who, store_result *r) {
   return STORE_OK;
 }
 
-/* Here to link: its only caller, the events thread (events.c), is not
- * started under the fuzzer, and the stub publishes no events. */
-store_status store_watch(const char *name, int64_t for_ms, store_result *r) {
+/* Here to link: their only caller, the events thread (events.c), is not
+ * started under the fuzzer, and the stub has no events to follow. */
+store_events *store_events_new(const store_events_hooks *hooks, void *ctx) {
+  (void)hooks;
+  (void)ctx;
+  return NULL;
+}
+void store_events_free(store_events *e) { (void)e; }
+int store_events_add(store_events *e, const char *name) {
+  (void)e;
   (void)name;
-  (void)for_ms;
-  memset(r, 0, sizeof *r);
-  return STORE_OK;
+  return -1;
+}
+void store_events_remove(store_events *e, const char *name) {
+  (void)e;
+  (void)name;
+}
+int64_t store_events_run(store_events *e, int readable) {
+  (void)e;
+  (void)readable;
+  return INT64_MAX;
+}
+int store_events_fd(const store_events *e) {
+  (void)e;
+  return -1;
 }
 
-store_status store_ready(store_result *r, store_topology *topo) {
-  /* The in-memory store is its own (single) node; no Sentinel. */
-  snprintf(topo->primary, sizeof topo->primary, "in-memory");
-  topo->sentinel = -1;
+store_status store_ready(int detail, store_result *r, json_t **body) {
+  *body = NULL;
   stub_fault f = enter(NULL);
   if (f != STUB_FAULT_NONE) return failed(f, STORE_HELD, r);
   r->replicas = 0;
+  /* The in-memory store is its own (single) node. */
+  *body = detail ? json_pack("{s:s, s:i, s:s}", "status", "ready", "replicas", 0, "primary",
+                             "in-memory")
+                 : json_pack("{s:s, s:i}", "status", "ready", "replicas", 0);
   return STORE_OK;
 }
+
+/* The release feed and store_stop exist only to link: the fuzzer starts
+ * no waiter threads (wait_start is never called under it). */
+int store_feed_start(void (*released)(const char *key)) {
+  (void)released;
+  return 0;
+}
+void store_feed_want(int on) { (void)on; }
+void store_feed_stop(void) {}
+void store_stop(void) {}
 

@@ -2,3 +2,7 @@
 set(_d ${CMAKE_CURRENT_LIST_DIR})
 picket_check_test(unit_config SOURCES ${_d}/test_config.c LIBS picketd_core LABELS unit TIMEOUT 30)
 picket_check_test(unit_proto SOURCES ${_d}/test_proto.c LABELS unit TIMEOUT 30)
+# The backend seam (issue 29): the HTTP side names no backend, and the
+# store side has no include cycle and includes nothing of the HTTP side.
+add_test(NAME unit_seam COMMAND python3 ${_d}/seam_check.py ${CMAKE_SOURCE_DIR})
+set_tests_properties(unit_seam PROPERTIES LABELS unit TIMEOUT 30)

@@ -1,4 +1,5 @@
-/* store_redis.c: the lock store on Redis (see store.h).
+/* store_redis.c: the lock store on Redis (store.h), reached through the
+ * backend table at the end of this file (store/backend.h).
  *
  * Each thread that calls Redis owns one hiredis connection for direct
  * calls (a pthread key holds it), and each HTTP event loop owns one more
@@ -28,8 +29,11 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "cluster.h"
+#include "feed.h"
 #include "node.h"
-#include "store.h"
+#include "sentinel.h"
+#include "backend.h"
 
 enum { SCRIPT_ACQUIRE, SCRIPT_RENEW, SCRIPT_RELEASE, SCRIPT_INSPECT, SCRIPT_QUOTA, SCRIPT_SEM,
        SCRIPT_SEM_INSPECT, SCRIPT_RW, SCRIPT_RW_INSPECT, SCRIPT_LIST, SCRIPT_BREAK, SCRIPT_WATCH,
@@ -1266,11 +1270,13 @@ static void guard_refused(store_op *op, void (*undo)(void *, const store_op *), 
   op->quota_added = 0; /* the undo dropped the count */
 }
 
+static void store_redis_run(store_op *op);
+
 static void undo_direct(void *arg, const store_op *op) {
   (void)arg;
   store_op undo = {.kind = store_op_release_of(op->kind), .name = op->name, .lease = op->lease,
                    .token = op->token, .max_leases = op->max_leases};
-  store_run(&undo); /* a failure leaves the lease to its TTL */
+  store_redis_run(&undo); /* a failure leaves the lease to its TTL */
 }
 
 /* The replica guard on the calling thread's direct connection, which made
@@ -1283,7 +1289,7 @@ static void guard_direct(store_op *op) {
 
 /* A direct call: the script (after the count's take, under a cluster),
  * then (grants and renewals) the replica guard, then any count update. */
-void store_run(store_op *op) {
+static void store_redis_run(store_op *op) {
   memset(&op->r, 0, sizeof op->r);
   phase_begin(op);
   do op->st = op_run(op);
@@ -1300,7 +1306,7 @@ void store_run(store_op *op) {
 
 /* ---- operators: listing and breaking ----------------------------------- */
 
-store_status store_list(const char *prefix, int limit, store_cursor *at, int *more,
+static store_status store_redis_list(const char *prefix, int limit, store_cursor *at, int *more,
                         store_result *r) {
   memset(r, 0, sizeof *r);
   *more = 0;
@@ -1309,7 +1315,7 @@ store_status store_list(const char *prefix, int limit, store_cursor *at, int *mo
   for (int visited = 0; visited < STORE_LIST_SLOTS; visited++) {
     store_op op = {.kind = STORE_OP_LIST, .name = prefix, .after = at->after,
                    .index_slot = at->slot, .limit = limit - r->nentries};
-    store_run(&op);
+    store_redis_run(&op);
     if (op.st != STORE_OK) {
       store_result_clear(r);
       memcpy(r->err, op.r.err, sizeof r->err);
@@ -1342,9 +1348,9 @@ store_status store_list(const char *prefix, int limit, store_cursor *at, int *mo
   return STORE_OK;
 }
 
-store_status store_break(const char *name, const char *who, store_result *r) {
+static store_status store_redis_break(const char *name, const char *who, store_result *r) {
   store_op op = {.kind = STORE_OP_BREAK, .name = name, .who = who};
-  store_run(&op);
+  store_redis_run(&op);
   *r = op.r;
   if (op.st != STORE_OK || r->token[0] == '\0') return op.st;
   /* The broken lease's place in its token's max_leases goes back now, not
@@ -1355,9 +1361,9 @@ store_status store_break(const char *name, const char *who, store_result *r) {
   return op.st;
 }
 
-store_status store_watch(const char *name, int64_t for_ms, store_result *r) {
+store_status store_redis_watch(const char *name, int64_t for_ms, store_result *r) {
   store_op op = {.kind = STORE_OP_WATCH, .name = name, .ttl_ms = for_ms};
-  store_run(&op);
+  store_redis_run(&op);
   *r = op.r;
   return op.st;
 }
@@ -1411,7 +1417,25 @@ static store_status ready_node(int id, const char *addr, store_result *r) {
   return st;
 }
 
-store_status store_ready(store_result *r, store_topology *topo) {
+/* Where lock calls go, for /readyz (store_redis_ready). */
+#define STORE_SHARDS_MAX 64
+typedef struct {
+  char primary[280];      /* "host:port" or a socket path; "" when no primary is known */
+  int sentinel;           /* -1: no --sentinel; 1: a sentinel answers; 0: none does */
+  char sentinel_msg[240]; /* why none does */
+  int cluster;            /* 0: not a cluster; else the shards below */
+  int nshards;
+  struct {
+    char primary[280];
+    int slots;            /* how many of the 16384 it serves */
+    int replicas;         /* online (INFO replication) */
+  } shards[STORE_SHARDS_MAX];
+} store_topology;
+
+/* The replica count (INFO replication; under --redis-cluster the fewest
+ * of any shard) into r, and the topology. */
+
+static store_status ready_check(store_result *r, store_topology *topo) {
   node_info ni;
   node_describe(&ni);
   snprintf(topo->primary, sizeof topo->primary, "%s", ni.primary);
@@ -1469,7 +1493,49 @@ store_status store_ready(store_result *r, store_topology *topo) {
   return STORE_OK;
 }
 
-void store_thread_done(void) {
+static store_status store_redis_ready(int detail, store_result *r, json_t **out) {
+  store_topology topo = {0};
+  *out = NULL;
+  store_status st = ready_check(r, &topo);
+  if (st != STORE_OK) return st;
+  json_t *body = topo.cluster || !detail
+                     ? json_pack("{s:s, s:i}", "status", "ready", "replicas", r->replicas)
+                     : json_pack("{s:s, s:i, s:s}", "status", "ready", "replicas", r->replicas,
+                                 "primary", topo.primary);
+  if (body && !detail) {
+    if (topo.sentinel >= 0)
+      json_object_set_new(body, "sentinel", json_pack("{s:b}", "reachable", topo.sentinel != 0));
+    *out = body;
+    return STORE_OK;
+  }
+  if (body && topo.cluster) {
+    /* Each shard's primary: where its locks are, and how safe (replicas). */
+    json_t *shards = json_array();
+    for (int i = 0; shards && i < topo.nshards; i++)
+      json_array_append_new(shards, json_pack("{s:s, s:i, s:i}", "primary", topo.shards[i].primary,
+                                              "slots", topo.shards[i].slots, "replicas",
+                                              topo.shards[i].replicas));
+    json_object_set_new(body, "shards", shards);
+  }
+  if (body && topo.sentinel >= 0) {
+    /* Still ready without Sentinel: the primary it last named serves, but
+     * a failover would go unnoticed until a sentinel answers again. */
+    json_t *sen = topo.sentinel ? json_pack("{s:b}", "reachable", 1)
+                                : json_pack("{s:b, s:s}", "reachable", 0, "message",
+                                            topo.sentinel_msg);
+    json_object_set_new(body, "sentinel", sen);
+  }
+  *out = body;
+  return STORE_OK;
+}
+
+static void store_redis_stop(void) {
+  node_set_kick(NULL);
+  if (cfg && cfg->cluster_seed_count > 0) cluster_stop();
+  else if (cfg && cfg->sentinel_count > 0) sentinel_stop();
+}
+
+static void store_redis_thread_done(void) {
   thread_conns *t = pthread_getspecific(conn_key);
   if (t) {
     pthread_setspecific(conn_key, NULL);
@@ -1547,9 +1613,10 @@ struct store_pipe {
   store_op *retry;                       /* TRYAGAIN: sent again at their retry_at_ms */
 };
 
-int store_pipeline_enabled(void) { return cfg->redis_pipeline != PIPELINE_OFF; }
+static int store_redis_pipeline_enabled(void) { return cfg->redis_pipeline != PIPELINE_OFF; }
+static int store_redis_pipeline_forced(void) { return cfg->redis_pipeline == PIPELINE_ON; }
 
-store_pipe *store_pipe_new(void) {
+static store_pipe *store_redis_pipe_new(void) {
   store_pipe *p = calloc(1, sizeof *p);
   if (p == NULL) return NULL;
   if ((p->ep = epoll_create1(EPOLL_CLOEXEC)) < 0) {
@@ -1598,7 +1665,7 @@ static void node_pipe_watch(store_pipe *p, node_pipe *np) {
   np->watched = np->k.opens;
 }
 
-int store_pipe_connect(store_pipe *p) {
+static int store_redis_pipe_connect(store_pipe *p) {
   store_result r = {0};
   node_shard sh[NODE_MAX];
   int n = node_shards(sh, NODE_MAX), ok = n > 0;
@@ -1662,7 +1729,7 @@ static void pipe_fail_transport(node_pipe *np) {
   pipe_fail(np, &why);
 }
 
-void store_pipe_free(store_pipe *p) {
+static void store_redis_pipe_free(store_pipe *p) {
   if (p == NULL) return;
   store_result why = {0};
   set_err(&why, "picketd is stopping%s", NULL);
@@ -1734,7 +1801,7 @@ static int pipe_submit(store_pipe *p, store_op *op) {
   return pipe_send(p, op, &cmd, id);
 }
 
-int store_pipe_append(store_pipe *p, store_op *op) {
+static int store_redis_pipe_append(store_pipe *p, store_op *op) {
   memset(&op->r, 0, sizeof op->r);
   phase_begin(op);
   return pipe_submit(p, op);
@@ -1781,7 +1848,7 @@ static int pipe_append_wait(node_pipe *np) {
   return 0;
 }
 
-void store_pipe_flush(store_pipe *p) {
+static void store_redis_pipe_flush(store_pipe *p) {
   for (int i = 0; i < p->nall; i++) {
     node_pipe *np = p->all[i];
     if (np->unsent == NULL) continue;
@@ -1805,12 +1872,12 @@ void store_pipe_flush(store_pipe *p) {
   }
 }
 
-int store_pipe_fd(const store_pipe *p, unsigned long *opens) {
+static int store_redis_pipe_fd(const store_pipe *p, unsigned long *opens) {
   *opens = 1; /* the epoll set is the pipe's for its whole life */
   return p->ep;
 }
 
-int64_t store_pipe_timeout_ms(const store_pipe *p) {
+static int64_t store_redis_pipe_timeout_ms(const store_pipe *p) {
   int64_t at = -1;
   for (int i = 0; i < p->nall; i++)
     if (p->all[i]->head && (at < 0 || p->all[i]->head->deadline_ms < at))
@@ -1995,13 +2062,13 @@ static void node_pipe_read(store_pipe *p, node_pipe *np) {
   }
 }
 
-void store_pipe_read(store_pipe *p) {
+static void store_redis_pipe_read(store_pipe *p) {
   struct epoll_event evs[64];
   int n = epoll_wait(p->ep, evs, 64, 0);
   for (int i = 0; i < n; i++) node_pipe_read(p, evs[i].data.ptr);
 }
 
-void store_pipe_expire(store_pipe *p) {
+static void store_redis_pipe_expire(store_pipe *p) {
   int64_t now = now_ms();
   for (int i = 0; i < p->nall; i++) {
     node_pipe *np = p->all[i];
@@ -2034,8 +2101,20 @@ void store_pipe_expire(store_pipe *p) {
 
 static int startup_check(int id, char *err, size_t errlen);
 
-int store_init(const config *c, char *err, size_t errlen) {
+static int store_redis_init(const config *c, char *err, size_t errlen) {
   cfg = c;
+  /* The node table and its watcher know each other only through the
+   * kick set here: the table is filled by the watcher, and asks it to
+   * look again through the pointer. */
+  node_init(cfg);
+  feed_init(cfg);
+  if (cfg->cluster_seed_count > 0) {
+    if (cluster_start(cfg, err, errlen) < 0) return -1;
+    node_set_kick(cluster_kick);
+  } else if (cfg->sentinel_count > 0) {
+    if (sentinel_start(cfg, err, errlen) < 0) return -1;
+    node_set_kick(sentinel_kick);
+  }
   picket_proto_channel(channel, sizeof channel, cfg->key_prefix);
   floor_arg = cfg->fence_floor == FENCE_FLOOR_CLOCK ? "clock" : "none";
   snprintf(idle_arg, sizeof idle_arg, "%lld", (long long)cfg->fence_idle_ttl_ms);
@@ -2109,3 +2188,34 @@ static int startup_check(int id, char *err, size_t errlen) {
   redisFree(rc);
   return 0;
 }
+
+const store_backend store_redis_backend = {
+    .name = "redis",
+    .init = store_redis_init,
+    .thread_done = store_redis_thread_done,
+    .ready = store_redis_ready,
+    .stop = store_redis_stop,
+    .feed_start = store_redis_feed_start,
+    .feed_want = store_redis_feed_want,
+    .feed_stop = store_redis_feed_stop,
+    .run = store_redis_run,
+    .pipeline_enabled = store_redis_pipeline_enabled,
+    .pipeline_forced = store_redis_pipeline_forced,
+    .pipe_new = store_redis_pipe_new,
+    .pipe_connect = store_redis_pipe_connect,
+    .pipe_free = store_redis_pipe_free,
+    .pipe_append = store_redis_pipe_append,
+    .pipe_flush = store_redis_pipe_flush,
+    .pipe_fd = store_redis_pipe_fd,
+    .pipe_read = store_redis_pipe_read,
+    .pipe_timeout_ms = store_redis_pipe_timeout_ms,
+    .pipe_expire = store_redis_pipe_expire,
+    .list = store_redis_list,
+    .break_lock = store_redis_break,
+    .events_new = store_redis_events_new,
+    .events_free = store_redis_events_free,
+    .events_add = store_redis_events_add,
+    .events_remove = store_redis_events_remove,
+    .events_run = store_redis_events_run,
+    .events_fd = store_redis_events_fd,
+};

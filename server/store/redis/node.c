@@ -24,10 +24,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cluster.h"
 #include "log.h"
 #include "metrics.h"
-#include "sentinel.h"
 
 #define MAX_HOOKS 4
 #define SLOT_NONE 0xff /* a slot no primary is known to serve */
@@ -64,6 +62,17 @@ static int cluster_reachable = 1;
 static char cluster_why[240] = "";
 static void (*hooks[MAX_HOOKS])(void);
 static int nhooks;
+/* The watcher's kick (node_set_kick): the table asks it to look again
+ * when a node is in trouble or a slot moved. The table knows the watcher
+ * only by this pointer; whoever owns both wires them (store_redis.c). */
+static _Atomic(void (*)(void)) kick_fn;
+
+static void kick(void) {
+  void (*fn)(void) = atomic_load(&kick_fn);
+  if (fn) fn();
+}
+
+void node_set_kick(void (*fn)(void)) { atomic_store(&kick_fn, fn); }
 
 static int64_t now_ms(void) {
   struct timespec ts;
@@ -153,7 +162,7 @@ int node_for_key(const char *key, int *slot, char *err, size_t errlen) {
     snprintf(err, errlen, "Redis Cluster slot %d has no primary (the cluster lists none for it: "
                           "a shard down with no replica to promote)", s);
   pthread_mutex_unlock(&mu);
-  cluster_kick();
+  kick();
   return -1;
 }
 
@@ -239,8 +248,7 @@ void node_on_switch(void (*fn)(void)) {
 void node_trouble(int id) {
   long long zero = 0;
   atomic_compare_exchange_strong(&nodes[id].trouble_since_ms, &zero, (long long)now_ms());
-  if (cluster_mode) cluster_kick();
-  else if (cfg && cfg->sentinel_count > 0) sentinel_kick();
+  kick();
 }
 
 void node_ok(int id) {
@@ -491,7 +499,7 @@ void node_sentinel_state(int reachable, const char *why) {
 int node_moved(int slot, const char *h, int p) {
   int id = node_id_of(h, p);
   if (id >= 0) atomic_store(&slot_owner[slot], (unsigned char)id);
-  cluster_kick();
+  kick();
   return id;
 }
 
@@ -621,7 +629,7 @@ void node_describe(node_info *out) {
   pthread_mutex_unlock(&mu);
 }
 
-int node_init(const config *c, char *err, size_t errlen) {
+int node_init(const config *c) {
   cfg = c;
   crc_init();
   slot_tags_init();
@@ -630,7 +638,7 @@ int node_init(const config *c, char *err, size_t errlen) {
   cluster_mode = cfg->cluster_seed_count > 0;
   if (cluster_mode) {
     metrics_set_primary("");
-    return cluster_start(cfg, err, errlen);
+    return 0;
   }
   if (cfg->sentinel_count == 0) {
     nodes[0].used = 1;
@@ -639,12 +647,6 @@ int node_init(const config *c, char *err, size_t errlen) {
     node_info i;
     node_describe(&i);
     metrics_set_primary(i.primary);
-    return 0;
   }
-  return sentinel_start(cfg, err, errlen);
-}
-
-void node_stop(void) {
-  if (cluster_mode) cluster_stop();
-  else if (cfg && cfg->sentinel_count > 0) sentinel_stop();
+  return 0;
 }

@@ -25,14 +25,15 @@
 
 #include "config.h"
 
-/* Sets the table up from the config. With --sentinel it starts the watcher
- * and asks the sentinels once before it returns (bounded by
- * --redis-timeout-ms per sentinel), so startup checks meet the real
- * primary; no answer is not an error (lock calls get 503 until one comes).
- * 0, or -1 with a message in err. `cfg` must outlive the table. */
-int node_init(const config *cfg, char *err, size_t errlen);
-/* Stops the watcher (after every user of the table has stopped). */
-void node_stop(void);
+/* Sets the table up from the config: under --redis node 0 is the URL's
+ * node; under --sentinel and --redis-cluster the table starts empty and
+ * its watcher (started by the table's owner, store_redis.c) fills it.
+ * Returns 0. `cfg` must outlive the table. */
+int node_init(const config *cfg);
+/* The function the table calls to ask its watcher to look again (a node
+ * in trouble, a MOVED slot); any thread may call it, at any time. NULL
+ * (the default, and under --redis) asks nobody. */
+void node_set_kick(void (*fn)(void));
 
 /* Distinct nodes the table can name at once (ids 0..NODE_MAX-1); an id of
  * a node that owns no slot any more is reused when a new one is needed. */
