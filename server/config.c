@@ -76,6 +76,18 @@ static const config_option options[] = {
      "HOST:PORT[,HOST:PORT...] of some Redis Cluster nodes: learn the slot map from them and "
      "send each lock to its slot's primary, through resharding and failovers (instead of "
      "--redis)"},
+    {"etcd", STR(etcd_list), "", NULL,
+     "http(s)://HOST:PORT[,...] of etcd v3 members: keep locks in etcd instead of Redis; "
+     "fences are etcd revisions, with no clock assumption (docs/etcd.md)"},
+    {"etcd-ca-file", STR(etcd_ca_file), "", NULL, "with https:// members: the CA (PEM) that signed them"},
+    {"etcd-cert-file", STR(etcd_cert_file), "", NULL,
+     "with https:// members: picketd's client certificate (PEM; needs --etcd-key-file)"},
+    {"etcd-key-file", STR(etcd_key_file), "", NULL, "...and its private key (PEM)"},
+    {"etcd-user", STR(etcd_user), "", NULL, "etcd user to authenticate as (needs --etcd-password-file)"},
+    {"etcd-password-file", STR(etcd_password_file), "", NULL,
+     "file whose first line is the etcd user's password"},
+    {"etcd-timeout-ms", INT(etcd_timeout_ms, 100, 60000), "3000", NULL,
+     "one etcd call, across the members it tries; past it a request gets 503"},
     {"redis-db", INT(redis_db, 0, 1000000), "0", NULL,
      "with --sentinel, the database number on the data nodes (with --redis, it is in the URL)"},
     {"redis-timeout-ms", INT(redis_timeout_ms, 10, 60000), "1000", NULL,
@@ -448,10 +460,51 @@ static int check_cluster(config *cfg, const char *given, char *err, size_t errle
   return check_user(cfg, err, errlen);
 }
 
+/* --etcd: the members' URLs, and the flags that belong to it alone. The
+ * Redis flags are refused with it, so no setting is silently ignored. */
+static int check_etcd(config *cfg, const char *given, char *err, size_t errlen) {
+  static const char *const redis_only[] = {
+      "redis", "redis-user", "redis-password-file", "sentinel", "sentinel-master",
+      "sentinel-password-file", "redis-cluster", "redis-db", "min-replicas", NULL};
+  for (int i = 0; redis_only[i]; i++)
+    if (given[option_index(redis_only[i])])
+      return fail(err, errlen, "--%s is for Redis; --etcd keeps locks in etcd", redis_only[i]);
+  int n = 0, https = 0;
+  for (const char *p = cfg->etcd_list; *p;) {
+    size_t len = strcspn(p, ",");
+    int is_http = len > 7 && strncmp(p, "http://", 7) == 0;
+    int is_https = len > 8 && strncmp(p, "https://", 8) == 0;
+    if (!is_http && !is_https)
+      return fail(err, errlen, "--etcd: each member is http://HOST:PORT or https://HOST:PORT");
+    https |= is_https;
+    if (++n > 16) return fail(err, errlen, "--etcd: at most 16 members");
+    p += len;
+    if (*p == ',') p++;
+  }
+  if (!https && (cfg->etcd_ca_file[0] || cfg->etcd_cert_file[0] || cfg->etcd_key_file[0]))
+    return fail(err, errlen, "--etcd-ca-file, --etcd-cert-file and --etcd-key-file need "
+                             "https:// members");
+  if (!cfg->etcd_cert_file[0] != !cfg->etcd_key_file[0])
+    return fail(err, errlen, "--etcd-cert-file and --etcd-key-file go together");
+  if (!cfg->etcd_user[0] != !cfg->etcd_password_file[0])
+    return fail(err, errlen, "--etcd-user and --etcd-password-file go together");
+  if (cfg->etcd_password_file[0] &&
+      read_password_file("etcd-password-file", cfg->etcd_password_file, cfg->etcd_password,
+                         sizeof cfg->etcd_password, err, errlen) < 0)
+    return -1;
+  memset(&cfg->redis, 0, sizeof cfg->redis);
+  return 0;
+}
+
 /* The rules between settings: which store, and what each mode needs. */
 static int check_store(config *cfg, const char *given, char *err, size_t errlen) {
   int sentinel = cfg->sentinel_list[0] != '\0'; /* PICKET_SENTINEL= (empty) is unset */
   int cluster = cfg->cluster_list[0] != '\0';
+  if (cfg->etcd_list[0]) return check_etcd(cfg, given, err, errlen);
+  if (given[option_index("etcd-ca-file")] || given[option_index("etcd-cert-file")] ||
+      given[option_index("etcd-key-file")] || given[option_index("etcd-user")] ||
+      given[option_index("etcd-password-file")])
+    return fail(err, errlen, "the --etcd-* flags need --etcd");
   if ((sentinel || cluster) && given[option_index("redis")])
     return fail(err, errlen, "--redis, --sentinel and --redis-cluster are exclusive: name the "
                              "store one way");

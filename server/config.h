@@ -80,6 +80,15 @@ typedef struct {
   char cluster_list[2048];
   sentinel_addr cluster_seeds[CONFIG_CLUSTER_SEEDS_MAX];
   int cluster_seed_count;
+  /* --etcd: keep locks in an etcd v3 cluster instead of Redis ("": Redis) */
+  char etcd_list[2048];       /* http(s)://HOST:PORT[,...], checked by check_etcd */
+  char etcd_ca_file[512];
+  char etcd_cert_file[512];
+  char etcd_key_file[512];
+  char etcd_user[128];
+  char etcd_password_file[512];
+  char etcd_password[256];    /* read from --etcd-password-file */
+  int64_t etcd_timeout_ms;
   /* TLS (tls.c): PEM files, "" when not given; the files are read by tls_init */
   char tls_cert[512];
   char tls_key[512];

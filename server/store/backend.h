@@ -39,7 +39,8 @@ typedef struct {
   int (*events_fd)(const store_events *e);
 } store_backend;
 
-/* The Redis store (server/store/redis/). */
+/* The Redis store (server/store/redis/) and the etcd store (server/store/etcd/). */
 extern const store_backend store_redis_backend;
+extern const store_backend store_etcd_backend;
 
 #endif

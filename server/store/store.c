@@ -1,13 +1,13 @@
 /* store.c: store.h's functions, each passed to the backend store_init
  * chose (backend.h). The HTTP side calls these and never a backend's own
  * functions, so a backend is chosen by a flag at startup and nothing else
- * changes. Today there is one backend, Redis. */
+ * changes: --etcd chooses etcd, anything else Redis. */
 #include "backend.h"
 
 static const store_backend *be = &store_redis_backend;
 
 int store_init(const config *cfg, char *err, size_t errlen) {
-  be = &store_redis_backend;
+  be = cfg->etcd_list[0] ? &store_etcd_backend : &store_redis_backend;
   return be->init(cfg, err, errlen);
 }
 
