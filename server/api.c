@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "auth.h"
+#include "clock.h"
 #include "events.h"
 #include "holds.h"
 #include "log.h"
@@ -430,7 +431,7 @@ static api_result renew_outcome(api_call *call, api_response *resp) {
   if (call->op.st != STORE_OK)
     return renew_or_release_failed(call, "renew", M_RENEW_LOST, M_RENEW_ERROR, resp);
   metrics_inc(M_RENEW_RENEWED);
-  holds_renewed(call->key, call->op.r.at, holds_wall_ms() + call->op.r.ttl_ms);
+  holds_renewed(call->key, call->op.r.at, clock_wall_ms() + call->op.r.ttl_ms);
   call->family->grant(resp, call, 1);
   return API_DONE;
 }

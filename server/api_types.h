@@ -7,8 +7,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <time.h>
 
+#include "clock.h"
 #include "metrics.h"
 #include "picket_proto.h"
 #include "store.h"
@@ -83,10 +83,6 @@ typedef struct {
 typedef enum { API_DONE = 0, API_WAIT, API_STORE, API_STREAM } api_result;
 
 /* The monotonic clock every deadline of a call is on, in ms. */
-static inline int64_t api_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+static inline int64_t api_now_ms(void) { return clock_mono_ms(); }
 
 #endif

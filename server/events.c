@@ -50,6 +50,7 @@
 
 #include "api_types.h"
 #include "api_json.h"
+#include "clock.h"
 #include "log.h"
 #include "metrics.h"
 #include "store.h"
@@ -99,12 +100,6 @@ static pthread_t thread;
 
 static int64_t now_ms(void) { return api_now_ms(); }
 
-/* Wall-clock ms, for the `time` of the events picketd makes itself. */
-static int64_t wall_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void notify(void) {
   uint64_t one = 1;
@@ -386,8 +381,9 @@ static void store_work(int64_t *next) {
     pthread_mutex_lock(&mu);
     if (ok) {
       if (expiry && (!r.held || r.fence != w->fence)) {
-        broadcast(w, "expired", json_pack("{s:s,s:I,s:I}", "name", w->name, "fence",
-                                          (json_int_t)w->fence, "time", (json_int_t)wall_ms()),
+        broadcast(w, "expired",
+                  json_pack("{s:s,s:I,s:I}", "name", w->name, "fence", (json_int_t)w->fence,
+                            "time", (json_int_t)clock_wall_ms()),
                   'x', w->fence);
         w->fence = 0, w->expires_ms = 0;
       }
@@ -398,7 +394,7 @@ static void store_work(int64_t *next) {
                         json_pack("{s:s,s:b,s:I,s:o,s:I,s:I}", "name", w->name, "held", r.held,
                                   "fence", (json_int_t)r.fence, "owner", api_json_owner(r.owner),
                                   "ttl_ms", (json_int_t)(r.held ? r.ttl_ms : 0), "time",
-                                  (json_int_t)wall_ms()),
+                                  (json_int_t)clock_wall_ms()),
                         r.held, r.fence);
       w->state_fence = r.fence, w->state_held = r.held;
       if (r.held) w->fence = r.fence, w->expires_ms = now_ms() + r.ttl_ms + 1;
@@ -440,7 +436,7 @@ static void heartbeats(int64_t *next) {
       if (now - s->last_write_ms >= cfg->events_heartbeat_ms) {
         char text[96];
         size_t n = format(text, sizeof text, "heartbeat",
-                          json_pack("{s:I}", "time", (json_int_t)wall_ms()));
+                          json_pack("{s:I}", "time", (json_int_t)clock_wall_ms()));
         if (n) put(s, text, n);
         s->last_write_ms = now;
       }

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "metrics.h"
 #include "picket_proto.h"
 #include "wait.h"
@@ -54,12 +55,6 @@ static struct {
   int64_t at_ms, until_ms; /* until_ms 0: a free entry */
 } held[HOLDS_TRACKED];
 
-int64_t holds_wall_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int find(const char *key) {
   for (int i = 0; i < HOLDS_TRACKED; i++)
     if (held[i].until_ms && strcmp(held[i].key, key) == 0) return i;
@@ -68,7 +63,7 @@ static int find(const char *key) {
 
 void holds_renewed(const char *key, int64_t at_ms, int64_t until_ms) {
   if (at_ms <= 0) return;
-  int64_t now = holds_wall_ms();
+  int64_t now = clock_wall_ms();
   pthread_mutex_lock(&mu);
   int i = find(key);
   if (i < 0) { /* a free or expired entry, else the youngest if this is older */
@@ -104,7 +99,7 @@ void holds_ended(const char *key, int64_t at_ms, hold_outcome how) {
   }
   pthread_mutex_unlock(&mu);
   if (at_ms <= 0) return;
-  int64_t ms = holds_wall_ms() - at_ms;
+  int64_t ms = clock_wall_ms() - at_ms;
   if (ms < 0) ms = 0; /* clock skew */
   size_t b = 0;
   while (b < NBOUNDS && (double)ms / 1000 > bounds[b]) b++;
@@ -135,7 +130,7 @@ static void render(metrics_buf *b) {
     metrics_put(b, "picket_hold_duration_seconds_count{outcome=\"%s\"} %lu\n", outcome_names[h],
                 atomic_load_explicit(&hist[h].count, memory_order_relaxed));
   }
-  int64_t now = holds_wall_ms(), oldest = 0;
+  int64_t now = clock_wall_ms(), oldest = 0;
   char name[PICKET_PROTO_NAME_MAX + 3] = "";
   pthread_mutex_lock(&mu);
   for (int i = 0; i < HOLDS_TRACKED; i++)

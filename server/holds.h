@@ -9,8 +9,6 @@
 
 typedef enum { HOLD_RELEASED, HOLD_BROKEN, HOLD_LOST, HOLD_OUTCOMES } hold_outcome;
 
-/* Now on the wall clock, ms since the epoch (grants' `at` are on it). */
-int64_t holds_wall_ms(void);
 /* Registers the metric families (before the HTTP server starts). */
 void holds_init(void);
 /* A renewal of lock `key` granted at at_ms (Redis's clock, ms since the

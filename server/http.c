@@ -787,8 +787,6 @@ void http_quiesce(void) {
     if (loops[i].ev) loop_wake(loops[i].ev);
 }
 
-void http_close_pipes(void) { loop_close_pipes(); }
-
 long http_piped(void) { return atomic_load(&piped_waiting); }
 
 void http_stop(void) {

@@ -12,8 +12,6 @@ int http_start(const config *cfg, int *port);
 void http_quiesce(void);
 /* Requests being handled now, waiting ones included. */
 long http_inflight(void);
-/* Sends no more lock calls through the pipes (they go direct). */
-void http_close_pipes(void);
 /* Piped calls still waiting for their reply. Each ends by its reply or by
  * the store's call timeout; http_stop must not come before they have. */
 long http_piped(void);

@@ -24,6 +24,7 @@
 #include "holds.h"
 #include "http.h"
 #include "log.h"
+#include "loop.h"
 #include "metrics.h"
 #include "quota.h"
 #include "signer.h"
@@ -177,7 +178,7 @@ int main(int argc, char **argv) {
    * loops stop: let the pipes answer what they hold (bounded by
    * --redis-timeout-ms; later calls run on their loop's direct connection),
    * then give the loops a moment to send those replies. */
-  http_close_pipes();
+  loop_close_pipes();
   drain(http_piped, cfg.redis_timeout_ms + SHUTDOWN_GRACE_MS); /* the limit: a safety net */
   drain(http_inflight, SHUTDOWN_GRACE_MS);
   http_stop();

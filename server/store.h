@@ -2,8 +2,9 @@
  * side (api.c, wait.c, http.c, loop.c, which name no backend) and where
  * locks are kept. server/store/redis/ implements it on Redis (hiredis, the
  * scripts in proto/redis, the node table with its Sentinel and Cluster
- * watchers); the fuzzer links a stub instead (tests/fuzz/store_stub.c), so
- * the request path can be fuzzed without a server.
+ * watchers); the fuzzer links an in-memory store instead
+ * (tests/fuzz/store_stub.c), so the request path can be fuzzed without a
+ * server.
  *
  * Two ways to make a call. A direct call (store_run) runs on the calling
  * thread's own connection: one round trip (and its WAIT under

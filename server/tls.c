@@ -42,6 +42,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -72,12 +73,6 @@ static _Atomic(tls_gen *) current; /* NULL: TLS off */
 static tls_gen *retired;            /* only the main thread touches it */
 static char *client_ca_pem;         /* --tls-client-ca as read at startup, for libmicrohttpd */
 static struct MHD_OptionItem mhd_opts[4] = {{MHD_OPTION_END, 0, NULL}};
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int fail(char *err, size_t errlen, const char *flag, const char *path, const char *why) {
   snprintf(err, errlen, "--%s %s: %s", flag, path, why);
@@ -275,7 +270,7 @@ void tls_reload(void) {
     LOG(LOG_WARN, "SIGHUP: TLS files not reloaded, keeping the previous ones: %s", err);
     return;
   }
-  int64_t now = mono_ms();
+  int64_t now = clock_mono_ms();
   tls_gen *old = atomic_exchange_explicit(&current, g, memory_order_acq_rel);
   old->retired_ms = now;
   old->next = retired;

@@ -425,8 +425,10 @@ store_status store_break(const char *name, const char *who, store_result *r) {
   return STORE_OK;
 }
 
-/* Here to link: their only caller, the events thread (events.c), is not
- * started under the fuzzer, and the stub has no events to follow. */
+/* Lock events: the in-memory store follows no lock, so a follower never
+ * reports one ready. Complete for the fuzz harness, which never starts the
+ * events thread (events_start), their only caller; events_open and
+ * events_close, which the fuzzer does reach, need none of them. */
 store_events *store_events_new(const store_events_hooks *hooks, void *ctx) {
   (void)hooks;
   (void)ctx;
@@ -464,8 +466,10 @@ store_status store_ready(int detail, store_result *r, json_t **body) {
   return STORE_OK;
 }
 
-/* The release feed and store_stop exist only to link: the fuzzer starts
- * no waiter threads (wait_start is never called under it). */
+/* The release feed and store_stop: the in-memory store runs no thread and
+ * announces no release. Complete for the fuzz harness, which parks no
+ * waiter (wait_start is never called under it: the harness retries a
+ * waiting acquire's API_WAIT itself, api_retry_acquire). */
 int store_feed_start(void (*released)(const char *key)) {
   (void)released;
   return 0;

@@ -1,6 +1,6 @@
 /* store_stub.h: control of the in-memory lock store (store_stub.c) that
- * stands in for server/store/redis/store_redis.c in the fuzz harness. It implements
- * every function of server/store.h with the semantics of the Redis scripts
+ * stands in for the Redis store (server/store/redis/) in the fuzz harness.
+ * It implements every function of server/store.h with the semantics of the Redis scripts
  * in proto/redis (fences only grow, a same-lease acquire is idempotent,
  * renew and release need the live lease), on a virtual clock so that a run
  * is deterministic, and it can be told to fail the way Redis fails, so the

@@ -23,7 +23,7 @@ WORDS = re.compile(r"redis|sentinel|cluster|hiredis|etcd|raft|\blua\b|\.lua|pub/
                    re.IGNORECASE)
 # What a backend may include from server/: leaves that include nothing of
 # the HTTP side themselves.
-SHARED = {"store", "config", "log", "metrics", "picket_proto"}
+SHARED = {"store", "config", "log", "metrics", "clock", "picket_proto"}
 
 failures = []
 for name in HTTP_SIDE:

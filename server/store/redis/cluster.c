@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "metrics.h"
 #include "node.h"
@@ -40,12 +41,6 @@ static const config *cfg;
 static watcher w = WATCHER_INIT;
 static redisContext *conn;     /* to the node that answered last; the watcher's alone */
 static char conn_addr[280];
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void cluster_kick(void) { watcher_kick(&w); }
 
@@ -147,9 +142,9 @@ static int refresh(void) {
 
 static void *watch_main(void *arg) {
   (void)arg;
-  int64_t last = now_ms(), logged_down = 0;
+  int64_t last = clock_mono_ms(), logged_down = 0;
   while (!atomic_load(&w.stopping)) {
-    int64_t now = now_ms();
+    int64_t now = clock_mono_ms();
     int64_t wait = atomic_load(&w.kicked) ? last + REFRESH_MIN_MS - now : last + REFRESH_PERIOD_MS - now;
     if (wait > 0) {
       struct pollfd p = {.fd = w.fd, .events = POLLIN};
@@ -157,7 +152,7 @@ static void *watch_main(void *arg) {
         watcher_drain(&w);
       }
       if (atomic_load(&w.stopping)) break;
-      now = now_ms();
+      now = clock_mono_ms();
       if (atomic_load(&w.kicked) ? now < last + REFRESH_MIN_MS : now < last + REFRESH_PERIOD_MS)
         continue;
     }

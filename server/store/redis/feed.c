@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 #include "node.h"
 #include "store.h"
@@ -47,12 +48,6 @@ static int64_t idle_since_ms; /* when wanted last fell to 0 */
 static pthread_t thread;
 static redisContext *sub; /* guarded by mu, so stop and a move can shut it down */
 static char channel[PICKET_PROTO_KEY_PREFIX_MAX + 16];
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* A subscribed connection to node id (node.c says which; *gen gets its
  * generation), or NULL. */
@@ -107,10 +102,10 @@ static int feed_next(redisContext *c, int64_t *ping_sent, int64_t *next_ping) {
       released(r->element[2]->str);
     freeReplyObject(r);
     *ping_sent = 0; /* any traffic (a PONG too) shows the channel alive */
-    *next_ping = now_ms() + FEED_PING_MS;
+    *next_ping = clock_mono_ms() + FEED_PING_MS;
     return 0;
   }
-  int64_t now = now_ms();
+  int64_t now = clock_mono_ms();
   if (*ping_sent && now - *ping_sent >= cfg->redis_timeout_ms) {
     LOG(LOG_WARN, "release channel: no answer to PING within %lld ms; reconnecting",
         (long long)cfg->redis_timeout_ms);
@@ -163,7 +158,7 @@ static void *feed_main(void *arg) {
       continue;
     }
     backoff = 20;
-    int64_t ping_sent = 0, next_ping = now_ms() + FEED_PING_MS;
+    int64_t ping_sent = 0, next_ping = clock_mono_ms() + FEED_PING_MS;
     pthread_mutex_lock(&mu);
     sub = c;
     stop = stopping;
@@ -176,7 +171,7 @@ static void *feed_main(void *arg) {
            feed_next(c, &ping_sent, &next_ping) == 0) {
       pthread_mutex_lock(&mu);
       stop = stopping;
-      idle = !wanted && now_ms() - idle_since_ms >= FEED_LINGER_MS;
+      idle = !wanted && clock_mono_ms() - idle_since_ms >= FEED_LINGER_MS;
       pthread_mutex_unlock(&mu);
     }
     pthread_mutex_lock(&mu);
@@ -210,7 +205,7 @@ int store_redis_feed_start(void (*on_released)(const char *key)) {
 void store_redis_feed_want(int on) {
   pthread_mutex_lock(&mu);
   if (on && !wanted) pthread_cond_signal(&wanted_cv);
-  if (!on && wanted) idle_since_ms = now_ms();
+  if (!on && wanted) idle_since_ms = clock_mono_ms();
   wanted = on;
   pthread_mutex_unlock(&mu);
 }

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -73,12 +74,6 @@ static void kick(void) {
 }
 
 void node_set_kick(void (*fn)(void)) { atomic_store(&kick_fn, fn); }
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static struct timeval ms_tv(int64_t ms) {
   struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
@@ -247,7 +242,7 @@ void node_on_switch(void (*fn)(void)) {
 
 void node_trouble(int id) {
   long long zero = 0;
-  atomic_compare_exchange_strong(&nodes[id].trouble_since_ms, &zero, (long long)now_ms());
+  atomic_compare_exchange_strong(&nodes[id].trouble_since_ms, &zero, (long long)clock_mono_ms());
   kick();
 }
 
@@ -420,7 +415,7 @@ void node_set_primary(const char *h, int p) {
     metrics_inc(M_REDIS_FAILOVERS);
     LOG(LOG_WARN, "Redis primary switched from %s to %s (Sentinel master '%s'); lock calls "
                   "had been refused for %lld ms",
-        old, addr, cfg->sentinel_master, since ? (long long)(now_ms() - since) : 0LL);
+        old, addr, cfg->sentinel_master, since ? (long long)(clock_mono_ms() - since) : 0LL);
   }
   run_hooks();
 }
@@ -446,7 +441,7 @@ static int leased(int id) {
 
 void node_sentinel_lease(int64_t until, const char *why) {
   static int logged; /* the state last logged (under mu); none is at startup */
-  int64_t now = now_ms();
+  int64_t now = clock_mono_ms();
   pthread_mutex_lock(&mu);
   int was = atomic_load(&lease_until) > now, is = until > now;
   if (!(was && is)) atomic_fetch_add(&lease_epoch, 1);
@@ -465,7 +460,7 @@ int node_lease_check(int id, unsigned long *epoch, char *err, size_t errlen) {
   if (!leased(id)) return 1;
   int64_t until = atomic_load(&lease_until);
   *epoch = atomic_load(&lease_epoch);
-  if (now_ms() < until) return 1;
+  if (clock_mono_ms() < until) return 1;
   pthread_mutex_lock(&mu);
   int ok = !known; /* no primary at all: node_connect says so, which is the news */
   if (!ok) snprintf(err, errlen, "the sentinels do not confirm the primary now: %s", lease_why);
@@ -481,7 +476,7 @@ int node_current(int id, unsigned long gen, unsigned long epoch, char *err, size
   }
   if (!leased(id)) return 1;
   int64_t until = atomic_load(&lease_until);
-  if (now_ms() < until && atomic_load(&lease_epoch) == epoch) return 1;
+  if (clock_mono_ms() < until && atomic_load(&lease_epoch) == epoch) return 1;
   snprintf(err, errlen, "the sentinels' confirmation of the primary lapsed during the call (a "
                         "failover may be under way); its outcome is unknown: retry");
   return 0;
@@ -530,7 +525,7 @@ void node_set_slots(const node_range *ranges, int n) {
       if (now != SLOT_NONE) snprintf(to, sizeof to, "%s:%d", nodes[now].host, nodes[now].port);
       if (since)
         LOG(LOG_WARN, "Redis Cluster slots %d-%d: primary is now %s (was %s, whose calls had "
-                      "failed for %lld ms)", s, e, to, from, (long long)(now_ms() - since));
+                      "failed for %lld ms)", s, e, to, from, (long long)(clock_mono_ms() - since));
       else
         LOG(now == SLOT_NONE ? LOG_WARN : LOG_INFO,
             "Redis Cluster slots %d-%d: primary is now %s (was %s)", s, e, to, from);
@@ -624,7 +619,7 @@ void node_describe(node_info *out) {
   if (known) snprintf(out->primary, sizeof out->primary, "%s:%d", nodes[0].host, nodes[0].port);
   out->sentinel = sentinel_reachable;
   snprintf(out->sentinel_msg, sizeof out->sentinel_msg, "%s", sentinel_why);
-  out->lease = cfg->sentinel_lease ? now_ms() < atomic_load(&lease_until) : -1;
+  out->lease = cfg->sentinel_lease ? clock_mono_ms() < atomic_load(&lease_until) : -1;
   if (out->lease == 0) snprintf(out->lease_msg, sizeof out->lease_msg, "%s", lease_why);
   pthread_mutex_unlock(&mu);
 }

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "node.h"
 #include "sentinel_link.h"
@@ -44,12 +45,6 @@
 static const config *cfg;
 static watcher w = WATCHER_INIT;
 static int next_sentinel; /* the one to try first: the last that answered (watcher only) */
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void sentinel_kick(void) { watcher_kick(&w); }
 
@@ -86,7 +81,7 @@ static int named_port;
  * mu held. */
 static void hold_locked(const char *host, int port, int64_t ms, int64_t epoch) {
   snprintf(hold_addr, sizeof hold_addr, "%s:%d", host, port);
-  hold_until_ms = now_ms() + ms;
+  hold_until_ms = clock_mono_ms() + ms;
   hold_epoch = epoch;
 }
 
@@ -224,12 +219,12 @@ static void reachable(int yes, const char *why, int *was) {
 
 static void *watch_main(void *arg) {
   int heard = -1; /* not logged yet */
-  int64_t next_ask = now_ms() + ASK_PERIOD_MS, last_ask = now_ms();
+  int64_t next_ask = clock_mono_ms() + ASK_PERIOD_MS, last_ask = clock_mono_ms();
   char err[240] = "no sentinel link is up";
   int was_up = 0;
-  int64_t started_ms = now_ms();
+  int64_t started_ms = clock_mono_ms();
   while (!atomic_load(&w.stopping)) {
-    int64_t now = now_ms();
+    int64_t now = clock_mono_ms();
     /* A node an announcement named: probed here, where waiting is allowed. */
     char host[256];
     pthread_mutex_lock(&mu);
@@ -258,7 +253,7 @@ static void *watch_main(void *arg) {
     }
 
     pthread_mutex_lock(&mu);
-    int lapsed = hold_until_ms && now_ms() >= hold_until_ms;
+    int lapsed = hold_until_ms && clock_mono_ms() >= hold_until_ms;
     char was[280];
     snprintf(was, sizeof was, "%s", hold_addr);
     if (lapsed) hold_until_ms = 0;
@@ -267,7 +262,7 @@ static void *watch_main(void *arg) {
     if (lapsed) {
       LOG(LOG_WARN, "Sentinel's failover away from %s was not announced as finished in time; "
                     "asking the sentinels again", was);
-      next_ask = now_ms();
+      next_ask = clock_mono_ms();
       continue;
     }
 
@@ -277,9 +272,9 @@ static void *watch_main(void *arg) {
     int64_t until = next_ask;
     if (atomic_load(&w.kicked) && last_ask + ASK_MIN_MS < until) until = last_ask + ASK_MIN_MS;
     if (hold && hold < until) until = hold;
-    if (now_ms() + RELOOK_MS < until) until = now_ms() + RELOOK_MS;
+    if (clock_mono_ms() + RELOOK_MS < until) until = clock_mono_ms() + RELOOK_MS;
     struct pollfd p = {.fd = w.fd, .events = POLLIN};
-    now = now_ms();
+    now = clock_mono_ms();
     if (poll(&p, 1, until > now ? (int)(until - now) : 0) < 0 && errno != EINTR) break;
     if (p.revents & POLLIN) watcher_drain(&w);
   }

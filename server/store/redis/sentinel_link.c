@@ -55,6 +55,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "node.h"
 
@@ -92,12 +93,6 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static link_t links[CONFIG_SENTINELS_MAX];
 static atomic_int stopping;
 static int stop_fd = -1; /* eventfd, readable at stop */
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 redisContext *sentinel_link_open(const config *c, int i, char *err, size_t errlen) {
   const sentinel_addr *a = &c->sentinels[i];
@@ -162,7 +157,7 @@ static int cmp_desc(const void *a, const void *b) {
  * Called with mu held, after any link's state changed. */
 static void lease_update_locked(void) {
   int n = cfg->sentinel_count, total = n, q = 0;
-  int64_t now = now_ms(), until[CONFIG_SENTINELS_MAX];
+  int64_t now = clock_mono_ms(), until[CONFIG_SENTINELS_MAX];
   for (int i = 0; i < n; i++) {
     const link_t *L = &links[i];
     if (L->sentinels > total) total = L->sentinels;
@@ -221,7 +216,7 @@ static void lease_update_locked(void) {
  * forced SENTINEL FAILOVER needs no quorum to flag anything. Called with
  * mu held. */
 static void dirty_locked(link_t *L, const char *addr, const char *why, int veto) {
-  int64_t now = now_ms();
+  int64_t now = clock_mono_ms();
   if (veto || L->dirty_until <= now || strcmp(L->dirty_addr, addr) != 0) L->veto = veto;
   L->dirty_until = now + DIRTY_MS;
   L->confirm_until = 0;
@@ -251,9 +246,9 @@ static int has_flag(const char *flags, const char *flag) {
 /* Asks sentinel L for its view of the master and updates what it promises.
  * -1 when the connection failed (it is closed). */
 static int poll_master(link_t *L, int64_t *down_after) {
-  int64_t sent = now_ms();
+  int64_t sent = clock_mono_ms();
   redisReply *r = redisCommand(L->cmd, "SENTINEL MASTER %s", cfg->sentinel_master);
-  int64_t got = now_ms();
+  int64_t got = clock_mono_ms();
   char why[160] = "";
   if (r == NULL) {
     pthread_mutex_lock(&mu);
@@ -365,7 +360,7 @@ static int subscribe(link_t *L, char *err, size_t errlen) {
    * ignored, as messages. */
   L->sub = c;
   L->ping_sent_ms = 0;
-  L->next_ping_ms = now_ms() + PING_MS;
+  L->next_ping_ms = clock_mono_ms() + PING_MS;
   return 0;
 }
 
@@ -374,7 +369,7 @@ static void unsubscribe(link_t *L, const char *why) {
       cfg->sentinels[L->i].port, why);
   redisFree(L->sub);
   L->sub = NULL;
-  L->next_sub_ms = now_ms() + RETRY_MS;
+  L->next_sub_ms = clock_mono_ms() + RETRY_MS;
   pthread_mutex_lock(&mu);
   L->heard = L->cmd != NULL;
   pthread_mutex_unlock(&mu);
@@ -421,7 +416,7 @@ static int sub_read(link_t *L) {
     freeReplyObject(r);
     r = NULL;
     L->ping_sent_ms = 0; /* any traffic shows the sentinel alive */
-    L->next_ping_ms = now_ms() + PING_MS;
+    L->next_ping_ms = clock_mono_ms() + PING_MS;
   }
   return L->sub->err ? -1 : 0;
 }
@@ -449,28 +444,28 @@ static void *link_main(void *arg) {
   int64_t next_poll = 0, poll_ms = POLL_MAX_MS;
   char err[240];
   while (!atomic_load(&stopping)) {
-    int64_t now = now_ms();
+    int64_t now = clock_mono_ms();
     if (L->sub == NULL && now >= L->next_sub_ms) {
       if (subscribe(L, err, sizeof err) < 0) {
-        L->next_sub_ms = now_ms() + RETRY_MS;
+        L->next_sub_ms = clock_mono_ms() + RETRY_MS;
       } else {
         pthread_mutex_lock(&mu);
         L->heard = 1;
         pthread_mutex_unlock(&mu);
       }
     }
-    now = now_ms();
+    now = clock_mono_ms();
     if (L->cmd == NULL && now >= L->next_cmd_ms) {
       L->cmd = sentinel_link_open(cfg, L->i, err, sizeof err);
       if (L->cmd == NULL) {
-        L->next_cmd_ms = now_ms() + RETRY_MS;
+        L->next_cmd_ms = clock_mono_ms() + RETRY_MS;
         pthread_mutex_lock(&mu);
         snprintf(L->why, sizeof L->why, "cannot be reached (%.120s)", err);
         lease_update_locked();
         pthread_mutex_unlock(&mu);
       }
     }
-    now = now_ms();
+    now = clock_mono_ms();
     if (L->cmd && now >= next_poll) {
       int64_t d = 0;
       if (poll_master(L, &d) == 0 && d > 0) {
@@ -478,11 +473,11 @@ static void *link_main(void *arg) {
         if (poll_ms > POLL_MAX_MS) poll_ms = POLL_MAX_MS;
         if (poll_ms < POLL_MIN_MS) poll_ms = POLL_MIN_MS;
       }
-      next_poll = now_ms() + poll_ms;
+      next_poll = clock_mono_ms() + poll_ms;
     }
 
     /* Sleep until an announcement, the stop, or the next thing due. */
-    now = now_ms();
+    now = clock_mono_ms();
     int64_t until = L->cmd ? next_poll : L->next_cmd_ms;
     if (L->sub == NULL && L->next_sub_ms < until) until = L->next_sub_ms;
     if (L->sub) {
@@ -496,7 +491,7 @@ static void *link_main(void *arg) {
       char why[200] = "closed";
       int lost = (p[1].revents & (POLLIN | POLLHUP | POLLERR)) && sub_read(L) < 0;
       if (lost && L->sub->err) snprintf(why, sizeof why, "%s", L->sub->errstr);
-      if (!lost && sub_ping(L, now_ms(), why, sizeof why) < 0) lost = 1;
+      if (!lost && sub_ping(L, clock_mono_ms(), why, sizeof why) < 0) lost = 1;
       if (lost) unsubscribe(L, why);
     }
   }

@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "feed.h"
+#include "clock.h"
 #include "log.h"
 #include "node.h"
 #include "store.h"
@@ -58,12 +59,6 @@ struct store_events {
   unsigned long gen;
   int64_t retry_at, ping_sent, next_ping;
 };
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 store_events *store_redis_events_new(const store_events_hooks *hooks, void *ctx) {
   store_events *e = calloc(1, sizeof *e);
@@ -115,7 +110,7 @@ static void drop(store_events *e, const char *why) {
   if (e->c) redisFree(e->c);
   e->c = NULL;
   for (entry *x = e->list; x; x = x->next) x->state = CH_NONE, x->ready = 0;
-  e->retry_at = now_ms() + RETRY_MS;
+  e->retry_at = clock_mono_ms() + RETRY_MS;
   e->hooks.lost(e->ctx);
 }
 
@@ -192,7 +187,7 @@ static void on_reply(store_events *e, redisReply *r) {
 static void watch_keys(store_events *e, int64_t *next) {
   for (entry *x = e->list; x; x = x->next) {
     if (x->state != CH_ACTIVE) continue;
-    int64_t now = now_ms();
+    int64_t now = clock_mono_ms();
     if (now >= x->watch_due_ms) {
       store_result r;
       int ok = store_redis_watch(x->name, WATCH_FOR_MS, &r) == STORE_OK;
@@ -208,7 +203,7 @@ static void watch_keys(store_events *e, int64_t *next) {
 }
 
 int64_t store_redis_events_run(store_events *e, int readable) {
-  int64_t now = now_ms();
+  int64_t now = clock_mono_ms();
   int64_t next = now + 1000;
   if (e->c && (e->list == NULL || e->gen != node_generation(e->node))) {
     /* nobody watches, or the primary moved */
@@ -235,7 +230,7 @@ int64_t store_redis_events_run(store_events *e, int readable) {
     int ok = redisBufferRead(e->c) == REDIS_OK;
     redisReply *r = NULL;
     while (ok && (ok = redisGetReplyFromReader(e->c, (void **)&r) == REDIS_OK) && r) {
-      e->ping_sent = 0, e->next_ping = now_ms() + PING_MS; /* any traffic shows it alive */
+      e->ping_sent = 0, e->next_ping = clock_mono_ms() + PING_MS; /* any traffic shows it alive */
       on_reply(e, r);
       freeReplyObject(r);
       r = NULL;
@@ -246,12 +241,12 @@ int64_t store_redis_events_run(store_events *e, int readable) {
     }
   }
   watch_keys(e, &next);
-  if (!e->ping_sent && now_ms() >= e->next_ping) {
+  if (!e->ping_sent && clock_mono_ms() >= e->next_ping) {
     int done = 0;
     redisAppendCommand(e->c, "PING");
     while (!done && redisBufferWrite(e->c, &done) == REDIS_OK) {
     }
-    e->ping_sent = now_ms();
+    e->ping_sent = clock_mono_ms();
   }
   int64_t t = e->ping_sent ? e->ping_sent + e->cfg->redis_timeout_ms : e->next_ping;
   return t < next ? t : next;

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "metrics.h"
 #include "cluster.h"
@@ -88,12 +89,6 @@ static char channel[PICKET_PROTO_KEY_PREFIX_MAX + 16];
  * --fence-idle-ttl-ms as the scripts take them (acquire.lua). */
 static const char *floor_arg;
 static char idle_arg[24];
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void set_err(store_result *r, const char *fmt, const char *detail) {
   snprintf(r->err, sizeof r->err, fmt, detail ? detail : "");
@@ -217,7 +212,7 @@ static atomic_llong policy_due_ms[NODE_MAX];
 
 static void check_policy(conn *k) {
   info_facts f;
-  atomic_store(&policy_due_ms[k->node], (long long)(now_ms() + POLICY_RECHECK_MS));
+  atomic_store(&policy_due_ms[k->node], (long long)(clock_mono_ms() + POLICY_RECHECK_MS));
   /* The connection failed (its next call finds out), or a transient
    * refusal: the verdict stands. */
   if (info_read(k->c, &f) < 0 || f.other_error) return;
@@ -237,7 +232,7 @@ static void check_policy(conn *k) {
  * process's check is due; one connection takes each turn. */
 static void policy_due(conn *k) {
   atomic_llong *d = &policy_due_ms[k->node];
-  long long due = atomic_load(d), now = (long long)now_ms();
+  long long due = atomic_load(d), now = (long long)clock_mono_ms();
   if (now >= due && atomic_compare_exchange_strong(d, &due, now + POLICY_RECHECK_MS))
     check_policy(k);
 }
@@ -294,7 +289,7 @@ static conn *conn_ready(conn *k, int at_rest, store_result *r) {
     conn_close(k);
   }
   if (k->c) return k;
-  int64_t now = now_ms();
+  int64_t now = clock_mono_ms();
   /* k->gen is the generation of the last attempt: a new primary is tried
    * at once, whatever the backoff from failures against the old one. */
   if (now < k->next_try_ms && k->seen_epoch == atomic_load(&connect_epoch[k->node]) &&
@@ -368,7 +363,7 @@ static conn *conn_get(int id, store_result *r) {
 static void tamper_log_refused(const char *msg) {
   static atomic_llong next_ms;
   static atomic_long skipped;
-  long long now = (long long)now_ms(), due = atomic_load(&next_ms);
+  long long now = (long long)clock_mono_ms(), due = atomic_load(&next_ms);
   if (now < due || !atomic_compare_exchange_strong(&next_ms, &due, now + 1000)) {
     atomic_fetch_add(&skipped, 1);
     return;
@@ -1127,7 +1122,7 @@ static int follow(store_op *op, int from, redisReply *rep, int64_t *wait_ms) {
   if (kind == M_REDIS_REDIRECT_TRYAGAIN) {
     /* The slot is mid-migration and its keys are split between the two
      * nodes: wait for the rest to move. */
-    if (now_ms() + op->backoff_ms >= op->call_deadline_ms) return FOLLOW_GIVE_UP;
+    if (clock_mono_ms() + op->backoff_ms >= op->call_deadline_ms) return FOLLOW_GIVE_UP;
     *wait_ms = op->backoff_ms;
     op->backoff_ms = op->backoff_ms * 2 > TRYAGAIN_MAX_MS ? TRYAGAIN_MAX_MS : op->backoff_ms * 2;
     metrics_inc((metrics_counter)kind);
@@ -1136,7 +1131,7 @@ static int follow(store_op *op, int from, redisReply *rep, int64_t *wait_ms) {
   } else if (kind == M_REDIS_REDIRECT_MOVED) {
     if (node_moved(slot, host, port) < 0) return FOLLOW_GIVE_UP;
     op->hops++;
-  } else if (now_ms() >= op->call_deadline_ms || (next = node_id_of(host, port)) < 0) {
+  } else if (clock_mono_ms() >= op->call_deadline_ms || (next = node_id_of(host, port)) < 0) {
     return FOLLOW_GIVE_UP;
   } else {
     /* ASK: this one call, on that node, after ASKING. Not a hop either:
@@ -1189,7 +1184,7 @@ static redisReply *call_once(conn *k, store_op *op, op_command *cmd, store_statu
 static store_status op_run(store_op *op) {
   op_command cmd;
   if (op_command_build(op, &cmd) < 0) return bad_name(&op->r);
-  op->call_deadline_ms = now_ms() + cfg->redis_timeout_ms;
+  op->call_deadline_ms = clock_mono_ms() + cfg->redis_timeout_ms;
   op->hops = op->asking = 0;
   op->backoff_ms = TRYAGAIN_MIN_MS;
   int next = FOLLOW_ROUTE;
@@ -1769,7 +1764,7 @@ static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id) {
   }
   op->node = id;
   op->next = NULL;
-  op->deadline_ms = now_ms() + cfg->redis_timeout_ms;
+  op->deadline_ms = clock_mono_ms() + cfg->redis_timeout_ms;
   if (np->tail) np->tail->next = op;
   else np->head = op;
   np->tail = op;
@@ -1785,7 +1780,7 @@ static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id) {
 /* Routes and queues op's command for its current phase: 0, or -1 with
  * op->st and op->r set (done not called). */
 static int pipe_submit(store_pipe *p, store_op *op) {
-  op->call_deadline_ms = now_ms() + cfg->redis_timeout_ms;
+  op->call_deadline_ms = clock_mono_ms() + cfg->redis_timeout_ms;
   op->hops = op->asking = 0;
   op->backoff_ms = TRYAGAIN_MIN_MS;
   op_command cmd;
@@ -1839,7 +1834,7 @@ static int pipe_append_wait(node_pipe *np) {
   /* WAIT may take --replica-timeout-ms by design: only past that and the
    * command timeout is its silence a dead Redis. */
   w->entry.phase = PHASE_WAIT;
-  w->entry.deadline_ms = now_ms() + cfg->redis_timeout_ms + cfg->replica_timeout_ms;
+  w->entry.deadline_ms = clock_mono_ms() + cfg->redis_timeout_ms + cfg->replica_timeout_ms;
   np->tail->next = &w->entry; /* the batch is not empty */
   np->tail = &w->entry;
   if (np->waits_tail) np->waits_tail->next = w;
@@ -1885,7 +1880,7 @@ static int64_t store_redis_pipe_timeout_ms(const store_pipe *p) {
   for (const store_op *op = p->retry; op; op = op->next)
     if (at < 0 || op->retry_at_ms < at) at = op->retry_at_ms;
   if (at < 0) return -1;
-  int64_t left = at - now_ms();
+  int64_t left = at - clock_mono_ms();
   return left > 0 ? left : 0;
 }
 
@@ -2053,7 +2048,7 @@ static void node_pipe_read(store_pipe *p, node_pipe *np) {
         pipe_complete(p, op);
       }
     } else if (wait_ms > 0) {
-      op->retry_at_ms = now_ms() + wait_ms;
+      op->retry_at_ms = clock_mono_ms() + wait_ms;
       op->next = p->retry;
       p->retry = op;
     } else {
@@ -2069,7 +2064,7 @@ static void store_redis_pipe_read(store_pipe *p) {
 }
 
 static void store_redis_pipe_expire(store_pipe *p) {
-  int64_t now = now_ms();
+  int64_t now = clock_mono_ms();
   for (int i = 0; i < p->nall; i++) {
     node_pipe *np = p->all[i];
     pipe_check_primary(np);
