@@ -283,12 +283,14 @@ static int set_bytes(json_t *o, const char *name, const char *s, size_t n) {
   return rc;
 }
 
-/* Sets key and, with prefix, range_end: the key just above every key that
- * starts with `key` (its last byte below 0xff plus one; "\0", all keys,
- * when there is none). 0 or -1. */
-static int set_key_range(json_t *o, const char *key, int prefix) {
+/* Sets key and range_end: `end` when given (the range [key, end)), else
+ * with prefix the key just above every key that starts with `prefix_of`
+ * (its last byte below 0xff plus one; "\0", all keys, when there is none),
+ * else none (the one key). 0 or -1. */
+static int set_key_range(json_t *o, const char *key, int prefix, const char *end_key) {
   size_t n = strlen(key);
   if (set_bytes(o, "key", key, n) < 0) return -1;
+  if (end_key) return set_bytes(o, "range_end", end_key, strlen(end_key));
   if (!prefix) return 0;
   char end[ETCD_KEY_MAX + 1];
   size_t m = n;
@@ -735,7 +737,9 @@ static json_t *op_json(const etcd_op *op) {
       goto bad;
     return o;
   }
-  if (set_key_range(o, op->key, op->prefix) < 0) goto bad;
+  if ((op->end && strlen(op->end) > ETCD_KEY_MAX) ||
+      set_key_range(o, op->key, op->prefix, op->end) < 0)
+    goto bad;
   if (op->kind == ETCD_OP_DELETE) return o;
   if (op->kind != ETCD_OP_RANGE) goto bad;
   int64_t limit = op->limit > 0 && op->limit < ETCD_KVS_MAX ? op->limit : ETCD_KVS_MAX;
@@ -763,7 +767,7 @@ static json_t *compare_json(const etcd_compare *k) {
     return NULL;
   json_t *o =
       json_pack("{s:s, s:s}", "target", cmp_targets[k->target], "result", cmp_results[k->result]);
-  int bad = o == NULL || set_bytes(o, "key", k->key, strlen(k->key)) < 0;
+  int bad = o == NULL || set_key_range(o, k->key, k->prefix, NULL) < 0;
   if (!bad && k->target == ETCD_CMP_VALUE)
     bad = set_bytes(o, "value", k->value, strlen(k->value)) < 0;
   else if (!bad)
@@ -1231,7 +1235,7 @@ int etcd_watch_open(const etcd_client_opts *o, const char *key, int prefix, int6
   json_t *cr = json_object();
   if (cr && start_revision > 0) set_i64(cr, "start_revision", start_revision);
   json_t *req =
-      cr && set_key_range(cr, key, prefix) == 0 ? json_pack("{s:O}", "create_request", cr) : NULL;
+      cr && set_key_range(cr, key, prefix, NULL) == 0 ? json_pack("{s:O}", "create_request", cr) : NULL;
   json_decref(cr);
   w->body = req ? json_dumps(req, JSON_COMPACT) : NULL;
   json_decref(req);

@@ -99,6 +99,8 @@ typedef struct {
   const char *key;
   etcd_cmp_target target;
   etcd_cmp_result result;
+  int prefix;        /* the compare holds for every key that starts with key
+                        (and for none when no such key exists) */
   int64_t number;    /* VERSION, CREATE, MOD, LEASE */
   const char *value; /* VALUE */
 } etcd_compare;
@@ -110,6 +112,7 @@ typedef struct {
   etcd_op_kind kind;
   const char *key;
   int prefix;        /* RANGE, DELETE: every key that starts with key */
+  const char *end;   /* RANGE, DELETE: the keys in [key, end) instead (prefix unused) */
   const char *value; /* PUT */
   int64_t lease;     /* PUT: attach to this lease (0: none) */
   int64_t limit;     /* RANGE: at most this many kvs (0, or over ETCD_KVS_MAX: ETCD_KVS_MAX) */

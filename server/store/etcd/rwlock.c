@@ -1,0 +1,11 @@
+/* rwlock.c: read/write locks on etcd. PLACEHOLDER on the etcd branch:
+ * being written. */
+#include <stdio.h>
+
+#include "store_etcd.h"
+
+void store_etcd_rwlock(etcd_client *c, store_op *op) {
+  (void)c;
+  snprintf(op->r.err, sizeof op->r.err, "read/write locks are not supported on etcd yet");
+  op->st = STORE_EREPLY;
+}

@@ -1,0 +1,78 @@
+/* store_etcd.h: what the files of the etcd store share. It is not an
+ * interface of picketd: store.h is, through the backend table at the end
+ * of store_etcd.c. Each family of calls has a file of its own behind one
+ * entry point here (locks.c, semaphore.c, rwlock.c, admin.c), as do the
+ * release feed (feed.c) and the lock-event follower (events.c).
+ *
+ * The data model is in docs/etcd-design.md. Every key is the key prefix,
+ * one letter for what it holds, a slash and the name:
+ *   P l/NAME   a lock's grant (JSON, on the grant's etcd lease; its
+ *              create_revision is the fence)
+ *   P f/NAME   put with every grant, no lease: its mod_revision is the
+ *              last fence issued
+ * and the keys that the files below add, each documented in its file. */
+#ifndef PICKETD_STORE_ETCD_H
+#define PICKETD_STORE_ETCD_H
+
+#include <jansson.h>
+
+#include "backend.h"
+#include "etcd_client.h"
+
+/* Set by store_etcd_init before any other call; read-only afterwards. */
+extern const config *store_etcd_cfg;
+extern etcd_client_opts store_etcd_opts;
+
+/* Room for any key of the model: the prefix, a kind letter, a name and a
+ * suffix of up to 64 bytes (a slot, a lease id). */
+#define STORE_ETCD_KEY_MAX (PICKET_PROTO_KEY_PREFIX_MAX + PICKET_PROTO_NAME_MAX + 72)
+
+/* The calling thread's client, made on first use and freed by
+ * store_thread_done; NULL with r->err set. */
+etcd_client *store_etcd_client(store_result *r);
+/* An etcd failure (rc < 0) as a store status, its message in r->err. */
+store_status store_etcd_failed(etcd_client *c, int rc, store_result *r);
+/* out = P KIND/NAME. */
+void store_etcd_key(char *out, size_t cap, char kind, const char *name);
+/* A TTL in ms as etcd's whole seconds: rounded up, never shorter than
+ * asked (etcd then raises it to its minimum; the grant says what it gave). */
+int64_t store_etcd_ttl_s(int64_t ttl_ms);
+
+/* A lease as its key's JSON value holds it. */
+typedef struct {
+  char lease[PICKET_PROTO_LEASE_LEN + 1];
+  char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
+  int64_t at, renewals, ttl_ms;
+} store_etcd_grant;
+/* Parses a grant's value; 0, or -1 when it is not one of picket's. */
+int store_etcd_grant_parse(const etcd_kv *kv, store_etcd_grant *g);
+/* The JSON value of a grant (malloc'd; the caller frees it), or NULL. */
+char *store_etcd_grant_value(const store_etcd_grant *g);
+/* Reads one key: 1 with *kv pointing into res (the caller clears res), 0
+ * when it does not exist, or a negative etcd code. */
+int store_etcd_read(etcd_client *c, const char *key, etcd_op_result *res, etcd_kv **kv);
+
+/* The calls of each family (op->kind tells which), setting op->st and op->r. */
+void store_etcd_lock(etcd_client *c, store_op *op);      /* locks.c */
+void store_etcd_semaphore(etcd_client *c, store_op *op); /* semaphore.c */
+void store_etcd_rwlock(etcd_client *c, store_op *op);    /* rwlock.c */
+
+/* admin.c: store.h's store_list and store_break on etcd. */
+store_status store_etcd_list(const char *prefix, int limit, store_cursor *at, int *more,
+                             store_result *r);
+store_status store_etcd_break(const char *name, const char *who, store_result *r);
+
+/* feed.c: the release feed. */
+int store_etcd_feed_start(void (*released)(const char *key));
+void store_etcd_feed_want(int on);
+void store_etcd_feed_stop(void);
+
+/* events.c: the lock-event follower. */
+store_events *store_etcd_events_new(const store_events_hooks *hooks, void *ctx);
+void store_etcd_events_free(store_events *e);
+int store_etcd_events_add(store_events *e, const char *name);
+void store_etcd_events_remove(store_events *e, const char *name);
+int64_t store_etcd_events_run(store_events *e, int readable);
+int store_etcd_events_fd(const store_events *e);
+
+#endif
