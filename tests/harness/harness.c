@@ -2,6 +2,7 @@
  * tests, and speaks HTTP to them (see harness.h). Deliberately plain: fork,
  * exec, files in a temp dir, libcurl easy handles. */
 #include "harness.h"
+#include "harness_etcd.h"
 
 #include <check.h>
 #include <curl/curl.h>
@@ -26,6 +27,7 @@
 #endif
 
 struct harness_redis {
+  harness_etcd *etcd; /* PICKET_TEST_BACKEND=etcd: the store picketd is given instead */
   char dir[256];
   char sock[300];
   char url[320];
@@ -209,6 +211,38 @@ static int redis_spawn(harness_redis *r) {
   return -1;
 }
 
+/* PICKET_TEST_BACKEND=etcd: every harness_redis also starts a one-member
+ * etcd, and a picketd given that Redis's URL is given --etcd with that
+ * etcd instead, so one suite runs against either backend. The Redis still
+ * runs (a case that reads it directly is a Redis case: the suites leave it
+ * out on etcd). */
+#define ETCD_LIVE_MAX 16
+static harness_redis *etcd_live[ETCD_LIVE_MAX];
+
+int harness_backend_etcd(void) {
+  const char *b = getenv("PICKET_TEST_BACKEND");
+  return b && strcmp(b, "etcd") == 0;
+}
+
+static void etcd_track(harness_redis *r, int on) {
+  for (int i = 0; i < ETCD_LIVE_MAX; i++) {
+    if (on && etcd_live[i] == NULL) {
+      etcd_live[i] = r;
+      return;
+    }
+    if (!on && etcd_live[i] == r) etcd_live[i] = NULL;
+  }
+}
+
+/* The etcd that stands in for the Redis at url, or NULL. */
+static harness_etcd *etcd_for(const char *url) {
+  for (int i = 0; i < ETCD_LIVE_MAX; i++)
+    if (etcd_live[i] && strcmp(etcd_live[i]->url, url) == 0) return etcd_live[i]->etcd;
+  return NULL;
+}
+
+harness_etcd *harness_redis_etcd(const harness_redis *r) { return r ? r->etcd : NULL; }
+
 harness_redis *harness_redis_start(const harness_redis_opts *opts) {
   harness_redis_opts none = {0};
   if (opts == NULL) opts = &none;
@@ -237,11 +271,20 @@ harness_redis *harness_redis_start(const harness_redis_opts *opts) {
     harness_redis_free(r);
     return NULL;
   }
+  if (harness_backend_etcd()) {
+    if ((r->etcd = harness_etcd_start(1)) == NULL) {
+      harness_redis_free(r);
+      return NULL;
+    }
+    etcd_track(r, 1);
+  }
   return r;
 }
 
 void harness_redis_stop(harness_redis *r, int sig) {
-  if (r == NULL || r->pid <= 0) return;
+  if (r == NULL) return;
+  if (r->etcd && harness_etcd_pid(r->etcd, 0) > 0) harness_etcd_signal(r->etcd, 0, sig);
+  if (r->pid <= 0) return;
   kill(r->pid, SIGCONT); /* a paused server cannot handle SIGTERM */
   kill(r->pid, sig);
   wait_exit(r->pid);
@@ -250,12 +293,17 @@ void harness_redis_stop(harness_redis *r, int sig) {
 
 int harness_redis_restart(harness_redis *r) {
   harness_redis_stop(r, SIGTERM);
+  if (r->etcd && harness_etcd_restart(r->etcd, 0) < 0) return -1;
   return redis_spawn(r);
 }
 
 void harness_redis_free(harness_redis *r) {
   if (r == NULL) return;
   harness_redis_stop(r, SIGKILL);
+  if (r->etcd) {
+    etcd_track(r, 0);
+    harness_etcd_free(r->etcd);
+  }
   if (getenv("HARNESS_KEEP") == NULL) harness_rm_rf(r->dir);
   free(r);
 }
@@ -316,7 +364,15 @@ harness_picketd *harness_picketd_start(const char *redis_url, const char *const 
   argv[n++] = "127.0.0.1:0";
   argv[n++] = "--port-file";
   argv[n++] = portfile;
-  if (redis_url) { /* NULL: the args name the store (--sentinel ...) */
+  if (redis_url && harness_backend_etcd()) {
+    /* the etcd standing in for that Redis; a URL the harness did not start
+     * (a store that is down) becomes a member nobody listens on */
+    static char dead[64];
+    harness_etcd *e = etcd_for(redis_url);
+    snprintf(dead, sizeof dead, "http://127.0.0.1:%d", harness_free_port());
+    argv[n++] = "--etcd";
+    argv[n++] = e ? (char *)harness_etcd_urls(e) : dead;
+  } else if (redis_url) { /* NULL: the args name the store (--sentinel ...) */
     argv[n++] = "--redis";
     argv[n++] = (char *)redis_url;
   }
@@ -560,6 +616,7 @@ void harness_resp_free(harness_resp *resp) {
 }
 
 int harness_fence_clock(void) {
+  if (harness_backend_etcd()) return 0;
   const char *f = getenv("PICKET_FENCE_FLOOR");
   return f == NULL || strcmp(f, "none") != 0;
 }
@@ -574,6 +631,7 @@ int64_t harness_redis_time_us(const harness_redis *r) {
 }
 
 int harness_fence_follows(int64_t prev, int64_t fence, int64_t floor_us) {
+  if (harness_backend_etcd()) return fence > prev; /* revisions: rising, with gaps */
   if (!harness_fence_clock()) return fence == prev + 1;
   return fence > prev && fence >= floor_us;
 }

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 typedef struct harness_redis harness_redis;
+typedef struct harness_etcd harness_etcd;
 typedef struct harness_picketd harness_picketd;
 
 /* Options for a Redis server; zero means the default. */
@@ -25,7 +26,13 @@ typedef struct {
 } harness_redis_opts;
 
 /* Starts redis-server in a new temp dir, on a unix socket, and waits until
- * it answers PING. Returns NULL (after printing why) on failure. */
+ * it answers PING. Returns NULL (after printing why) on failure.
+ *
+ * With PICKET_TEST_BACKEND=etcd in the environment it also starts a
+ * one-member etcd (harness_etcd.h), which picketd is given instead of this
+ * Redis (harness_picketd_start), and which harness_redis_stop, _restart and
+ * _free stop, restart and free with it: the same suite then tests picketd
+ * on etcd. */
 harness_redis *harness_redis_start(const harness_redis_opts *opts);
 /* Stops with `sig` (SIGTERM waits for a clean exit; SIGKILL is a crash)
  * and reaps it; the dir and its AOF stay, so restart brings the data back. */
@@ -34,6 +41,9 @@ void harness_redis_stop(harness_redis *r, int sig);
 int harness_redis_restart(harness_redis *r);
 /* Stops it if it runs and removes its temp dir. NULL is fine. */
 void harness_redis_free(harness_redis *r);
+/* 1 when PICKET_TEST_BACKEND=etcd; the etcd standing in for r, or NULL. */
+int harness_backend_etcd(void);
+harness_etcd *harness_redis_etcd(const harness_redis *r);
 const char *harness_redis_socket(const harness_redis *r); /* unix socket path */
 const char *harness_redis_url(const harness_redis *r);    /* unix:///... */
 int harness_redis_port(const harness_redis *r);           /* TCP port, 0 if none */
@@ -99,13 +109,14 @@ double harness_metric(const char *base, const char *sample);
 /* Fences. picketd's --fence-floor comes from $PICKET_FENCE_FLOOR when the
  * test does not pass the flag (ctest runs the fence suites once with the
  * default, clock, and once with "none"). harness_fence_clock() says which:
- * 1 for clock, 0 for none. */
+ * 1 for clock, 0 for none (and on etcd, whose fences are revisions). */
 int harness_fence_clock(void);
 /* Redis TIME in microseconds (the clock floor's unit), or -1. */
 int64_t harness_redis_time_us(const harness_redis *r);
 /* 1 when `fence` may follow `prev` (the lock's last fence, 0 if none) under
  * the suite's floor: exactly prev + 1 with none; above prev and at least
- * `floor_us` (Redis TIME read before the grant; 0: unchecked) with clock. */
+ * `floor_us` (Redis TIME read before the grant; 0: unchecked) with clock;
+ * on etcd above prev (revisions of the whole cluster: rising, with gaps). */
 int harness_fence_follows(int64_t prev, int64_t fence, int64_t floor_us);
 
 /* Runs a Check suite (CK_NORMAL output) and returns the process exit code:

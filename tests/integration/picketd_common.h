@@ -13,6 +13,14 @@
 
 #include "harness.h"
 
+/* Adds a case that reads or changes Redis itself (its keys, its config, a
+ * Redis-only flag): left out when the suite runs on etcd
+ * (PICKET_TEST_BACKEND=etcd, tests/integration/picketd_etcd.cmake). */
+#define REDIS_CASE(tc, fn)                         \
+  do {                                             \
+    if (!harness_backend_etcd()) tcase_add_test(tc, fn); \
+  } while (0)
+
 static harness_redis *R;
 static harness_picketd *P;
 
@@ -59,6 +67,18 @@ static inline int64_t acquire_ok(const char *name, const char *body, char lease[
   if (lease) snprintf(lease, 33, "%s", harness_json_str(r.json, "lease"));
   harness_resp_free(&r);
   return fence;
+}
+
+/* What GET says is left of lock `name`'s lease: its ttl_ms, 0 when free. */
+static inline int64_t lock_ttl_ms(const char *name) {
+  char path[512];
+  harness_resp r;
+  snprintf(path, sizeof path, "/v1/locks/%s", name);
+  call("GET", path, NULL, &r);
+  ck_assert_msg(r.status == 200, "GET %s: %ld %s", name, r.status, r.body);
+  int64_t ttl = json_is_true(json_object_get(r.json, "held")) ? harness_json_int(r.json, "ttl_ms") : 0;
+  harness_resp_free(&r);
+  return ttl;
 }
 
 static inline long lock_call(const char *name, const char *action, const char *lease, harness_resp *r) {

@@ -15,3 +15,8 @@ store_status store_etcd_break(const char *name, const char *who, store_result *r
   snprintf(r->err, sizeof r->err, "break is not supported on etcd yet");
   return STORE_EREPLY;
 }
+
+void store_etcd_broken_why(etcd_client *c, const char *name, const char *lease,
+                           store_result *r) {
+  (void)c, (void)name, (void)lease, (void)r;
+}

@@ -52,6 +52,40 @@ char *store_etcd_grant_value(const store_etcd_grant *g);
  * when it does not exist, or a negative etcd code. */
 int store_etcd_read(etcd_client *c, const char *key, etcd_op_result *res, etcd_kv **kv);
 
+/* ---- quota.c: a token's lease count (op->token, op->max_leases) ----------
+ * Every lease a token holds is one key P q/TOKEN/KEY/LEASE (KEY the call's
+ * resource: NAME, s/NAME, r/NAME) on the lease's own etcd lease, so a lease
+ * that ends, however it ends, leaves the count with it. A grant reads the
+ * count first and adds to its txn a compare that no key under P q/TOKEN/
+ * changed since that read (etcd compares a whole prefix), so two grants
+ * racing for a token's last lease cannot both succeed. */
+typedef struct {
+  int on;                           /* 0: this call counts nothing */
+  char prefix[STORE_ETCD_KEY_MAX];  /* P q/TOKEN/ */
+  char entry[STORE_ETCD_KEY_MAX + PICKET_PROTO_LEASE_LEN + 8]; /* ...KEY/LEASE */
+  int64_t revision;                 /* the revision the count was read at */
+} store_etcd_quota;
+/* Before a grant of op (its kind, name, lease, token, max_leases): reads
+ * the token's count. STORE_OK with q filled (q->on 0 when op counts
+ * nothing), STORE_EQUOTA when the token holds max_leases already and this
+ * is not a retry of one of them, or a failure. */
+store_status store_etcd_quota_read(etcd_client *c, const store_op *op, store_etcd_quota *q,
+                                   store_result *r);
+/* Adds to a grant's txn the compare (nothing counted since the read) at
+ * *cmp and the put (this grant counted, on etcd lease `lease`) at *put;
+ * returns how many of each it added (0 when !q->on, else 1). A txn that
+ * fails on that compare is tried again from store_etcd_quota_read. */
+int store_etcd_quota_txn(const store_etcd_quota *q, int64_t lease, etcd_compare *cmp,
+                         etcd_op *put);
+
+/* ---- admin.c: why a lease was lost ---------------------------------------
+ * A break leaves P b/NAME (who, when, and the broken lease's id) for as
+ * long as the lease had left and at least a minute. On a renew or release
+ * that found its lease gone: fills r->why ("broken by WHO at TIME") when
+ * this lease was broken, else leaves it "". Best effort: a failure to read
+ * leaves it "" too. */
+void store_etcd_broken_why(etcd_client *c, const char *name, const char *lease, store_result *r);
+
 /* The calls of each family (op->kind tells which), setting op->st and op->r. */
 void store_etcd_lock(etcd_client *c, store_op *op);      /* locks.c */
 void store_etcd_semaphore(etcd_client *c, store_op *op); /* semaphore.c */
