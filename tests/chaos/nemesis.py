@@ -60,6 +60,14 @@ CATALOGUE = {
         "failover": 2,                     # SENTINEL FAILOVER
         "lossy-failover": 3,               # replication held back, then the primary dies
     }),
+    # etcd: the same attacks on the members (the "redis" faults hit the
+    # leader), plus the leader and one picketd cut off from the majority.
+    # No clock faults: etcd is a Go program, which libfaketime cannot step,
+    # and its fences read no clock.
+    "etcd": dict({k: v for k, v in COMMON.items()
+                  if not k.startswith("clock-") and k != "fill-memory"}, **{
+        "partition-primary-minority": 3,
+    }),
     "cluster": dict(COMMON, **{
         "partition-primary-replicas": 2,
         "failover": 2,                     # CLUSTER FAILOVER [FORCE] on a replica
@@ -108,6 +116,8 @@ class Nemesis:
         t = self.topo
         if t.shape in ("single", "single-noaof"):
             return t.nodes[0]
+        if t.shape == "etcd":
+            return t.etcd_leader() or rng.choice(t.nodes)
         if t.shape == "sentinel":
             return t.sentinel_primary() or rng.choice(t.nodes)
         ps = t.primaries()

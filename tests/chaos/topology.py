@@ -14,6 +14,10 @@ The shapes (issue 25):
                 key: the fence counters are then the clock floor's to cover)
   sentinel      a primary, two replicas, three sentinels (quorum 2)
   cluster       Redis Cluster: three primaries with a replica each
+  etcd          three etcd members (picketd --etcd, issue 29); no clock:
+                etcd is a Go program, which reads time from the vDSO and
+                not through libc, so libfaketime cannot step it, and its
+                fences (revisions) read no clock anyway
 Every shape has two picketd in front (workers use both) and one fenced-kv,
 the guarded resource, in the root namespace beside the workers (it is not
 attacked: it is the judge's witness, and its own durability is tested
@@ -43,7 +47,9 @@ REDIS_PORT = 6379
 SENTINEL_PORT = 26379
 PICKETD_PORT = 7070
 MASTER = "chaos"
-SHAPES = ("single", "single-noaof", "sentinel", "cluster")
+ETCD_CLIENT_PORT = 2379
+ETCD_PEER_PORT = 2380
+SHAPES = ("single", "single-noaof", "sentinel", "cluster", "etcd")
 
 
 def _die_with_parent():
@@ -161,6 +167,48 @@ class RedisNode(Proc):
         raise RuntimeError("%s does not answer PING:\n%s" % (self.name, self.tail()))
 
 
+class EtcdNode(Proc):
+    """One etcd member. The test timings (50 ms heartbeats, 500 ms
+    elections: the harness's, tests/harness/harness_etcd.c) make a leader
+    change take about a second and etcd's minimum lease 1 s."""
+
+    def __init__(self, topo, name, host, cluster):
+        d = os.path.join(topo.dir, name)
+        os.makedirs(d)
+        argv = ["etcd", "--name", name, "--data-dir", d,
+                "--listen-client-urls", "http://%s:%d" % (host.ip, ETCD_CLIENT_PORT),
+                "--advertise-client-urls", "http://%s:%d" % (host.ip, ETCD_CLIENT_PORT),
+                "--listen-peer-urls", "http://%s:%d" % (host.ip, ETCD_PEER_PORT),
+                "--initial-advertise-peer-urls", "http://%s:%d" % (host.ip, ETCD_PEER_PORT),
+                "--initial-cluster", cluster, "--initial-cluster-state", "new",
+                "--initial-cluster-token", "chaos", "--heartbeat-interval", "50",
+                "--election-timeout", "500", "--log-level", "warn"]
+        super().__init__(topo, name, host, argv, kind="etcd")
+        self.addr = "%s:%d" % (host.ip, ETCD_CLIENT_PORT)
+        self.url = "http://" + self.addr
+
+    def status(self, timeout=0.5):
+        """(member id, leader id) as this member sees them, or None."""
+        try:
+            req = urllib.request.Request(self.url + "/v3/maintenance/status", data=b"{}",
+                                         method="POST")
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                j = json.loads(r.read())
+            return j["header"]["member_id"], j.get("leader", "0")
+        except Exception:
+            return None
+
+    def wait_up(self, timeout_s=15):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.running:
+                raise RuntimeError("%s exited at start:\n%s" % (self.name, self.tail()))
+            if self.status() is not None:
+                return
+            time.sleep(0.05)
+        raise RuntimeError("%s does not answer:\n%s" % (self.name, self.tail()))
+
+
 class Topology:
     def __init__(self, shape, *, bin_dir, picketd_flags=(), redis_conf=(), fencedkv_bin=None,
                  tag="chaos"):
@@ -193,7 +241,11 @@ class Topology:
         return self
 
     def _start_redis(self):
-        if self.shape in ("single", "single-noaof"):
+        if self.shape == "etcd":
+            hosts = [self.net.host("e%d" % i) for i in range(1, 4)]
+            cluster = ",".join("%s=http://%s:%d" % (h.name, h.ip, ETCD_PEER_PORT) for h in hosts)
+            self.nodes = [EtcdNode(self, h.name, h, cluster) for h in hosts]
+        elif self.shape in ("single", "single-noaof"):
             self.nodes.append(RedisNode(self, "r1", aof=self.shape == "single"))
         elif self.shape == "sentinel":
             p = RedisNode(self, "r1", aof=True)
@@ -261,7 +313,9 @@ class Topology:
         self.wait_cluster_ok(30)
 
     def _start_picketd(self):
-        if self.shape in ("single", "single-noaof"):
+        if self.shape == "etcd":
+            store = ["--etcd", ",".join(n.url for n in self.nodes)]
+        elif self.shape in ("single", "single-noaof"):
             store = ["--redis", "redis://%s" % self.nodes[0].addr]
         elif self.shape == "sentinel":
             store = ["--sentinel", ",".join("%s:%d" % (s.host.ip, SENTINEL_PORT)
@@ -319,7 +373,27 @@ class Topology:
         return [p.host for p in self.nodes + self.sentinels + self.picketds]
 
     def primaries(self):
+        if self.shape == "etcd":
+            leader = self.etcd_leader()
+            return [leader] if leader else []
         return [n for n in self.nodes if n.running and not n.stopped and n.role() == "master"]
+
+    def etcd_leader(self):
+        """The member that most running members name as leader, or None."""
+        ids, votes = {}, {}
+        for n in self.nodes:
+            if not n.running or n.stopped:
+                continue
+            st = n.status()
+            if st is None:
+                continue
+            ids[st[0]] = n
+            if st[1] != "0":
+                votes[st[1]] = votes.get(st[1], 0) + 1
+        if not votes:
+            return None
+        lid, k = max(votes.items(), key=lambda kv: kv[1])
+        return ids.get(lid) if k >= 2 else None
 
     def replicas_of(self, primary):
         out = []
@@ -404,6 +478,8 @@ class Topology:
             reps = self.replicas_of(p)
             if len(reps) != 2:
                 return "%s has %d replicas online" % (p.name, len(reps))
+        if self.shape == "etcd" and self.etcd_leader() is None:
+            return "the etcd members do not agree on a leader"
         if self.shape == "cluster":
             if not self.cluster_ok():
                 return "a cluster node is not ok or a slot is uncovered"
