@@ -142,7 +142,12 @@ int main(int argc, char **argv) {
     http_stop();
     return 1;
   }
-  if (cfg.sentinel_count > 0)
+  if (cfg.etcd_list[0]) {
+    int members = 1;
+    for (const char *c = cfg.etcd_list; *c; c++) members += *c == ',';
+    LOG(LOG_INFO, "picketd %s listening on %s port %d (etcd, %d member%s named, %d threads)",
+        PICKET_VERSION, cfg.listen_host, port, members, members == 1 ? "" : "s", cfg.threads);
+  } else if (cfg.sentinel_count > 0)
     LOG(LOG_INFO, "picketd %s listening on %s port %d (Sentinel master '%s' via %d sentinels, "
                   "%d threads)", PICKET_VERSION, cfg.listen_host, port, cfg.sentinel_master,
         cfg.sentinel_count, cfg.threads);

@@ -4,3 +4,6 @@
 set(_d ${CMAKE_CURRENT_LIST_DIR})
 picket_check_test(etcd_client SOURCES ${_d}/test_etcd_client.c LIBS picketd_store_etcd
                   LABELS etcd integration TIMEOUT 240 SERIAL)
+# picketd on an etcd that wants TLS, a client certificate and a password.
+picket_shell_test(picketd_etcd_secure ${CMAKE_CURRENT_LIST_DIR}/test_etcd_secure.sh
+                  LABELS "integration;etcd" TIMEOUT 120)

@@ -159,6 +159,7 @@ bash "$R" --bin "$H_DIR/nothing-here" > /dev/null 2> "$H_DIR/run.err"
 # (later flags win), so its time stays small.
 mkdir -p "$H_DIR/rbin"
 ln -sf "$PICKET_BIN_DIR/picketd" "$H_DIR/rbin/picketd"
+ln -sf "$PICKET_BIN_DIR/picket" "$H_DIR/rbin/picket"
 printf '#!/bin/sh\nexec "%s" "$@" --warmup 0 --ops 300\n' "$B" > "$H_DIR/rbin/picket-bench"
 chmod +x "$H_DIR/rbin/picket-bench"
 bash "$R" --bin "$H_DIR/rbin" --quick --duration 0.5 --repeat 2 --picketd-flags "--redis-pipeline off" \
@@ -166,7 +167,7 @@ bash "$R" --bin "$H_DIR/rbin" --quick --duration 0.5 --repeat 2 --picketd-flags 
 grep -q '^picket-bench .*0.5 s measured' "$H_DIR/run.out" || h_fail "bench/run: no header: $(cat "$H_DIR/run.out")"
 grep -q 'picketd (default threads; flags --redis-pipeline off) reaches Redis' "$H_DIR/run.out" ||
   h_fail "bench/run: picketd's flags not in the header: $(cat "$H_DIR/run.out")"
-[ "$(grep -c 'run [12] of 2' "$H_DIR/run.err")" = 38 ] || h_fail "bench/run: not 2 runs of each of 19 rows: $(cat "$H_DIR/run.err")"
+[ "$(grep -c 'run [12] of 2' "$H_DIR/run.err")" = 44 ] || h_fail "bench/run: not 2 runs of each of 22 rows: $(cat "$H_DIR/run.err")"
 # The primitive rows run in turns with the target row: cycle, then each of them.
 grep -A3 '^bench/run: cycle (run 2 of 2)$' "$H_DIR/run.err" | tr '\n' '|' |
   grep -q 'cycle (run 2 of 2)|bench/run: cycle semaphore (run 2 of 2)|bench/run: cycle rwlock read (run 2 of 2)|bench/run: cycle rwlock write (run 2 of 2)' ||
@@ -182,6 +183,16 @@ for c in 16 64; do
   grep -Eq "^Redis Cluster \(3 primaries, 0 replicas each, this machine\), cycle at $c connections .*: [0-9]+ ops/s against [0-9]+ on one Redis" \
     "$H_DIR/run.out" || h_fail "bench/run: no cluster comparison at $c: $(cat "$H_DIR/run.out")"
 done
+# The etcd rows (a three-member etcd of bench/run's own), with the members'
+# CPU, their comparison with one Redis, and the sidecars timed on that etcd.
+for c in 1 16 64; do
+  grep -Eq "^\| cycle etcd \| $c \| 1000 \| [0-9]+ .*\| n/a \| n/a \|.*\| [0-9.]+ / n/a \|\$" "$H_DIR/run.out" ||
+    h_fail "bench/run: no etcd row at $c connections (with the members' CPU): $(cat "$H_DIR/run.out")"
+  grep -Eq "^etcd [0-9.]+ \(3 members, this machine, its defaults\), cycle at $c connections? .*: [0-9]+ ops/s against [0-9]+ on one Redis" \
+    "$H_DIR/run.out" || h_fail "bench/run: no etcd comparison at $c: $(cat "$H_DIR/run.out")"
+done
+grep -Eq '^Sidecars on that etcd, .*: picket run [0-9.]+ ms a cycle .*, etcdctl lock [0-9.]+ ms a cycle\.$' \
+  "$H_DIR/run.out" || h_fail "bench/run: no sidecar comparison: $(cat "$H_DIR/run.out")"
 # The semaphore and read/write lock rows, with their floor, and the lines
 # that compare them with the lock row (every acquire granted in all three).
 for r in 'cycle semaphore \| 16 \| 1000' 'cycle rwlock read \| 16 \| 1' 'cycle rwlock write \| 16 \| 1000'; do

@@ -703,7 +703,7 @@ START_TEST(auth_user_password) {
   etcd_client *anon = client_for(url, 2000);
   etcd_op_result g;
   etcd_op op = {.kind = ETCD_OP_RANGE, .key = "k"};
-  ck_assert_int_eq(etcd_range(anon, &op, &g), ETCD_EREPLY);
+  ck_assert_int_eq(etcd_range(anon, &op, &g), ETCD_EAUTH);
   ck_assert_ptr_nonnull(strstr(etcd_client_errstr(anon), "no user is configured"));
   etcd_client_free(anon);
 
@@ -713,12 +713,12 @@ START_TEST(auth_user_password) {
       .endpoints = url, .timeout_ms = 2000, .user = "root", .password = "wrong-Pa55"};
   etcd_client *bad = etcd_client_new(&o, err, sizeof err);
   ck_assert_ptr_nonnull(bad);
-  ck_assert_int_eq(etcd_range(bad, &op, &g), ETCD_EREPLY);
+  ck_assert_int_eq(etcd_range(bad, &op, &g), ETCD_EAUTH);
   ck_assert_ptr_nonnull(strstr(etcd_client_errstr(bad), "refused user 'root'"));
   assert_no_secret(etcd_client_errstr(bad));
   ck_assert_ptr_null(strstr(etcd_client_errstr(bad), "wrong-"));
   etcd_watch *w;
-  ck_assert_int_eq(etcd_watch_open(&o, "k", 0, 0, &w, err, sizeof err), ETCD_EREPLY);
+  ck_assert_int_eq(etcd_watch_open(&o, "k", 0, 0, &w, err, sizeof err), ETCD_EAUTH);
   ck_assert_ptr_null(strstr(err, "wrong-"));
   etcd_client_free(bad);
 

@@ -129,7 +129,7 @@ struct etcd_watch {
 
 static const char *const code_names[] = {"ETCD_OK",         "ETCD_EUNAVAIL",  "ETCD_EREPLY",
                                          "ETCD_ECOMPACTED", "ETCD_ENOTFOUND", "ETCD_ENOSPACE",
-                                         "ETCD_EINVAL",     "ETCD_ESTOPPED"};
+                                         "ETCD_EINVAL",     "ETCD_ESTOPPED", "ETCD_EAUTH"};
 
 const char *etcd_strerror(int code) {
   if (code > 0 || -code >= (int)(sizeof code_names / sizeof code_names[0])) return "ETCD_E?";
@@ -482,7 +482,7 @@ static int classify(etcd_client *c, int endpoint, long status, const char *body,
   if (status == 401 || grpc == GRPC_UNAUTHENTICATED ||
       (grpc == GRPC_INVALID_ARGUMENT && contains(msg, "user name is empty"))) {
     r = A_AUTH;
-    fail(c, ETCD_EREPLY, "etcd %s refused the credentials: %s", ep, detail);
+    fail(c, ETCD_EAUTH, "etcd %s refused the credentials: %s", ep, detail);
   } else if (status == 502 || status == 503 || status == 504 || grpc == GRPC_UNAVAILABLE ||
              grpc == GRPC_DEADLINE || contains(msg, "no leader") ||
              contains(msg, "leader changed") || contains(msg, "timed out") ||
@@ -609,7 +609,7 @@ static int post(etcd_client *c, const char *path, json_t *req, json_t **reply, i
     if (a != A_NEXT) {
       rc = c->code;
       if (a == A_AUTH && !c->user)
-        fail(c, ETCD_EREPLY, "etcd requires auth, and no user is configured");
+        rc = fail(c, ETCD_EAUTH, "etcd requires auth, and no user is configured");
       break;
     }
     snprintf(last, sizeof last, "%s", c->errstr);
@@ -648,10 +648,10 @@ static int authenticate(etcd_client *c, int64_t deadline) {
                 c->endpoints[c->last]);
     else if ((c->token = strdup(tok)) == NULL)
       rc = fail(c, ETCD_EREPLY, "etcd: out of memory");
-  } else if (rc == ETCD_EREPLY) {
+  } else if (rc == ETCD_EREPLY || rc == ETCD_EAUTH) {
     char why[sizeof c->errstr];
     snprintf(why, sizeof why, "%s", c->errstr);
-    fail(c, ETCD_EREPLY, "etcd refused user '%.64s': %.400s", c->user, why);
+    rc = fail(c, ETCD_EAUTH, "etcd refused user '%.64s': %.400s", c->user, why);
   }
   json_decref(rep);
   return rc;
@@ -1060,7 +1060,7 @@ static void watch_message(etcd_watch *w, const char *line, size_t len) {
                  (long long)compact);
     } else if (contains(why, "auth token") || contains(why, "user name is empty")) {
       w->auth_refused = 1;
-      watch_over(w, ETCD_EREPLY, "etcd refused the watch's credentials: %.200s", why);
+      watch_over(w, ETCD_EAUTH, "etcd refused the watch's credentials: %.200s", why);
     } else if (contains(why, "permission denied")) {
       watch_over(w, ETCD_EREPLY, "etcd watch: %.200s", why);
     } else {
@@ -1280,7 +1280,7 @@ int etcd_watch_open(const etcd_client_opts *o, const char *key, int prefix, int6
     if (a != A_NEXT) {
       if (a == A_AUTH && !c->user)
         snprintf(last, sizeof last, "etcd requires auth, and no user is configured");
-      rc = a == A_AUTH ? ETCD_EREPLY : rc;
+      rc = a == A_AUTH ? ETCD_EAUTH : rc;
       break;
     }
     rc = ETCD_EUNAVAIL;

@@ -29,7 +29,9 @@ typedef enum {
   ETCD_ENOTFOUND = -4,  /* the lease does not exist (expired or revoked) */
   ETCD_ENOSPACE = -5,   /* etcd's backend quota is full: it refuses writes */
   ETCD_EINVAL = -6,     /* bad options or arguments (nothing was sent) */
-  ETCD_ESTOPPED = -7    /* a watch was stopped by etcd_watch_stop */
+  ETCD_ESTOPPED = -7,   /* a watch was stopped by etcd_watch_stop */
+  ETCD_EAUTH = -8       /* etcd refused the credentials (user, password, token), or wants
+                           a user and none is configured */
 } etcd_code;
 
 /* A static name for a code ("ETCD_EUNAVAIL"). */

@@ -42,8 +42,10 @@ etcd_client *store_etcd_client(store_result *r) {
 }
 
 store_status store_etcd_failed(etcd_client *c, int code, store_result *r) {
-  snprintf(r->err, sizeof r->err, "etcd: %.200s", etcd_client_errstr(c));
-  if (code == ETCD_EUNAVAIL) return STORE_EUNAVAIL;
+  snprintf(r->err, sizeof r->err, "%.250s", etcd_client_errstr(c)); /* it names etcd */
+  /* credentials etcd refuses make it unreachable for picketd, as a Redis
+   * that refuses AUTH does: 503, with the reason in the log */
+  if (code == ETCD_EUNAVAIL || code == ETCD_EAUTH) return STORE_EUNAVAIL;
   if (code == ETCD_ENOSPACE) return STORE_EFULL;
   return STORE_EREPLY;
 }
@@ -105,6 +107,8 @@ static void store_etcd_run(store_op *op) {
   }
 }
 
+static store_status store_etcd_ready(int detail, store_result *r, json_t **body);
+
 static int store_etcd_init(const config *cfg, char *err, size_t errlen) {
   store_etcd_cfg = cfg;
   store_etcd_opts = (etcd_client_opts){
@@ -121,9 +125,10 @@ static int store_etcd_init(const config *cfg, char *err, size_t errlen) {
     snprintf(err, errlen, "%s", r.err);
     return -1;
   }
-  etcd_status_info si;
-  if (etcd_status(cl, &si) != ETCD_OK)
-    LOG(LOG_WARN, "etcd: %s; serving 503 until a member answers", etcd_client_errstr(cl));
+  json_t *body = NULL;
+  if (store_etcd_ready(1, &r, &body) != STORE_OK)
+    LOG(LOG_WARN, "%s; serving 503 until etcd answers", r.err);
+  json_decref(body);
   LOG(LOG_INFO, "fences are etcd revisions: strictly increasing, with no clock assumption");
   return 0;
 }
@@ -145,6 +150,16 @@ static store_status store_etcd_ready(int detail, store_result *r, json_t **body)
     snprintf(r->err, sizeof r->err, "etcd: the member has no leader (quorum lost?)");
     return STORE_EUNAVAIL;
   }
+  /* A status needs no credentials and no quorum's read: ready only once a
+   * linearizable read with picketd's own credentials succeeds, as a lock
+   * call's would. */
+  char key[STORE_ETCD_KEY_MAX];
+  store_etcd_key(key, sizeof key, 'f', "");
+  etcd_op probe = {.kind = ETCD_OP_RANGE, .key = key, .limit = 1, .count_only = 1};
+  etcd_op_result pr = {0};
+  rc = etcd_range(c, &probe, &pr);
+  etcd_op_result_clear(&pr);
+  if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
   etcd_member *m = NULL;
   int n = 0;
   if (etcd_member_list(c, &m, &n) != ETCD_OK) n = 1;
