@@ -3,7 +3,7 @@
 # targets here: those live in bench/run, not in tests. About 60 s on an idle
 # 2-core machine (bench/run's 19 rows twice at smoke size are most of it).
 picket_shell_test(bench_smoke ${CMAKE_CURRENT_LIST_DIR}/test_bench.sh LABELS bench integration
-                  TIMEOUT 150)
+                  TIMEOUT 240)
 # bench/fence_memory (issue 13), small: 300 names, a 300 ms idle TTL. It must
 # run and show every counter gone once idle; docs/fences.md's figures come from
 # the full run (100,000 names).

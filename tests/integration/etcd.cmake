@@ -7,3 +7,7 @@ picket_check_test(etcd_client SOURCES ${_d}/test_etcd_client.c LIBS picketd_stor
 # picketd on an etcd that wants TLS, a client certificate and a password.
 picket_shell_test(picketd_etcd_secure ${CMAKE_CURRENT_LIST_DIR}/test_etcd_secure.sh
                   LABELS "integration;etcd" TIMEOUT 120)
+# deploy/etcd: its three-member configuration and its README's user, role
+# and flags, run on loopback.
+picket_shell_test(deploy_etcd ${CMAKE_CURRENT_LIST_DIR}/test_deploy_etcd.sh
+                  LABELS "integration;etcd" TIMEOUT 120)
