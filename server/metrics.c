@@ -40,6 +40,7 @@ static const char *const gauge_info[G_COUNT][2] = {
      "Keys in picketd's Redis database (INFO keyspace), all of them: picket's own only when the "
      "database is not shared. Read at most once a second and at every connect."},
     {"picket_event_streams", "Open event streams (GET /v1/locks/NAME/events)."},
+    {"picket_store_up", "1 when the last call to the store (Redis or etcd) of any worker succeeded."},
 };
 
 static const char *const hist_info[H_COUNT][2] = {
@@ -53,6 +54,7 @@ static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 static atomic_ulong counters[M_COUNT];
 static atomic_ulong requests[EP_COUNT][NSTATUS + 1];
 static atomic_long gauges[G_COUNT];
+static atomic_int omitted[G_COUNT]; /* a backend's gauge another backend has not */
 static struct {
   atomic_ulong buckets[NBOUNDS + 1];
   atomic_ulong count;
@@ -70,6 +72,7 @@ void metrics_inc(metrics_counter c) { atomic_fetch_add_explicit(&counters[c], 1,
 void metrics_add(metrics_counter c, long n) { atomic_fetch_add_explicit(&counters[c], n, memory_order_relaxed); }
 void metrics_gauge_set(metrics_gauge g, long v) { atomic_store_explicit(&gauges[g], v, memory_order_relaxed); }
 void metrics_gauge_add(metrics_gauge g, long d) { atomic_fetch_add_explicit(&gauges[g], d, memory_order_relaxed); }
+void metrics_gauge_omit(metrics_gauge g) { atomic_store(&omitted[g], 1); }
 long metrics_gauge_get(metrics_gauge g) { return atomic_load_explicit(&gauges[g], memory_order_relaxed); }
 
 /* Written on a switch of primary, read by a scrape: rare enough for a mutex. */
@@ -164,7 +167,7 @@ char *metrics_render(size_t *len) {
   }
 
   for (int g = 0; g < G_COUNT; g++)
-    metrics_put(&b, "# HELP %s %s\n# TYPE %s gauge\n%s %ld\n", gauge_info[g][0], gauge_info[g][1],
+    if (!LOAD(omitted[g])) metrics_put(&b, "# HELP %s %s\n# TYPE %s gauge\n%s %ld\n", gauge_info[g][0], gauge_info[g][1],
         gauge_info[g][0], gauge_info[g][0], LOAD(gauges[g]));
 
   metrics_put(&b, "# HELP picket_redis_primary_info The Redis node lock calls go to (none while no "

@@ -68,13 +68,17 @@ typedef enum {
 } metrics_counter;
 
 typedef enum {
-  G_REDIS_UP, G_WAITERS, G_INFLIGHT, G_CONNECTIONS, G_REDIS_USED_MEMORY, G_REDIS_DB_KEYS, G_EVENT_STREAMS, G_COUNT
+  G_REDIS_UP, G_WAITERS, G_INFLIGHT, G_CONNECTIONS, G_REDIS_USED_MEMORY, G_REDIS_DB_KEYS, G_EVENT_STREAMS,
+  G_STORE_UP, G_COUNT
 } metrics_gauge;
 typedef enum { H_REQUEST, H_WAIT, H_COUNT } metrics_histogram;
 
 void metrics_inc(metrics_counter c);
 void metrics_add(metrics_counter c, long n);
 void metrics_gauge_set(metrics_gauge g, long v);
+/* Leaves gauge g out of every scrape (the Redis gauges on etcd), before
+ * the first one. */
+void metrics_gauge_omit(metrics_gauge g);
 void metrics_gauge_add(metrics_gauge g, long delta);
 long metrics_gauge_get(metrics_gauge g);
 void metrics_observe(metrics_histogram h, double seconds);

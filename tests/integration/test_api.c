@@ -413,7 +413,7 @@ START_TEST(service_endpoints) {
   const char *want[] = {"picket_acquire_total{outcome=\"granted\"} ",
                         "picket_renew_total{outcome=\"lease_lost\"} ",
                         "picket_http_requests_total{endpoint=\"renew\",status=\"409\"} ",
-                        harness_backend_etcd() ? "picket_store_up 1\n" : "picket_redis_up 1\n",
+                        "picket_store_up 1\n",
                         "picket_request_duration_seconds_bucket{le=\"+Inf\"}",
                         "# TYPE picket_request_duration_seconds histogram\n"};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {

@@ -1,11 +1,34 @@
-/* locks.c: the lock calls on etcd (acquire, renew, release, inspect).
+/* locks.c: the lock calls on etcd (acquire, renew, release, inspect), with
+ * lock-delay, the hold cap and a token's max_leases.
  *
- * A grant is P l/NAME, attached to an etcd lease of the grant's TTL; its
- * create_revision is the fence. P f/NAME is put in the grant's txn (no
- * lease): its mod_revision is the last fence, which inspect reports after
- * the grant is gone. Every write is one txn guarded by a compare, so a call
- * that a failover made run twice cannot grant twice or end another
- * holder's lease (docs/etcd-design.md). */
+ * For lock NAME under the key prefix P:
+ *  - P l/NAME: the grant (JSON, store_etcd_grant) on the grant's etcd lease
+ *    L. Its create_revision is the fence: the revision of the txn that
+ *    wrote it. A put keeps create_revision, so a renewal that rewrites the
+ *    grant (its count of renewals, or a move to another etcd lease) keeps
+ *    the fence.
+ *  - P f/NAME: put in every grant's txn, with no lease: its mod_revision is
+ *    the last fence issued, which inspect reports after the grant is gone.
+ *  - P d/NAME: only for a grant with a lock-delay: the same value on a
+ *    second etcd lease D of the grant's TTL plus the delay, kept alive with
+ *    L. When L expires (no release) P l/NAME goes and P d/NAME stays for
+ *    the delay: every acquire compares that neither exists, so nobody gets
+ *    the lock before the delay has run (Consul's lock-delay, as hold.lua
+ *    does it on Redis). A release deletes both.
+ *  - the hold cap is the grant's `cap` (picketd's wall clock, ms): no
+ *    renewal gives L a TTL that runs past it.
+ *  - a token's count: quota.c.
+ *
+ * etcd leases count whole seconds and have a minimum (store_etcd_ttl_s);
+ * an etcd lease keeps the TTL it was granted, so a renewal that asks for
+ * the same TTL keeps L alive and one that asks for another moves the grant
+ * to a new etcd lease. A released grant's etcd leases are not revoked:
+ * with their keys gone they hold nothing, and etcd drops them at their
+ * TTL; that saves a round trip per release.
+ *
+ * Every write is one txn guarded by a compare, so a call that a failover
+ * made run twice cannot grant twice, and a stale renew or release cannot
+ * touch a newer holder's grant (docs/etcd-design.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,171 +36,301 @@
 #include "clock.h"
 #include "store_etcd.h"
 
-static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) {
-  char key[STORE_ETCD_KEY_MAX], fkey[sizeof key];
-  store_etcd_key(key, sizeof key, 'l', op->name);
-  store_etcd_key(fkey, sizeof fkey, 'f', op->name);
-  int64_t lease_id = 0, granted_s = 0;
-  int rc = etcd_lease_grant(c, store_etcd_ttl_s(op->ttl_ms), &lease_id, &granted_s);
-  if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
-  int64_t at = clock_wall_ms();
-  store_etcd_grant ng = {.at = at, .ttl_ms = granted_s * 1000};
-  snprintf(ng.lease, sizeof ng.lease, "%s", op->lease);
-  snprintf(ng.owner, sizeof ng.owner, "%s", op->owner ? op->owner : "");
-  char *value = store_etcd_grant_value(&ng);
-  if (value == NULL) {
-    etcd_lease_revoke(c, lease_id);
-    snprintf(r->err, sizeof r->err, "out of memory");
-    return STORE_EREPLY;
-  }
-  etcd_compare cmp = {.key = key, .target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL};
-  etcd_op put[2] = {{.kind = ETCD_OP_PUT, .key = key, .value = value, .lease = lease_id},
-                    {.kind = ETCD_OP_PUT, .key = fkey, .value = ""}};
-  etcd_op get = {.kind = ETCD_OP_RANGE, .key = key};
-  etcd_txn_req t = {&cmp, 1, put, 2, &get, 1};
-  etcd_txn_result res = {0};
-  rc = etcd_txn(c, &t, &res);
-  free(value);
-  store_status st = STORE_OK;
-  if (rc != ETCD_OK) {
-    st = store_etcd_failed(c, rc, r);
-  } else if (res.succeeded) {
-    r->fence = res.revision; /* the key's create_revision */
-    r->ttl_ms = granted_s * 1000;
-    r->created = 1;
-    r->at = at;
-    lease_id = 0; /* the grant's now */
-  } else if (res.nresults < 1 || res.results[0].nkvs < 1) {
-    /* released between the compare and the read: the caller retries */
-    r->ttl_ms = 1;
-    st = STORE_HELD;
-  } else {
-    etcd_kv *kv = &res.results[0].kvs[0];
-    store_etcd_grant g;
-    if (store_etcd_grant_parse(kv, &g) < 0) {
-      snprintf(r->err, sizeof r->err, "etcd: %.200s holds no picket grant", key);
-      st = STORE_EREPLY;
-    } else if (strcmp(g.lease, op->lease) == 0) {
-      /* a retry of this lease's own acquire (its reply was lost, or the
-       * txn ran twice across a failover): the same grant, kept alive */
-      int64_t ttl_s = 0;
-      rc = etcd_lease_keepalive_once(c, kv->lease, &ttl_s);
-      if (rc != ETCD_OK) st = store_etcd_failed(c, rc, r);
-      r->fence = kv->create_revision;
-      r->ttl_ms = ttl_s * 1000;
-      r->at = g.at;
-      snprintf(r->owner, sizeof r->owner, "%s", g.owner);
-    } else {
-      int64_t left_s = 0, of_s = 0;
-      if (etcd_lease_timetolive(c, kv->lease, &left_s, &of_s) != ETCD_OK || left_s < 1)
-        left_s = 1;
-      r->ttl_ms = left_s * 1000;
-      snprintf(r->owner, sizeof r->owner, "%s", g.owner);
-      st = STORE_HELD;
-    }
-  }
-  etcd_txn_result_clear(&res);
-  if (lease_id) etcd_lease_revoke(c, lease_id); /* granted for nothing */
-  return st;
+/* A grant that loses a race (a release between the txn's compare and its
+ * read, or a token's count changed under it) is tried again, this often. */
+#define ACQUIRE_TRIES 4
+
+typedef struct {
+  char l[STORE_ETCD_KEY_MAX], f[STORE_ETCD_KEY_MAX], d[STORE_ETCD_KEY_MAX];
+} lock_keys;
+
+static void keys_of(lock_keys *k, const char *name) {
+  store_etcd_key(k->l, sizeof k->l, 'l', name);
+  store_etcd_key(k->f, sizeof k->f, 'f', name);
+  store_etcd_key(k->d, sizeof k->d, 'd', name);
 }
 
-static store_status lock_renew(etcd_client *c, store_op *op, store_result *r) {
-  char key[STORE_ETCD_KEY_MAX];
-  store_etcd_key(key, sizeof key, 'l', op->name);
-  etcd_op_result res = {0};
-  etcd_kv *kv;
-  int rc = store_etcd_read(c, key, &res, &kv);
-  if (rc < 0) {
-    etcd_op_result_clear(&res);
-    return store_etcd_failed(c, rc, r);
+static store_status no_memory(store_result *r) {
+  snprintf(r->err, sizeof r->err, "out of memory");
+  return STORE_EREPLY;
+}
+
+/* The TTL (s) that a grant or renewal at `now` gets for ttl_ms under the
+ * cap (0: none): ttl_ms rounded up, cut to the cap rounded down, so no
+ * expiry runs past it. 0 when the cap has passed; -1 when what is left of
+ * it is shorter than etcd's shortest lease (no new etcd lease can end in
+ * time). */
+static int64_t ttl_under_cap(etcd_client *c, int64_t ttl_ms, int64_t cap, int64_t now) {
+  int64_t s = store_etcd_ttl_s(c, ttl_ms);
+  if (cap == 0) return s;
+  if (now >= cap) return 0;
+  int64_t left_s = (cap - now) / 1000;
+  if (left_s >= s) return s;
+  return left_s >= store_etcd_min_ttl_s(c) ? left_s : -1;
+}
+
+/* Grants the etcd leases of a grant of ttl_s: *L, and with a lock-delay *D
+ * of the TTL etcd gave L plus the delay. ETCD_OK, or a code with none left
+ * granted. */
+static int leases_grant(etcd_client *c, int64_t ttl_s, int64_t delay_ms, int64_t *L,
+                        int64_t *given_s, int64_t *D) {
+  *D = 0;
+  int rc = etcd_lease_grant(c, ttl_s, L, given_s);
+  if (rc != ETCD_OK || delay_ms <= 0) return rc;
+  int64_t d_given = 0;
+  rc = etcd_lease_grant(c, *given_s + (delay_ms + 999) / 1000, D, &d_given);
+  if (rc != ETCD_OK) etcd_lease_revoke(c, *L);
+  return rc;
+}
+
+static void leases_revoke(etcd_client *c, int64_t L, int64_t D) {
+  if (L) etcd_lease_revoke(c, L);
+  if (D) etcd_lease_revoke(c, D);
+}
+
+/* The seconds left of etcd lease `id` (at least 1: it was live a moment
+ * ago; 1 when etcd cannot say). */
+static int64_t left_s(etcd_client *c, int64_t id) {
+  int64_t left = 0, of = 0;
+  if (etcd_lease_timetolive(c, id, &left, &of) != ETCD_OK || left < 1) return 1;
+  return left;
+}
+
+/* A live grant of op's lease gets ttl_ms from now (a same-lease acquire, a
+ * renewal: `renewal` counts it): kept alive when its etcd lease has that
+ * TTL, else moved to a new one, never past its cap. kv is P l/NAME as read,
+ * g its grant. */
+static store_status refresh(etcd_client *c, const store_op *op, const lock_keys *k,
+                            const etcd_kv *kv, const store_etcd_grant *g, int renewal,
+                            store_result *r) {
+  r->fence = kv->create_revision;
+  r->at = g->at;
+  snprintf(r->owner, sizeof r->owner, "%s", g->owner);
+  int64_t now = clock_wall_ms();
+  int64_t want_s = ttl_under_cap(c, op->ttl_ms, g->cap, now);
+  if (want_s == 0) return STORE_LOST; /* at its cap */
+  if (want_s < 0) {
+    /* Less of the cap is left than etcd's shortest lease: the lease keeps
+     * the expiry it has, which the last grant or renewal kept inside the
+     * cap, and says what is left of it. */
+    int64_t left = left_s(c, kv->lease) * 1000;
+    r->ttl_ms = left < g->cap - now ? left : g->cap - now;
+    return STORE_OK;
   }
-  store_etcd_grant g;
-  if (rc == 0 || store_etcd_grant_parse(kv, &g) < 0 || strcmp(g.lease, op->lease) != 0) {
-    etcd_op_result_clear(&res);
-    return STORE_LOST;
-  }
-  int64_t want_s = store_etcd_ttl_s(op->ttl_ms), left_s = 0, of_s = 0;
-  store_status st = STORE_OK;
-  rc = etcd_lease_timetolive(c, kv->lease, &left_s, &of_s);
-  if (rc != ETCD_OK) {
-    st = store_etcd_failed(c, rc, r);
-  } else if (left_s < 0) {
-    st = STORE_LOST;
-  } else if (want_s <= of_s) {
-    /* An etcd lease keeps the TTL it was granted: a renewal that asks no
-     * more is a keepalive (never shorter than asked). */
-    int64_t ttl_s = 0;
-    rc = etcd_lease_keepalive_once(c, kv->lease, &ttl_s);
-    if (rc != ETCD_OK) st = store_etcd_failed(c, rc, r);
-    else if (ttl_s == 0) st = STORE_LOST;
-    r->ttl_ms = ttl_s * 1000;
-  } else {
-    /* A longer TTL needs a new etcd lease: the same grant (and fence: a
-     * put keeps create_revision) moves to it, then the old one ends. */
-    int64_t id = 0, granted_s = 0;
-    rc = etcd_lease_grant(c, want_s, &id, &granted_s);
-    store_etcd_grant ng = g;
-    ng.ttl_ms = granted_s * 1000;
-    ng.renewals++;
-    char *value = rc == ETCD_OK ? store_etcd_grant_value(&ng) : NULL;
-    if (rc != ETCD_OK) {
-      st = store_etcd_failed(c, rc, r);
-    } else if (value == NULL) {
-      snprintf(r->err, sizeof r->err, "out of memory");
-      st = STORE_EREPLY;
-    } else {
-      etcd_compare cmp = {.key = key, .target = ETCD_CMP_MOD, .result = ETCD_CMP_EQUAL,
-                          .number = kv->mod_revision};
-      etcd_op put = {.kind = ETCD_OP_PUT, .key = key, .value = value, .lease = id};
+  store_etcd_grant ng = *g;
+  ng.renewals += renewal;
+  int rc;
+  if (want_s * 1000 == g->ttl_ms) {
+    /* The same TTL: keep the etcd leases alive. A renewal first rewrites
+     * the grant with its count (guarded by the revision read: a grant
+     * broken or replaced since is lost), which also tells event watchers. */
+    if (renewal) {
+      char *value = store_etcd_grant_value(&ng);
+      if (value == NULL) return no_memory(r);
+      etcd_compare cmp = {.key = k->l, .target = ETCD_CMP_MOD, .number = kv->mod_revision};
+      etcd_op put = {.kind = ETCD_OP_PUT, .key = k->l, .value = value, .lease = kv->lease};
       etcd_txn_req t = {&cmp, 1, &put, 1, NULL, 0};
       etcd_txn_result tr = {0};
       rc = etcd_txn(c, &t, &tr);
-      if (rc != ETCD_OK) st = store_etcd_failed(c, rc, r);
-      else if (!tr.succeeded) st = STORE_LOST;
+      int ok = rc == ETCD_OK && tr.succeeded;
       etcd_txn_result_clear(&tr);
+      free(value);
+      if (rc == ETCD_ENOTFOUND || (rc == ETCD_OK && !ok)) return STORE_LOST;
+      if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
     }
-    free(value);
-    if (st == STORE_OK) {
-      etcd_lease_revoke(c, kv->lease); /* its key has moved: this deletes nothing */
-      r->ttl_ms = granted_s * 1000;
-    } else if (id) {
-      etcd_lease_revoke(c, id);
-    }
+    int64_t ttl_s = 0;
+    rc = etcd_lease_keepalive_once(c, kv->lease, &ttl_s);
+    if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
+    if (ttl_s == 0) return STORE_LOST;
+    if (g->delay_lease) etcd_lease_keepalive_once(c, g->delay_lease, &ttl_s);
+    r->ttl_ms = want_s * 1000;
+    return STORE_OK;
   }
-  r->fence = kv->create_revision;
-  r->at = g.at;
+  /* Another TTL: the grant moves to new etcd leases in one txn guarded by
+   * the revision read, then the old ones end (their keys have moved, so
+   * that deletes nothing). */
+  int64_t L = 0, D = 0, given_s = 0;
+  rc = leases_grant(c, want_s, g->delay_ms, &L, &given_s, &D);
+  if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
+  ng.ttl_ms = given_s * 1000;
+  ng.delay_lease = D;
+  char *value = store_etcd_grant_value(&ng);
+  if (value == NULL) {
+    leases_revoke(c, L, D);
+    return no_memory(r);
+  }
+  char qentry[sizeof ((store_etcd_quota *)0)->entry];
+  etcd_compare cmp = {.key = k->l, .target = ETCD_CMP_MOD, .number = kv->mod_revision};
+  etcd_op put[3] = {{.kind = ETCD_OP_PUT, .key = k->l, .value = value, .lease = L}};
+  int nput = 1;
+  if (D) put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k->d, .value = value, .lease = D};
+  if (g->token[0]) {
+    store_etcd_quota_entry(qentry, sizeof qentry, g->token, op);
+    put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = qentry, .value = "", .lease = L};
+  }
+  etcd_txn_req t = {&cmp, 1, put, nput, NULL, 0};
+  etcd_txn_result tr = {0};
+  rc = etcd_txn(c, &t, &tr);
+  int ok = rc == ETCD_OK && tr.succeeded;
+  etcd_txn_result_clear(&tr);
+  free(value);
+  if (!ok) {
+    leases_revoke(c, L, D);
+    if (rc == ETCD_OK) return STORE_LOST;
+    return store_etcd_failed(c, rc, r);
+  }
+  leases_revoke(c, kv->lease, g->delay_lease);
+  r->ttl_ms = given_s * 1000;
+  return STORE_OK;
+}
+
+static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) {
+  lock_keys k;
+  keys_of(&k, op->name);
+  for (int attempt = 0; attempt < ACQUIRE_TRIES; attempt++) {
+    store_etcd_quota q;
+    store_status st = store_etcd_quota_read(c, op, &q, r);
+    if (st != STORE_OK) return st;
+    int64_t now = clock_wall_ms(), cap = op->max_hold_ms > 0 ? now + op->max_hold_ms : 0;
+    int64_t ttl_s = ttl_under_cap(c, op->ttl_ms, cap, now);
+    /* a cap shorter than etcd's shortest lease: that lease, the least etcd gives */
+    if (ttl_s <= 0) ttl_s = store_etcd_min_ttl_s(c);
+    int64_t L = 0, D = 0, given_s = 0;
+    int rc = leases_grant(c, ttl_s, op->lock_delay_ms, &L, &given_s, &D);
+    if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
+    store_etcd_grant g = {.at = now, .ttl_ms = given_s * 1000, .cap = cap,
+                          .delay_ms = op->lock_delay_ms > 0 ? op->lock_delay_ms : 0,
+                          .delay_lease = D};
+    snprintf(g.lease, sizeof g.lease, "%s", op->lease);
+    snprintf(g.owner, sizeof g.owner, "%s", op->owner ? op->owner : "");
+    if (q.on) snprintf(g.token, sizeof g.token, "%s", op->token);
+    char *value = store_etcd_grant_value(&g);
+    if (value == NULL) {
+      leases_revoke(c, L, D);
+      return no_memory(r);
+    }
+    /* Free means no grant and no lock-delay running. */
+    etcd_compare cmp[3] = {{.key = k.l, .target = ETCD_CMP_CREATE},
+                           {.key = k.d, .target = ETCD_CMP_CREATE}};
+    etcd_op put[4] = {{.kind = ETCD_OP_PUT, .key = k.l, .value = value, .lease = L},
+                      {.kind = ETCD_OP_PUT, .key = k.f, .value = ""}};
+    int ncmp = 2, nput = 2;
+    if (D) put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.d, .value = value, .lease = D};
+    int counted = store_etcd_quota_txn(&q, L, &cmp[ncmp], &put[nput]);
+    ncmp += counted;
+    nput += counted;
+    etcd_op get[2] = {{.kind = ETCD_OP_RANGE, .key = k.l}, {.kind = ETCD_OP_RANGE, .key = k.d}};
+    etcd_txn_req t = {cmp, ncmp, put, nput, get, 2};
+    etcd_txn_result tr = {0};
+    rc = etcd_txn(c, &t, &tr);
+    free(value);
+    if (rc == ETCD_OK && tr.succeeded) {
+      r->fence = tr.revision; /* the grant key's create_revision */
+      r->ttl_ms = given_s * 1000;
+      r->created = 1;
+      r->at = now;
+      etcd_txn_result_clear(&tr);
+      return STORE_OK;
+    }
+    leases_revoke(c, L, D); /* granted for nothing */
+    if (rc != ETCD_OK) {
+      etcd_txn_result_clear(&tr);
+      return store_etcd_failed(c, rc, r);
+    }
+    etcd_kv *held = tr.nresults == 2 && tr.results[0].nkvs > 0 ? &tr.results[0].kvs[0] : NULL;
+    etcd_kv *delayed = tr.nresults == 2 && tr.results[1].nkvs > 0 ? &tr.results[1].kvs[0] : NULL;
+    store_etcd_grant cur;
+    if (held && store_etcd_grant_parse(held, &cur) < 0) {
+      snprintf(r->err, sizeof r->err, "etcd: %.200s holds no picket grant", k.l);
+      st = STORE_EREPLY;
+    } else if (held && strcmp(cur.lease, op->lease) == 0) {
+      /* a retry of this lease's own acquire (its reply was lost, or the
+       * txn ran twice across a failover): the same grant, its TTL
+       * refreshed, its delay and cap kept */
+      st = refresh(c, op, &k, held, &cur, 0, r);
+      if (st == STORE_LOST) { /* at its cap: held, by nobody who may renew it */
+        r->ttl_ms = 1;
+        st = STORE_HELD;
+      }
+    } else if (held) {
+      r->ttl_ms = left_s(c, held->lease) * 1000;
+      snprintf(r->owner, sizeof r->owner, "%s", cur.owner);
+      st = STORE_HELD;
+    } else if (delayed) {
+      store_etcd_grant dg;
+      if (store_etcd_grant_parse(delayed, &dg) == 0)
+        snprintf(r->owner, sizeof r->owner, "%s", dg.owner);
+      r->ttl_ms = left_s(c, delayed->lease) * 1000;
+      st = STORE_DELAYED;
+    } else {
+      /* neither: released meanwhile, or the token's count moved */
+      etcd_txn_result_clear(&tr);
+      continue;
+    }
+    etcd_txn_result_clear(&tr);
+    return st;
+  }
+  r->ttl_ms = 1; /* lost every race: the caller tries again */
+  return STORE_HELD;
+}
+
+/* P l/NAME when it is op's lease's grant: 1 with *kv into res and *g, 0
+ * (lost: r->why says why when it was broken), or a store failure (< 0,
+ * *st set). */
+static int own_grant(etcd_client *c, const store_op *op, const lock_keys *k, etcd_op_result *res,
+                     etcd_kv **kv, store_etcd_grant *g, store_status *st, store_result *r) {
+  int rc = store_etcd_read(c, k->l, res, kv);
+  if (rc < 0) {
+    *st = store_etcd_failed(c, rc, r);
+    return -1;
+  }
+  if (rc == 0 || store_etcd_grant_parse(*kv, g) < 0 || strcmp(g->lease, op->lease) != 0) {
+    store_etcd_broken_why(c, op->name, op->lease, r);
+    *st = STORE_LOST;
+    return 0;
+  }
+  return 1;
+}
+
+static store_status lock_renew(etcd_client *c, store_op *op, store_result *r) {
+  lock_keys k;
+  keys_of(&k, op->name);
+  etcd_op_result res = {0};
+  etcd_kv *kv;
+  store_etcd_grant g;
+  store_status st = STORE_OK;
+  if (own_grant(c, op, &k, &res, &kv, &g, &st, r) > 0) st = refresh(c, op, &k, kv, &g, 1, r);
   etcd_op_result_clear(&res);
   return st;
 }
 
 static store_status lock_release(etcd_client *c, store_op *op, store_result *r) {
-  char key[STORE_ETCD_KEY_MAX];
-  store_etcd_key(key, sizeof key, 'l', op->name);
+  lock_keys k;
+  keys_of(&k, op->name);
   etcd_op_result res = {0};
   etcd_kv *kv;
-  int rc = store_etcd_read(c, key, &res, &kv);
-  if (rc < 0) {
-    etcd_op_result_clear(&res);
-    return store_etcd_failed(c, rc, r);
-  }
   store_etcd_grant g;
-  if (rc == 0 || store_etcd_grant_parse(kv, &g) < 0 || strcmp(g.lease, op->lease) != 0) {
+  store_status st = STORE_OK;
+  if (own_grant(c, op, &k, &res, &kv, &g, &st, r) <= 0) {
     etcd_op_result_clear(&res);
-    return STORE_LOST;
+    return st;
   }
   /* Deleted only if it is still the grant just read: a stale release
-   * cannot end a newer holder's lease. */
-  etcd_compare cmp = {.key = key, .target = ETCD_CMP_MOD, .result = ETCD_CMP_EQUAL,
-                      .number = kv->mod_revision};
-  etcd_op del = {.kind = ETCD_OP_DELETE, .key = key};
-  etcd_txn_req t = {&cmp, 1, &del, 1, NULL, 0};
+   * cannot end a newer holder's lease. Its delay and count go with it. */
+  char qentry[sizeof ((store_etcd_quota *)0)->entry];
+  etcd_compare cmp = {.key = k.l, .target = ETCD_CMP_MOD, .number = kv->mod_revision};
+  etcd_op del[3] = {{.kind = ETCD_OP_DELETE, .key = k.l}, {.kind = ETCD_OP_DELETE, .key = k.d}};
+  int ndel = 2;
+  if (g.token[0]) {
+    store_etcd_quota_entry(qentry, sizeof qentry, g.token, op);
+    del[ndel++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = qentry};
+  }
+  etcd_txn_req t = {&cmp, 1, del, ndel, NULL, 0};
   etcd_txn_result tr = {0};
-  store_status st = STORE_OK;
-  rc = etcd_txn(c, &t, &tr);
+  int rc = etcd_txn(c, &t, &tr);
   if (rc != ETCD_OK) st = store_etcd_failed(c, rc, r);
   else if (!tr.succeeded) st = STORE_LOST;
   etcd_txn_result_clear(&tr);
-  if (st == STORE_OK) etcd_lease_revoke(c, kv->lease);
   r->fence = kv->create_revision;
   r->at = g.at;
   etcd_op_result_clear(&res);
@@ -185,30 +338,33 @@ static store_status lock_release(etcd_client *c, store_op *op, store_result *r) 
 }
 
 static store_status lock_inspect(etcd_client *c, store_op *op, store_result *r) {
-  char key[STORE_ETCD_KEY_MAX], fkey[sizeof key];
-  store_etcd_key(key, sizeof key, 'l', op->name);
-  store_etcd_key(fkey, sizeof fkey, 'f', op->name);
-  /* One txn with no compare: both keys read at one revision. */
-  etcd_op get[2] = {{.kind = ETCD_OP_RANGE, .key = key}, {.kind = ETCD_OP_RANGE, .key = fkey}};
-  etcd_txn_req t = {NULL, 0, get, 2, NULL, 0};
+  lock_keys k;
+  keys_of(&k, op->name);
+  /* One txn with no compare: the three keys read at one revision. */
+  etcd_op get[3] = {{.kind = ETCD_OP_RANGE, .key = k.l},
+                    {.kind = ETCD_OP_RANGE, .key = k.f},
+                    {.kind = ETCD_OP_RANGE, .key = k.d}};
+  etcd_txn_req t = {NULL, 0, get, 3, NULL, 0};
   etcd_txn_result tr = {0};
   int rc = etcd_txn(c, &t, &tr);
   store_status st = STORE_OK;
   if (rc != ETCD_OK) {
     st = store_etcd_failed(c, rc, r);
-  } else if (tr.nresults == 2) {
+  } else if (tr.nresults == 3) {
     if (tr.results[1].nkvs > 0) r->fence = tr.results[1].kvs[0].mod_revision;
     store_etcd_grant g;
     if (tr.results[0].nkvs > 0 && store_etcd_grant_parse(&tr.results[0].kvs[0], &g) == 0) {
-      int64_t left_s = 0, of_s = 0;
-      if (etcd_lease_timetolive(c, tr.results[0].kvs[0].lease, &left_s, &of_s) == ETCD_OK &&
-          left_s >= 0) {
+      int64_t left = 0, of = 0;
+      if (etcd_lease_timetolive(c, tr.results[0].kvs[0].lease, &left, &of) == ETCD_OK &&
+          left >= 0) {
         r->held = 1;
-        r->ttl_ms = left_s > 0 ? left_s * 1000 : 1;
+        r->ttl_ms = left > 0 ? left * 1000 : 1;
         r->at = g.at;
         r->renewals = g.renewals;
         snprintf(r->owner, sizeof r->owner, "%s", g.owner);
       }
+    } else if (tr.results[2].nkvs > 0) {
+      r->delay_ms = left_s(c, tr.results[2].kvs[0].lease) * 1000;
     }
   }
   etcd_txn_result_clear(&tr);

@@ -15,11 +15,13 @@
  * pipelining: a loop's call is made directly, on the loop's thread. */
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "store_etcd.h"
 
 const config *store_etcd_cfg;
@@ -54,7 +56,22 @@ void store_etcd_key(char *out, size_t cap, char kind, const char *name) {
   snprintf(out, cap, "%s%c/%s", store_etcd_cfg->key_prefix, kind, name);
 }
 
-int64_t store_etcd_ttl_s(int64_t ttl_ms) { return ttl_ms <= 0 ? 1 : (ttl_ms + 999) / 1000; }
+static _Atomic int64_t min_ttl_s; /* 0 until learned */
+
+int64_t store_etcd_min_ttl_s(etcd_client *c) {
+  int64_t m = min_ttl_s;
+  if (m > 0) return m;
+  int64_t id = 0, given = 0;
+  if (etcd_lease_grant(c, 1, &id, &given) != ETCD_OK) return 1;
+  etcd_lease_revoke(c, id);
+  min_ttl_s = given > 0 ? given : 1;
+  return min_ttl_s;
+}
+
+int64_t store_etcd_ttl_s(etcd_client *c, int64_t ttl_ms) {
+  int64_t s = ttl_ms <= 0 ? 1 : (ttl_ms + 999) / 1000, m = store_etcd_min_ttl_s(c);
+  return s < m ? m : s;
+}
 
 int store_etcd_grant_parse(const etcd_kv *kv, store_etcd_grant *g) {
   memset(g, 0, sizeof *g);
@@ -62,11 +79,16 @@ int store_etcd_grant_parse(const etcd_kv *kv, store_etcd_grant *g) {
   if (j == NULL) return -1;
   const char *lease = json_string_value(json_object_get(j, "lease"));
   const char *owner = json_string_value(json_object_get(j, "owner"));
+  const char *token = json_string_value(json_object_get(j, "qt"));
   snprintf(g->lease, sizeof g->lease, "%s", lease ? lease : "");
   snprintf(g->owner, sizeof g->owner, "%s", owner ? owner : "");
+  snprintf(g->token, sizeof g->token, "%s", token ? token : "");
   g->at = json_integer_value(json_object_get(j, "at"));
   g->renewals = json_integer_value(json_object_get(j, "renewals"));
   g->ttl_ms = json_integer_value(json_object_get(j, "ttl_ms"));
+  g->cap = json_integer_value(json_object_get(j, "cap"));
+  g->delay_ms = json_integer_value(json_object_get(j, "delay"));
+  g->delay_lease = json_integer_value(json_object_get(j, "dl"));
   json_decref(j);
   return lease ? 0 : -1;
 }
@@ -75,6 +97,11 @@ char *store_etcd_grant_value(const store_etcd_grant *g) {
   json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I}", "lease", g->lease, "owner", g->owner,
                         "ttl_ms", (json_int_t)g->ttl_ms, "at", (json_int_t)g->at, "renewals",
                         (json_int_t)g->renewals);
+  /* the rest only when set, so a plain grant stays short */
+  if (j && g->token[0]) json_object_set_new(j, "qt", json_string(g->token));
+  if (j && g->cap) json_object_set_new(j, "cap", json_integer(g->cap));
+  if (j && g->delay_ms) json_object_set_new(j, "delay", json_integer(g->delay_ms));
+  if (j && g->delay_lease) json_object_set_new(j, "dl", json_integer(g->delay_lease));
   char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
   json_decref(j);
   return s;
@@ -105,12 +132,16 @@ static void store_etcd_run(store_op *op) {
     snprintf(op->r.err, sizeof op->r.err, "etcd: no such call");
     op->st = STORE_EREPLY;
   }
+  metrics_gauge_set(G_STORE_UP, op->st != STORE_EUNAVAIL);
 }
 
 static store_status store_etcd_ready(int detail, store_result *r, json_t **body);
 
 static int store_etcd_init(const config *cfg, char *err, size_t errlen) {
   store_etcd_cfg = cfg;
+  metrics_gauge_omit(G_REDIS_UP);
+  metrics_gauge_omit(G_REDIS_USED_MEMORY);
+  metrics_gauge_omit(G_REDIS_DB_KEYS);
   store_etcd_opts = (etcd_client_opts){
       .endpoints = cfg->etcd_list, .timeout_ms = cfg->etcd_timeout_ms,
       .ca_file = cfg->etcd_ca_file, .cert_file = cfg->etcd_cert_file,

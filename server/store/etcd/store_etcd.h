@@ -35,14 +35,26 @@ store_status store_etcd_failed(etcd_client *c, int rc, store_result *r);
 /* out = P KIND/NAME. */
 void store_etcd_key(char *out, size_t cap, char kind, const char *name);
 /* A TTL in ms as etcd's whole seconds: rounded up, never shorter than
- * asked (etcd then raises it to its minimum; the grant says what it gave). */
-int64_t store_etcd_ttl_s(int64_t ttl_ms);
+ * asked, and at least etcd's shortest lease (what etcd would raise it to
+ * anyway: then a renewal with the same ttl_ms finds the same TTL and only
+ * keeps its lease alive). */
+int64_t store_etcd_ttl_s(etcd_client *c, int64_t ttl_ms);
+/* etcd's shortest lease in seconds (1.5 election timeouts, rounded up),
+ * learned once by granting a 1 s lease and reading what etcd gave; 1
+ * until a member answers. */
+int64_t store_etcd_min_ttl_s(etcd_client *c);
 
 /* A lease as its key's JSON value holds it. */
 typedef struct {
   char lease[PICKET_PROTO_LEASE_LEN + 1];
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
-  int64_t at, renewals, ttl_ms;
+  char token[80];    /* the token whose max_leases counts it ("": none) */
+  int64_t at;        /* grant time (unix ms, picketd's clock) */
+  int64_t renewals;
+  int64_t ttl_ms;    /* what etcd granted, whole seconds */
+  int64_t cap;       /* the hold cap: no expiry past it (unix ms; 0: none) */
+  int64_t delay_ms;  /* its lock-delay (0: none) */
+  int64_t delay_lease; /* the etcd lease of P d/NAME (0: none) */
 } store_etcd_grant;
 /* Parses a grant's value; 0, or -1 when it is not one of picket's. */
 int store_etcd_grant_parse(const etcd_kv *kv, store_etcd_grant *g);
@@ -53,18 +65,22 @@ char *store_etcd_grant_value(const store_etcd_grant *g);
 int store_etcd_read(etcd_client *c, const char *key, etcd_op_result *res, etcd_kv **kv);
 
 /* ---- quota.c: a token's lease count (op->token, op->max_leases) ----------
- * Every lease a token holds is one key P q/TOKEN/KEY/LEASE (KEY the call's
- * resource: NAME, s/NAME, r/NAME) on the lease's own etcd lease, so a lease
- * that ends, however it ends, leaves the count with it. A grant reads the
- * count first and adds to its txn a compare that no key under P q/TOKEN/
- * changed since that read (etcd compares a whole prefix), so two grants
- * racing for a token's last lease cannot both succeed. */
+ * Every lease a token holds is one key P q/TOKEN/ENTRY on the lease's own
+ * etcd lease, so a lease that ends, however it ends, leaves the count with
+ * it (ENTRY is a lock's NAME, as Redis counts a lock once per token; a
+ * permit's or a read/write lease's is its kind, NAME and lease id). A
+ * grant reads the count first and adds to its txn a compare that no key
+ * under P q/TOKEN/ changed since that read (etcd compares a whole prefix),
+ * so two grants racing for a token's last lease cannot both succeed. */
 typedef struct {
   int on;                           /* 0: this call counts nothing */
   char prefix[STORE_ETCD_KEY_MAX];  /* P q/TOKEN/ */
-  char entry[STORE_ETCD_KEY_MAX + PICKET_PROTO_LEASE_LEN + 8]; /* ...KEY/LEASE */
+  char entry[STORE_ETCD_KEY_MAX + PICKET_PROTO_LEASE_LEN + 8]; /* P q/TOKEN/ENTRY */
   int64_t revision;                 /* the revision the count was read at */
 } store_etcd_quota;
+/* The count entry of op's lease for `token` (op->kind, name and lease say
+ * which): out = P q/TOKEN/ENTRY. */
+void store_etcd_quota_entry(char *out, size_t cap, const char *token, const store_op *op);
 /* Before a grant of op (its kind, name, lease, token, max_leases): reads
  * the token's count. STORE_OK with q filled (q->on 0 when op counts
  * nothing), STORE_EQUOTA when the token holds max_leases already and this

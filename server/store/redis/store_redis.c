@@ -453,7 +453,7 @@ static void conn_lost(conn *k) {
   conn_close(k);
   node_trouble(k->node);
   atomic_fetch_add(&failure_epoch[k->node], 1);
-  metrics_gauge_set(G_REDIS_UP, 0);
+  metrics_gauge_set(G_REDIS_UP, 0), metrics_gauge_set(G_STORE_UP, 0);
 }
 
 /* A reply that came in after Sentinel named a new primary, or after the
@@ -946,7 +946,7 @@ static store_status op_parse(store_op *op, redisReply *rep) {
     freeReplyObject(rep);
     return st;
   }
-  metrics_gauge_set(G_REDIS_UP, 1);
+  metrics_gauge_set(G_REDIS_UP, 1), metrics_gauge_set(G_STORE_UP, 1);
   node_ok(op->node);
   redisReply **e = rep->element;
   if (op->phase != PHASE_CALL) { /* quota.lua: take 0, 1 or 2; touch, drop 1 */
@@ -1034,7 +1034,7 @@ static conn *conn_for_calls(conn *k, int id, int at_rest, store_result *r, store
   k = k ? conn_ready(k, at_rest, r) : conn_get(id, r);
   if (k == NULL) {
     metrics_inc(M_REDIS_ERR_UNAVAILABLE);
-    metrics_gauge_set(G_REDIS_UP, 0);
+    metrics_gauge_set(G_REDIS_UP, 0), metrics_gauge_set(G_STORE_UP, 0);
     *st = STORE_EUNAVAIL;
     return NULL;
   }
@@ -1368,7 +1368,7 @@ store_status store_redis_watch(const char *name, int64_t for_ms, store_result *r
 static store_status ready_node(int id, const char *addr, store_result *r) {
   conn *k = conn_get(id, r);
   if (k == NULL) {
-    metrics_gauge_set(G_REDIS_UP, 0);
+    metrics_gauge_set(G_REDIS_UP, 0), metrics_gauge_set(G_STORE_UP, 0);
     return STORE_EUNAVAIL;
   }
   if (atomic_load(&evicting[id])) check_policy(k); /* so /readyz sees a fix at once */
@@ -1387,7 +1387,7 @@ static store_status ready_node(int id, const char *addr, store_result *r) {
     /* Count the replicas online, not connected_slaves: that also counts
      * replicas still syncing, which WAIT cannot count yet. */
     for (const char *p = rep->str; (p = strstr(p, ",state=online")) != NULL; p++) r->replicas++;
-    metrics_gauge_set(G_REDIS_UP, 1);
+    metrics_gauge_set(G_REDIS_UP, 1), metrics_gauge_set(G_STORE_UP, 1);
     long long used = info_field(rep->str, "used_memory:"), max = info_field(rep->str, "maxmemory:"),
               exempt = info_field(rep->str, "mem_not_counted_for_evict:");
     if (max > 0 && used - (exempt > 0 ? exempt : 0) > max) {
@@ -1460,7 +1460,7 @@ static store_status ready_check(store_result *r, store_topology *topo) {
     else
       snprintf(r->err, sizeof r->err, "%d of %d Redis Cluster slots have no primary", uncovered,
                NODE_SLOTS);
-    metrics_gauge_set(G_REDIS_UP, 0);
+    metrics_gauge_set(G_REDIS_UP, 0), metrics_gauge_set(G_STORE_UP, 0);
     return STORE_EUNAVAIL;
   }
   int fewest = -1;
