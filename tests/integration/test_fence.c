@@ -473,19 +473,56 @@ START_TEST(idle_ttl_needs_clock) {
 }
 END_TEST
 
+/* On etcd a fence is the revision of the grant's write: above every fence
+ * before it, of this lock and of any other, and still so after the member
+ * restarts from its data dir (the harness restarts the etcd with the
+ * Redis it stands in for). */
+START_TEST(etcd_fences_are_revisions) {
+  start_both(NULL, NULL);
+  char la[33], lb[33];
+  int64_t a1 = acquire_ok("rev-a", "{\"ttl_ms\":60000}", la);
+  int64_t b1 = acquire_ok("rev-b", "{\"ttl_ms\":60000}", lb);
+  ck_assert_int_gt(b1, a1);
+  harness_resp r;
+  ck_assert_int_eq(lock_call("rev-a", "release", la, &r), 200);
+  harness_resp_free(&r);
+  int64_t a2 = acquire_ok("rev-a", "{\"ttl_ms\":60000}", la);
+  ck_assert_int_gt(a2, b1);
+  ck_assert_int_eq(harness_redis_restart(R), 0);
+  int64_t until = harness_now_ms() + 15000;
+  long st = 0;
+  do {
+    char body[80];
+    snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lb);
+    call("POST", "/v1/locks/rev-b/release", body, &r);
+    st = r.status;
+    harness_resp_free(&r);
+    if (st != 200) harness_sleep_ms(100);
+  } while (st != 200 && harness_now_ms() < until);
+  ck_assert_msg(st == 200, "the lease did not survive the restart: %ld", st);
+  int64_t b2 = acquire_ok("rev-b", "{}", NULL);
+  ck_assert_int_gt(b2, a2);
+  call("GET", "/v1/locks/rev-b", NULL, &r);
+  ck_assert_int_eq(harness_json_int(r.json, "fence"), b2);
+  harness_resp_free(&r);
+  stop_both();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("fence");
   TCase *tc = tcase_create("fence");
   tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, exact_near_2_53);
-  tcase_add_test(tc, exact_near_2_63);
-  tcase_add_test(tc, counter_not_a_count);
-  tcase_add_test(tc, counter_tampered_while_held);
-  tcase_add_test(tc, flushall_while_held);
-  tcase_add_test(tc, counter_reset_while_free);
-  tcase_add_test(tc, clock_floor);
-  tcase_add_test(tc, idle_ttl);
+  REDIS_CASE(tc, exact_near_2_53);
+  REDIS_CASE(tc, exact_near_2_63);
+  REDIS_CASE(tc, counter_not_a_count);
+  REDIS_CASE(tc, counter_tampered_while_held);
+  REDIS_CASE(tc, flushall_while_held);
+  REDIS_CASE(tc, counter_reset_while_free);
+  REDIS_CASE(tc, clock_floor);
+  REDIS_CASE(tc, idle_ttl);
   tcase_add_test(tc, idle_ttl_needs_clock);
+  if (harness_backend_etcd()) tcase_add_test(tc, etcd_fences_are_revisions);
   suite_add_tcase(s, tc);
   return harness_run_suite(s);
 }

@@ -20,6 +20,13 @@
  *   are 400 naming the field and change nothing; --max-lock-delay-ms
  *   bounds the delay.
  *
+ * etcd_whole_seconds: the same rules on etcd, whose leases count whole
+ *   seconds and end at its leader's next sweep (up to 500 ms late): a
+ *   lease that expires keeps the lock from everyone for its delay, a
+ *   renewal under a cap gets what is left of it rounded down, a renewal
+ *   past it is lease_lost. The cases above time 300 ms leases to the
+ *   millisecond and run on Redis only.
+ *
  * Times are generous (ttl 300 ms, delays of 1.5-2 s) and checked with
  * margins, so a slow machine does not fail them. */
 #include "picketd_common.h"
@@ -201,17 +208,92 @@ START_TEST(bad_input) {
 }
 END_TEST
 
+/* Polls GET until lock `name` is not held; the time it saw that. */
+static int64_t await_not_held(const char *name, int64_t bound_ms) {
+  int64_t until = harness_now_ms() + bound_ms;
+  while (lock_ttl_ms(name) > 0) {
+    ck_assert_msg(harness_now_ms() < until, "%s still held after %lld ms", name, (long long)bound_ms);
+    harness_sleep_ms(50);
+  }
+  return harness_now_ms();
+}
+
+START_TEST(etcd_whole_seconds) {
+  /* lock-delay: 1 s lease, 2 s delay */
+  char lease[33];
+  int64_t f1 = acquire_ok("ed", "{\"ttl_ms\":1000,\"lock_delay_ms\":2000}", lease);
+  int64_t expired = await_not_held("ed", 5000);
+  harness_resp r;
+  call("GET", "/v1/locks/ed", NULL, &r);
+  int64_t left = harness_json_int(r.json, "lock_delay_ms");
+  ck_assert_msg(left > 0 && left <= 3000, "GET lock_delay_ms %lld: %s", (long long)left, r.body);
+  harness_resp_free(&r);
+  r = acquire_body("ed", "{\"ttl_ms\":1000}");
+  expect_error(&r, 409, "lock_delay");
+  ck_assert_msg(retry_after(&r) > 0 && retry_after(&r) <= 3000, "retry_after_ms %lld",
+                (long long)retry_after(&r));
+  harness_resp_free(&r);
+  r = renew("ed", lease, 1000);
+  expect_error(&r, 409, "lease_lost");
+  harness_resp_free(&r);
+  int64_t until = harness_now_ms() + 10000;
+  long st;
+  do {
+    r = acquire_body("ed", "{\"ttl_ms\":1000}");
+    st = r.status;
+    if (st == 200) ck_assert_int_gt(harness_json_int(r.json, "fence"), f1);
+    else expect_error(&r, 409, "lock_delay");
+    harness_resp_free(&r);
+    if (st != 200) harness_sleep_ms(100);
+  } while (st != 200 && harness_now_ms() < until);
+  ck_assert_msg(st == 200, "still delayed 10 s after the expiry");
+  /* the delay ran (2 s, less the lag of etcd's sweep that ended the lease) */
+  ck_assert_msg(harness_now_ms() - expired >= 1000, "granted %lld ms after the expiry",
+                (long long)(harness_now_ms() - expired));
+
+  /* the hold cap: 3 s */
+  r = acquire_body("ec", "{\"ttl_ms\":5000,\"max_hold_ms\":3000}");
+  ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+  ck_assert_int_eq(harness_json_int(r.json, "ttl_ms"), 3000); /* cut to the cap */
+  snprintf(lease, sizeof lease, "%s", harness_json_str(r.json, "lease"));
+  harness_resp_free(&r);
+  int64_t t0 = harness_now_ms();
+  harness_sleep_ms(1000);
+  r = renew("ec", lease, 5000);
+  ck_assert_msg(r.status == 200, "%ld %s", r.status, r.body);
+  int64_t ttl = harness_json_int(r.json, "ttl_ms");
+  ck_assert_msg(ttl > 0 && ttl <= 3000 - (harness_now_ms() - t0) + 50,
+                "renewal's ttl_ms %lld, want what is left of the cap", (long long)ttl);
+  harness_resp_free(&r);
+  harness_sleep_ms(3000 - (harness_now_ms() - t0) + 100);
+  r = renew("ec", lease, 5000);
+  expect_error(&r, 409, "lease_lost");
+  harness_resp_free(&r);
+  await_not_held("ec", 3000);
+  acquire_ok("ec", "{\"ttl_ms\":1000}", NULL);
+  /* under the cap, a renewal gets what it asks */
+  r = acquire_body("ec2", "{\"ttl_ms\":2000,\"max_hold_ms\":60000}");
+  ck_assert_int_eq(harness_json_int(r.json, "ttl_ms"), 2000);
+  snprintf(lease, sizeof lease, "%s", harness_json_str(r.json, "lease"));
+  harness_resp_free(&r);
+  r = renew("ec2", lease, 3000);
+  ck_assert_msg(r.status == 200 && harness_json_int(r.json, "ttl_ms") == 3000, "%s", r.body);
+  harness_resp_free(&r);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("hold");
   TCase *tc = tcase_create("hold");
   tcase_add_unchecked_fixture(tc, setup, stop_both);
   tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, delay_after_expiry);
+  REDIS_CASE(tc, delay_after_expiry);
   tcase_add_test(tc, no_delay_after_release);
-  tcase_add_test(tc, waiter_waits_out_delay);
-  tcase_add_test(tc, hold_cap);
-  tcase_add_test(tc, cap_then_delay);
-  tcase_add_test(tc, plain_lease_unchanged);
+  REDIS_CASE(tc, waiter_waits_out_delay);
+  REDIS_CASE(tc, hold_cap);
+  REDIS_CASE(tc, cap_then_delay);
+  REDIS_CASE(tc, plain_lease_unchanged);
+  if (harness_backend_etcd()) tcase_add_test(tc, etcd_whole_seconds);
   tcase_add_test(tc, bad_input);
   suite_add_tcase(s, tc);
   return harness_run_suite(s);

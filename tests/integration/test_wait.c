@@ -92,8 +92,15 @@ START_TEST(expiry_wakes_waiter) {
   for (int i = 0; i < REPEATS; i++) {
     char name[32];
     snprintf(name, sizeof name, "exp%d", i);
-    acquire_ok(name, "{\"ttl_ms\":400}", NULL);
-    int64_t expires = harness_now_ms() + 400; /* at the latest */
+    harness_resp g;
+    char path[64];
+    snprintf(path, sizeof path, "/v1/locks/%s/acquire", name);
+    call("POST", path, "{\"ttl_ms\":400}", &g);
+    ck_assert_int_eq(g.status, 200);
+    /* at the latest: the TTL given (on etcd whole seconds, at least its
+     * shortest lease) */
+    int64_t expires = harness_now_ms() + harness_json_int(g.json, "ttl_ms");
+    harness_resp_free(&g);
     waiter_call w;
     waiter_go(&w, name, "{\"ttl_ms\":1000,\"wait_ms\":20000}");
     waiter_join(&w);
@@ -101,7 +108,9 @@ START_TEST(expiry_wakes_waiter) {
     lat[i] = w.done_ms - expires;
     harness_resp_free(&w.resp);
   }
-  assert_median("expiry -> grant", lat, 100);
+  /* etcd's leader deletes expired leases' keys every 500 ms, through Raft:
+   * the release feed hears of it then */
+  assert_median("expiry -> grant", lat, harness_backend_etcd() ? 700 : 100);
 }
 END_TEST
 
@@ -521,7 +530,7 @@ int main(void) {
   tcase_add_test(tc, waiters_are_served_in_arrival_order);
   tcase_add_test(tc, wait_deadline_is_lock_held);
   tcase_add_test(tc, disconnected_waiter_is_never_granted);
-  tcase_add_test(tc, pubsub_killed_waiters_still_served);
+  REDIS_CASE(tc, pubsub_killed_waiters_still_served);
   tcase_add_test(tc, no_wakeup_lost_under_churn);
   suite_add_tcase(s, tc);
   TCase *lim = tcase_create("limit");
@@ -536,7 +545,7 @@ int main(void) {
   TCase *sub = tcase_create("subscribe");
   tcase_add_checked_fixture(sub, setup_default, stop_both); /* a fresh picketd: never subscribed */
   tcase_set_timeout(sub, 60);
-  tcase_add_test(sub, subscribed_only_while_waiting);
+  REDIS_CASE(sub, subscribed_only_while_waiting);
   suite_add_tcase(s, sub);
   TCase *many = tcase_create("many");
   tcase_add_unchecked_fixture(many, setup_many, stop_both);
