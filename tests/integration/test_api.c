@@ -426,6 +426,56 @@ START_TEST(service_endpoints) {
 }
 END_TEST
 
+/* A token's max_leases (--auth-file), kept by the store in the lock call
+ * itself: at the limit a new grant is 429 too_many_leases and nothing is
+ * written; a retry of a lease it holds is never refused; a release makes
+ * room. */
+static long as_token(harness_picketd *p, const char *path, const char *body, harness_resp *r) {
+  const char *h[] = {"Authorization: Bearer quota-test-token-1", NULL};
+  ck_assert_int_eq(harness_http_h(harness_picketd_url(p), "POST", path, body, h, r), 0);
+  return r->status;
+}
+
+START_TEST(quota_max_leases) {
+  char hash[80] = "", auth[300], file[512];
+  FILE *sh = popen("printf %s quota-test-token-1 | sha256sum | cut -c1-64", "r");
+  ck_assert_ptr_nonnull(sh);
+  ck_assert_ptr_nonnull(fgets(hash, sizeof hash, sh));
+  pclose(sh);
+  hash[strcspn(hash, "\n")] = '\0';
+  snprintf(auth, sizeof auth, "quota sha256:%s * lock,read max_leases=2\n", hash);
+  ck_assert_int_eq(harness_write_tmpfile(file, sizeof file, "auth", auth), 0);
+  const char *args[] = {"--auth-file", file, NULL};
+  harness_picketd *q = harness_picketd_start(harness_redis_url(R), args);
+  ck_assert_ptr_nonnull(q);
+  harness_resp r;
+  const char *L = "abcdefabcdefabcdefabcdefabcdef01";
+  char body[120];
+  snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":60000}", L);
+  ck_assert_int_eq(as_token(q, "/v1/locks/qa/acquire", body, &r), 200);
+  harness_resp_free(&r);
+  ck_assert_int_eq(as_token(q, "/v1/locks/qb/acquire", "{\"ttl_ms\":60000}", &r), 200);
+  harness_resp_free(&r);
+  ck_assert_int_eq(as_token(q, "/v1/locks/qc/acquire", "{\"ttl_ms\":60000}", &r), 429);
+  ck_assert_str_eq(harness_error_code(&r), "too_many_leases");
+  harness_resp_free(&r);
+  call("GET", "/v1/locks/qc", NULL, &r);
+  ck_assert_int_eq(harness_json_int(r.json, "fence"), 0); /* nothing written */
+  harness_resp_free(&r);
+  /* a retry of a lease it holds: granted again, not counted twice */
+  ck_assert_int_eq(as_token(q, "/v1/locks/qa/acquire", body, &r), 200);
+  harness_resp_free(&r);
+  snprintf(body, sizeof body, "{\"lease\":\"%s\"}", L);
+  ck_assert_int_eq(as_token(q, "/v1/locks/qa/release", body, &r), 200);
+  harness_resp_free(&r);
+  ck_assert_int_eq(as_token(q, "/v1/locks/qc/acquire", "{\"ttl_ms\":60000}", &r), 200);
+  harness_resp_free(&r);
+  ck_assert_int_eq(as_token(q, "/v1/locks/qd/acquire", "{\"ttl_ms\":60000}", &r), 429);
+  harness_resp_free(&r);
+  harness_picketd_free(q);
+}
+END_TEST
+
 START_TEST(sigterm_exits_cleanly) {
   harness_picketd *p2 = harness_picketd_start(harness_redis_url(R), NULL);
   ck_assert_ptr_nonnull(p2);
@@ -451,6 +501,7 @@ int main(void) {
   tcase_add_test(tc, service_endpoints);
   tcase_add_test(tc, nul_in_target_is_400_never_another_lock);
   tcase_add_test(tc, sigterm_exits_cleanly);
+  tcase_add_test(tc, quota_max_leases);
   suite_add_tcase(s, tc);
   /* bad input gets its own Redis, so "nothing was written" means nothing */
   TCase *bad = tcase_create("bad_input");
