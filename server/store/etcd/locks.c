@@ -50,140 +50,6 @@ static void keys_of(lock_keys *k, const char *name) {
   store_etcd_key(k->d, sizeof k->d, 'd', name);
 }
 
-static store_status no_memory(store_result *r) {
-  snprintf(r->err, sizeof r->err, "out of memory");
-  return STORE_EREPLY;
-}
-
-/* The TTL (s) that a grant or renewal at `now` gets for ttl_ms under the
- * cap (0: none): ttl_ms rounded up, cut to the cap rounded down, so no
- * expiry runs past it. 0 when the cap has passed; -1 when what is left of
- * it is shorter than etcd's shortest lease (no new etcd lease can end in
- * time). */
-static int64_t ttl_under_cap(etcd_client *c, int64_t ttl_ms, int64_t cap, int64_t now) {
-  int64_t s = store_etcd_ttl_s(c, ttl_ms);
-  if (cap == 0) return s;
-  if (now >= cap) return 0;
-  int64_t left_s = (cap - now) / 1000;
-  if (left_s >= s) return s;
-  return left_s >= store_etcd_min_ttl_s(c) ? left_s : -1;
-}
-
-/* Grants the etcd leases of a grant of ttl_s: *L, and with a lock-delay *D
- * of the TTL etcd gave L plus the delay. ETCD_OK, or a code with none left
- * granted. */
-static int leases_grant(etcd_client *c, int64_t ttl_s, int64_t delay_ms, int64_t *L,
-                        int64_t *given_s, int64_t *D) {
-  *D = 0;
-  int rc = etcd_lease_grant(c, ttl_s, L, given_s);
-  if (rc != ETCD_OK || delay_ms <= 0) return rc;
-  int64_t d_given = 0;
-  rc = etcd_lease_grant(c, *given_s + (delay_ms + 999) / 1000, D, &d_given);
-  if (rc != ETCD_OK) etcd_lease_revoke(c, *L);
-  return rc;
-}
-
-static void leases_revoke(etcd_client *c, int64_t L, int64_t D) {
-  if (L) etcd_lease_revoke(c, L);
-  if (D) etcd_lease_revoke(c, D);
-}
-
-/* The seconds left of etcd lease `id` (at least 1: it was live a moment
- * ago; 1 when etcd cannot say). */
-static int64_t left_s(etcd_client *c, int64_t id) {
-  int64_t left = 0, of = 0;
-  if (etcd_lease_timetolive(c, id, &left, &of) != ETCD_OK || left < 1) return 1;
-  return left;
-}
-
-/* A live grant of op's lease gets ttl_ms from now (a same-lease acquire, a
- * renewal: `renewal` counts it): kept alive when its etcd lease has that
- * TTL, else moved to a new one, never past its cap. kv is P l/NAME as read,
- * g its grant. */
-static store_status refresh(etcd_client *c, const store_op *op, const lock_keys *k,
-                            const etcd_kv *kv, const store_etcd_grant *g, int renewal,
-                            store_result *r) {
-  r->fence = kv->create_revision;
-  r->at = g->at;
-  snprintf(r->owner, sizeof r->owner, "%s", g->owner);
-  int64_t now = clock_wall_ms();
-  int64_t want_s = ttl_under_cap(c, op->ttl_ms, g->cap, now);
-  if (want_s == 0) return STORE_LOST; /* at its cap */
-  if (want_s < 0) {
-    /* Less of the cap is left than etcd's shortest lease: the lease keeps
-     * the expiry it has, which the last grant or renewal kept inside the
-     * cap, and says what is left of it. */
-    int64_t left = left_s(c, kv->lease) * 1000;
-    r->ttl_ms = left < g->cap - now ? left : g->cap - now;
-    return STORE_OK;
-  }
-  store_etcd_grant ng = *g;
-  ng.renewals += renewal;
-  int rc;
-  if (want_s * 1000 == g->ttl_ms) {
-    /* The same TTL: keep the etcd leases alive. A renewal first rewrites
-     * the grant with its count (guarded by the revision read: a grant
-     * broken or replaced since is lost), which also tells event watchers. */
-    if (renewal) {
-      char *value = store_etcd_grant_value(&ng);
-      if (value == NULL) return no_memory(r);
-      etcd_compare cmp = {.key = k->l, .target = ETCD_CMP_MOD, .number = kv->mod_revision};
-      etcd_op put = {.kind = ETCD_OP_PUT, .key = k->l, .value = value, .lease = kv->lease};
-      etcd_txn_req t = {&cmp, 1, &put, 1, NULL, 0};
-      etcd_txn_result tr = {0};
-      rc = etcd_txn(c, &t, &tr);
-      int ok = rc == ETCD_OK && tr.succeeded;
-      etcd_txn_result_clear(&tr);
-      free(value);
-      if (rc == ETCD_ENOTFOUND || (rc == ETCD_OK && !ok)) return STORE_LOST;
-      if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
-    }
-    int64_t ttl_s = 0;
-    rc = etcd_lease_keepalive_once(c, kv->lease, &ttl_s);
-    if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
-    if (ttl_s == 0) return STORE_LOST;
-    if (g->delay_lease) etcd_lease_keepalive_once(c, g->delay_lease, &ttl_s);
-    r->ttl_ms = want_s * 1000;
-    return STORE_OK;
-  }
-  /* Another TTL: the grant moves to new etcd leases in one txn guarded by
-   * the revision read, then the old ones end (their keys have moved, so
-   * that deletes nothing). */
-  int64_t L = 0, D = 0, given_s = 0;
-  rc = leases_grant(c, want_s, g->delay_ms, &L, &given_s, &D);
-  if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
-  ng.ttl_ms = given_s * 1000;
-  ng.delay_lease = D;
-  char *value = store_etcd_grant_value(&ng);
-  if (value == NULL) {
-    leases_revoke(c, L, D);
-    return no_memory(r);
-  }
-  char qentry[sizeof ((store_etcd_quota *)0)->entry];
-  etcd_compare cmp = {.key = k->l, .target = ETCD_CMP_MOD, .number = kv->mod_revision};
-  etcd_op put[3] = {{.kind = ETCD_OP_PUT, .key = k->l, .value = value, .lease = L}};
-  int nput = 1;
-  if (D) put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k->d, .value = value, .lease = D};
-  if (g->token[0]) {
-    store_etcd_quota_entry(qentry, sizeof qentry, g->token, op);
-    put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = qentry, .value = "", .lease = L};
-  }
-  etcd_txn_req t = {&cmp, 1, put, nput, NULL, 0};
-  etcd_txn_result tr = {0};
-  rc = etcd_txn(c, &t, &tr);
-  int ok = rc == ETCD_OK && tr.succeeded;
-  etcd_txn_result_clear(&tr);
-  free(value);
-  if (!ok) {
-    leases_revoke(c, L, D);
-    if (rc == ETCD_OK) return STORE_LOST;
-    return store_etcd_failed(c, rc, r);
-  }
-  leases_revoke(c, kv->lease, g->delay_lease);
-  r->ttl_ms = given_s * 1000;
-  return STORE_OK;
-}
-
 static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) {
   lock_keys k;
   keys_of(&k, op->name);
@@ -192,11 +58,11 @@ static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) 
     store_status st = store_etcd_quota_read(c, op, &q, r);
     if (st != STORE_OK) return st;
     int64_t now = clock_wall_ms(), cap = op->max_hold_ms > 0 ? now + op->max_hold_ms : 0;
-    int64_t ttl_s = ttl_under_cap(c, op->ttl_ms, cap, now);
+    int64_t ttl_s = store_etcd_ttl_under_cap(c, op->ttl_ms, cap, now);
     /* a cap shorter than etcd's shortest lease: that lease, the least etcd gives */
     if (ttl_s <= 0) ttl_s = store_etcd_min_ttl_s(c);
     int64_t L = 0, D = 0, given_s = 0;
-    int rc = leases_grant(c, ttl_s, op->lock_delay_ms, &L, &given_s, &D);
+    int rc = store_etcd_leases_grant(c, ttl_s, op->lock_delay_ms, &L, &given_s, &D);
     if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
     store_etcd_grant g = {.at = now, .ttl_ms = given_s * 1000, .cap = cap,
                           .delay_ms = op->lock_delay_ms > 0 ? op->lock_delay_ms : 0,
@@ -206,8 +72,8 @@ static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) 
     if (q.on) snprintf(g.token, sizeof g.token, "%s", op->token);
     char *value = store_etcd_grant_value(&g);
     if (value == NULL) {
-      leases_revoke(c, L, D);
-      return no_memory(r);
+      store_etcd_leases_revoke(c, L, D);
+      return store_etcd_no_memory(r);
     }
     /* Free means no grant and no lock-delay running. */
     etcd_compare cmp[3] = {{.key = k.l, .target = ETCD_CMP_CREATE},
@@ -232,7 +98,7 @@ static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) 
       etcd_txn_result_clear(&tr);
       return STORE_OK;
     }
-    leases_revoke(c, L, D); /* granted for nothing */
+    store_etcd_leases_revoke(c, L, D); /* granted for nothing */
     if (rc != ETCD_OK) {
       etcd_txn_result_clear(&tr);
       return store_etcd_failed(c, rc, r);
@@ -247,20 +113,20 @@ static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) 
       /* a retry of this lease's own acquire (its reply was lost, or the
        * txn ran twice across a failover): the same grant, its TTL
        * refreshed, its delay and cap kept */
-      st = refresh(c, op, &k, held, &cur, 0, r);
+      st = store_etcd_refresh(c, op, k.l, k.d, held, &cur, 0, r);
       if (st == STORE_LOST) { /* at its cap: held, by nobody who may renew it */
         r->ttl_ms = 1;
         st = STORE_HELD;
       }
     } else if (held) {
-      r->ttl_ms = left_s(c, held->lease) * 1000;
+      r->ttl_ms = store_etcd_left_s(c, held->lease) * 1000;
       snprintf(r->owner, sizeof r->owner, "%s", cur.owner);
       st = STORE_HELD;
     } else if (delayed) {
       store_etcd_grant dg;
       if (store_etcd_grant_parse(delayed, &dg) == 0)
         snprintf(r->owner, sizeof r->owner, "%s", dg.owner);
-      r->ttl_ms = left_s(c, delayed->lease) * 1000;
+      r->ttl_ms = store_etcd_left_s(c, delayed->lease) * 1000;
       st = STORE_DELAYED;
     } else {
       /* neither: released meanwhile, or the token's count moved */
@@ -299,7 +165,7 @@ static store_status lock_renew(etcd_client *c, store_op *op, store_result *r) {
   etcd_kv *kv;
   store_etcd_grant g;
   store_status st = STORE_OK;
-  if (own_grant(c, op, &k, &res, &kv, &g, &st, r) > 0) st = refresh(c, op, &k, kv, &g, 1, r);
+  if (own_grant(c, op, &k, &res, &kv, &g, &st, r) > 0) st = store_etcd_refresh(c, op, k.l, k.d, kv, &g, 1, r);
   etcd_op_result_clear(&res);
   return st;
 }
@@ -364,7 +230,7 @@ static store_status lock_inspect(etcd_client *c, store_op *op, store_result *r) 
         snprintf(r->owner, sizeof r->owner, "%s", g.owner);
       }
     } else if (tr.results[2].nkvs > 0) {
-      r->delay_ms = left_s(c, tr.results[2].kvs[0].lease) * 1000;
+      r->delay_ms = store_etcd_left_s(c, tr.results[2].kvs[0].lease) * 1000;
     }
   }
   etcd_txn_result_clear(&tr);

@@ -64,6 +64,33 @@ char *store_etcd_grant_value(const store_etcd_grant *g);
  * when it does not exist, or a negative etcd code. */
 int store_etcd_read(etcd_client *c, const char *key, etcd_op_result *res, etcd_kv **kv);
 
+/* ---- grant.c: one lease on one key (locks, permits, read/write leases) -- */
+
+/* "out of memory" in r->err: STORE_EREPLY. */
+store_status store_etcd_no_memory(store_result *r);
+/* The TTL (s) that a grant or renewal at `now` (unix ms) gets for ttl_ms
+ * under the cap (unix ms; 0: none): ttl_ms rounded up, cut to the cap
+ * rounded down, so no expiry runs past it. 0 when the cap has passed; -1
+ * when what is left of it is shorter than etcd's shortest lease. */
+int64_t store_etcd_ttl_under_cap(etcd_client *c, int64_t ttl_ms, int64_t cap, int64_t now);
+/* Grants a grant's etcd leases: *L of ttl_s (*given_s what etcd gave) and,
+ * with a lock-delay, *D of that plus the delay (else 0). ETCD_OK, or a
+ * code with none left granted. */
+int store_etcd_leases_grant(etcd_client *c, int64_t ttl_s, int64_t delay_ms, int64_t *L,
+                            int64_t *given_s, int64_t *D);
+/* Revokes L and D (0: none), best effort. */
+void store_etcd_leases_revoke(etcd_client *c, int64_t L, int64_t D);
+/* Seconds left of etcd lease id: at least 1 (it was live a moment ago). */
+int64_t store_etcd_left_s(etcd_client *c, int64_t id);
+/* A live grant of op's lease at `key` (its delay key `dkey`), as read in
+ * kv and g, gets op->ttl_ms from now: kept alive when its etcd lease has
+ * that TTL, else moved to new ones, never past its cap; `renewal` counts
+ * it in the grant. Sets r->fence, ttl_ms, at and owner. STORE_LOST when it
+ * ended meanwhile or is at its cap. */
+store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *key,
+                                const char *dkey, const etcd_kv *kv, const store_etcd_grant *g,
+                                int renewal, store_result *r);
+
 /* ---- quota.c: a token's lease count (op->token, op->max_leases) ----------
  * Every lease a token holds is one key P q/TOKEN/ENTRY on the lease's own
  * etcd lease, so a lease that ends, however it ends, leaves the count with
