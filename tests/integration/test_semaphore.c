@@ -35,20 +35,45 @@ typedef struct {
   char fence_lock[210];
 } permit;
 
-static permit take(const char *name, const char *body) {
+/* The permit a 200 acquire reply grants, checked. */
+static permit permit_of(const char *name, harness_resp *r) {
   permit p;
-  harness_resp r = sem("POST", name, "acquire", body);
-  ck_assert_msg(r.status == 200, "acquire %s %s: %ld %s", name, body, r.status, r.body);
-  snprintf(p.lease, sizeof p.lease, "%s", harness_json_str(r.json, "lease"));
-  p.permit = harness_json_int(r.json, "permit");
-  p.fence = harness_json_int(r.json, "fence");
-  snprintf(p.fence_lock, sizeof p.fence_lock, "%s", harness_json_str(r.json, "fence_lock"));
+  snprintf(p.lease, sizeof p.lease, "%s", harness_json_str(r->json, "lease"));
+  p.permit = harness_json_int(r->json, "permit");
+  p.fence = harness_json_int(r->json, "fence");
+  snprintf(p.fence_lock, sizeof p.fence_lock, "%s", harness_json_str(r->json, "fence_lock"));
   char want[210];
   snprintf(want, sizeof want, "%s:permit:%lld", name, (long long)p.permit);
   ck_assert_str_eq(p.fence_lock, want);
-  ck_assert_str_eq(harness_json_str(r.json, "semaphore"), name);
+  ck_assert_str_eq(harness_json_str(r->json, "semaphore"), name);
+  return p;
+}
+
+static permit take(const char *name, const char *body) {
+  harness_resp r = sem("POST", name, "acquire", body);
+  ck_assert_msg(r.status == 200, "acquire %s %s: %ld %s", name, body, r.status, r.body);
+  permit p = permit_of(name, &r);
   harness_resp_free(&r);
   return p;
+}
+
+/* take(), once a permit is free: polls while the semaphore is full (a
+ * holder's TTL runs out on etcd up to its leader's next sweep later, and in
+ * whole seconds), for at most bound_ms. */
+static permit take_within(const char *name, const char *body, int64_t bound_ms) {
+  int64_t until = harness_now_ms() + bound_ms;
+  for (;;) {
+    harness_resp r = sem("POST", name, "acquire", body);
+    if (r.status == 200) {
+      permit p = permit_of(name, &r);
+      harness_resp_free(&r);
+      return p;
+    }
+    expect_error(&r, 409, "semaphore_full");
+    harness_resp_free(&r);
+    ck_assert_msg(harness_now_ms() < until, "%s still full after %lld ms", name, (long long)bound_ms);
+    harness_sleep_ms(50);
+  }
 }
 
 static long give_back(const char *name, const char *lease) {
@@ -96,8 +121,8 @@ START_TEST(crashed_holder_back_at_ttl) {
   harness_resp r = sem("POST", "s2", "acquire", "{\"limit\":1,\"ttl_ms\":300}");
   expect_error(&r, 409, "semaphore_full");
   harness_resp_free(&r);
-  harness_sleep_ms(450); /* the holder "crashed": no release, no renew */
-  permit b = take("s2", "{\"limit\":1,\"ttl_ms\":300}");
+  /* the holder "crashed": no release, no renew; back at its TTL */
+  permit b = take_within("s2", "{\"limit\":1,\"ttl_ms\":300}", 5000);
   ck_assert_int_eq(b.permit, 0);
   ck_assert_msg(b.fence > a.fence, "fence %lld after %lld", (long long)b.fence, (long long)a.fence);
 }
@@ -111,8 +136,7 @@ START_TEST(per_slot_fences_in_fenced_kv) {
   ck_assert_int_eq(fkv_put("out-a", a.fence_lock, a.fence, "a1"), 200);
   ck_assert_int_eq(fkv_put("out-b", b.fence_lock, b.fence, "b1"), 200);
   /* a pauses past its TTL; its slot goes to c */
-  harness_sleep_ms(550);
-  permit c = take("reports", "{\"limit\":2,\"ttl_ms\":20000}");
+  permit c = take_within("reports", "{\"limit\":2,\"ttl_ms\":20000}", 5000);
   ck_assert_int_eq(c.permit, a.permit);
   ck_assert_int_eq(fkv_put("out-a", c.fence_lock, c.fence, "c1"), 200);
   /* a wakes up and writes with its old fence: refused */
@@ -202,18 +226,32 @@ END_TEST
 
 START_TEST(lock_delay_and_cap) {
   take("s6", "{\"limit\":1,\"ttl_ms\":200,\"lock_delay_ms\":1500}");
-  harness_sleep_ms(400);
-  harness_resp r = sem("POST", "s6", "acquire", "{\"limit\":1,\"ttl_ms\":200}");
+  /* expired (on etcd: its whole second, and the leader's sweep), its delay
+   * running: GET says so */
+  int64_t until = harness_now_ms() + 5000;
+  harness_resp r;
+  for (;;) {
+    r = sem("GET", "s6", NULL, NULL);
+    json_t *p0 = json_array_get(json_object_get(r.json, "permits"), 0);
+    if (p0 && harness_json_int(p0, "ttl_ms") == 0) {
+      ck_assert_msg(harness_json_int(p0, "lock_delay_ms") > 0, "%s", r.body);
+      break;
+    }
+    ck_assert_msg(harness_now_ms() < until, "no permit in its delay: %s", r.body);
+    harness_resp_free(&r);
+    harness_sleep_ms(50);
+  }
+  harness_resp_free(&r);
+  r = sem("POST", "s6", "acquire", "{\"limit\":1,\"ttl_ms\":200}");
   expect_error(&r, 409, "semaphore_full"); /* expired, but its delay keeps the slot */
   harness_resp_free(&r);
-  r = sem("GET", "s6", NULL, NULL);
-  json_t *p0 = json_array_get(json_object_get(r.json, "permits"), 0);
-  ck_assert_msg(harness_json_int(p0, "lock_delay_ms") > 0 && harness_json_int(p0, "ttl_ms") == 0,
-                "%s", r.body);
-  harness_resp_free(&r);
 
-  r = sem("POST", "s7", "acquire", "{\"limit\":1,\"ttl_ms\":5000,\"max_hold_ms\":800}");
-  ck_assert_int_eq(harness_json_int(r.json, "ttl_ms"), 800);
+  /* the cap cuts the TTL (etcd's leases are whole seconds, at least 1 s) */
+  int64_t cap = harness_backend_etcd() ? 3000 : 800;
+  char body[120];
+  snprintf(body, sizeof body, "{\"limit\":1,\"ttl_ms\":5000,\"max_hold_ms\":%lld}", (long long)cap);
+  r = sem("POST", "s7", "acquire", body);
+  ck_assert_int_eq(harness_json_int(r.json, "ttl_ms"), cap);
   harness_resp_free(&r);
 }
 END_TEST

@@ -1,7 +1,10 @@
 /* feed.c: the release feed on etcd (store.h's store_feed_*): one watch
- * over the prefix P l/, on a thread of its own, open while somebody waits
- * (and FEED_LINGER_MS after). A DELETE of P l/NAME (a release, an expiry, a
- * break) wakes NAME's waiters. It reopens from the last revision seen + 1,
+ * over the key prefix P, on a thread of its own, open while somebody waits
+ * (and FEED_LINGER_MS after). A DELETE of a lease's key (a release, an
+ * expiry, a break) or of its lock-delay's wakes the waiters of its queue:
+ * P l/NAME and P d/NAME are lock NAME's, P s/NAME/I and P e/NAME/I
+ * semaphore NAME's ("s/NAME"), P r/NAME/... read/write lock NAME's
+ * ("r/NAME"); other keys wake nobody. It reopens from the last revision seen + 1,
  * so nothing released meanwhile is missed; when it cannot (it was closed,
  * or etcd compacted that revision) it reports NULL: every waiter retries. */
 #include <pthread.h>
@@ -22,9 +25,30 @@ static int64_t feed_idle_since;
 static etcd_watch *feed_watch; /* guarded by feed_mu, so stop can stop it */
 static pthread_t feed_thread;
 
+/* Reports the queue a deleted key (its name after the prefix) wakes. */
+static void report(const char *k, size_t n) {
+  char q[PICKET_PROTO_NAME_MAX + 3];
+  if (n < 3 || k[1] != '/') return;
+  const char *name = k + 2;
+  size_t len = n - 2;
+  if (k[0] == 's' || k[0] == 'e' || k[0] == 'r') { /* up to the slot's or lease's slash */
+    const char *slash = memchr(name, '/', len);
+    if (slash == NULL) return;
+    len = (size_t)(slash - name);
+  } else if (k[0] != 'l' && k[0] != 'd') {
+    return;
+  }
+  if (len == 0 || len > PICKET_PROTO_NAME_MAX) return;
+  if (k[0] == 'l' || k[0] == 'd')
+    snprintf(q, sizeof q, "%.*s", (int)len, name);
+  else
+    snprintf(q, sizeof q, "%c/%.*s", k[0] == 'r' ? 'r' : 's', (int)len, name);
+  released(q);
+}
+
 static void *feed_main(void *arg) {
   char prefix[sizeof store_etcd_cfg->key_prefix + 4];
-  snprintf(prefix, sizeof prefix, "%sl/", store_etcd_cfg->key_prefix);
+  snprintf(prefix, sizeof prefix, "%s", store_etcd_cfg->key_prefix);
   size_t plen = strlen(prefix);
   int64_t from = 0;
   for (;;) {
@@ -52,8 +76,7 @@ static void *feed_main(void *arg) {
       n = etcd_watch_next(w, ev, 64, 1000);
       if (n < 0) break;
       for (int i = 0; i < n; i++)
-        if (ev[i].type == ETCD_EVENT_DELETE && ev[i].key_len > plen)
-          released(ev[i].key + plen);
+        if (ev[i].type == ETCD_EVENT_DELETE) report(ev[i].key + plen, ev[i].key_len - plen);
       pthread_mutex_lock(&feed_mu);
       stop = feed_stopping ||
              (!feed_wanted && clock_mono_ms() - feed_idle_since >= FEED_LINGER_MS);

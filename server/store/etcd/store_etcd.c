@@ -89,6 +89,8 @@ int store_etcd_grant_parse(const etcd_kv *kv, store_etcd_grant *g) {
   g->cap = json_integer_value(json_object_get(j, "cap"));
   g->delay_ms = json_integer_value(json_object_get(j, "delay"));
   g->delay_lease = json_integer_value(json_object_get(j, "dl"));
+  g->limit = json_integer_value(json_object_get(j, "limit"));
+  g->write = json_is_true(json_object_get(j, "write"));
   json_decref(j);
   return lease ? 0 : -1;
 }
@@ -102,6 +104,8 @@ char *store_etcd_grant_value(const store_etcd_grant *g) {
   if (j && g->cap) json_object_set_new(j, "cap", json_integer(g->cap));
   if (j && g->delay_ms) json_object_set_new(j, "delay", json_integer(g->delay_ms));
   if (j && g->delay_lease) json_object_set_new(j, "dl", json_integer(g->delay_lease));
+  if (j && g->limit) json_object_set_new(j, "limit", json_integer(g->limit));
+  if (j && g->write) json_object_set_new(j, "write", json_true());
   char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
   json_decref(j);
   return s;

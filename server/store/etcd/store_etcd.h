@@ -54,7 +54,9 @@ typedef struct {
   int64_t ttl_ms;    /* what etcd granted, whole seconds */
   int64_t cap;       /* the hold cap: no expiry past it (unix ms; 0: none) */
   int64_t delay_ms;  /* its lock-delay (0: none) */
-  int64_t delay_lease; /* the etcd lease of P d/NAME (0: none) */
+  int64_t delay_lease; /* the etcd lease of its delay key (0: none) */
+  int64_t limit;     /* a permit's: its semaphore's limit */
+  int write;         /* a read/write lease's: 1 a writer */
 } store_etcd_grant;
 /* Parses a grant's value; 0, or -1 when it is not one of picket's. */
 int store_etcd_grant_parse(const etcd_kv *kv, store_etcd_grant *g);
