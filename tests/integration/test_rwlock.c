@@ -35,9 +35,24 @@ typedef struct {
   int64_t fence;
 } grant;
 
+/* An acquire of `name`, tried every 50 ms while it is held (on etcd a
+ * lease ends in whole seconds, at its leader's next sweep), for at most
+ * bound_ms; the reply (the caller frees it). */
+static harness_resp acquire_within(const char *name, const char *body, int64_t bound_ms) {
+  int64_t until = harness_now_ms() + bound_ms;
+  for (;;) {
+    harness_resp r = rw("POST", name, "acquire", body);
+    if (r.status != 409 || strcmp(harness_error_code(&r), "lock_held") != 0 ||
+        harness_now_ms() >= until)
+      return r;
+    harness_resp_free(&r);
+    harness_sleep_ms(50);
+  }
+}
+
 static grant take(const char *name, const char *body) {
   grant g;
-  harness_resp r = rw("POST", name, "acquire", body);
+  harness_resp r = acquire_within(name, body, 0);
   ck_assert_msg(r.status == 200, "acquire %s %s: %ld %s", name, body, r.status, r.body);
   snprintf(g.lease, sizeof g.lease, "%s", harness_json_str(r.json, "lease"));
   g.fence = harness_json_int(r.json, "fence");
@@ -167,8 +182,11 @@ START_TEST(stale_writer_in_fenced_kv) {
   fkv_start();
   grant w1 = take("prices", "{\"mode\":\"write\",\"ttl_ms\":300}");
   ck_assert_int_eq(fkv_put("price", "prices:rw", w1.fence, "10"), 200);
-  harness_sleep_ms(450); /* w1 pauses past its TTL */
-  grant w2 = take("prices", WRITE);
+  /* w1 pauses past its TTL */
+  harness_resp x = acquire_within("prices", WRITE, 5000);
+  ck_assert_msg(x.status == 200, "%s", x.body);
+  grant w2 = {.fence = harness_json_int(x.json, "fence")};
+  harness_resp_free(&x);
   ck_assert_int_eq(fkv_put("price", "prices:rw", w2.fence, "11"), 200);
   ck_assert_int_eq(fkv_put("price", "prices:rw", w1.fence, "9"), 409); /* w1 wakes: refused */
   fkv_stop();
@@ -204,8 +222,8 @@ END_TEST
 
 START_TEST(lock_delay) {
   take("rw6", "{\"mode\":\"write\",\"ttl_ms\":200,\"lock_delay_ms\":1500}");
-  harness_sleep_ms(400);
-  harness_resp r = rw("POST", "rw6", "acquire", READ);
+  /* held until it expires, then its delay keeps readers out */
+  harness_resp r = acquire_within("rw6", READ, 5000);
   expect_error(&r, 409, "lock_delay");
   harness_resp_free(&r);
 }

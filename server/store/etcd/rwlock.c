@@ -1,11 +1,308 @@
-/* rwlock.c: read/write locks on etcd. PLACEHOLDER on the etcd branch:
- * being written. */
+/* rwlock.c: read/write locks on etcd: many readers or one writer, and a
+ * writer that waits keeps new readers out (proto/redis/rwlock.lua's rules).
+ *
+ * For read/write lock NAME, every key is under P r/NAME/ (so the release
+ * feed wakes the "r/NAME" queue on any delete there):
+ *  - w        the write lease (a grant, grant.c) on its etcd lease; its
+ *             create_revision is the writer's fence, above every grant of
+ *             the lock before it, read or write;
+ *  - wd       the write lease's lock-delay (as a lock's P d/NAME);
+ *  - f        put with every write grant: its mod_revision is the last
+ *             write's fence, the epoch a read lease reads (a read grant
+ *             with no write before it puts f itself, so every fence is a
+ *             revision above the ones before);
+ *  - r/LEASE  a read lease, its fence (the epoch) in its JSON;
+ *  - q/LEASE  a writer that waits, on an etcd lease as long as its wait,
+ *             so it is gone when the wait is, even if picketd dies.
+ * A write grant's txn compares that there is no writer, no delay and no
+ * reader (a whole-prefix compare on r/); a read grant's, that there is no
+ * writer, no delay and no waiting writer (on q/). */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "clock.h"
 #include "store_etcd.h"
 
+#define RW_KEY_MAX (STORE_ETCD_KEY_MAX + PICKET_PROTO_LEASE_LEN + 8)
+
+typedef struct {
+  char base[STORE_ETCD_KEY_MAX]; /* P r/NAME/ */
+  char w[RW_KEY_MAX], wd[RW_KEY_MAX], f[RW_KEY_MAX], r[RW_KEY_MAX], q[RW_KEY_MAX];
+  char mine[RW_KEY_MAX], waiting[RW_KEY_MAX]; /* r/LEASE and q/LEASE of op's lease */
+} rw_keys;
+
+static void keys_of(rw_keys *k, const char *name, const char *lease) {
+  snprintf(k->base, sizeof k->base, "%sr/%s/", store_etcd_cfg->key_prefix, name);
+  snprintf(k->w, sizeof k->w, "%sw", k->base);
+  snprintf(k->wd, sizeof k->wd, "%swd", k->base);
+  snprintf(k->f, sizeof k->f, "%sf", k->base);
+  snprintf(k->r, sizeof k->r, "%sr/", k->base);
+  snprintf(k->q, sizeof k->q, "%sq/", k->base);
+  snprintf(k->mine, sizeof k->mine, "%sr/%s", k->base, lease ? lease : "");
+  snprintf(k->waiting, sizeof k->waiting, "%sq/%s", k->base, lease ? lease : "");
+}
+
+/* Everything under P r/NAME/, read at one revision. */
+typedef struct {
+  etcd_op_result res;
+  etcd_kv *w, *wd, *f, *mine;
+  int readers, waiting;
+  etcd_kv *first_reader, *first_waiting;
+} rw_view;
+
+static int view_read(etcd_client *c, const rw_keys *k, rw_view *v) {
+  memset(v, 0, sizeof *v);
+  etcd_op get = {.kind = ETCD_OP_RANGE, .key = k->base, .prefix = 1};
+  int rc = etcd_range(c, &get, &v->res);
+  if (rc != ETCD_OK) return rc;
+  size_t rl = strlen(k->r), ql = strlen(k->q);
+  for (int i = 0; i < v->res.nkvs; i++) {
+    etcd_kv *kv = &v->res.kvs[i];
+    if (strcmp(kv->key, k->w) == 0) v->w = kv;
+    else if (strcmp(kv->key, k->wd) == 0) v->wd = kv;
+    else if (strcmp(kv->key, k->f) == 0) v->f = kv;
+    else if (strncmp(kv->key, k->r, rl) == 0) {
+      if (v->readers++ == 0) v->first_reader = kv;
+      if (strcmp(kv->key, k->mine) == 0) v->mine = kv;
+    } else if (strncmp(kv->key, k->q, ql) == 0) {
+      if (v->waiting++ == 0) v->first_waiting = kv;
+    }
+  }
+  return ETCD_OK;
+}
+
+/* A write acquire that will wait: it keeps new readers out until its wait
+ * ends (q/LEASE on a lease of the wait), best effort. */
+static void wait_mark(etcd_client *c, const store_op *op, const rw_keys *k) {
+  if (!op->write || op->wait_ms <= 0) return;
+  int64_t id = 0, given = 0;
+  if (etcd_lease_grant(c, store_etcd_ttl_s(c, op->wait_ms), &id, &given) != ETCD_OK) return;
+  etcd_op put = {.kind = ETCD_OP_PUT, .key = k->waiting, .value = "", .lease = id};
+  etcd_txn_req t = {NULL, 0, &put, 1, NULL, 0};
+  etcd_txn_result tr = {0};
+  etcd_txn(c, &t, &tr);
+  etcd_txn_result_clear(&tr);
+}
+
+static void owner_of(const etcd_kv *kv, store_result *r) {
+  store_etcd_grant g;
+  if (kv && store_etcd_grant_parse(kv, &g) == 0) snprintf(r->owner, sizeof r->owner, "%s", g.owner);
+}
+
+static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
+  rw_keys k;
+  keys_of(&k, op->name, op->lease);
+  for (int attempt = 0; attempt < 4; attempt++) {
+    store_etcd_quota q;
+    store_status st = store_etcd_quota_read(c, op, &q, r);
+    if (st != STORE_OK) return st;
+    rw_view v;
+    int rc = view_read(c, &k, &v);
+    if (rc != ETCD_OK) {
+      etcd_op_result_clear(&v.res);
+      return store_etcd_failed(c, rc, r);
+    }
+    store_etcd_grant g;
+    /* a same-lease retry refreshes the lease it holds */
+    etcd_kv *own = op->write ? v.w : v.mine;
+    if (own && store_etcd_grant_parse(own, &g) == 0 && strcmp(g.lease, op->lease) == 0) {
+      st = store_etcd_refresh(c, op, own->key, op->write ? k.wd : "", own, &g, 0, r);
+      if (!op->write) r->fence = g.fence;
+      etcd_op_result_clear(&v.res);
+      if (st == STORE_LOST) r->ttl_ms = 1, st = STORE_HELD;
+      return st;
+    }
+    if (!v.w && v.wd) { /* the last write lease's lock-delay runs */
+      owner_of(v.wd, r);
+      r->ttl_ms = store_etcd_left_s(c, v.wd->lease) * 1000;
+      etcd_op_result_clear(&v.res);
+      return STORE_DELAYED;
+    }
+    etcd_kv *blocker = NULL;
+    if (v.w) blocker = v.w, r->held_by = 0;
+    else if (op->write && v.readers) blocker = v.first_reader, r->held_by = 1;
+    else if (!op->write && v.waiting) blocker = v.first_waiting, r->held_by = 2;
+    if (blocker) {
+      if (r->held_by == 0) owner_of(v.w, r);
+      r->ttl_ms = store_etcd_left_s(c, blocker->lease) * 1000;
+      etcd_op_result_clear(&v.res);
+      if (r->held_by != 2) wait_mark(c, op, &k);
+      return STORE_HELD;
+    }
+    int64_t epoch = v.f ? v.f->mod_revision : 0;
+    etcd_op_result_clear(&v.res);
+
+    int64_t now = clock_wall_ms(), cap = op->max_hold_ms > 0 ? now + op->max_hold_ms : 0;
+    int64_t ttl_s = store_etcd_ttl_under_cap(c, op->ttl_ms, cap, now);
+    if (ttl_s <= 0) ttl_s = store_etcd_min_ttl_s(c);
+    int64_t L = 0, D = 0, given_s = 0;
+    int64_t delay = op->write && op->lock_delay_ms > 0 ? op->lock_delay_ms : 0;
+    rc = store_etcd_leases_grant(c, ttl_s, delay, &L, &given_s, &D);
+    if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
+    store_etcd_grant ng = {.at = now, .ttl_ms = given_s * 1000, .cap = cap, .delay_ms = delay,
+                           .delay_lease = D, .write = op->write, .fence = op->write ? 0 : epoch};
+    snprintf(ng.lease, sizeof ng.lease, "%s", op->lease);
+    snprintf(ng.owner, sizeof ng.owner, "%s", op->owner ? op->owner : "");
+    if (q.on) snprintf(ng.token, sizeof ng.token, "%s", op->token);
+    char *value = store_etcd_grant_value(&ng);
+    if (value == NULL) {
+      store_etcd_leases_revoke(c, L, D);
+      return store_etcd_no_memory(r);
+    }
+    etcd_compare cmp[5] = {{.key = k.w, .target = ETCD_CMP_CREATE},
+                           {.key = k.wd, .target = ETCD_CMP_CREATE},
+                           {.key = op->write ? k.r : k.q, .prefix = 1, .target = ETCD_CMP_CREATE}};
+    int ncmp = 3, nput = 0;
+    etcd_op put[5];
+    if (op->write) {
+      put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.w, .value = value, .lease = L};
+      put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.f, .value = ""};
+      put[nput++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = k.waiting};
+      if (D) put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.wd, .value = value, .lease = D};
+    } else {
+      put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.mine, .value = value, .lease = L};
+      /* the epoch read must still be the last write's; with none yet, this
+       * read grant starts the count */
+      cmp[ncmp++] = (etcd_compare){.key = k.f, .target = ETCD_CMP_MOD, .number = epoch};
+      if (!epoch) put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.f, .value = ""};
+    }
+    int counted = store_etcd_quota_txn(&q, L, &cmp[ncmp], &put[nput]);
+    ncmp += counted;
+    nput += counted;
+    etcd_txn_req t = {cmp, ncmp, put, nput, NULL, 0};
+    etcd_txn_result tr = {0};
+    rc = etcd_txn(c, &t, &tr);
+    int ok = rc == ETCD_OK && tr.succeeded;
+    int64_t rev = tr.revision;
+    etcd_txn_result_clear(&tr);
+    if (ok && !op->write && !epoch) { /* the first grant of the count: its own revision */
+      ng.fence = rev;
+      char *v2 = store_etcd_grant_value(&ng);
+      etcd_compare c2 = {.key = k.mine, .target = ETCD_CMP_MOD, .number = rev};
+      etcd_op p2 = {.kind = ETCD_OP_PUT, .key = k.mine, .value = v2 ? v2 : value, .lease = L};
+      etcd_txn_req t2 = {&c2, 1, &p2, 1, NULL, 0};
+      etcd_txn_result tr2 = {0};
+      etcd_txn(c, &t2, &tr2);
+      etcd_txn_result_clear(&tr2);
+      free(v2);
+    }
+    free(value);
+    if (ok) {
+      r->fence = op->write ? rev : (epoch ? epoch : rev);
+      r->ttl_ms = given_s * 1000;
+      r->created = 1;
+      r->at = now;
+      return STORE_OK;
+    }
+    store_etcd_leases_revoke(c, L, D);
+    if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
+  }
+  r->ttl_ms = 1;
+  return STORE_HELD;
+}
+
+static store_status rw_renew_release(etcd_client *c, store_op *op, store_result *r) {
+  rw_keys k;
+  keys_of(&k, op->name, op->lease);
+  rw_view v;
+  int rc = view_read(c, &k, &v);
+  if (rc != ETCD_OK) {
+    etcd_op_result_clear(&v.res);
+    return store_etcd_failed(c, rc, r);
+  }
+  store_etcd_grant g;
+  etcd_kv *own = NULL;
+  int write = 0;
+  if (v.w && store_etcd_grant_parse(v.w, &g) == 0 && strcmp(g.lease, op->lease) == 0)
+    own = v.w, write = 1;
+  else if (v.mine && store_etcd_grant_parse(v.mine, &g) == 0)
+    own = v.mine;
+  store_status st = STORE_LOST;
+  if (own && op->kind == STORE_OP_RW_RENEW) {
+    st = store_etcd_refresh(c, op, own->key, write ? k.wd : "", own, &g, 1, r);
+    if (!write) r->fence = g.fence;
+    r->held_by = !write;
+  } else if (own) {
+    char qentry[sizeof ((store_etcd_quota *)0)->entry];
+    etcd_compare cmp = {.key = own->key, .target = ETCD_CMP_MOD, .number = own->mod_revision};
+    etcd_op del[3] = {{.kind = ETCD_OP_DELETE, .key = own->key}};
+    int ndel = 1;
+    if (write) del[ndel++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = k.wd};
+    if (g.token[0]) {
+      store_etcd_quota_entry(qentry, sizeof qentry, g.token, op);
+      del[ndel++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = qentry};
+    }
+    etcd_txn_req t = {&cmp, 1, del, ndel, NULL, 0};
+    etcd_txn_result tr = {0};
+    rc = etcd_txn(c, &t, &tr);
+    st = rc != ETCD_OK ? store_etcd_failed(c, rc, r) : tr.succeeded ? STORE_OK : STORE_LOST;
+    etcd_txn_result_clear(&tr);
+    r->fence = write ? own->create_revision : g.fence;
+    r->at = g.at;
+  }
+  etcd_op_result_clear(&v.res);
+  return st;
+}
+
+static store_status rw_forget(etcd_client *c, store_op *op, store_result *r) {
+  rw_keys k;
+  keys_of(&k, op->name, op->lease);
+  etcd_op del = {.kind = ETCD_OP_DELETE, .key = k.waiting};
+  etcd_txn_req t = {NULL, 0, &del, 1, NULL, 0};
+  etcd_txn_result tr = {0};
+  int rc = etcd_txn(c, &t, &tr);
+  etcd_txn_result_clear(&tr);
+  return rc == ETCD_OK ? STORE_OK : store_etcd_failed(c, rc, r);
+}
+
+static store_status rw_inspect(etcd_client *c, store_op *op, store_result *r) {
+  rw_keys k;
+  keys_of(&k, op->name, NULL);
+  rw_view v;
+  int rc = view_read(c, &k, &v);
+  if (rc != ETCD_OK) {
+    etcd_op_result_clear(&v.res);
+    return store_etcd_failed(c, rc, r);
+  }
+  r->fence = v.f ? v.f->mod_revision : 0;
+  if (v.w) {
+    r->held = 1;
+    r->fence = v.w->create_revision;
+    r->ttl_ms = store_etcd_left_s(c, v.w->lease) * 1000;
+    owner_of(v.w, r);
+  } else if (v.wd) { /* the write lease expired; its lock-delay runs */
+    r->held = 1;
+    r->delay_ms = store_etcd_left_s(c, v.wd->lease) * 1000;
+    owner_of(v.wd, r);
+  }
+  r->live = v.readers;
+  r->waiting = v.waiting;
+  int listed = v.readers < op->limit ? v.readers : (int)op->limit;
+  if (listed > 0 && (r->permits = calloc((size_t)listed, sizeof *r->permits)) == NULL) {
+    etcd_op_result_clear(&v.res);
+    return store_etcd_no_memory(r);
+  }
+  size_t rl = strlen(k.r);
+  for (int i = 0; i < v.res.nkvs && r->npermits < listed; i++) {
+    etcd_kv *kv = &v.res.kvs[i];
+    store_etcd_grant g;
+    if (strncmp(kv->key, k.r, rl) != 0 || store_etcd_grant_parse(kv, &g) < 0) continue;
+    store_permit *p = &r->permits[r->npermits++];
+    p->fence = g.fence;
+    p->ttl_ms = store_etcd_left_s(c, kv->lease) * 1000;
+    snprintf(p->owner, sizeof p->owner, "%s", g.owner);
+  }
+  etcd_op_result_clear(&v.res);
+  return STORE_OK;
+}
+
 void store_etcd_rwlock(etcd_client *c, store_op *op) {
-  (void)c;
-  snprintf(op->r.err, sizeof op->r.err, "read/write locks are not supported on etcd yet");
-  op->st = STORE_EREPLY;
+  switch (op->kind) {
+    case STORE_OP_RW_ACQUIRE: op->st = rw_acquire(c, op, &op->r); break;
+    case STORE_OP_RW_RENEW:
+    case STORE_OP_RW_RELEASE: op->st = rw_renew_release(c, op, &op->r); break;
+    case STORE_OP_RW_FORGET: op->st = rw_forget(c, op, &op->r); break;
+    default: op->st = rw_inspect(c, op, &op->r); break;
+  }
 }

@@ -91,6 +91,7 @@ int store_etcd_grant_parse(const etcd_kv *kv, store_etcd_grant *g) {
   g->delay_lease = json_integer_value(json_object_get(j, "dl"));
   g->limit = json_integer_value(json_object_get(j, "limit"));
   g->write = json_is_true(json_object_get(j, "write"));
+  g->fence = json_integer_value(json_object_get(j, "fence"));
   json_decref(j);
   return lease ? 0 : -1;
 }
@@ -106,6 +107,7 @@ char *store_etcd_grant_value(const store_etcd_grant *g) {
   if (j && g->delay_lease) json_object_set_new(j, "dl", json_integer(g->delay_lease));
   if (j && g->limit) json_object_set_new(j, "limit", json_integer(g->limit));
   if (j && g->write) json_object_set_new(j, "write", json_true());
+  if (j && g->fence) json_object_set_new(j, "fence", json_integer(g->fence));
   char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
   json_decref(j);
   return s;

@@ -57,6 +57,8 @@ typedef struct {
   int64_t delay_lease; /* the etcd lease of its delay key (0: none) */
   int64_t limit;     /* a permit's: its semaphore's limit */
   int write;         /* a read/write lease's: 1 a writer */
+  int64_t fence;     /* a read lease's: the write epoch it reads (its key's
+                        create_revision is not its fence) */
 } store_etcd_grant;
 /* Parses a grant's value; 0, or -1 when it is not one of picket's. */
 int store_etcd_grant_parse(const etcd_kv *kv, store_etcd_grant *g);
