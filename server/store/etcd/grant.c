@@ -85,10 +85,12 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *
   ng.renewals += renewal;
   int rc;
   if (want_s * 1000 == g->ttl_ms) {
-    /* The same TTL: keep the etcd leases alive. A renewal first rewrites
-     * the grant with its count (guarded by the revision read: a grant
-     * broken or replaced since is lost), which also tells event watchers. */
-    if (renewal) {
+    /* The same TTL: keep the etcd leases alive. First the grant is written
+     * again with its count of renewals and its new end (guarded by the
+     * revision read: a grant broken or replaced since is lost), which also
+     * tells event watchers. */
+    ng.exp = now + want_s * 1000;
+    {
       char *value = store_etcd_grant_value(&ng);
       if (value == NULL) return store_etcd_no_memory(r);
       etcd_compare cmp = {.key = key, .target = ETCD_CMP_MOD, .number = kv->mod_revision};
@@ -118,6 +120,7 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *
   if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
   ng.ttl_ms = given_s * 1000;
   ng.delay_lease = D;
+  ng.exp = now + given_s * 1000;
   char *value = store_etcd_grant_value(&ng);
   if (value == NULL) {
     store_etcd_leases_revoke(c, L, D);

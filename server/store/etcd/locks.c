@@ -64,7 +64,7 @@ static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) 
     int64_t L = 0, D = 0, given_s = 0;
     int rc = store_etcd_leases_grant(c, ttl_s, op->lock_delay_ms, &L, &given_s, &D);
     if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
-    store_etcd_grant g = {.at = now, .ttl_ms = given_s * 1000, .cap = cap,
+    store_etcd_grant g = {.at = now, .exp = now + given_s * 1000, .ttl_ms = given_s * 1000, .cap = cap,
                           .delay_ms = op->lock_delay_ms > 0 ? op->lock_delay_ms : 0,
                           .delay_lease = D};
     snprintf(g.lease, sizeof g.lease, "%s", op->lease);

@@ -140,7 +140,7 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
     int64_t delay = op->write && op->lock_delay_ms > 0 ? op->lock_delay_ms : 0;
     rc = store_etcd_leases_grant(c, ttl_s, delay, &L, &given_s, &D);
     if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
-    store_etcd_grant ng = {.at = now, .ttl_ms = given_s * 1000, .cap = cap, .delay_ms = delay,
+    store_etcd_grant ng = {.at = now, .exp = now + given_s * 1000, .ttl_ms = given_s * 1000, .cap = cap, .delay_ms = delay,
                            .delay_lease = D, .write = op->write, .fence = op->write ? 0 : epoch};
     snprintf(ng.lease, sizeof ng.lease, "%s", op->lease);
     snprintf(ng.owner, sizeof ng.owner, "%s", op->owner ? op->owner : "");

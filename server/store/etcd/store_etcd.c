@@ -84,6 +84,7 @@ int store_etcd_grant_parse(const etcd_kv *kv, store_etcd_grant *g) {
   snprintf(g->owner, sizeof g->owner, "%s", owner ? owner : "");
   snprintf(g->token, sizeof g->token, "%s", token ? token : "");
   g->at = json_integer_value(json_object_get(j, "at"));
+  g->exp = json_integer_value(json_object_get(j, "exp"));
   g->renewals = json_integer_value(json_object_get(j, "renewals"));
   g->ttl_ms = json_integer_value(json_object_get(j, "ttl_ms"));
   g->cap = json_integer_value(json_object_get(j, "cap"));
@@ -97,9 +98,9 @@ int store_etcd_grant_parse(const etcd_kv *kv, store_etcd_grant *g) {
 }
 
 char *store_etcd_grant_value(const store_etcd_grant *g) {
-  json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I}", "lease", g->lease, "owner", g->owner,
+  json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "lease", g->lease, "owner", g->owner,
                         "ttl_ms", (json_int_t)g->ttl_ms, "at", (json_int_t)g->at, "renewals",
-                        (json_int_t)g->renewals);
+                        (json_int_t)g->renewals, "exp", (json_int_t)g->exp);
   /* the rest only when set, so a plain grant stays short */
   if (j && g->token[0]) json_object_set_new(j, "qt", json_string(g->token));
   if (j && g->cap) json_object_set_new(j, "cap", json_integer(g->cap));

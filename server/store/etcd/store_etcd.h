@@ -48,8 +48,11 @@ int64_t store_etcd_min_ttl_s(etcd_client *c);
 typedef struct {
   char lease[PICKET_PROTO_LEASE_LEN + 1];
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
-  char token[80];    /* the token whose max_leases counts it ("": none) */
+  char token[72];    /* the token whose max_leases counts it ("": none; store_result.token) */
   int64_t at;        /* grant time (unix ms, picketd's clock) */
+  int64_t exp;       /* when its lease ends, as of its last grant or refresh
+                        (unix ms, picketd's clock; etcd may keep it longer,
+                        never shorter): a listing's TTL, with no call per name */
   int64_t renewals;
   int64_t ttl_ms;    /* what etcd granted, whole seconds */
   int64_t cap;       /* the hold cap: no expiry past it (unix ms; 0: none) */
