@@ -101,14 +101,16 @@ START_TEST(expired) {
   stream s;
   watch(P, "ev2", &s);
   int64_t f = acquire_ok("ev2", "{\"ttl_ms\":300}", NULL);
-  json_decref(expect_event(&s, "granted", 2000));
+  json_t *d = expect_event(&s, "granted", 2000);
+  int64_t ttl = jint(d, "ttl_ms"); /* 300, or on etcd whole seconds */
+  json_decref(d);
   int64_t t0 = harness_now_ms();
-  json_t *d = expect_event(&s, "expired", 3000);
+  d = expect_event(&s, "expired", 3000 + ttl);
   int64_t after = harness_now_ms() - t0;
   ck_assert_int_eq(jint(d, "fence"), f);
   json_decref(d);
-  ck_assert_msg(after >= 200 && after < 1300 * harness_time_scale(),
-                "expired %lld ms after a 300 ms grant", (long long)after);
+  ck_assert_msg(after >= ttl - 100 && after < (ttl + 1000) * harness_time_scale(),
+                "expired %lld ms after a %lld ms grant", (long long)after, (long long)ttl);
   stream_close(&s);
 }
 END_TEST
@@ -271,10 +273,24 @@ START_TEST(redis_restart) {
   stream s;
   watch(P, "ev8", &s);
   ck_assert_int_eq(harness_redis_restart(R), 0);
-  json_t *d = expect_event(&s, "state", 10000);
-  ck_assert(json_is_false(json_object_get(d, "held")));
-  json_decref(d);
-  int64_t f = acquire_ok("ev8", "{\"ttl_ms\":20000}", NULL);
+  json_t *d;
+  /* Redis: the subscription was lost, so the stream tells the state again.
+   * etcd: the watch resumes from the revision after the last it saw and
+   * misses nothing, so no state is owed; events go on. */
+  if (!harness_backend_etcd()) {
+    d = expect_event(&s, "state", 10000);
+    ck_assert(json_is_false(json_object_get(d, "held")));
+    json_decref(d);
+  }
+  int64_t f = 0, until = harness_now_ms() + 10000;
+  while (f == 0) { /* picketd serves again once the store is back */
+    harness_resp r;
+    call("POST", "/v1/locks/ev8/acquire", "{\"ttl_ms\":20000}", &r);
+    if (r.status == 200) f = harness_json_int(r.json, "fence");
+    harness_resp_free(&r);
+    ck_assert_msg(f || harness_now_ms() < until, "not served 10 s after the restart");
+    if (!f) harness_sleep_ms(100);
+  }
   d = expect_event(&s, "granted", 3000);
   ck_assert_int_eq(jint(d, "fence"), f);
   json_decref(d);
@@ -304,10 +320,10 @@ int main(void) {
   tcase_add_test(tc, lifecycle);
   tcase_add_test(tc, expired);
   tcase_add_test(tc, other_picketd);
-  tcase_add_test(tc, unwatched_publishes_nothing);
+  REDIS_CASE(tc, unwatched_publishes_nothing);
   tcase_add_test(tc, heartbeat_and_hangup);
   tcase_add_test(tc, bounds);
-  tcase_add_test(tc, older_than_state);
+  REDIS_CASE(tc, older_than_state);
   tcase_add_test(tc, redis_restart);
   tcase_add_test(tc, stops_with_streams_open);
   suite_add_tcase(s, tc);

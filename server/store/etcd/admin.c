@@ -248,20 +248,20 @@ store_status store_etcd_break(const char *name, const char *who, store_result *r
     ops[nops++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = l};
     ops[nops++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = d};
     ops[nops++] = (etcd_op){.kind = ETCD_OP_PUT, .key = f, .value = ""};
-    if (held) {
-      /* the reason, for the broken holder's next renew or release */
-      int64_t keep_s = g.exp > now ? (g.exp - now + 999) / 1000 : 0;
-      if (keep_s < BROKEN_KEEP_S) keep_s = BROKEN_KEEP_S;
-      json_t *j = json_pack("{s:s, s:s, s:I}", "lease", g.lease, "by", who, "at", (json_int_t)now);
-      marker = j ? json_dumps(j, JSON_COMPACT) : NULL;
-      json_decref(j);
-      if (marker && etcd_lease_grant(c, keep_s, &M, &given) == ETCD_OK)
-        ops[nops++] = (etcd_op){.kind = ETCD_OP_PUT, .key = b, .value = marker, .lease = M};
-      if (g.token[0]) { /* the broken lease's place in its token's count */
-        store_op qop = {.kind = STORE_OP_ACQUIRE, .name = name, .lease = g.lease};
-        store_etcd_quota_entry(qentry, sizeof qentry, g.token, &qop);
-        ops[nops++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = qentry};
-      }
+    /* the reason, for the broken holder's next renew or release, and what
+     * event followers tell of the break (events.c) */
+    int64_t keep_s = held && g.exp > now ? (g.exp - now + 999) / 1000 : 0;
+    if (keep_s < BROKEN_KEEP_S) keep_s = BROKEN_KEEP_S;
+    json_t *j = json_pack("{s:s, s:s, s:I, s:I}", "lease", held ? g.lease : "", "by", who, "at",
+                          (json_int_t)now, "fence", (json_int_t)(held ? kv->create_revision : 0));
+    marker = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (marker && etcd_lease_grant(c, keep_s, &M, &given) == ETCD_OK)
+      ops[nops++] = (etcd_op){.kind = ETCD_OP_PUT, .key = b, .value = marker, .lease = M};
+    if (held && g.token[0]) { /* the broken lease's place in its token's count */
+      store_op qop = {.kind = STORE_OP_ACQUIRE, .name = name, .lease = g.lease};
+      store_etcd_quota_entry(qentry, sizeof qentry, g.token, &qop);
+      ops[nops++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = qentry};
     }
     /* only the grant just read (or, with none, still none) */
     etcd_compare cmp = held ? (etcd_compare){.key = l, .target = ETCD_CMP_MOD,

@@ -183,10 +183,17 @@ static store_status lock_release(etcd_client *c, store_op *op, store_result *r) 
   }
   /* Deleted only if it is still the grant just read: a stale release
    * cannot end a newer holder's lease. Its delay and count go with it. */
-  char qentry[sizeof ((store_etcd_quota *)0)->entry];
+  char qentry[sizeof ((store_etcd_quota *)0)->entry], x[STORE_ETCD_KEY_MAX], mark[48];
+  /* P x/NAME tells event followers (events.c) that this delete was a
+   * release, not an expiry; it lives on the grant's own etcd lease, which
+   * ends with the TTL the grant had */
+  store_etcd_key(x, sizeof x, 'x', op->name);
+  snprintf(mark, sizeof mark, "{\"fence\":%lld}", (long long)kv->create_revision);
   etcd_compare cmp = {.key = k.l, .target = ETCD_CMP_MOD, .number = kv->mod_revision};
-  etcd_op del[3] = {{.kind = ETCD_OP_DELETE, .key = k.l}, {.kind = ETCD_OP_DELETE, .key = k.d}};
-  int ndel = 2;
+  etcd_op del[4] = {{.kind = ETCD_OP_DELETE, .key = k.l},
+                    {.kind = ETCD_OP_DELETE, .key = k.d},
+                    {.kind = ETCD_OP_PUT, .key = x, .value = mark, .lease = kv->lease}};
+  int ndel = 3;
   if (g.token[0]) {
     store_etcd_quota_entry(qentry, sizeof qentry, g.token, op);
     del[ndel++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = qentry};
@@ -194,7 +201,8 @@ static store_status lock_release(etcd_client *c, store_op *op, store_result *r) 
   etcd_txn_req t = {&cmp, 1, del, ndel, NULL, 0};
   etcd_txn_result tr = {0};
   int rc = etcd_txn(c, &t, &tr);
-  if (rc != ETCD_OK) st = store_etcd_failed(c, rc, r);
+  if (rc == ETCD_ENOTFOUND) st = STORE_LOST; /* its etcd lease ended meanwhile */
+  else if (rc != ETCD_OK) st = store_etcd_failed(c, rc, r);
   else if (!tr.succeeded) st = STORE_LOST;
   etcd_txn_result_clear(&tr);
   r->fence = kv->create_revision;
