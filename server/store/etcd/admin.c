@@ -249,7 +249,7 @@ store_status store_etcd_break(const char *name, const char *who, store_result *r
     ops[nops++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = d};
     ops[nops++] = (etcd_op){.kind = ETCD_OP_PUT, .key = f, .value = ""};
     /* the reason, for the broken holder's next renew or release, and what
-     * event followers tell of the break (events.c) */
+     * event followers tell of the break (store_events.c) */
     int64_t keep_s = held && g.exp > now ? (g.exp - now + 999) / 1000 : 0;
     if (keep_s < BROKEN_KEEP_S) keep_s = BROKEN_KEEP_S;
     json_t *j = json_pack("{s:s, s:s, s:I, s:I}", "lease", held ? g.lease : "", "by", who, "at",
@@ -275,9 +275,10 @@ store_status store_etcd_break(const char *name, const char *who, store_result *r
     etcd_txn_result_clear(&tr);
     free(marker);
     if (!ok) {
-      if (M) etcd_lease_revoke(c, M);
+      store_status st = rc != ETCD_OK ? store_etcd_failed(c, rc, r) : STORE_OK;
+      if (M) etcd_lease_revoke(c, M); /* after: its call replaces the failure's message */
       etcd_op_result_clear(&res);
-      if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
+      if (rc != ETCD_OK) return st;
       continue; /* granted or renewed meanwhile: break what is there now */
     }
     r->fence = rev;

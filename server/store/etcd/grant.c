@@ -142,9 +142,9 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *
   etcd_txn_result_clear(&tr);
   free(value);
   if (!ok) {
-    store_etcd_leases_revoke(c, L, D);
-    if (rc == ETCD_OK) return STORE_LOST;
-    return store_etcd_failed(c, rc, r);
+    store_status st = rc == ETCD_OK ? STORE_LOST : store_etcd_failed(c, rc, r);
+    store_etcd_leases_revoke(c, L, D); /* after: its call replaces the failure's message */
+    return st;
   }
   store_etcd_leases_revoke(c, kv->lease, g->delay_lease);
   r->ttl_ms = given_s * 1000;

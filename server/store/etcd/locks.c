@@ -17,7 +17,7 @@
  *    does it on Redis). A release deletes both.
  *  - the hold cap is the grant's `cap` (picketd's wall clock, ms): no
  *    renewal gives L a TTL that runs past it.
- *  - a token's count: quota.c.
+ *  - a token's count: leases.c.
  *
  * etcd leases count whole seconds and have a minimum (store_etcd_ttl_s);
  * an etcd lease keeps the TTL it was granted, so a renewal that asks for
@@ -98,10 +98,12 @@ static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) 
       etcd_txn_result_clear(&tr);
       return STORE_OK;
     }
+    /* the failure's message before the revoke's call replaces it */
+    st = rc != ETCD_OK ? store_etcd_failed(c, rc, r) : STORE_OK;
     store_etcd_leases_revoke(c, L, D); /* granted for nothing */
     if (rc != ETCD_OK) {
       etcd_txn_result_clear(&tr);
-      return store_etcd_failed(c, rc, r);
+      return st;
     }
     etcd_kv *held = tr.nresults == 2 && tr.results[0].nkvs > 0 ? &tr.results[0].kvs[0] : NULL;
     etcd_kv *delayed = tr.nresults == 2 && tr.results[1].nkvs > 0 ? &tr.results[1].kvs[0] : NULL;
@@ -184,7 +186,7 @@ static store_status lock_release(etcd_client *c, store_op *op, store_result *r) 
   /* Deleted only if it is still the grant just read: a stale release
    * cannot end a newer holder's lease. Its delay and count go with it. */
   char qentry[sizeof ((store_etcd_quota *)0)->entry], x[STORE_ETCD_KEY_MAX], mark[48];
-  /* P x/NAME tells event followers (events.c) that this delete was a
+  /* P x/NAME tells event followers (store_events.c) that this delete was a
    * release, not an expiry; it lives on the grant's own etcd lease, which
    * ends with the TTL the grant had */
   store_etcd_key(x, sizeof x, 'x', op->name);

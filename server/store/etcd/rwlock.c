@@ -195,8 +195,9 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
       r->at = now;
       return STORE_OK;
     }
+    st = rc != ETCD_OK ? store_etcd_failed(c, rc, r) : STORE_OK; /* before the revoke's call */
     store_etcd_leases_revoke(c, L, D);
-    if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
+    if (rc != ETCD_OK) return st;
   }
   r->ttl_ms = 1;
   return STORE_HELD;

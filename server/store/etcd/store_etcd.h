@@ -2,7 +2,7 @@
  * interface of picketd: store.h is, through the backend table at the end
  * of store_etcd.c. Each family of calls has a file of its own behind one
  * entry point here (locks.c, semaphore.c, rwlock.c, admin.c), as do the
- * release feed (feed.c) and the lock-event follower (events.c).
+ * release feed (feed.c) and the lock-event follower (store_events.c).
  *
  * The data model is in docs/etcd-design.md. Every key is the key prefix,
  * one letter for what it holds, a slash and the name:
@@ -98,7 +98,7 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *
                                 const char *dkey, const etcd_kv *kv, const store_etcd_grant *g,
                                 int renewal, store_result *r);
 
-/* ---- quota.c: a token's lease count (op->token, op->max_leases) ----------
+/* ---- leases.c: a token's lease count (op->token, op->max_leases) ----------
  * Every lease a token holds is one key P q/TOKEN/ENTRY on the lease's own
  * etcd lease, so a lease that ends, however it ends, leaves the count with
  * it (ENTRY is a lock's NAME, as Redis counts a lock once per token; a
@@ -151,7 +151,7 @@ int store_etcd_feed_start(void (*released)(const char *key));
 void store_etcd_feed_want(int on);
 void store_etcd_feed_stop(void);
 
-/* events.c: the lock-event follower. */
+/* store_events.c: the lock-event follower. */
 store_events *store_etcd_events_new(const store_events_hooks *hooks, void *ctx);
 void store_etcd_events_free(store_events *e);
 int store_etcd_events_add(store_events *e, const char *name);

@@ -1,4 +1,4 @@
-/* quota.c: a token's max_leases on etcd (store_etcd.h says the model).
+/* leases.c: a token's max_leases on etcd (store_etcd.h says the model).
  *
  * Redis keeps the count in the lock call's own script; etcd has no
  * scripts, so the count is the number of keys under P q/TOKEN/, each on

@@ -1,4 +1,4 @@
-/* events.c: lock events on etcd (store_events_* in store.h), for the
+/* store_events.c: lock events on etcd (store_events_* in store.h), for the
  * events thread (server/events.c), which owns the streams.
  *
  * etcd tells every change of a key to a watch, so no lock call has to
