@@ -617,7 +617,7 @@ int config_load(config *cfg, int argc, char **argv, char **envp, char *err, size
 void config_usage(FILE *out) {
   fprintf(out,
           "Usage: picketd [--flag value | --flag=value]...\n"
-          "picketd grants leases on named locks stored in Redis; every grant carries a fence.\n\n"
+          "picketd grants leases on named locks stored in Redis or etcd; every grant carries a fence.\n\n"
           "Flags (each also read from the environment as PICKET_<FLAG>, flags win):\n");
   for (size_t i = 0; i < NOPTIONS; i++) {
     const config_option *o = &options[i];
