@@ -24,6 +24,7 @@
 
 #include "fault_util.h"
 #include "harness_etcd.h"
+#include "../integration/picketd_common.h" /* fkv_start, fkv_stop: a real fenced-kv */
 
 #define CLIENTS 4
 #define TTL_MS 2000
@@ -32,8 +33,6 @@
 static harness_etcd *E;
 static harness_picketd *PD[2];
 static const char *server[2];
-static char fkv_url[64], fkv_dir[256];
-static pid_t fkv_pid;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int64_t fences[MAX_GRANTS];
@@ -62,31 +61,6 @@ static long kv_put(const char *key, int64_t fence, const char *value) {
   return st;
 }
 
-static void kv_start(void) {
-  ck_assert_int_eq(harness_make_tmpdir(fkv_dir, sizeof fkv_dir, "fkv"), 0);
-  char db[300], pf[300], log[300], bin[1024];
-  snprintf(db, sizeof db, "%s/kv.db", fkv_dir);
-  snprintf(pf, sizeof pf, "%s/port", fkv_dir);
-  snprintf(log, sizeof log, "%s/kv.log", fkv_dir);
-  const char *dir = getenv("PICKET_BIN_DIR");
-  snprintf(bin, sizeof bin, "%s/fenced-kv", dir ? dir : "build/bin");
-  char *argv[] = {bin, "--db", db, "--listen", "127.0.0.1:0", "--port-file", pf, NULL};
-  fkv_pid = harness_spawn(argv, log);
-  ck_assert_int_gt(fkv_pid, 0);
-  fkv_url[0] = '\0';
-  for (int i = 0; i < 500 && fkv_url[0] == '\0'; i++) {
-    FILE *f = fopen(pf, "r");
-    int port = 0;
-    if (f) {
-      if (fscanf(f, "%d", &port) != 1) port = 0;
-      fclose(f);
-    }
-    if (port > 0) snprintf(fkv_url, sizeof fkv_url, "http://127.0.0.1:%d", port);
-    else harness_sleep_ms(10);
-  }
-  ck_assert_msg(fkv_url[0], "fenced-kv did not start");
-}
-
 static void setup(void) {
   E = harness_etcd_start(3);
   ck_assert_msg(E != NULL, "etcd did not start");
@@ -96,7 +70,7 @@ static void setup(void) {
     ck_assert_msg(PD[i] != NULL, "picketd did not start");
     server[i] = harness_picketd_url(PD[i]);
   }
-  kv_start();
+  fkv_start();
   ngrants = 0;
   holder = -1;
   atomic_store(&stop_load, 0);
@@ -108,8 +82,7 @@ static void setup(void) {
 static void teardown(void) {
   for (int i = 0; i < 2; i++) harness_picketd_free(PD[i]);
   harness_etcd_free(E);
-  if (fkv_pid > 0) fault_stop_process(fkv_pid);
-  harness_rm_rf(fkv_dir);
+  fkv_stop();
 }
 
 /* One call with failover: on no reply or a 503, the other picketd gets the

@@ -150,3 +150,22 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *
   r->ttl_ms = given_s * 1000;
   return STORE_OK;
 }
+
+store_status store_etcd_grant_new(etcd_client *c, const store_op *op, const store_etcd_quota *q,
+                                  int64_t delay_ms, store_etcd_grant *g, int64_t *L, int64_t *D,
+                                  store_result *r) {
+  int64_t now = clock_wall_ms(), cap = op->max_hold_ms > 0 ? now + op->max_hold_ms : 0;
+  int64_t ttl_s = store_etcd_ttl_under_cap(c, op->ttl_ms, cap, now);
+  /* a cap shorter than etcd's shortest lease: that lease, the least etcd gives */
+  if (ttl_s <= 0) ttl_s = store_etcd_min_ttl_s(c);
+  int64_t given_s = 0;
+  if (delay_ms < 0) delay_ms = 0;
+  int rc = store_etcd_leases_grant(c, ttl_s, delay_ms, L, &given_s, D);
+  if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
+  *g = (store_etcd_grant){.at = now, .exp = now + given_s * 1000, .ttl_ms = given_s * 1000,
+                          .cap = cap, .delay_ms = delay_ms, .delay_lease = *D};
+  snprintf(g->lease, sizeof g->lease, "%s", op->lease);
+  snprintf(g->owner, sizeof g->owner, "%s", op->owner ? op->owner : "");
+  if (q->on) snprintf(g->token, sizeof g->token, "%s", op->token);
+  return STORE_OK;
+}

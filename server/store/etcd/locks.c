@@ -33,7 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
 #include "store_etcd.h"
 
 /* A grant that loses a race (a release between the txn's compare and its
@@ -57,19 +56,10 @@ static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) 
     store_etcd_quota q;
     store_status st = store_etcd_quota_read(c, op, &q, r);
     if (st != STORE_OK) return st;
-    int64_t now = clock_wall_ms(), cap = op->max_hold_ms > 0 ? now + op->max_hold_ms : 0;
-    int64_t ttl_s = store_etcd_ttl_under_cap(c, op->ttl_ms, cap, now);
-    /* a cap shorter than etcd's shortest lease: that lease, the least etcd gives */
-    if (ttl_s <= 0) ttl_s = store_etcd_min_ttl_s(c);
-    int64_t L = 0, D = 0, given_s = 0;
-    int rc = store_etcd_leases_grant(c, ttl_s, op->lock_delay_ms, &L, &given_s, &D);
-    if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
-    store_etcd_grant g = {.at = now, .exp = now + given_s * 1000, .ttl_ms = given_s * 1000, .cap = cap,
-                          .delay_ms = op->lock_delay_ms > 0 ? op->lock_delay_ms : 0,
-                          .delay_lease = D};
-    snprintf(g.lease, sizeof g.lease, "%s", op->lease);
-    snprintf(g.owner, sizeof g.owner, "%s", op->owner ? op->owner : "");
-    if (q.on) snprintf(g.token, sizeof g.token, "%s", op->token);
+    store_etcd_grant g;
+    int64_t L = 0, D = 0;
+    st = store_etcd_grant_new(c, op, &q, op->lock_delay_ms, &g, &L, &D, r);
+    if (st != STORE_OK) return st;
     char *value = store_etcd_grant_value(&g);
     if (value == NULL) {
       store_etcd_leases_revoke(c, L, D);
@@ -88,13 +78,13 @@ static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) 
     etcd_op get[2] = {{.kind = ETCD_OP_RANGE, .key = k.l}, {.kind = ETCD_OP_RANGE, .key = k.d}};
     etcd_txn_req t = {cmp, ncmp, put, nput, get, 2};
     etcd_txn_result tr = {0};
-    rc = etcd_txn(c, &t, &tr);
+    int rc = etcd_txn(c, &t, &tr);
     free(value);
     if (rc == ETCD_OK && tr.succeeded) {
       r->fence = tr.revision; /* the grant key's create_revision */
-      r->ttl_ms = given_s * 1000;
+      r->ttl_ms = g.ttl_ms;
       r->created = 1;
-      r->at = now;
+      r->at = g.at;
       etcd_txn_result_clear(&tr);
       return STORE_OK;
     }

@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
 #include "store_etcd.h"
 
 #define SEM_TRIES 4
@@ -142,18 +141,11 @@ static store_status sem_acquire(etcd_client *c, store_op *op, store_result *r) {
       return STORE_HELD;
     }
     slot_keys(&p, slot, key, dkey);
-    int64_t now = clock_wall_ms(), cap = op->max_hold_ms > 0 ? now + op->max_hold_ms : 0;
-    int64_t ttl_s = store_etcd_ttl_under_cap(c, op->ttl_ms, cap, now);
-    if (ttl_s <= 0) ttl_s = store_etcd_min_ttl_s(c);
-    int64_t L = 0, D = 0, given_s = 0;
-    rc = store_etcd_leases_grant(c, ttl_s, op->lock_delay_ms, &L, &given_s, &D);
-    if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
-    store_etcd_grant ng = {.at = now, .exp = now + given_s * 1000, .ttl_ms = given_s * 1000, .cap = cap,
-                           .delay_ms = op->lock_delay_ms > 0 ? op->lock_delay_ms : 0,
-                           .delay_lease = D, .limit = limit};
-    snprintf(ng.lease, sizeof ng.lease, "%s", op->lease);
-    snprintf(ng.owner, sizeof ng.owner, "%s", op->owner ? op->owner : "");
-    if (q.on) snprintf(ng.token, sizeof ng.token, "%s", op->token);
+    store_etcd_grant ng;
+    int64_t L = 0, D = 0;
+    st = store_etcd_grant_new(c, op, &q, op->lock_delay_ms, &ng, &L, &D, r);
+    if (st != STORE_OK) return st;
+    ng.limit = limit;
     char *value = store_etcd_grant_value(&ng);
     if (value == NULL) {
       store_etcd_leases_revoke(c, L, D);
@@ -179,9 +171,9 @@ static store_status sem_acquire(etcd_client *c, store_op *op, store_result *r) {
     if (ok) {
       r->fence = fence;
       r->permit = slot;
-      r->ttl_ms = given_s * 1000;
+      r->ttl_ms = ng.ttl_ms;
       r->created = 1;
-      r->at = now;
+      r->at = ng.at;
       return STORE_OK;
     }
     st = rc != ETCD_OK ? store_etcd_failed(c, rc, r) : STORE_OK; /* before the revoke's call */

@@ -128,6 +128,16 @@ store_status store_etcd_quota_read(etcd_client *c, const store_op *op, store_etc
 int store_etcd_quota_txn(const store_etcd_quota *q, int64_t lease, etcd_compare *cmp,
                          etcd_op *put);
 
+/* A new grant of op, now: grants its etcd leases (*L for its TTL under its
+ * hold cap, and *D with a lock-delay of delay_ms) and fills g (lease id,
+ * owner, the token when q counts it, times, TTL). STORE_OK, or a failure
+ * with nothing granted. The caller adds its own fields, makes the value
+ * (store_etcd_grant_value) and revokes L and D if the grant does not
+ * happen. */
+store_status store_etcd_grant_new(etcd_client *c, const store_op *op, const store_etcd_quota *q,
+                                  int64_t delay_ms, store_etcd_grant *g, int64_t *L, int64_t *D,
+                                  store_result *r);
+
 /* ---- admin.c: why a lease was lost ---------------------------------------
  * A break leaves P b/NAME (who, when, and the broken lease's id) for as
  * long as the lease had left and at least a minute. On a renew or release
