@@ -9,7 +9,7 @@ export PICKET_PICKETD_WRAPPER="valgrind --quiet --leak-check=full --errors-for-l
 # under valgrind picketd is 20-50x slower and the latency bounds mean nothing.
 export PICKET_TIME_SCALE=10
 bad=0
-(cd "$ROOT/build" && ctest --output-on-failure -j "$JOBS" -R '^picketd_(api|redis|fence)$') || bad=1
+(cd "$ROOT/build" && ctest --output-on-failure -j "$JOBS" -R '^picketd_(api|redis|fence|api_etcd)$') || bad=1
 n=0
 for f in "$logs"/picketd.*.log; do
   [ -e "$f" ] || continue
