@@ -6,6 +6,10 @@
 #   h_start_redis [appendonly]        # sets REDIS_SOCK REDIS_URL REDIS_PID
 #   h_start_picketd [flags...]        # sets PICKETD_URL PICKETD_PORT PICKETD_PID
 #   h_fail "message"                  # prints and exits 1
+#
+# With PICKET_TEST_BACKEND=etcd, h_start_redis also starts a one-member
+# etcd (ETCD_URL) and h_start_picketd gives picketd --etcd instead of
+# --redis, as the C harness does (tests/harness/harness.h).
 set -u
 : "${PICKET_BIN_DIR:?PICKET_BIN_DIR must name build/bin}"
 H_DIR=$(mktemp -d /tmp/picket-sh-XXXXXX)
@@ -46,7 +50,10 @@ CONF
   REDIS_PID=$!
   H_PIDS="$H_PIDS $REDIS_PID"
   for _ in $(seq 1 500); do
-    [ "$(redis-cli -s "$REDIS_SOCK" ping 2>/dev/null)" = PONG ] && return 0
+    if [ "$(redis-cli -s "$REDIS_SOCK" ping 2>/dev/null)" = PONG ]; then
+      [ "${PICKET_TEST_BACKEND:-}" = etcd ] && h_start_etcd
+      return 0
+    fi
     sleep 0.02
   done
   h_fail "redis-server did not start"
@@ -54,10 +61,32 @@ CONF
 
 h_redis() { redis-cli -s "$REDIS_SOCK" "$@"; }
 
+h_start_etcd() {
+  local ports c p
+  ports=$(python3 -c 'import socket
+ss = [socket.socket() for _ in range(2)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))')
+  read -r c p <<< "$ports"
+  ETCD_URL="http://127.0.0.1:$c"
+  etcd --name h --data-dir "$H_DIR/etcd" --listen-client-urls "$ETCD_URL" \
+    --advertise-client-urls "$ETCD_URL" --listen-peer-urls "http://127.0.0.1:$p" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$p" --initial-cluster "h=http://127.0.0.1:$p" \
+    --heartbeat-interval 50 --election-timeout 500 --log-level error > "$H_DIR/etcd.log" 2>&1 &
+  H_PIDS="$H_PIDS $!"
+  for _ in $(seq 1 200); do
+    curl -sf "$ETCD_URL/health" 2>/dev/null | grep -q '"health":"true"' && return 0
+    sleep 0.05
+  done
+  h_fail "etcd did not start"
+}
+
 h_start_picketd() {
   local pf="$H_DIR/picketd.port"
   rm -f "$pf"
-  "$PICKET_BIN_DIR/picketd" --listen 127.0.0.1:0 --port-file "$pf" --redis "$REDIS_URL" "$@" \
+  local store=(--redis "$REDIS_URL")
+  [ "${PICKET_TEST_BACKEND:-}" = etcd ] && store=(--etcd "$ETCD_URL")
+  "$PICKET_BIN_DIR/picketd" --listen 127.0.0.1:0 --port-file "$pf" "${store[@]}" "$@" \
     >> "$H_DIR/picketd.log" 2>&1 &
   PICKETD_PID=$!
   H_PIDS="$H_PIDS $PICKETD_PID"

@@ -13,3 +13,9 @@ foreach(t picketd_api picketd_wait picketd_fence picketd_hold picketd_semaphore 
                        FIXTURES_REQUIRED contract
                        ENVIRONMENT "${PICKET_TEST_ENV};PICKET_TEST_BACKEND=etcd")
 endforeach()
+# Signed fences on etcd: tests/harness/harness.sh switches the same way.
+add_test(NAME picketd_fence_token_etcd
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/test_fence_token.sh)
+set_tests_properties(picketd_fence_token_etcd PROPERTIES TIMEOUT 120 LABELS "integration;etcd"
+                     FIXTURES_REQUIRED contract
+                     ENVIRONMENT "${PICKET_TEST_ENV};PICKET_TEST_BACKEND=etcd")
