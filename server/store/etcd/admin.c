@@ -83,7 +83,7 @@ static const char *name_of(const etcd_kv *kv, char kind, size_t *len) {
 }
 
 static void add_lock(candidates *cs, const etcd_kv *kv) {
-  size_t len;
+  size_t len = 0;
   const char *name = name_of(kv, 'l', &len);
   store_etcd_grant g;
   if (name == NULL || store_etcd_grant_parse(kv, &g) < 0) return;
@@ -98,7 +98,7 @@ static void add_lock(candidates *cs, const etcd_kv *kv) {
 }
 
 static void add_semaphore(candidates *cs, const etcd_kv *kv) {
-  size_t len;
+  size_t len = 0;
   const char *name = name_of(kv, 's', &len);
   store_etcd_grant g;
   if (name == NULL || store_etcd_grant_parse(kv, &g) < 0) return;
@@ -111,7 +111,7 @@ static void add_semaphore(candidates *cs, const etcd_kv *kv) {
 
 /* A read/write lock's keys come in key order: f, q/..., r/..., w, wd. */
 static void add_rwlock(candidates *cs, const etcd_kv *kv) {
-  size_t len;
+  size_t len = 0;
   const char *name = name_of(kv, 'r', &len);
   if (name == NULL) return;
   const char *rest = name + len + 1; /* after NAME/ */
@@ -175,7 +175,7 @@ store_status store_etcd_list(const char *prefix, int limit, store_cursor *at, in
     if (res.more && res.nkvs > 0) {
       /* names at or past the last one this range reached may have more
        * keys of this kind (or names) beyond it: the page stops before */
-      size_t len;
+      size_t len = 0;
       const char *name = name_of(&res.kvs[res.nkvs - 1], kinds[k], &len);
       char last[PICKET_PROTO_NAME_MAX + 1];
       snprintf(last, sizeof last, "%.*s", (int)len, name ? name : "");
