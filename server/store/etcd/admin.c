@@ -184,7 +184,7 @@ store_status store_etcd_list(const char *prefix, int limit, store_cursor *at, in
     }
     etcd_op_result_clear(&res);
   }
-  qsort(cs.c, (size_t)cs.n, sizeof *cs.c, by_member);
+  if (cs.n > 1) qsort(cs.c, (size_t)cs.n, sizeof *cs.c, by_member); /* cs.c is NULL with none */
   int64_t now = clock_wall_ms();
   r->entries = limit > 0 ? calloc((size_t)limit, sizeof *r->entries) : NULL;
   if (limit > 0 && r->entries == NULL) {

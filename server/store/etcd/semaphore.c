@@ -277,7 +277,7 @@ static store_status sem_inspect(etcd_client *c, store_op *op, store_result *r) {
     s->delay_ms = -v.delays->kvs[i].lease; /* its lease, for below */
   }
   etcd_txn_result_clear(&v.tr);
-  qsort(all, (size_t)live, sizeof *all, by_slot);
+  if (live > 1) qsort(all, (size_t)live, sizeof *all, by_slot); /* all is NULL with none */
   r->live = live;
   if (live == 0) r->limit = 0;
   /* what is left of each listed permit: one call each, op->limit at most */
