@@ -82,27 +82,34 @@ static const char *name_of(const etcd_kv *kv, char kind, size_t *len) {
   return name;
 }
 
-static void add_lock(candidates *cs, const etcd_kv *kv) {
+/* The candidate of a grant's key of `kind`, with the grant parsed into g;
+ * NULL when the key holds none. */
+static candidate *grant_entry(candidates *cs, const etcd_kv *kv, char kind, store_etcd_grant *g) {
   size_t len = 0;
-  const char *name = name_of(kv, 'l', &len);
-  store_etcd_grant g;
-  if (name == NULL || store_etcd_grant_parse(kv, &g) < 0) return;
-  candidate *x = cand_get(cs, 'l', name, len);
-  if (x == NULL) return;
+  const char *name = name_of(kv, kind, &len);
+  if (name == NULL || store_etcd_grant_parse(kv, g) < 0) return NULL;
+  return cand_get(cs, kind, name, len);
+}
+
+/* x is held by the one lease g of kv (a lock, or a read/write lock's writer). */
+static void one_holder(candidate *x, const etcd_kv *kv, const store_etcd_grant *g) {
   x->e.holders = 1;
   x->e.fence = kv->create_revision;
-  x->e.at = g.at;
-  x->e.renewals = g.renewals;
-  x->exp = g.exp;
-  snprintf(x->e.owner, sizeof x->e.owner, "%s", g.owner);
+  x->e.at = g->at;
+  x->e.renewals = g->renewals;
+  x->exp = g->exp;
+  snprintf(x->e.owner, sizeof x->e.owner, "%s", g->owner);
+}
+
+static void add_lock(candidates *cs, const etcd_kv *kv) {
+  store_etcd_grant g;
+  candidate *x = grant_entry(cs, kv, 'l', &g);
+  if (x) one_holder(x, kv, &g);
 }
 
 static void add_semaphore(candidates *cs, const etcd_kv *kv) {
-  size_t len = 0;
-  const char *name = name_of(kv, 's', &len);
   store_etcd_grant g;
-  if (name == NULL || store_etcd_grant_parse(kv, &g) < 0) return;
-  candidate *x = cand_get(cs, 's', name, len);
+  candidate *x = grant_entry(cs, kv, 's', &g);
   if (x == NULL) return;
   x->e.holders++;
   x->e.limit = g.limit;
@@ -126,12 +133,7 @@ static void add_rwlock(candidates *cs, const etcd_kv *kv) {
       if (g.exp > x->exp) x->exp = g.exp;
     }
   } else if (strcmp(rest, "w") == 0 && store_etcd_grant_parse(kv, &g) == 0) {
-    x->e.holders = 1;
-    x->e.fence = kv->create_revision;
-    x->e.at = g.at;
-    x->e.renewals = g.renewals;
-    x->exp = g.exp;
-    snprintf(x->e.owner, sizeof x->e.owner, "%s", g.owner);
+    one_holder(x, kv, &g);
   }
 }
 

@@ -23,13 +23,13 @@ store_status store_etcd_no_memory(store_result *r) {
  * expiry runs past it. 0 when the cap has passed; -1 when what is left of
  * it is shorter than etcd's shortest lease (no new etcd lease can end in
  * time). */
-int64_t store_etcd_ttl_under_cap(etcd_client *c, int64_t ttl_ms, int64_t cap, int64_t now) {
-  int64_t s = store_etcd_ttl_s(c, ttl_ms);
+int64_t store_etcd_ttl_under_cap(int64_t ttl_ms, int64_t cap, int64_t now) {
+  int64_t s = store_etcd_ttl_s(ttl_ms);
   if (cap == 0) return s;
   if (now >= cap) return 0;
   int64_t left_s = (cap - now) / 1000;
   if (left_s >= s) return s;
-  return left_s >= store_etcd_min_ttl_s(c) ? left_s : -1;
+  return left_s >= store_etcd_min_ttl_s() ? left_s : -1;
 }
 
 /* Grants the etcd leases of a grant of ttl_s: *L, and with a lock-delay *D
@@ -39,6 +39,7 @@ int store_etcd_leases_grant(etcd_client *c, int64_t ttl_s, int64_t delay_ms, int
                         int64_t *given_s, int64_t *D) {
   *D = 0;
   int rc = etcd_lease_grant(c, ttl_s, L, given_s);
+  if (rc == ETCD_OK) store_etcd_min_ttl_seen(ttl_s, *given_s);
   if (rc != ETCD_OK || delay_ms <= 0) return rc;
   int64_t d_given = 0;
   rc = etcd_lease_grant(c, *given_s + (delay_ms + 999) / 1000, D, &d_given);
@@ -71,7 +72,7 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *
   r->at = g->at;
   snprintf(r->owner, sizeof r->owner, "%s", g->owner);
   int64_t now = clock_wall_ms();
-  int64_t want_s = store_etcd_ttl_under_cap(c, op->ttl_ms, g->cap, now);
+  int64_t want_s = store_etcd_ttl_under_cap(op->ttl_ms, g->cap, now);
   if (want_s == 0) return STORE_LOST; /* at its cap */
   if (want_s < 0) {
     /* Less of the cap is left than etcd's shortest lease: the lease keeps
@@ -155,9 +156,9 @@ store_status store_etcd_grant_new(etcd_client *c, const store_op *op, const stor
                                   int64_t delay_ms, store_etcd_grant *g, int64_t *L, int64_t *D,
                                   store_result *r) {
   int64_t now = clock_wall_ms(), cap = op->max_hold_ms > 0 ? now + op->max_hold_ms : 0;
-  int64_t ttl_s = store_etcd_ttl_under_cap(c, op->ttl_ms, cap, now);
+  int64_t ttl_s = store_etcd_ttl_under_cap(op->ttl_ms, cap, now);
   /* a cap shorter than etcd's shortest lease: that lease, the least etcd gives */
-  if (ttl_s <= 0) ttl_s = store_etcd_min_ttl_s(c);
+  if (ttl_s <= 0) ttl_s = store_etcd_min_ttl_s();
   int64_t given_s = 0;
   if (delay_ms < 0) delay_ms = 0;
   int rc = store_etcd_leases_grant(c, ttl_s, delay_ms, L, &given_s, D);
@@ -168,4 +169,48 @@ store_status store_etcd_grant_new(etcd_client *c, const store_op *op, const stor
   snprintf(g->owner, sizeof g->owner, "%s", op->owner ? op->owner : "");
   if (q->on) snprintf(g->token, sizeof g->token, "%s", op->token);
   return STORE_OK;
+}
+
+int store_etcd_grant_commit(etcd_client *c, const etcd_txn_req *t, const store_etcd_grant *g,
+                            int64_t L, int64_t D, etcd_txn_result *tr, store_status *st,
+                            store_result *r) {
+  memset(tr, 0, sizeof *tr);
+  int rc = etcd_txn(c, t, tr);
+  if (rc == ETCD_OK && tr->succeeded) {
+    r->fence = tr->revision; /* the grant key's create_revision */
+    r->ttl_ms = g->ttl_ms;
+    r->created = 1;
+    r->at = g->at;
+    return 1;
+  }
+  /* the failure's message first: the revoke's call replaces it */
+  if (rc != ETCD_OK) *st = store_etcd_failed(c, rc, r);
+  store_etcd_leases_revoke(c, L, D); /* granted for nothing */
+  return rc == ETCD_OK ? 0 : -1;
+}
+
+store_status store_etcd_grant_end(etcd_client *c, const store_op *op, const char *key,
+                                  const char *dkey, const etcd_kv *kv, const store_etcd_grant *g,
+                                  const etcd_op *also, store_result *r) {
+  char qentry[sizeof ((store_etcd_quota *)0)->entry];
+  etcd_compare cmp = {.key = key, .target = ETCD_CMP_MOD, .number = kv->mod_revision};
+  etcd_op ops[4] = {{.kind = ETCD_OP_DELETE, .key = key}};
+  int n = 1;
+  if (dkey[0]) ops[n++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = dkey};
+  if (also) ops[n++] = *also;
+  if (g->token[0]) {
+    store_etcd_quota_entry(qentry, sizeof qentry, g->token, op);
+    ops[n++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = qentry};
+  }
+  etcd_txn_req t = {&cmp, 1, ops, n, NULL, 0};
+  etcd_txn_result tr = {0};
+  int rc = etcd_txn(c, &t, &tr);
+  store_status st = rc == ETCD_ENOTFOUND ? STORE_LOST /* its etcd lease ended meanwhile */
+                    : rc != ETCD_OK      ? store_etcd_failed(c, rc, r)
+                    : tr.succeeded       ? STORE_OK
+                                         : STORE_LOST;
+  etcd_txn_result_clear(&tr);
+  r->fence = kv->create_revision;
+  r->at = g->at;
+  return st;
 }

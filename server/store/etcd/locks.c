@@ -77,23 +77,12 @@ static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) 
     nput += counted;
     etcd_op get[2] = {{.kind = ETCD_OP_RANGE, .key = k.l}, {.kind = ETCD_OP_RANGE, .key = k.d}};
     etcd_txn_req t = {cmp, ncmp, put, nput, get, 2};
-    etcd_txn_result tr = {0};
-    int rc = etcd_txn(c, &t, &tr);
+    etcd_txn_result tr;
+    int done = store_etcd_grant_commit(c, &t, &g, L, D, &tr, &st, r);
     free(value);
-    if (rc == ETCD_OK && tr.succeeded) {
-      r->fence = tr.revision; /* the grant key's create_revision */
-      r->ttl_ms = g.ttl_ms;
-      r->created = 1;
-      r->at = g.at;
+    if (done != 0) {
       etcd_txn_result_clear(&tr);
-      return STORE_OK;
-    }
-    /* the failure's message before the revoke's call replaces it */
-    st = rc != ETCD_OK ? store_etcd_failed(c, rc, r) : STORE_OK;
-    store_etcd_leases_revoke(c, L, D); /* granted for nothing */
-    if (rc != ETCD_OK) {
-      etcd_txn_result_clear(&tr);
-      return st;
+      return done > 0 ? STORE_OK : st;
     }
     etcd_kv *held = tr.nresults == 2 && tr.results[0].nkvs > 0 ? &tr.results[0].kvs[0] : NULL;
     etcd_kv *delayed = tr.nresults == 2 && tr.results[1].nkvs > 0 ? &tr.results[1].kvs[0] : NULL;
@@ -174,31 +163,14 @@ static store_status lock_release(etcd_client *c, store_op *op, store_result *r) 
     return st;
   }
   /* Deleted only if it is still the grant just read: a stale release
-   * cannot end a newer holder's lease. Its delay and count go with it. */
-  char qentry[sizeof ((store_etcd_quota *)0)->entry], x[STORE_ETCD_KEY_MAX], mark[48];
-  /* P x/NAME tells event followers (store_events.c) that this delete was a
-   * release, not an expiry; it lives on the grant's own etcd lease, which
-   * ends with the TTL the grant had */
+   * cannot end a newer holder's lease. P x/NAME tells event followers
+   * (store_events.c) that this delete was a release, not an expiry; it
+   * lives on the grant's own etcd lease, which ends with the grant's TTL. */
+  char x[STORE_ETCD_KEY_MAX], mark[48];
   store_etcd_key(x, sizeof x, 'x', op->name);
   snprintf(mark, sizeof mark, "{\"fence\":%lld}", (long long)kv->create_revision);
-  etcd_compare cmp = {.key = k.l, .target = ETCD_CMP_MOD, .number = kv->mod_revision};
-  etcd_op del[4] = {{.kind = ETCD_OP_DELETE, .key = k.l},
-                    {.kind = ETCD_OP_DELETE, .key = k.d},
-                    {.kind = ETCD_OP_PUT, .key = x, .value = mark, .lease = kv->lease}};
-  int ndel = 3;
-  if (g.token[0]) {
-    store_etcd_quota_entry(qentry, sizeof qentry, g.token, op);
-    del[ndel++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = qentry};
-  }
-  etcd_txn_req t = {&cmp, 1, del, ndel, NULL, 0};
-  etcd_txn_result tr = {0};
-  int rc = etcd_txn(c, &t, &tr);
-  if (rc == ETCD_ENOTFOUND) st = STORE_LOST; /* its etcd lease ended meanwhile */
-  else if (rc != ETCD_OK) st = store_etcd_failed(c, rc, r);
-  else if (!tr.succeeded) st = STORE_LOST;
-  etcd_txn_result_clear(&tr);
-  r->fence = kv->create_revision;
-  r->at = g.at;
+  etcd_op marker = {.kind = ETCD_OP_PUT, .key = x, .value = mark, .lease = kv->lease};
+  st = store_etcd_grant_end(c, op, k.l, k.d, kv, &g, &marker, r);
   etcd_op_result_clear(&res);
   return st;
 }

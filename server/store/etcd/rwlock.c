@@ -50,11 +50,17 @@ typedef struct {
   etcd_kv *first_reader, *first_waiting;
 } rw_view;
 
-static int view_read(etcd_client *c, const rw_keys *k, rw_view *v) {
+/* Reads the lock: STORE_OK with *v filled (the caller clears v->res), or a
+ * failure (nothing to clear). */
+static store_status view_read(etcd_client *c, const rw_keys *k, rw_view *v, store_result *r) {
   memset(v, 0, sizeof *v);
   etcd_op get = {.kind = ETCD_OP_RANGE, .key = k->base, .prefix = 1};
   int rc = etcd_range(c, &get, &v->res);
-  if (rc != ETCD_OK) return rc;
+  if (rc != ETCD_OK) {
+    store_status st = store_etcd_failed(c, rc, r);
+    etcd_op_result_clear(&v->res);
+    return st;
+  }
   size_t rl = strlen(k->r), ql = strlen(k->q);
   for (int i = 0; i < v->res.nkvs; i++) {
     etcd_kv *kv = &v->res.kvs[i];
@@ -68,7 +74,7 @@ static int view_read(etcd_client *c, const rw_keys *k, rw_view *v) {
       if (v->waiting++ == 0) v->first_waiting = kv;
     }
   }
-  return ETCD_OK;
+  return STORE_OK;
 }
 
 /* A write acquire that will wait: it keeps new readers out until its wait
@@ -76,7 +82,7 @@ static int view_read(etcd_client *c, const rw_keys *k, rw_view *v) {
 static void wait_mark(etcd_client *c, const store_op *op, const rw_keys *k) {
   if (!op->write || op->wait_ms <= 0) return;
   int64_t id = 0, given = 0;
-  if (etcd_lease_grant(c, store_etcd_ttl_s(c, op->wait_ms), &id, &given) != ETCD_OK) return;
+  if (etcd_lease_grant(c, store_etcd_ttl_s(op->wait_ms), &id, &given) != ETCD_OK) return;
   etcd_op put = {.kind = ETCD_OP_PUT, .key = k->waiting, .value = "", .lease = id};
   etcd_txn_req t = {NULL, 0, &put, 1, NULL, 0};
   etcd_txn_result tr = {0};
@@ -97,11 +103,7 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
     store_status st = store_etcd_quota_read(c, op, &q, r);
     if (st != STORE_OK) return st;
     rw_view v;
-    int rc = view_read(c, &k, &v);
-    if (rc != ETCD_OK) {
-      etcd_op_result_clear(&v.res);
-      return store_etcd_failed(c, rc, r);
-    }
+    if ((st = view_read(c, &k, &v, r)) != STORE_OK) return st;
     store_etcd_grant g;
     /* a same-lease retry refreshes the lease it holds */
     etcd_kv *own = op->write ? v.w : v.mine;
@@ -131,6 +133,19 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
     }
     int64_t epoch = v.f ? v.f->mod_revision : 0;
     etcd_op_result_clear(&v.res);
+    if (!op->write && !epoch) {
+      /* Never written: a read lease's fence is the epoch it reads, so the
+       * count starts first (f put if still absent), then the grant reads
+       * it like any other. */
+      etcd_compare none = {.key = k.f, .target = ETCD_CMP_CREATE};
+      etcd_op start = {.kind = ETCD_OP_PUT, .key = k.f, .value = ""};
+      etcd_txn_req t0 = {&none, 1, &start, 1, NULL, 0};
+      etcd_txn_result tr0 = {0};
+      int rc = etcd_txn(c, &t0, &tr0);
+      etcd_txn_result_clear(&tr0);
+      if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
+      continue;
+    }
 
     store_etcd_grant ng;
     int64_t L = 0, D = 0;
@@ -156,42 +171,19 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
       if (D) put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.wd, .value = value, .lease = D};
     } else {
       put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.mine, .value = value, .lease = L};
-      /* the epoch read must still be the last write's; with none yet, this
-       * read grant starts the count */
+      /* the epoch read must still be the last write's */
       cmp[ncmp++] = (etcd_compare){.key = k.f, .target = ETCD_CMP_MOD, .number = epoch};
-      if (!epoch) put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.f, .value = ""};
     }
     int counted = store_etcd_quota_txn(&q, L, &cmp[ncmp], &put[nput]);
     ncmp += counted;
     nput += counted;
     etcd_txn_req t = {cmp, ncmp, put, nput, NULL, 0};
-    etcd_txn_result tr = {0};
-    rc = etcd_txn(c, &t, &tr);
-    int ok = rc == ETCD_OK && tr.succeeded;
-    int64_t rev = tr.revision;
-    etcd_txn_result_clear(&tr);
-    if (ok && !op->write && !epoch) { /* the first grant of the count: its own revision */
-      ng.fence = rev;
-      char *v2 = store_etcd_grant_value(&ng);
-      etcd_compare c2 = {.key = k.mine, .target = ETCD_CMP_MOD, .number = rev};
-      etcd_op p2 = {.kind = ETCD_OP_PUT, .key = k.mine, .value = v2 ? v2 : value, .lease = L};
-      etcd_txn_req t2 = {&c2, 1, &p2, 1, NULL, 0};
-      etcd_txn_result tr2 = {0};
-      etcd_txn(c, &t2, &tr2);
-      etcd_txn_result_clear(&tr2);
-      free(v2);
-    }
+    etcd_txn_result tr;
+    int done = store_etcd_grant_commit(c, &t, &ng, L, D, &tr, &st, r);
     free(value);
-    if (ok) {
-      r->fence = op->write ? rev : (epoch ? epoch : rev);
-      r->ttl_ms = ng.ttl_ms;
-      r->created = 1;
-      r->at = ng.at;
-      return STORE_OK;
-    }
-    st = rc != ETCD_OK ? store_etcd_failed(c, rc, r) : STORE_OK; /* before the revoke's call */
-    store_etcd_leases_revoke(c, L, D);
-    if (rc != ETCD_OK) return st;
+    etcd_txn_result_clear(&tr);
+    if (done > 0 && !op->write) r->fence = epoch; /* the write epoch it reads */
+    if (done != 0) return done > 0 ? STORE_OK : st;
   }
   r->ttl_ms = 1;
   return STORE_HELD;
@@ -201,11 +193,8 @@ static store_status rw_renew_release(etcd_client *c, store_op *op, store_result 
   rw_keys k;
   keys_of(&k, op->name, op->lease);
   rw_view v;
-  int rc = view_read(c, &k, &v);
-  if (rc != ETCD_OK) {
-    etcd_op_result_clear(&v.res);
-    return store_etcd_failed(c, rc, r);
-  }
+  store_status vst = view_read(c, &k, &v, r);
+  if (vst != STORE_OK) return vst;
   store_etcd_grant g;
   etcd_kv *own = NULL;
   int write = 0;
@@ -219,22 +208,8 @@ static store_status rw_renew_release(etcd_client *c, store_op *op, store_result 
     if (!write) r->fence = g.fence;
     r->held_by = !write;
   } else if (own) {
-    char qentry[sizeof ((store_etcd_quota *)0)->entry];
-    etcd_compare cmp = {.key = own->key, .target = ETCD_CMP_MOD, .number = own->mod_revision};
-    etcd_op del[3] = {{.kind = ETCD_OP_DELETE, .key = own->key}};
-    int ndel = 1;
-    if (write) del[ndel++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = k.wd};
-    if (g.token[0]) {
-      store_etcd_quota_entry(qentry, sizeof qentry, g.token, op);
-      del[ndel++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = qentry};
-    }
-    etcd_txn_req t = {&cmp, 1, del, ndel, NULL, 0};
-    etcd_txn_result tr = {0};
-    rc = etcd_txn(c, &t, &tr);
-    st = rc != ETCD_OK ? store_etcd_failed(c, rc, r) : tr.succeeded ? STORE_OK : STORE_LOST;
-    etcd_txn_result_clear(&tr);
-    r->fence = write ? own->create_revision : g.fence;
-    r->at = g.at;
+    st = store_etcd_grant_end(c, op, own->key, write ? k.wd : "", own, &g, NULL, r);
+    if (!write) r->fence = g.fence;
   }
   etcd_op_result_clear(&v.res);
   return st;
@@ -255,11 +230,8 @@ static store_status rw_inspect(etcd_client *c, store_op *op, store_result *r) {
   rw_keys k;
   keys_of(&k, op->name, NULL);
   rw_view v;
-  int rc = view_read(c, &k, &v);
-  if (rc != ETCD_OK) {
-    etcd_op_result_clear(&v.res);
-    return store_etcd_failed(c, rc, r);
-  }
+  store_status vst = view_read(c, &k, &v, r);
+  if (vst != STORE_OK) return vst;
   r->fence = v.f ? v.f->mod_revision : 0;
   if (v.w) {
     r->held = 1;

@@ -48,18 +48,24 @@ typedef struct {
   etcd_op_result *grants, *delays;
 } sem_view;
 
-static int view_read(etcd_client *c, const sem_prefixes *p, sem_view *v) {
+/* Reads the semaphore: STORE_OK with *v filled (the caller clears v->tr),
+ * or a failure (nothing to clear). */
+static store_status view_read(etcd_client *c, const sem_prefixes *p, sem_view *v,
+                              store_result *r) {
   memset(v, 0, sizeof *v);
   etcd_op get[2] = {{.kind = ETCD_OP_RANGE, .key = p->s, .prefix = 1},
                     {.kind = ETCD_OP_RANGE, .key = p->e, .prefix = 1}};
   etcd_txn_req t = {NULL, 0, get, 2, NULL, 0};
   int rc = etcd_txn(c, &t, &v->tr);
   if (rc == ETCD_OK && v->tr.nresults != 2) rc = ETCD_EREPLY;
-  if (rc == ETCD_OK) {
-    v->grants = &v->tr.results[0];
-    v->delays = &v->tr.results[1];
+  if (rc != ETCD_OK) {
+    store_status st = store_etcd_failed(c, rc, r);
+    etcd_txn_result_clear(&v->tr);
+    return st;
   }
-  return rc;
+  v->grants = &v->tr.results[0];
+  v->delays = &v->tr.results[1];
+  return STORE_OK;
 }
 
 /* The live permit of op's lease: its kv (into v) and grant, or NULL. */
@@ -83,11 +89,7 @@ static store_status sem_acquire(etcd_client *c, store_op *op, store_result *r) {
     store_status st = store_etcd_quota_read(c, op, &q, r);
     if (st != STORE_OK) return st;
     sem_view v;
-    int rc = view_read(c, &p, &v);
-    if (rc != ETCD_OK) {
-      etcd_txn_result_clear(&v.tr);
-      return store_etcd_failed(c, rc, r);
-    }
+    if ((st = view_read(c, &p, &v, r)) != STORE_OK) return st;
     char key[SLOT_KEY_MAX], dkey[SLOT_KEY_MAX];
     store_etcd_grant g;
     etcd_kv *own = find_own(&v, op, &g);
@@ -162,23 +164,12 @@ static store_status sem_acquire(etcd_client *c, store_op *op, store_result *r) {
     ncmp += counted;
     nput += counted;
     etcd_txn_req t = {cmp, ncmp, put, nput, NULL, 0};
-    etcd_txn_result tr = {0};
-    rc = etcd_txn(c, &t, &tr);
+    etcd_txn_result tr;
+    int done = store_etcd_grant_commit(c, &t, &ng, L, D, &tr, &st, r);
     free(value);
-    int ok = rc == ETCD_OK && tr.succeeded;
-    int64_t fence = tr.revision;
     etcd_txn_result_clear(&tr);
-    if (ok) {
-      r->fence = fence;
-      r->permit = slot;
-      r->ttl_ms = ng.ttl_ms;
-      r->created = 1;
-      r->at = ng.at;
-      return STORE_OK;
-    }
-    st = rc != ETCD_OK ? store_etcd_failed(c, rc, r) : STORE_OK; /* before the revoke's call */
-    store_etcd_leases_revoke(c, L, D);
-    if (rc != ETCD_OK) return st;
+    if (done > 0) r->permit = slot;
+    if (done != 0) return done > 0 ? STORE_OK : st;
     /* the semaphore changed since the read: read again */
   }
   r->ttl_ms = 1;
@@ -189,11 +180,8 @@ static store_status sem_renew_release(etcd_client *c, store_op *op, store_result
   sem_prefixes p;
   prefixes_of(&p, op->name);
   sem_view v;
-  int rc = view_read(c, &p, &v);
-  if (rc != ETCD_OK) {
-    etcd_txn_result_clear(&v.tr);
-    return store_etcd_failed(c, rc, r);
-  }
+  store_status vst = view_read(c, &p, &v, r);
+  if (vst != STORE_OK) return vst;
   store_etcd_grant g;
   etcd_kv *own = find_own(&v, op, &g);
   store_status st = STORE_LOST;
@@ -205,21 +193,7 @@ static store_status sem_renew_release(etcd_client *c, store_op *op, store_result
     if (op->kind == STORE_OP_SEM_RENEW) {
       st = store_etcd_refresh(c, op, key, dkey, own, &g, 1, r);
     } else {
-      char qentry[sizeof ((store_etcd_quota *)0)->entry];
-      etcd_compare cmp = {.key = key, .target = ETCD_CMP_MOD, .number = own->mod_revision};
-      etcd_op del[3] = {{.kind = ETCD_OP_DELETE, .key = key}, {.kind = ETCD_OP_DELETE, .key = dkey}};
-      int ndel = 2;
-      if (g.token[0]) {
-        store_etcd_quota_entry(qentry, sizeof qentry, g.token, op);
-        del[ndel++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = qentry};
-      }
-      etcd_txn_req t = {&cmp, 1, del, ndel, NULL, 0};
-      etcd_txn_result tr = {0};
-      rc = etcd_txn(c, &t, &tr);
-      st = rc != ETCD_OK ? store_etcd_failed(c, rc, r) : tr.succeeded ? STORE_OK : STORE_LOST;
-      etcd_txn_result_clear(&tr);
-      r->fence = own->create_revision;
-      r->at = g.at;
+      st = store_etcd_grant_end(c, op, key, dkey, own, &g, NULL, r);
     }
   }
   etcd_txn_result_clear(&v.tr);
@@ -235,11 +209,8 @@ static store_status sem_inspect(etcd_client *c, store_op *op, store_result *r) {
   sem_prefixes p;
   prefixes_of(&p, op->name);
   sem_view v;
-  int rc = view_read(c, &p, &v);
-  if (rc != ETCD_OK) {
-    etcd_txn_result_clear(&v.tr);
-    return store_etcd_failed(c, rc, r);
-  }
+  store_status vst = view_read(c, &p, &v, r);
+  if (vst != STORE_OK) return vst;
   /* live: the held slots, and those whose lock-delay runs (as Redis's held
    * set keeps a slot for its TTL and its delay) */
   int n = v.grants->nkvs + v.delays->nkvs;

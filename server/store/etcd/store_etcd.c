@@ -58,18 +58,28 @@ void store_etcd_key(char *out, size_t cap, char kind, const char *name) {
 
 static _Atomic int64_t min_ttl_s; /* 0 until learned */
 
-int64_t store_etcd_min_ttl_s(etcd_client *c) {
+int64_t store_etcd_min_ttl_s(void) {
   int64_t m = min_ttl_s;
-  if (m > 0) return m;
-  int64_t id = 0, given = 0;
-  if (etcd_lease_grant(c, 1, &id, &given) != ETCD_OK) return 1;
-  etcd_lease_revoke(c, id);
-  min_ttl_s = given > 0 ? given : 1;
-  return min_ttl_s;
+  return m > 0 ? m : 1;
 }
 
-int64_t store_etcd_ttl_s(etcd_client *c, int64_t ttl_ms) {
-  int64_t s = ttl_ms <= 0 ? 1 : (ttl_ms + 999) / 1000, m = store_etcd_min_ttl_s(c);
+void store_etcd_min_ttl_seen(int64_t asked_s, int64_t given_s) {
+  /* etcd raises a TTL under its minimum to it, and gives any other as asked */
+  if (given_s > asked_s) min_ttl_s = given_s;
+  else if (asked_s == 1 && given_s == 1) min_ttl_s = 1;
+}
+
+/* Learns etcd's minimum once, by granting a 1 s lease: at startup and, if
+ * etcd did not answer then, at the next /readyz; never on a lock call. */
+static void min_ttl_learn(etcd_client *c) {
+  int64_t id = 0, given = 0;
+  if (min_ttl_s > 0 || etcd_lease_grant(c, 1, &id, &given) != ETCD_OK) return;
+  etcd_lease_revoke(c, id);
+  store_etcd_min_ttl_seen(1, given);
+}
+
+int64_t store_etcd_ttl_s(int64_t ttl_ms) {
+  int64_t s = ttl_ms <= 0 ? 1 : (ttl_ms + 999) / 1000, m = store_etcd_min_ttl_s();
   return s < m ? m : s;
 }
 
@@ -198,6 +208,7 @@ static store_status store_etcd_ready(int detail, store_result *r, json_t **body)
   rc = etcd_range(c, &probe, &pr);
   etcd_op_result_clear(&pr);
   if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
+  min_ttl_learn(c);
   etcd_member *m = NULL;
   int n = 0;
   if (etcd_member_list(c, &m, &n) != ETCD_OK) n = 1;

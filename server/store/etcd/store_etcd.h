@@ -38,11 +38,12 @@ void store_etcd_key(char *out, size_t cap, char kind, const char *name);
  * asked, and at least etcd's shortest lease (what etcd would raise it to
  * anyway: then a renewal with the same ttl_ms finds the same TTL and only
  * keeps its lease alive). */
-int64_t store_etcd_ttl_s(etcd_client *c, int64_t ttl_ms);
-/* etcd's shortest lease in seconds (1.5 election timeouts, rounded up),
- * learned once by granting a 1 s lease and reading what etcd gave; 1
- * until a member answers. */
-int64_t store_etcd_min_ttl_s(etcd_client *c);
+int64_t store_etcd_ttl_s(int64_t ttl_ms);
+/* etcd's shortest lease in seconds (1.5 election timeouts, rounded up; 1
+ * until known), learned from what etcd gives when asked for less: by a
+ * probe at startup (or the next /readyz), and by every lease grant. */
+int64_t store_etcd_min_ttl_s(void);
+void store_etcd_min_ttl_seen(int64_t asked_s, int64_t given_s);
 
 /* A lease as its key's JSON value holds it. */
 typedef struct {
@@ -79,7 +80,7 @@ store_status store_etcd_no_memory(store_result *r);
  * under the cap (unix ms; 0: none): ttl_ms rounded up, cut to the cap
  * rounded down, so no expiry runs past it. 0 when the cap has passed; -1
  * when what is left of it is shorter than etcd's shortest lease. */
-int64_t store_etcd_ttl_under_cap(etcd_client *c, int64_t ttl_ms, int64_t cap, int64_t now);
+int64_t store_etcd_ttl_under_cap(int64_t ttl_ms, int64_t cap, int64_t now);
 /* Grants a grant's etcd leases: *L of ttl_s (*given_s what etcd gave) and,
  * with a lock-delay, *D of that plus the delay (else 0). ETCD_OK, or a
  * code with none left granted. */
@@ -137,6 +138,24 @@ int store_etcd_quota_txn(const store_etcd_quota *q, int64_t lease, etcd_compare 
 store_status store_etcd_grant_new(etcd_client *c, const store_op *op, const store_etcd_quota *q,
                                   int64_t delay_ms, store_etcd_grant *g, int64_t *L, int64_t *D,
                                   store_result *r);
+
+/* Writes a new grant g with txn t (its compares say the place is free, its
+ * success branch puts g's keys): 1 granted, with r->fence (the txn's
+ * revision, the grant key's create_revision), ttl_ms, at and created set;
+ * 0 when a compare failed, *tr holding the failure branch's reads; -1 a
+ * failure, *st saying why. Unless granted, g's etcd leases L and D are
+ * revoked. The caller clears *tr. */
+int store_etcd_grant_commit(etcd_client *c, const etcd_txn_req *t, const store_etcd_grant *g,
+                            int64_t L, int64_t D, etcd_txn_result *tr, store_status *st,
+                            store_result *r);
+/* Ends op's grant at key (its delay key dkey, "" for none), as read in kv
+ * and g: one txn guarded by kv's mod_revision deletes them and its place
+ * in its token's count, with `also` (NULL, or one more op) in it. Sets
+ * r->fence and r->at. STORE_OK, STORE_LOST when it changed or ended
+ * meanwhile, or a failure. */
+store_status store_etcd_grant_end(etcd_client *c, const store_op *op, const char *key,
+                                  const char *dkey, const etcd_kv *kv, const store_etcd_grant *g,
+                                  const etcd_op *also, store_result *r);
 
 /* ---- admin.c: why a lease was lost ---------------------------------------
  * A break leaves P b/NAME (who, when, and the broken lease's id) for as
