@@ -61,25 +61,30 @@ static int hex_value(unsigned char c) {
   return -1;
 }
 
-int picket_proto_name_from_path(const char *seg, size_t len, char out[PICKET_PROTO_NAME_MAX + 1]) {
-  if (seg == NULL) return -1;
+int picket_proto_percent_decode(const char *s, size_t len, char *out, size_t cap) {
+  if (s == NULL || cap == 0) return -1;
   size_t n = 0;
   for (size_t i = 0; i < len; i++) {
-    unsigned char c = (unsigned char)seg[i];
+    unsigned char c = (unsigned char)s[i];
     if (c == '%') {
       if (len - i < 3) return -1;
-      int h = hex_value((unsigned char)seg[i + 1]), l = hex_value((unsigned char)seg[i + 2]);
+      int h = hex_value((unsigned char)s[i + 1]), l = hex_value((unsigned char)s[i + 2]);
       if (h < 0 || l < 0) return -1;
       c = (unsigned char)(h << 4 | l);
       i += 2;
     }
-    /* Decoded once only: a '%' that came from "%25" is a byte of the name
-     * (and then refused by the name rule), never decoded again. */
-    if (n == PICKET_PROTO_NAME_MAX) return -1;
+    /* Decoded once only: a '%' that came from "%25" is a byte of the
+     * text (and then refused by its rule), never decoded again. */
+    if (c == '\0' || n + 1 >= cap) return -1;
     out[n++] = (char)c;
   }
   out[n] = '\0';
-  return picket_proto_name_valid(out, n) ? (int)n : -1;
+  return (int)n;
+}
+
+int picket_proto_name_from_path(const char *seg, size_t len, char out[PICKET_PROTO_NAME_MAX + 1]) {
+  int n = picket_proto_percent_decode(seg, len, out, PICKET_PROTO_NAME_MAX + 1);
+  return n >= 0 && picket_proto_name_valid(out, (size_t)n) ? n : -1;
 }
 
 int picket_proto_prefix_valid(const char *s, size_t len) {

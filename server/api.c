@@ -64,8 +64,9 @@ void api_wait_left(api_call *call, int granted) {
 }
 
 /* Maps a failed store call to its reply. */
-static api_result store_failure(api_response *resp, store_status st, const store_result *r) {
-  api_json_store_failure(resp, st, r);
+static api_result store_failure(api_response *resp, store_status st, const store_result *r,
+                                const api_call *call) {
+  api_json_store_failure(resp, st, r, call);
   return API_DONE;
 }
 
@@ -113,11 +114,13 @@ static int get_owner(json_t *o, char out[PICKET_PROTO_OWNER_BYTES_MAX + 1], api_
 
 /* Without --auth-file, the limits of a client address, or NULL when none
  * apply. By default loopback is not limited: there, one address is every
- * sidecar and worker of the host, not one client. */
+ * sidecar and worker of the host, not one client. (--list-rate is
+ * quota.c's own, for every subject; loopback has none.) */
 static quota_subject *address_subject(const char *peer, int loopback) {
   int64_t waiters = cfg->max_waiters_per_ip;
   if (waiters == CONFIG_AUTO) waiters = loopback ? 0 : cfg->max_waiters >= 4 ? cfg->max_waiters / 4 : 1;
-  if (waiters == 0 && cfg->acquire_rate_per_ip == 0) return NULL;
+  if (waiters == 0 && cfg->acquire_rate_per_ip == 0 && (loopback || cfg->list_rate == 0))
+    return NULL;
   char key[80];
   snprintf(key, sizeof key, "ip %.64s", peer);
   quota_limits ip = {0, waiters, cfg->acquire_rate_per_ip};
@@ -257,7 +260,7 @@ static api_result acquire_outcome(api_call *call, api_response *resp) {
   }
   if (st != STORE_HELD && st != STORE_DELAYED) {
     metrics_inc(M_ACQUIRE_ERROR);
-    return store_failure(resp, st, r);
+    return store_failure(resp, st, r, call);
   }
   call->held_delay = st == STORE_DELAYED;
   call->held_by = r->held_by;
@@ -313,7 +316,7 @@ void api_undo_grant(api_call *call) {
 void api_wait_expired(api_call *call, api_response *resp) {
   if (call->unavailable) { /* the wait ended on a store it could not reach */
     metrics_inc(M_ACQUIRE_ERROR);
-    store_failure(resp, STORE_EUNAVAIL, &call->op.r);
+    store_failure(resp, STORE_EUNAVAIL, &call->op.r, call);
     return;
   }
   int64_t left = call->retry_at_ms - api_now_ms();
@@ -413,7 +416,7 @@ static api_result renew_or_release_failed(api_call *call, const char *what, metr
     return fail(resp, PICKET_PROTO_ERR_LEASE_LOST, NULL);
   }
   metrics_inc(error);
-  return store_failure(resp, call->op.st, &call->op.r);
+  return store_failure(resp, call->op.st, &call->op.r, call);
 }
 
 static api_result handle_renew(const api_request *req, api_call *call, api_response *resp) {
@@ -458,7 +461,7 @@ static api_result release_outcome(api_call *call, api_response *resp) {
 
 static api_result inspect_outcome(api_call *call, api_response *resp) {
   const store_result *r = &call->op.r;
-  if (call->op.st != STORE_OK) return store_failure(resp, call->op.st, r);
+  if (call->op.st != STORE_OK) return store_failure(resp, call->op.st, r, call);
   call->family->inspect(resp, call);
   store_result_clear(&call->op.r);
   return API_DONE;
@@ -499,14 +502,16 @@ static int ready_detail(const api_request *req, api_call *call) {
   return auth_allows(call->who, AUTH_METRICS);
 }
 
-static api_result handle_ready(api_response *resp, int detail) {
+static api_result handle_ready(api_response *resp, api_call *call, int detail) {
   store_result r = {0};
   json_t *body = NULL;
   store_status st = store_ready(detail, &r, &body);
-  if (st != STORE_OK && !detail)
-    snprintf(r.err, sizeof r.err, "%s", "not ready (the reason is shown to a token with the "
-                                        "metrics verb)");
-  if (st != STORE_OK) return store_failure(resp, st, &r);
+  if (st != STORE_OK && !detail) { /* (and api_json_store_failure shows no r.err) */
+    api_error(resp, api_json_store_err(st), "not ready (the reason is shown to a token "
+                                                   "with the metrics verb)");
+    return API_DONE;
+  }
+  if (st != STORE_OK) return store_failure(resp, st, &r, call);
   api_json_reply(resp, 200, body);
   return API_DONE;
 }
@@ -574,7 +579,7 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
       case EP_HEALTHZ:
         api_json_reply(resp, 200, json_pack("{s:s}", "status", "ok"));
         return API_DONE;
-      case EP_READYZ: return handle_ready(resp, ready_detail(req, call));
+      case EP_READYZ: return handle_ready(resp, call, ready_detail(req, call));
       case EP_METRICS:
         if (authenticate(req, call, resp) < 0 || authorize(call, AUTH_METRICS, NULL, resp) < 0)
           return API_DONE;
@@ -582,6 +587,8 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
       case EP_LIST:
         if (authenticate(req, call, resp) < 0 || authorize(call, AUTH_LIST, NULL, resp) < 0)
           return API_DONE;
+        if (call->subject == NULL)
+          call->subject = address_subject(req->peer ? req->peer : "", req->peer_loopback);
         return api_admin_list(req, call, resp);
       case EP_WHOAMI:
         if (authenticate(req, call, resp) < 0) return API_DONE;

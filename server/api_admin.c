@@ -18,43 +18,130 @@
 #include "events.h"
 #include "holds.h"
 #include "log.h"
+#include "quota.h"
 #include "wait.h"
 
 #define LIST_DEFAULT 100
 #define LIST_MAX 1000
 
+/* A query argument, percent-decoded once (as clients encode it: the
+ * console's URLSearchParams sends ':' as "%3A"), into out; NULL when
+ * absent, "" with *bad set when it does not decode or needs cap bytes or
+ * more. */
+static const char *query_text(const api_request *req, const char *key, char *out, size_t cap,
+                              int *bad) {
+  const char *v = req->query_arg ? req->query_arg(req->query_ctx, key) : NULL;
+  if (v == NULL) return NULL;
+  if (picket_proto_percent_decode(v, strlen(v), out, cap) < 0) {
+    out[0] = '\0';
+    *bad = 1;
+  }
+  return out;
+}
+
 /* A query argument as a bounded integer: 0 (def when absent), or -1 with
  * a 400 in *resp. */
 static int query_int(const api_request *req, const char *key, int64_t lo, int64_t hi,
                      int64_t def, int64_t *out, api_response *resp) {
-  const char *v = req->query_arg ? req->query_arg(req->query_ctx, key) : NULL;
+  char buf[24];
+  int bad = 0;
+  const char *v = query_text(req, key, buf, sizeof buf, &bad);
   *out = def;
   if (v == NULL) return 0;
   char *end;
   long long x = strtoll(v, &end, 10);
-  if (v[0] < '0' || v[0] > '9' || *end != '\0' || x < lo || x > hi)
+  if (bad || v[0] < '0' || v[0] > '9' || *end != '\0' || x < lo || x > hi)
     return api_json_bad_field(resp, "%s must be an integer from %lld to %lld", key, lo, hi);
   *out = x;
   return 0;
 }
 
-/* The cursor is "SLOT-K-NAME" or "SLOT": where the last page stopped (the
- * hash slot, 0 outside Redis Cluster, and the index member "NAME K" after
- * which to go on, or the slot's start). Clients treat it as opaque; it
- * names nothing they could not list. */
-static int cursor_parse(const char *s, store_cursor *at) {
+/* ---- what a token may list ---------------------------------------------
+ *
+ * A listing reads only names the caller may see: the store is asked for
+ * the requested prefix narrowed to each of the token's own prefixes (the
+ * ranges), never for the whole prefix with the rest filtered out here.
+ * That is what keeps other tenants' names out of the cursor too: the
+ * store's cursor is the last index member it looked at, and every member
+ * it looks at lies inside the range it was given. (Filtering after the
+ * fact left empty pages whose cursors named each of another prefix's held
+ * locks, issue 39.) It also bounds a scoped token's listing by its own
+ * names, not by everybody's. */
+
+#define LIST_RANGES 64 /* an auth line has at most 64 prefixes (auth.c) */
+
+typedef struct {
+  int n;
+  const char *at[LIST_RANGES]; /* in name order, none a prefix of another */
+} list_ranges;
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The ranges of names that start with `prefix` and that `who` covers:
+ * `prefix` itself when one of the token's prefixes covers it, else each
+ * of the token's prefixes that starts with `prefix`. None: the caller may
+ * see nothing under `prefix` (403). `prefix` must outlive *out. */
+static void list_ranges_of(const auth_principal *who, const char *prefix, list_ranges *out) {
+  out->n = 0;
+  if (who == NULL || auth_covers(who, prefix)) {
+    out->at[out->n++] = prefix;
+    return;
+  }
+  size_t plen = strlen(prefix);
+  const char *tp;
+  for (int i = 0; (tp = auth_prefix(who, i)) != NULL && out->n < LIST_RANGES; i++)
+    if (strncmp(tp, prefix, plen) == 0) out->at[out->n++] = tp;
+  qsort(out->at, (size_t)out->n, sizeof out->at[0], by_name);
+  int kept = 0; /* a range inside an earlier one would list its names twice */
+  for (int i = 0; i < out->n; i++)
+    if (kept == 0 || strncmp(out->at[i], out->at[kept - 1], strlen(out->at[kept - 1])) != 0)
+      out->at[kept++] = out->at[i];
+  out->n = kept;
+}
+
+/* The cursor is where the last page stopped, in one of three forms:
+ * "SLOT-K-NAME" (after the index member "NAME K" in hash slot SLOT, 0
+ * outside Redis Cluster), "SLOT" (the slot's first name: one range) or
+ * "SLOT~RANGE" (the slot's first name of that range, when there are
+ * several). Clients treat it as opaque. It names nothing the caller could
+ * not list: a NAME or RANGE outside the ranges is refused before the
+ * store is asked. Returns the range it resumes in, or -1. */
+static int cursor_parse(const char *s, const list_ranges *ranges, store_cursor *at) {
   char *end;
   long slot = strtol(s, &end, 10);
   if (s[0] < '0' || s[0] > '9' || slot < 0 || slot > 16383) return -1;
   at->slot = (int)slot;
   at->after[0] = '\0';
-  if (end[0] == '\0') return 0;
-  if (end[0] != '-' ||
-      strchr("lsr", end[1]) == NULL || end[1] == '\0' || end[2] != '-' ||
+  if (end[0] == '\0') return ranges->n == 1 ? 0 : -1;
+  if (end[0] == '~') {
+    for (int i = 0; i < ranges->n; i++)
+      if (strcmp(end + 1, ranges->at[i]) == 0) return i;
+    return -1;
+  }
+  if (end[0] != '-' || end[1] == '\0' || strchr("lsr", end[1]) == NULL || end[2] != '-' ||
       !picket_proto_name_valid(end + 3, strlen(end + 3)))
     return -1;
-  snprintf(at->after, sizeof at->after, "%s %c", end + 3, end[1]);
-  return 0;
+  for (int i = 0; i < ranges->n; i++)
+    if (strncmp(end + 3, ranges->at[i], strlen(ranges->at[i])) == 0) {
+      snprintf(at->after, sizeof at->after, "%s %c", end + 3, end[1]);
+      return i;
+    }
+  return -1;
+}
+
+/* The cursor of the page that stops at *at in range i (cursor_parse). */
+static json_t *cursor_of(const list_ranges *ranges, int i, const store_cursor *at) {
+  char c[PICKET_PROTO_NAME_MAX + 16];
+  size_t n = strlen(at->after);
+  if (n >= 2) /* "NAME K" -> "SLOT-K-NAME" */
+    snprintf(c, sizeof c, "%d-%c-%.*s", at->slot, at->after[n - 1], (int)(n - 2), at->after);
+  else if (ranges->n == 1) /* the slot's first */
+    snprintf(c, sizeof c, "%d", at->slot);
+  else
+    snprintf(c, sizeof c, "%d~%s", at->slot, ranges->at[i]);
+  return json_string(c);
 }
 
 static json_t *entry_json(const store_entry *e) {
@@ -74,48 +161,78 @@ static json_t *entry_json(const store_entry *e) {
   return o;
 }
 
+/* --list-rate: 0, or 1 with a 429 in *resp. */
+static int list_rate_refused(api_call *call, api_response *resp) {
+  int64_t retry_ms = 0;
+  if (call->subject == NULL || quota_list_take(call->subject, &retry_ms) == 0) return 0;
+  quota_count_denied(call->subject, QUOTA_DENY_RATE);
+  char msg[160];
+  snprintf(msg, sizeof msg, "more than %lld listings per second from this %s (--list-rate)",
+           (long long)quota_list_rate(), call->who ? "token" : "address");
+  api_json_reply_retry(resp, 429, api_json_error(PICKET_PROTO_ERR_RATE_LIMITED, msg), retry_ms);
+  return 1;
+}
+
 api_result api_admin_list(const api_request *req, api_call *call, api_response *resp) {
   int64_t limit;
   if (query_int(req, "limit", 1, LIST_MAX, LIST_DEFAULT, &limit, resp) < 0) return API_DONE;
-  const char *prefix = req->query_arg ? req->query_arg(req->query_ctx, "prefix") : NULL;
-  const char *cursor = req->query_arg ? req->query_arg(req->query_ctx, "cursor") : NULL;
+  char prefix_buf[PICKET_PROTO_NAME_MAX + 2], cursor_buf[PICKET_PROTO_NAME_MAX + 24];
+  int bad_prefix = 0, bad_cursor = 0;
+  const char *prefix = query_text(req, "prefix", prefix_buf, sizeof prefix_buf, &bad_prefix);
+  const char *cursor = query_text(req, "cursor", cursor_buf, sizeof cursor_buf, &bad_cursor);
   if (prefix == NULL) prefix = "";
   size_t plen = strlen(prefix);
-  if (plen > PICKET_PROTO_NAME_MAX ||
+  if (bad_prefix || plen > PICKET_PROTO_NAME_MAX ||
       strspn(prefix, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") != plen) {
     api_error(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
               "prefix must be up to 200 bytes of A-Z a-z 0-9 . _ : -");
     return API_DONE;
   }
+  list_ranges ranges;
+  list_ranges_of(call->who, prefix, &ranges);
+  if (ranges.n == 0) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "token '%s' may list no name that starts with '%s' (outside its "
+             "prefixes)", auth_name(call->who), prefix);
+    quota_count_denied(call->subject, QUOTA_DENY_PREFIX);
+    api_error(resp, PICKET_PROTO_ERR_PERMISSION_DENIED, msg);
+    return API_DONE;
+  }
   store_cursor at = {0, ""};
-  if (cursor && (cursor_parse(cursor, &at) < 0 ||
-                 (at.after[0] && strncmp(at.after, prefix, plen) != 0))) {
+  int i = 0;
+  if (cursor && (bad_cursor || (i = cursor_parse(cursor, &ranges, &at)) < 0)) {
     api_error(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
               "cursor is not one this listing returned (pass it back unchanged, with the same "
-              "prefix)");
+              "prefix and token)");
     return API_DONE;
   }
-  store_result r;
-  int more;
-  store_status st = store_list(prefix, (int)limit, &at, &more, &r);
-  if (st != STORE_OK) {
-    api_json_store_failure(resp, st, &r);
-    return API_DONE;
-  }
-  json_t *locks = json_array();
-  for (int i = 0; locks && i < r.nentries; i++)
-    if (call->who == NULL || auth_covers(call->who, r.entries[i].name))
-      json_array_append_new(locks, entry_json(&r.entries[i]));
-  store_result_clear(&r);
-  json_t *next = json_null();
-  if (more) {
-    char c[PICKET_PROTO_NAME_MAX + 16];
-    size_t n = strlen(at.after);
-    if (n >= 2) /* "NAME K" -> "SLOT-K-NAME" */
-      snprintf(c, sizeof c, "%d-%c-%.*s", at.slot, at.after[n - 1], (int)(n - 2), at.after);
-    else /* the next slot's first */
-      snprintf(c, sizeof c, "%d", at.slot);
-    next = json_string(c);
+  if (list_rate_refused(call, resp)) return API_DONE;
+  json_t *locks = json_array(), *next = json_null();
+  int got = 0;
+  for (; i < ranges.n; i++) {
+    store_result r;
+    int more;
+    store_status st = store_list(ranges.at[i], (int)limit - got, &at, &more, &r);
+    if (st != STORE_OK) {
+      json_decref(locks);
+      api_json_store_failure(resp, st, &r, call);
+      return API_DONE;
+    }
+    for (int k = 0; locks && k < r.nentries; k++)
+      if (call->who == NULL || auth_covers(call->who, r.entries[k].name)) {
+        json_array_append_new(locks, entry_json(&r.entries[k]));
+        got++;
+      }
+    store_result_clear(&r);
+    if (more) {
+      next = cursor_of(&ranges, i, &at);
+      break;
+    }
+    at = (store_cursor){0, ""};
+    if (got >= limit && i + 1 < ranges.n) { /* full: the next range's start */
+      next = cursor_of(&ranges, i + 1, &at);
+      break;
+    }
   }
   api_json_reply(resp, 200, json_pack("{s:o, s:o}", "locks", locks, "cursor", next));
   return API_DONE;
@@ -138,7 +255,7 @@ api_result api_admin_break(const api_request *req, api_call *call, api_response 
   store_result r;
   store_status st = store_break(call->name, who, &r);
   if (st != STORE_OK) {
-    api_json_store_failure(resp, st, &r);
+    api_json_store_failure(resp, st, &r, call);
     return API_DONE;
   }
   metrics_inc(r.held ? M_BREAK_BROKEN : M_BREAK_NOT_HELD);

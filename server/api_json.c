@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "signer.h"
 
 void api_json_reply(api_response *resp, int status, json_t *j) {
@@ -161,18 +162,22 @@ int api_json_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t def
   return 0;
 }
 
-void api_json_store_failure(api_response *resp, store_status st, const store_result *r) {
+picket_proto_err api_json_store_err(store_status st) {
   switch (st) {
-    case STORE_EREPLY: api_error(resp, PICKET_PROTO_ERR_STORE_ERROR, r->err); return;
-    case STORE_EMISCONF: api_error(resp, PICKET_PROTO_ERR_STORE_MISCONFIGURED, r->err); return;
-    case STORE_EFULL: api_error(resp, PICKET_PROTO_ERR_STORE_FULL, r->err); return;
-    case STORE_ENOTREPL: api_error(resp, PICKET_PROTO_ERR_NOT_REPLICATED, r->err); return;
-    case STORE_ETAMPERED: api_error(resp, PICKET_PROTO_ERR_STORE_TAMPERED, r->err); return;
+    case STORE_EREPLY: return PICKET_PROTO_ERR_STORE_ERROR;
+    case STORE_EMISCONF: return PICKET_PROTO_ERR_STORE_MISCONFIGURED;
+    case STORE_EFULL: return PICKET_PROTO_ERR_STORE_FULL;
+    case STORE_ENOTREPL: return PICKET_PROTO_ERR_NOT_REPLICATED;
+    case STORE_ETAMPERED: return PICKET_PROTO_ERR_STORE_TAMPERED;
     case STORE_EUNAVAIL:
-    default:
-      api_error(resp, PICKET_PROTO_ERR_STORE_UNAVAILABLE, r->err[0] ? r->err : NULL);
-      return;
+    default: return PICKET_PROTO_ERR_STORE_UNAVAILABLE;
   }
+}
+
+void api_json_store_failure(api_response *resp, store_status st, const store_result *r,
+                            const api_call *call) {
+  int detail = !auth_enabled() || (call && call->who && auth_allows(call->who, AUTH_METRICS));
+  api_error(resp, api_json_store_err(st), detail && r->err[0] ? r->err : NULL);
 }
 
 void api_error(api_response *resp, picket_proto_err e, const char *message) {

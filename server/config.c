@@ -135,6 +135,10 @@ static const config_option options[] = {
      "without --auth-file: acquires per second from one client address group (as "
      "--max-connections-per-ip groups them); past it, 429 "
      "rate_limited with Retry-After (0: no limit)"},
+    {"list-rate", INT(list_rate, 0, 1000000), "20", NULL,
+     "listings (GET /v1/locks) per second for each token, or without --auth-file for each "
+     "client address group other than loopback, in bursts of a second's worth; past it, 429 "
+     "rate_limited with Retry-After (0: no limit)"},
     {"fence-key-file", STR(fence_key_file), "", NULL,
      "HMAC keys (\"KID HEX\" per line; the first signs) to sign each grant's fence: replies "
      "carry fence_token, which storage verifies (proto/README.md). Reloaded on SIGHUP"},

@@ -49,6 +49,7 @@ typedef struct {
   int64_t events_heartbeat_ms;
   int max_waiters_per_ip;     /* CONFIG_AUTO (api.c says what), 0 (none) or N; without --auth-file */
   int acquire_rate_per_ip;    /* per second; 0: none; without --auth-file only */
+  int list_rate;              /* listings per second per token or address; 0: none */
   char auth_file[512];        /* "": no authentication */
   char fence_key_file[512];   /* "": fences are not signed */
   int max_connections;

@@ -117,6 +117,9 @@ int main(int argc, char **argv) {
   }
   metrics_add_families(quota_render_metrics);
   holds_init();
+  /* before auth_init: each token's quota entry starts with a full
+   * listing bucket of this rate */
+  quota_set_list_rate(cfg.list_rate);
   if (signer_init(&cfg, err, sizeof err) < 0 || auth_init(&cfg, err, sizeof err) < 0) {
     LOG(LOG_ERROR, "%s", err);
     fprintf(stderr, "picketd: %s\n", err);

@@ -28,19 +28,26 @@ static const char *const deny_names[QUOTA_DENY_COUNT] = {
     "too_many_leases", "too_many_waiters", "rate_limited"};
 static atomic_ulong anonymous_denied[QUOTA_DENY_COUNT]; /* token="" */
 
+/* A token bucket: refilled at `rate` per second up to one second's worth. */
+typedef struct {
+  double tokens;
+  int64_t refilled_us;
+} quota_bucket;
+
 struct quota_subject {
   char key[KEY_MAX + 1];
   quota_limits limits;     /* written under table_mu (quota_get), read racily: ints */
   int refs;                /* under table_mu */
   atomic_long waiters;
-  pthread_mutex_t mu;      /* the bucket */
-  double tokens;
-  int64_t refilled_us;
+  pthread_mutex_t mu;      /* the buckets */
+  quota_bucket acquires;   /* limits.acquire_rate */
+  quota_bucket listings;   /* list_rate: GET /v1/locks */
   atomic_ulong denied[QUOTA_DENY_COUNT];
   atomic_ulong grants;
   struct quota_subject *next;
 };
 
+static _Atomic int64_t list_rate; /* quota_set_list_rate */
 static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
 static quota_subject *table[BUCKETS];
 static long nsubjects;
@@ -58,13 +65,13 @@ static unsigned hash(const char *s) {
   return h % BUCKETS;
 }
 
-/* 1 when s holds nothing worth keeping: no reference, no waiter, and a
- * bucket that a second without acquires has filled again. */
+/* 1 when s holds nothing worth keeping: no reference, no waiter, and
+ * buckets that a second without calls has filled again. */
 static int idle(quota_subject *s, int64_t now) {
   if (s->refs > 0 || atomic_load(&s->waiters) > 0) return 0;
-  if (s->limits.acquire_rate <= 0) return 1;
   pthread_mutex_lock(&s->mu);
-  int full = now - s->refilled_us >= 1000000;
+  int full = (s->limits.acquire_rate <= 0 || now - s->acquires.refilled_us >= 1000000) &&
+             (atomic_load(&list_rate) <= 0 || now - s->listings.refilled_us >= 1000000);
   pthread_mutex_unlock(&s->mu);
   return full;
 }
@@ -94,8 +101,8 @@ quota_subject *quota_get(const char *key, const quota_limits *limits) {
   if (s == NULL && nsubjects < SUBJECTS_MAX && (s = calloc(1, sizeof *s)) != NULL) {
     strncpy(s->key, key, KEY_MAX);
     pthread_mutex_init(&s->mu, NULL);
-    s->refilled_us = now;
-    s->tokens = (double)limits->acquire_rate;
+    s->acquires = (quota_bucket){(double)limits->acquire_rate, now};
+    s->listings = (quota_bucket){(double)atomic_load(&list_rate), now};
     s->next = table[b];
     table[b] = s;
     nsubjects++;
@@ -129,19 +136,31 @@ const char *quota_token(const quota_subject *s) {
   return strncmp(s->key, "token ", 6) == 0 ? s->key + 6 : NULL;
 }
 
-int quota_rate_take(quota_subject *s, int64_t *retry_after_ms) {
-  int64_t rate = s->limits.acquire_rate;
+/* Takes one call from b (of s) at `rate` per second: 0, or -1 with the
+ * wait until the next one in *retry_after_ms. */
+static int bucket_take(quota_subject *s, quota_bucket *b, int64_t rate, int64_t *retry_after_ms) {
   if (rate <= 0) return 0;
   pthread_mutex_lock(&s->mu);
   int64_t now = now_us();
-  s->tokens += (double)(now - s->refilled_us) * (double)rate / 1e6;
-  if (s->tokens > (double)rate) s->tokens = (double)rate; /* a burst of one second at most */
-  s->refilled_us = now;
-  int ok = s->tokens >= 1.0;
-  if (ok) s->tokens -= 1.0;
-  else *retry_after_ms = (int64_t)((1.0 - s->tokens) * 1000.0 / (double)rate) + 1;
+  b->tokens += (double)(now - b->refilled_us) * (double)rate / 1e6;
+  if (b->tokens > (double)rate) b->tokens = (double)rate; /* a burst of one second at most */
+  b->refilled_us = now;
+  int ok = b->tokens >= 1.0;
+  if (ok) b->tokens -= 1.0;
+  else *retry_after_ms = (int64_t)((1.0 - b->tokens) * 1000.0 / (double)rate) + 1;
   pthread_mutex_unlock(&s->mu);
   return ok ? 0 : -1;
+}
+
+int quota_rate_take(quota_subject *s, int64_t *retry_after_ms) {
+  return bucket_take(s, &s->acquires, s->limits.acquire_rate, retry_after_ms);
+}
+
+void quota_set_list_rate(int64_t per_second) { atomic_store(&list_rate, per_second); }
+int64_t quota_list_rate(void) { return atomic_load(&list_rate); }
+
+int quota_list_take(quota_subject *s, int64_t *retry_after_ms) {
+  return bucket_take(s, &s->listings, atomic_load(&list_rate), retry_after_ms);
 }
 
 int quota_waiter_enter(quota_subject *s) {

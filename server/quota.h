@@ -45,6 +45,16 @@ const char *quota_token(const quota_subject *s);
 /* Takes one acquire from the bucket: 0, or -1 with the wait until the next
  * one in *retry_after_ms. */
 int quota_rate_take(quota_subject *s, int64_t *retry_after_ms);
+/* Listings (GET /v1/locks) per second that every subject may make, in
+ * bursts of up to a second's worth (--list-rate; 0: none). A listing
+ * costs the store far more than an acquire (it reads up to a page's worth
+ * of leases), so it is paced on its own, for tokens and addresses alike. */
+void quota_set_list_rate(int64_t per_second);
+int64_t quota_list_rate(void);
+/* Takes one listing from s's bucket: 0, or -1 with the wait until the
+ * next one in *retry_after_ms. */
+int quota_list_take(quota_subject *s, int64_t *retry_after_ms);
+
 /* Counts a parked waiter in: 0, or -1 when the subject has max_waiters. */
 int quota_waiter_enter(quota_subject *s);
 void quota_waiter_leave(quota_subject *s);

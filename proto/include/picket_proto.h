@@ -110,6 +110,11 @@ int picket_proto_err_from_code(const char *code);
  * URL libraries remove, so no client could address them). */
 int picket_proto_name_valid(const char *s, size_t len);
 int picket_proto_lease_valid(const char *s, size_t len); /* [0-9a-f]{32} */
+/* s[0..len) percent-decoded exactly once (RFC 3986) into out, with a
+ * NUL: returns the decoded length, or -1 when a '%' is not followed by two
+ * hex digits, a NUL would be decoded, or the text needs more than cap - 1
+ * bytes. Checking what the text may contain is the caller's. */
+int picket_proto_percent_decode(const char *s, size_t len, char *out, size_t cap);
 /* A lock name as a URL path segment carries it: percent-decoded exactly
  * once (RFC 3986; generated clients send ':' as "%3A"), then held to the
  * name rule, so a decoded '/' or NUL is refused, never another path. A '%'
