@@ -536,7 +536,11 @@ def operators():
     check(r[0] == 200 and "billing.op1" in names and "payroll.op1" not in names,
           "lister sees billing.* only: %s %s" % (r[0], names))
     r = call(P1, "GET", "/v1/locks?prefix=payroll.", token=LISTER)
-    check(r[0] == 200 and r[2]["locks"] == [], "lister asks for payroll.: %s" % (r,))
+    # a prefix outside the token's is refused outright (issue 39): an empty
+    # page would still carry a cursor, and a cursor must never name what
+    # the token may not see
+    check(r[0] == 403 and r[2]["error"]["code"] == "permission_denied",
+          "lister asks for payroll.: %s" % (r,))
     r = call(P1, "GET", "/v1/locks", token=B)
     check(r[0] == 403 and "'list'" in r[2]["error"]["message"], "billing lists: %s" % (r,))
     r = call(P1, "GET", "/v1/locks")
