@@ -278,7 +278,10 @@ async function main() {
     }, '(b) console.b with its owner')) {
       const r = await row(admin.page, 'console.b');
       check(r.fence === String(b.fence), `(b) console.b shows fence ${r.fence}, want ${b.fence}`);
-      check(/^\d+\.\d s$/.test(r.ttl) && parseFloat(r.ttl) > 50, `(b) console.b TTL cell '${r.ttl}'`);
+      // the 60 s lease was taken before chromium started: a loaded machine
+      // took 12 s to get here, so only the form and a sane value are checked
+      check(/^\d+\.\d s$/.test(r.ttl) && parseFloat(r.ttl) > 20 && parseFloat(r.ttl) <= 60,
+            `(b) console.b TTL cell '${r.ttl}'`);
       ok(`(b) console.b shows owner ${r.owner}, fence ${r.fence}, TTL ${r.ttl}`);
     }
     await hygiene(admin, ADMIN);
