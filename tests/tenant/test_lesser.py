@@ -30,6 +30,8 @@ import socket
 import sys
 import time
 
+from tenant_http import request
+
 PORT, ONE_PORT = int(sys.argv[1]), int(sys.argv[2])
 ALPHA, ADMIN, MET_B, MET_ALL, HOG, WRITER, READER = (
     os.environ[k] for k in ("T_ALPHA", "T_ADMIN", "T_MET_B", "T_MET_ALL", "T_HOG", "T_WRITER",
@@ -40,21 +42,7 @@ BACKEND = os.environ.get("PICKET_TEST_BACKEND") or "redis"
 
 
 def call(method, path, token, body=None, port=None):
-    conn = http.client.HTTPConnection("127.0.0.1", port or PORT, timeout=60)
-    headers = {"Authorization": "Bearer " + token}
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        headers["Content-Type"] = "application/json"
-    conn.request(method, path, body=data, headers=headers)
-    r = conn.getresponse()
-    raw = r.read().decode()
-    conn.close()
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        doc = raw
-    return r.status, doc
+    return request(port or PORT, method, path, token, body)[:2]
 
 
 def check(cond, what):
