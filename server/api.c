@@ -54,10 +54,19 @@ static void reply_limit_mismatch(api_response *resp, const api_call *call) {
   api_json_reply(resp, 409, json_pack("{s:o}", "error", err));
 }
 
-/* Only a waiting writer of a read/write lock (call->write) told the store
- * it waits, which keeps new readers out meanwhile. */
-void api_wait_left(api_call *call, int granted) {
-  if (!call->write || granted || call->forgotten) return;
+/* The store keeps a writer that waits as a mark that keeps new readers
+ * out (until its wait would end, at the latest): any end of the call but a
+ * grant, which takes the mark out itself, must take it out too, or one
+ * refused writer (429 max_waiters, 503 too_many_waiters) would keep every
+ * reader out for its whole wait_ms. */
+void api_wait_left(api_call *call) {
+  if (!call->marked || call->forgotten) return;
+  if (store_op_base(call->op.kind) == STORE_OP_ACQUIRE && call->op.st == STORE_OK) return;
+  /* A store that just did not answer would most likely not answer this
+   * either, and a second timeout would hold the 503 back: what it may
+   * have marked ends with the writer's wait at the latest (a waiting
+   * writer's last try is only unavailable at its wait's end). */
+  if (call->op.st == STORE_EUNAVAIL) return;
   call->forgotten = 1;
   store_op forget = {.kind = STORE_OP_RW_FORGET, .name = call->name, .lease = call->lease};
   store_run(&forget); /* a failure leaves it to its wait's end */
@@ -202,6 +211,7 @@ static api_result store_call(api_call *call, store_op_kind kind) {
      * meanwhile */
     int64_t left = call->deadline_ms - api_now_ms();
     call->op.wait_ms = left > 0 ? left : 0;
+    call->marked |= call->op.wait_ms > 0;
   }
   call->op.name = call->name;
   call->op.lease = call->lease;
@@ -377,21 +387,28 @@ static api_result handle_acquire(const api_request *req, api_call *call, api_res
   return store_call(call, STORE_OP_ACQUIRE);
 }
 
-/* hold_broken's "broken by WHO at MS" with the time in UTC (ISO 8601),
- * in a static buffer of the calling thread. */
-static const char *readable_why(const char *why) {
-  static __thread char out[200];
+/* hold_broken's "broken by WHO at MS" as the caller is told it: the time
+ * in UTC (ISO 8601), and WHO only to a caller that may see operators
+ * (auth_sees_operators; the others read AUTH_OPERATOR_HIDDEN). In a static
+ * buffer of the calling thread. */
+static const char *readable_why(const char *why, const auth_principal *caller) {
+  static __thread char out[240];
   const char *at = strrchr(why, ' ');
-  char *end;
+  char *end = NULL;
   long long ms = at ? strtoll(at + 1, &end, 10) : 0;
   time_t sec = (time_t)(ms / 1000);
   struct tm tm;
-  if (at == NULL || at - why < 3 || strncmp(at - 3, " at", 3) != 0 || *end != '\0' || ms <= 0 ||
-      gmtime_r(&sec, &tm) == NULL)
-    return why;
-  char when[40];
-  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-  snprintf(out, sizeof out, "%.*s%s.%03lldZ", (int)(at - why + 1), why, when, ms % 1000);
+  int timed = at && at - why >= 3 && strncmp(at - 3, " at", 3) == 0 && *end == '\0' && ms > 0 &&
+              gmtime_r(&sec, &tm) != NULL;
+  char when[40] = "";
+  if (timed) {
+    strftime(when, sizeof when, " at %Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(when + strlen(when), sizeof when - strlen(when), ".%03lldZ", ms % 1000);
+  }
+  if (auth_sees_operators(caller))
+    snprintf(out, sizeof out, "%.*s%s", timed ? (int)(at - 3 - why) : (int)strlen(why), why, when);
+  else
+    snprintf(out, sizeof out, "broken by " AUTH_OPERATOR_HIDDEN "%s", when);
   return out;
 }
 
@@ -409,8 +426,9 @@ static api_result renew_or_release_failed(api_call *call, const char *what, metr
         log_lease(call->client_lease, lease_log),
         call->op.r.why[0] ? call->op.r.why : "expired, released or never held");
     if (call->op.r.why[0]) { /* broken by an operator: say so, and when */
-      char msg[240];
-      snprintf(msg, sizeof msg, "the lease is no longer held: %s", readable_why(call->op.r.why));
+      char msg[280];
+      snprintf(msg, sizeof msg, "the lease is no longer held: %s",
+               readable_why(call->op.r.why, call->who));
       return fail(resp, PICKET_PROTO_ERR_LEASE_LOST, msg);
     }
     return fail(resp, PICKET_PROTO_ERR_LEASE_LOST, NULL);
@@ -516,9 +534,9 @@ static api_result handle_ready(api_response *resp, api_call *call, int detail) {
   return API_DONE;
 }
 
-static api_result handle_metrics(api_response *resp) {
+static api_result handle_metrics(api_response *resp, const api_call *call) {
   size_t len;
-  char *text = metrics_render(&len);
+  char *text = metrics_render(&len, auth_covers_all(call->who));
   if (text == NULL) return fail(resp, PICKET_PROTO_ERR_INTERNAL, "out of memory");
   reply_text(resp, "text/plain; version=0.0.4; charset=utf-8", text, len);
   return API_DONE;
@@ -583,7 +601,7 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
       case EP_METRICS:
         if (authenticate(req, call, resp) < 0 || authorize(call, AUTH_METRICS, NULL, resp) < 0)
           return API_DONE;
-        return handle_metrics(resp);
+        return handle_metrics(resp, call);
       case EP_LIST:
         if (authenticate(req, call, resp) < 0 || authorize(call, AUTH_LIST, NULL, resp) < 0)
           return API_DONE;

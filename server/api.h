@@ -10,10 +10,13 @@
 
 void api_init(const config *cfg);
 
-/* A parked acquire left its wait (granted or not): a read/write lock's
- * writer that was not granted stops keeping new readers out. Runs a store
- * call on the calling thread when there is something to undo. */
-void api_wait_left(api_call *call, int granted);
+/* A call is over for its client: its reply is about to be sent, or the
+ * client is gone. A read/write lock's writer that told the store it would
+ * wait and was not granted stops keeping new readers out, whatever ended
+ * it (a refusal such as 429 or 503, its wait's timeout, its client
+ * leaving, shutdown). Runs a store call on the calling thread when there
+ * is something to undo, at most once per call; else does nothing. */
+void api_wait_left(api_call *call);
 
 /* Handles a complete request, its store call included (on the calling
  * thread). Returns API_DONE with *resp filled, or API_WAIT when an acquire

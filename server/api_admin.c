@@ -277,7 +277,7 @@ api_result api_admin_events(const api_request *req, api_call *call, api_response
    * tokens, an address's */
   const char *client = call->who ? auth_name(call->who) : req->peer && req->peer[0] ? req->peer : "-";
   picket_proto_err err;
-  events_sub *s = events_open(call->name, client, &err);
+  events_sub *s = events_open(call->name, client, auth_sees_operators(call->who), &err);
   if (s == NULL) {
     api_error(resp, err, NULL);
     if (err == PICKET_PROTO_ERR_QUOTA_WATCHERS || err == PICKET_PROTO_ERR_TOO_MANY_WATCHERS)

@@ -56,6 +56,7 @@ typedef struct {
   int64_t wait_ms;
   const api_family *family; /* lock, semaphore or read/write lock (api_family.h) */
   int write;              /* rwlock acquire: mode write (else read) */
+  int marked;             /* rwlock: a write acquire told the store it waits */
   int forgotten;          /* rwlock: its wait's end was told to the store */
   int64_t limit;          /* semaphore acquire: its limit */
   char key[PICKET_PROTO_NAME_MAX + 3]; /* its waiters' queue and release message:

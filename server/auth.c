@@ -421,6 +421,16 @@ int auth_covers(const auth_principal *who, const char *name) {
   return 0;
 }
 
+int auth_covers_all(const auth_principal *who) { return who == NULL ? !auth_enabled() : who->all; }
+
+int auth_sees_operators(const auth_principal *who) {
+  return !auth_enabled() || (who && auth_allows(who, AUTH_ADMIN));
+}
+
+const char *auth_operator_shown(const auth_principal *who, const char *by) {
+  return auth_sees_operators(who) ? by : AUTH_OPERATOR_HIDDEN;
+}
+
 const char *auth_prefix(const auth_principal *who, int i) {
   if (who->all) return i == 0 ? "*" : NULL;
   return i < who->nprefixes ? who->prefixes[i] : NULL;

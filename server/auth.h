@@ -58,6 +58,21 @@ const char *auth_name(const auth_principal *who);
 int auth_allows(const auth_principal *who, auth_verb verb);
 /* 1 when `name` starts with one of the token's prefixes (or it has "*"). */
 int auth_covers(const auth_principal *who, const char *name);
+/* 1 when `who` covers every name (its prefixes are "*"), and without
+ * --auth-file (who NULL): what /metrics shows of other tenants, such as
+ * the series labelled by token name, is only for such a reader. */
+int auth_covers_all(const auth_principal *who);
+/* Who broke a lock (a break's "token 'NAME'" or "address A") is for
+ * operators: a token with the admin verb, or anyone without --auth-file
+ * (there it is an address, and every caller is the operator's own
+ * client). Everyone else is told AUTH_OPERATOR_HIDDEN instead, in event
+ * streams and in the broken holder's lease_lost: an admin token's name
+ * tells a tenant which token to go after, and it needs no more than
+ * "broken, and when" to stop its job. */
+#define AUTH_OPERATOR_HIDDEN "an operator"
+int auth_sees_operators(const auth_principal *who);
+/* `by` when auth_sees_operators(who), else AUTH_OPERATOR_HIDDEN (static). */
+const char *auth_operator_shown(const auth_principal *who, const char *by);
 /* The token's i-th prefix ("*" for every name), or NULL past the last. */
 const char *auth_prefix(const auth_principal *who, int i);
 /* The token's quota subject (owned by the table: do not put it). */

@@ -32,6 +32,10 @@
  * bounded in total (--max-watchers) and per token or client address
  * (--max-watchers-per-client).
  *
+ * Who broke a lock. A `broken` event's `by` names the operator ("token
+ * 'NAME'"): only streams opened by a reader that may see operators get
+ * it; the others get the same event with AUTH_OPERATOR_HIDDEN (auth.h).
+ *
  * One mutex guards names and streams. Only this thread frees a watched
  * name (once nobody watches it and the store stopped following it), so it
  * may use a name's entry outside the mutex while it calls the store. */
@@ -50,6 +54,7 @@
 
 #include "api_types.h"
 #include "api_json.h"
+#include "auth.h"
 #include "clock.h"
 #include "log.h"
 #include "metrics.h"
@@ -72,6 +77,7 @@ struct events_sub {
   int want_state;         /* owed a `state` event */
   int64_t state_fence;    /* the fence of the last state it was sent (-1: none) */
   int state_held;         /* ...and whether the lock was held then */
+  int sees_operators;     /* a `broken` event's `by` as it is (else hidden) */
   int64_t last_write_ms;  /* when an event was last put in (for heartbeats) */
   size_t len;
   char buf[SUB_BUF];
@@ -159,13 +165,26 @@ static int stale(int64_t at, int held, char kind, int64_t f) {
 }
 
 /* Sends an event (kind, fence) to every stream of w that has had its
- * state and not a newer one (mu held). Takes data. */
-static void broadcast(watched *w, const char *type, json_t *data, char kind, int64_t fence) {
-  char text[2048];
+ * state and not a newer one (mu held): data to the streams that see
+ * operators, hidden to the others (NULL: data to every stream). Takes
+ * both. */
+static void broadcast_to(watched *w, const char *type, json_t *data, json_t *hidden, char kind,
+                         int64_t fence) {
+  char text[2048], text_hidden[2048];
   size_t n = format(text, sizeof text, type, data);
-  if (n == 0) return;
-  for (events_sub *s = w->subs; s; s = s->next)
-    if (!s->want_state && !stale(s->state_fence, s->state_held, kind, fence)) put(s, text, n);
+  size_t nh = hidden ? format(text_hidden, sizeof text_hidden, type, hidden) : 0;
+  for (events_sub *s = w->subs; s; s = s->next) {
+    if (s->want_state || stale(s->state_fence, s->state_held, kind, fence)) continue;
+    if (hidden == NULL || s->sees_operators) {
+      if (n) put(s, text, n);
+    } else if (nh) {
+      put(s, text_hidden, nh);
+    }
+  }
+}
+
+static void broadcast(watched *w, const char *type, json_t *data, char kind, int64_t fence) {
+  broadcast_to(w, type, data, NULL, kind, fence);
 }
 
 /* Sends the state (held, fence) to the streams owed one (mu held). Takes
@@ -190,7 +209,8 @@ static watched *find(const char *name) {
   return NULL;
 }
 
-events_sub *events_open(const char *name, const char *client, picket_proto_err *err) {
+events_sub *events_open(const char *name, const char *client, int sees_operators,
+                        picket_proto_err *err) {
   pthread_mutex_lock(&mu);
   int mine = 0;
   for (watched *w = names; w; w = w->next)
@@ -217,6 +237,7 @@ events_sub *events_open(const char *name, const char *client, picket_proto_err *
     s->fd = -1;
     s->want_state = 1;
     s->state_fence = -1;
+    s->sees_operators = sees_operators;
     s->last_write_ms = now_ms();
     snprintf(s->client, sizeof s->client, "%s", client);
     s->next = w->subs;
@@ -312,6 +333,7 @@ static void on_event(void *ctx, const char *name, const store_event *ev) {
     return;
   }
   const char *type = NULL;
+  json_t *hidden = NULL; /* a `broken` event as a stream that may not see operators gets it */
   /* an event older than the last state must not move what the state
    * told: the live fence and its expiry */
   int64_t order = ev->kind == 'b' ? ev->n : ev->fence;
@@ -335,15 +357,21 @@ static void on_event(void *ctx, const char *name, const store_event *ev) {
     case 'b':
       type = "broken";
       json_object_set_new(d, "next_fence", json_integer(ev->n));
-      json_object_set_new(d, "by", json_string(ev->text));
       if (!old) w->fence = 0, w->expires_ms = 0;
+      if ((hidden = json_deep_copy(d)) == NULL) { /* never the name in its place */
+        json_decref(d);
+        pthread_mutex_unlock(&mu);
+        return;
+      }
+      json_object_set_new(d, "by", json_string(ev->text));
+      json_object_set_new(hidden, "by", json_string(AUTH_OPERATOR_HIDDEN));
       break;
     default:
       json_decref(d);
       pthread_mutex_unlock(&mu);
       return;
   }
-  broadcast(w, type, d, ev->kind, order);
+  broadcast_to(w, type, d, hidden, ev->kind, order);
   pthread_mutex_unlock(&mu);
 }
 

@@ -28,11 +28,14 @@ void events_shutdown(void);
 void events_stop(void);
 
 /* A stream of lock `name`'s events for `client` (a token's name, or a
- * client address without --auth-file). NULL with *err (too_many_watchers
+ * client address without --auth-file); sees_operators: whether a
+ * `broken` event may say who broke the lock (auth_sees_operators), else
+ * it says AUTH_OPERATOR_HIDDEN. NULL with *err (too_many_watchers
  * per client or in total, shutting_down) when refused. Works without
  * events_start (nothing is then published to it but its heartbeats'
  * absence): the fuzzer opens and closes streams. */
-events_sub *events_open(const char *name, const char *client, picket_proto_err *err);
+events_sub *events_open(const char *name, const char *client, int sees_operators,
+                        picket_proto_err *err);
 /* The connection that carries the stream (given to resume) and its socket
  * (watched for a hang-up while the connection is suspended; -1: none). */
 void events_attach(events_sub *s, void *conn, int fd);

@@ -12,10 +12,16 @@
  *    never renewed is no older than its TTL (--max-ttl-ms), so the long
  *    holds are the renewed ones; each picketd sees the renewals it serves,
  *    so take max() across picketd. The table keeps the HOLDS_TRACKED
- *    oldest, with the lock name as the gauge's one label value.
+ *    oldest.
  *
- * plus picket_lock_waiters{lock}: the names with the most waiters on this
- * picketd (wait.c), at most HOLDS_TOP_WAITERS, so labels stay bounded.
+ * plus picket_lock_waiters_max: the most waiters on any one name on this
+ * picketd (wait.c).
+ *
+ * No series names its lock: /metrics is read by metrics tokens of any
+ * prefix, and a label would show every tenant's names to each of them
+ * (issue 39). Which lock it is, an operator finds with the listing
+ * (GET /v1/locks: holders, acquired_at, waiters), which shows a token
+ * only its own names.
  *
  * Times are Redis's clock (the grant's `at`) against picketd's wall clock:
  * a skew between the two hosts shows up in them, a few milliseconds on a
@@ -35,7 +41,6 @@
 #include "wait.h"
 
 #define HOLDS_TRACKED 16
-#define HOLDS_TOP_WAITERS 5
 
 static const double bounds[] = {1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600};
 #define NBOUNDS (sizeof bounds / sizeof bounds[0])
@@ -108,9 +113,8 @@ void holds_ended(const char *key, int64_t at_ms, hold_outcome how) {
   atomic_fetch_add_explicit(&hist[how].sum_ms, (unsigned long)ms, memory_order_relaxed);
 }
 
-/* A label value: names are [A-Za-z0-9._:-], "s/" and "r/" keys never get
- * here (only locks are tracked), so nothing needs escaping. */
-static void render(metrics_buf *b) {
+static void render(metrics_buf *b, int all_tenants) {
+  (void)all_tenants; /* nothing here names a tenant */
   metrics_put(b, "# HELP picket_hold_duration_seconds How long leases were held when they "
                  "ended: released, broken by an operator, or found lost by their holder "
                  "(locks only).\n# TYPE picket_hold_duration_seconds histogram\n");
@@ -131,30 +135,20 @@ static void render(metrics_buf *b) {
                 atomic_load_explicit(&hist[h].count, memory_order_relaxed));
   }
   int64_t now = clock_wall_ms(), oldest = 0;
-  char name[PICKET_PROTO_NAME_MAX + 3] = "";
   pthread_mutex_lock(&mu);
   for (int i = 0; i < HOLDS_TRACKED; i++)
-    if (held[i].until_ms > now && now - held[i].at_ms > oldest) {
-      oldest = now - held[i].at_ms;
-      memcpy(name, held[i].key, sizeof name);
-    }
+    if (held[i].until_ms > now && now - held[i].at_ms > oldest) oldest = now - held[i].at_ms;
   pthread_mutex_unlock(&mu);
   metrics_put(b, "# HELP picket_lock_oldest_hold_seconds The age of the oldest live lease this "
                  "picketd has renewed (0: none); take max() across picketd. Alert on it to find "
-                 "a job that holds too long while its keeper renews.\n"
-                 "# TYPE picket_lock_oldest_hold_seconds gauge\n");
-  if (name[0])
-    metrics_put(b, "picket_lock_oldest_hold_seconds{lock=\"%s\"} %.3f\n", name,
-                (double)oldest / 1000);
-  else
-    metrics_put(b, "picket_lock_oldest_hold_seconds 0\n");
-  wait_count top[HOLDS_TOP_WAITERS];
-  int n = wait_top(HOLDS_TOP_WAITERS, top);
-  metrics_put(b, "# HELP picket_lock_waiters Waiting acquires of the names with the most on this "
-                 "picketd (at most 5 names; \"s/\" a semaphore's, \"r/\" a read/write lock's).\n"
-                 "# TYPE picket_lock_waiters gauge\n");
-  for (int i = 0; i < n; i++)
-    metrics_put(b, "picket_lock_waiters{lock=\"%s\"} %d\n", top[i].key, top[i].waiters);
+                 "a job that holds too long while its keeper renews (GET /v1/locks says which).\n"
+                 "# TYPE picket_lock_oldest_hold_seconds gauge\n"
+                 "picket_lock_oldest_hold_seconds %.3f\n",
+              (double)oldest / 1000);
+  metrics_put(b, "# HELP picket_lock_waiters_max The most acquires waiting on any one name on "
+                 "this picketd (a lock, a semaphore or a read/write lock; GET /v1/locks says "
+                 "which).\n# TYPE picket_lock_waiters_max gauge\npicket_lock_waiters_max %d\n",
+              wait_max());
 }
 
 void holds_init(void) { metrics_add_families(render); }

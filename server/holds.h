@@ -1,6 +1,6 @@
 /* holds.h: how long locks are held, for alerts: the hold-time histogram
  * per outcome, the oldest hold this picketd has seen renewed, and the
- * names with the most waiters. api.c reports each lock's renewals and
+ * most waiters on one name (no lock names: holds.c). api.c reports each lock's renewals and
  * ends; holds.c renders the families at every scrape. */
 #ifndef PICKETD_HOLDS_H
 #define PICKETD_HOLDS_H

@@ -159,6 +159,8 @@ static const char *query_arg(void *conn, const char *key) {
 }
 
 static enum MHD_Result send_response(struct MHD_Connection *conn, http_req *r, api_response *resp) {
+  /* before the reply: a client that reads it may act on it at once */
+  api_wait_left(&r->call);
   struct MHD_Response *m =
       MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
   if (m == NULL) {
@@ -218,7 +220,7 @@ static enum MHD_Result park(struct MHD_Connection *conn, http_req *r) {
  * did not get the lock also stops keeping new readers out. */
 static void leave_wait(http_req *r, int granted) {
   wait_leave(&r->w, granted);
-  api_wait_left(&r->call, granted);
+  api_wait_left(&r->call);
 }
 
 /* A resumed waiter: act on why it was woken. */
@@ -618,6 +620,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
   events_close(r->stream);
   r->stream = NULL;
   if (r->waiting) leave_wait(r, api_granted(&r->call));
+  api_wait_left(&r->call); /* (a call that ended with no reply sent) */
   if (api_granted(&r->call) && toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN && r->replied) {
     /* The daemon stopped with the reply queued: it may have reached the
      * client, which then holds the lock. Giving it back could make two

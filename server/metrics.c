@@ -136,7 +136,7 @@ void metrics_put(sbuf *b, const char *fmt, ...) {
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
-char *metrics_render(size_t *len) {
+char *metrics_render(size_t *len, int all_tenants) {
   sbuf b = {malloc(8192), 0, 8192, 0};
   if (b.buf == NULL) return NULL;
 
@@ -188,7 +188,7 @@ char *metrics_render(size_t *len) {
     metrics_put(&b, "%s_bucket{le=\"+Inf\"} %lu\n%s_sum %.6f\n%s_count %lu\n", n, cum, n,
         LOAD(hists[h].sum_us) / 1e6, n, LOAD(hists[h].count));
   }
-  for (int i = 0; i < nfamilies; i++) families[i](&b);
+  for (int i = 0; i < nfamilies; i++) families[i](&b, all_tenants);
   if (b.oom) {
     free(b.buf);
     return NULL;

@@ -88,8 +88,10 @@ typedef struct metrics_buf metrics_buf;
 void metrics_put(metrics_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A subsystem's own families (quota.c: per-token rows), appended to every
  * scrape after picketd's. Registered at start, before the HTTP server
- * runs, so that metrics.c depends on nothing above it; at most 4. */
-typedef void metrics_family_fn(metrics_buf *b);
+ * runs, so that metrics.c depends on nothing above it; at most 4.
+ * all_tenants is metrics_render's: 0 leaves out every series that names
+ * a tenant's token. (No series names a lock: see docs/security.md.) */
+typedef void metrics_family_fn(metrics_buf *b, int all_tenants);
 void metrics_add_families(metrics_family_fn *fn);
 /* The address lock calls go to now, for picket_redis_primary_info{addr};
  * "" when no primary is known (the sample is then left out). */
@@ -98,7 +100,10 @@ void metrics_set_primary(const char *addr);
 void metrics_request(metrics_endpoint ep, int status);
 
 /* Renders everything in the Prometheus text format into a malloc'd string
- * (the caller frees it); *len gets its length. NULL if out of memory. */
-char *metrics_render(size_t *len);
+ * (the caller frees it); *len gets its length. NULL if out of memory.
+ * all_tenants: the reader may see every tenant (a token whose prefixes are
+ * "*", or anyone without --auth-file), so the series labelled by token
+ * name are included; a scoped metrics token gets the rest. */
+char *metrics_render(size_t *len, int all_tenants);
 
 #endif

@@ -181,15 +181,18 @@ void quota_count_denied(quota_subject *s, quota_deny why) {
 
 void quota_count_grant(quota_subject *s) { atomic_fetch_add(&s->grants, 1); }
 
-void quota_render_metrics(struct metrics_buf *b) {
+void quota_render_metrics(struct metrics_buf *b, int all_tenants) {
   metrics_put(b, "# HELP picket_auth_denied_total Requests refused by authentication, "
                  "permissions or quotas, by token (\"\": none, or a client address) and reason.\n"
                  "# TYPE picket_auth_denied_total counter\n");
   for (int r = 0; r < QUOTA_DENY_COUNT; r++)
     metrics_put(b, "picket_auth_denied_total{token=\"\",reason=\"%s\"} %lu\n", deny_names[r],
                 atomic_load(&anonymous_denied[r]));
+  /* A token's name is one tenant's business: a metrics token scoped to
+   * its own prefixes learns no other token's name, nor what it does. The
+   * families stay (empty), so a scrape has the same shape for everyone. */
   pthread_mutex_lock(&table_mu);
-  for (int i = 0; i < BUCKETS; i++)
+  for (int i = 0; all_tenants && i < BUCKETS; i++)
     for (quota_subject *s = table[i]; s; s = s->next) {
       const char *t = quota_token(s);
       for (int r = QUOTA_DENY_VERB; t && r < QUOTA_DENY_COUNT; r++)
@@ -198,7 +201,7 @@ void quota_render_metrics(struct metrics_buf *b) {
     }
   metrics_put(b, "# HELP picket_grants_by_token_total New grants, by token.\n"
                  "# TYPE picket_grants_by_token_total counter\n");
-  for (int i = 0; i < BUCKETS; i++)
+  for (int i = 0; all_tenants && i < BUCKETS; i++)
     for (quota_subject *s = table[i]; s; s = s->next)
       if (quota_token(s))
         metrics_put(b, "picket_grants_by_token_total{token=\"%s\"} %lu\n", quota_token(s),

@@ -66,8 +66,9 @@ void quota_count_denied(quota_subject *s, quota_deny why);
 void quota_count_grant(quota_subject *s);
 
 /* Appends the per-token families to a /metrics scrape: main.c registers
- * it with metrics_add_families (metrics.h). */
+ * it with metrics_add_families (metrics.h). The rows labelled by a
+ * token's name only when all_tenants (the reader sees every tenant). */
 struct metrics_buf;
-void quota_render_metrics(struct metrics_buf *b);
+void quota_render_metrics(struct metrics_buf *b, int all_tenants);
 
 #endif

@@ -214,21 +214,17 @@ int wait_queue_length(const char *key) {
   return n;
 }
 
-int wait_top(int n, wait_count *out) {
-  int k = 0;
+int wait_max(void) {
+  int most = 0;
   pthread_mutex_lock(&mu);
   for (int b = 0; b < NBUCKETS; b++)
     for (wait_queue *q = buckets[b]; q; q = q->next) {
       int len = 0;
       for (waiter *w = q->head; w; w = w->next) len++;
-      if (len == 0 || (k == n && len <= out[k - 1].waiters)) continue;
-      int i = k < n ? k++ : n - 1; /* the new one's place, then sorted in */
-      for (; i > 0 && out[i - 1].waiters < len; i--) out[i] = out[i - 1];
-      snprintf(out[i].key, sizeof out[i].key, "%s", q->name);
-      out[i].waiters = len;
+      if (len > most) most = len;
     }
   pthread_mutex_unlock(&mu);
-  return k;
+  return most;
 }
 
 /* Wakes the head of every queue; when `name` is given, only that lock's. */

@@ -69,13 +69,9 @@ void wait_leave(waiter *w, int granted);
 /* Waiters parked on this picketd for `key` (an api_call's key). */
 int wait_queue_length(const char *key);
 
-/* The n queues with the most waiters on this picketd, most first, into
- * out (their api_call.key and length): how many were written. */
-typedef struct {
-  char key[PICKET_PROTO_NAME_MAX + 3];
-  int waiters;
-} wait_count;
-int wait_top(int n, wait_count *out);
+/* The most waiters parked on this picketd for any one key (0: none), for
+ * picket_lock_waiters_max: a count, never which name. */
+int wait_max(void);
 
 /* Counts a wake-up cause (for http.c's disconnect check). */
 void wait_count_disconnect(void);

@@ -22,10 +22,10 @@
  * whoami_local: without --auth-file a loopback caller may do everything,
  *   breaking included.
  * hold_metrics: a lease renewed 1.2 s after its grant is the oldest hold
- *   (picket_lock_oldest_hold_seconds{lock}), its release lands in
- *   picket_hold_duration_seconds{outcome="released"} with its age, a break
- *   in outcome="broken"; two waiters on one name show in
- *   picket_lock_waiters{lock}.
+ *   (picket_lock_oldest_hold_seconds, no label: no series names a lock),
+ *   its release lands in picket_hold_duration_seconds{outcome="released"}
+ *   with its age, a break in outcome="broken"; two waiters on one name
+ *   show in picket_lock_waiters_max.
  * (Tokens, the list and admin verbs and prefix filtering: test_auth.py.) */
 #include "picketd_common.h"
 
@@ -332,7 +332,7 @@ START_TEST(hold_metrics) {
   call("POST", "/v1/locks/hm.old/renew", body, &r);
   ck_assert_int_eq(r.status, 200);
   harness_resp_free(&r);
-  double oldest = metric("picket_lock_oldest_hold_seconds{lock=\"hm.old\"}");
+  double oldest = metric("picket_lock_oldest_hold_seconds");
   ck_assert_msg(oldest >= 1.1 && oldest < 60, "oldest hold %g s", oldest);
 
   char other[33];
@@ -341,7 +341,7 @@ START_TEST(hold_metrics) {
   bg_post_start(&w1, "/v1/locks/hm.busy/acquire", "{\"wait_ms\":2000}");
   bg_post_start(&w2, "/v1/locks/hm.busy/acquire", "{\"wait_ms\":2000}");
   harness_sleep_ms(500);
-  ck_assert_int_eq((int)metric("picket_lock_waiters{lock=\"hm.busy\"}"), 2);
+  ck_assert_int_eq((int)metric("picket_lock_waiters_max"), 2);
   bg_post_join(&w1);
   bg_post_join(&w2);
   harness_resp_free(&w1.r);

@@ -554,8 +554,10 @@ def operators():
     check(r[0] == 200 and r[2]["broken"] is True and r[2]["fence"] > g1[2]["fence"],
           "admin breaks billing.op1 on the other picketd: %s" % (r,))
     r = renew(P1, "billing.op1", g1[2]["lease"], token=B)
-    check(r[0] == 409 and "broken by token 'admin'" in r[2]["error"]["message"],
-          "the broken holder renews: %s" % (r,))
+    # (billing has no admin verb: it is told that an operator broke it,
+    # not which token did; docs/security.md)
+    check(r[0] == 409 and "broken by an operator at " in r[2]["error"]["message"]
+          and "admin" not in r[2]["error"]["message"], "the broken holder renews: %s" % (r,))
     release(P1, "payroll.op1", g2[2]["lease"], token=OPS)
     # whoami
     r = call(P1, "GET", "/v1/whoami", token=B)

@@ -18,13 +18,14 @@ Locks are held under a., b., c., c.x. and names with ':' by the ops token.
 Usage: test_listing.py PORT (env T_A, T_AC, T_OPS, T_MET: the tokens;
 STORE_PID, STORE_WHERE: the store's pid and address or socket path).
 """
-import http.client
 import json
 import os
 import signal
 import sys
 import time
 import urllib.parse
+
+from tenant_http import request
 
 PORT = int(sys.argv[1])
 SLOW_PORT = int(sys.argv[2])  # its --list-rate is 5
@@ -33,21 +34,7 @@ BACKEND = os.environ.get("PICKET_TEST_BACKEND") or "redis"
 
 
 def call(method, path, token, body=None, port=None):
-    conn = http.client.HTTPConnection("127.0.0.1", port or PORT, timeout=30)
-    headers = {"Authorization": "Bearer " + token}
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        headers["Content-Type"] = "application/json"
-    conn.request(method, path, body=data, headers=headers)
-    r = conn.getresponse()
-    raw = r.read().decode()
-    conn.close()
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        doc = raw
-    return r.status, doc, dict(r.getheaders())
+    return request(port or PORT, method, path, token, body)
 
 
 def check(cond, what):
