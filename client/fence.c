@@ -225,6 +225,13 @@ const char *picket_fence_verdict_str(picket_fence_verdict v) {
 
 /* ---- signed fences ---- */
 
+/* the public kinds are the contract's */
+_Static_assert(PICKET_FENCE_KIND_LOCK == PICKET_PROTO_FENCE_KIND_LOCK &&
+                   PICKET_FENCE_KIND_PERMIT == PICKET_PROTO_FENCE_KIND_PERMIT &&
+                   PICKET_FENCE_KIND_READ == PICKET_PROTO_FENCE_KIND_READ &&
+                   PICKET_FENCE_KIND_WRITE == PICKET_PROTO_FENCE_KIND_WRITE,
+               "fence kinds");
+
 struct picket_fence_keys {
   picket_proto_fence_keys k;
 };
@@ -252,13 +259,26 @@ void picket_fence_keys_free(picket_fence_keys *keys) {
   free(keys);
 }
 
+void picket_fence_keys_accept_v1(picket_fence_keys *keys, int on) {
+  if (keys != NULL) keys->k.accept_v1 = on != 0;
+}
+
 int picket_fence_token_verify(const picket_fence_keys *keys, const char *prefix,
                               const char *lock, int64_t fence, const char *token) {
+  return picket_fence_token_verify_kinds(keys, prefix, lock, fence, 0, token);
+}
+
+int picket_fence_token_verify_kinds(const picket_fence_keys *keys, const char *prefix,
+                                    const char *lock, int64_t fence, unsigned kinds,
+                                    const char *token) {
   if (prefix == NULL) prefix = PICKET_PROTO_KEY_PREFIX_DEFAULT;
   if (keys == NULL || lock == NULL || token == NULL || fence < 1) return 0;
   size_t pl = strnlen(prefix, PICKET_PROTO_KEY_PREFIX_MAX + 1);
   size_t ll = strnlen(lock, PICKET_PROTO_NAME_MAX + 1);
   if (!picket_proto_prefix_valid(prefix, pl) || !picket_proto_name_valid(lock, ll)) return 0;
   size_t tl = strnlen(token, PICKET_PROTO_FENCE_TOKEN_MAX + 1);
-  return picket_proto_fence_token_verify(&keys->k, prefix, lock, fence, token, tl);
+  if (kinds & ~(PICKET_FENCE_KIND_LOCK | PICKET_FENCE_KIND_PERMIT | PICKET_FENCE_KIND_READ |
+                PICKET_FENCE_KIND_WRITE))
+    return 0;
+  return picket_proto_fence_token_verify(&keys->k, prefix, lock, fence, kinds, token, tl);
 }

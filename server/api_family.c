@@ -24,7 +24,7 @@ void api_family_init(const config *c) { cfg = c; }
 static void lock_grant(api_response *resp, const api_call *call, int renewal) {
   const store_result *r = &call->op.r;
   char token[API_JSON_FENCE_TOKEN_MAX];
-  api_json_fence_token(call->name, r->fence, token);
+  api_json_fence_token(PICKET_PROTO_FENCE_KIND_LOCK, call->name, r->fence, token);
   if (renewal) {
     api_json_reply_fmt(resp, "{\"lock\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld%s}", call->name,
                        (long long)r->fence, (long long)r->ttl_ms, token);
@@ -111,7 +111,7 @@ static void sem_grant(api_response *resp, const api_call *call, int renewal) {
   const store_result *r = &call->op.r;
   char lock[PICKET_PROTO_NAME_MAX + 1], token[API_JSON_FENCE_TOKEN_MAX];
   sem_fence_lock(call, r->permit, lock);
-  api_json_fence_token(lock, r->fence, token);
+  api_json_fence_token(PICKET_PROTO_FENCE_KIND_PERMIT, lock, r->fence, token);
   if (renewal) {
     api_json_reply_fmt(resp, "{\"semaphore\":\"%s\",\"permit\":%lld,\"fence\":%lld,\"ttl_ms\":%lld,"
                        "\"fence_lock\":\"%s\"%s}", call->name, (long long)r->permit,
@@ -182,8 +182,11 @@ static void rw_grant(api_response *resp, const api_call *call, int renewal) {
   const store_result *r = &call->op.r;
   char lock[PICKET_PROTO_NAME_MAX + 1], token[API_JSON_FENCE_TOKEN_MAX];
   rw_fence_lock(call, lock);
-  api_json_fence_token(lock, r->fence, token);
   int write = renewal ? !r->held_by : call->write;
+  /* a read lease's fence is its epoch's, the last writer's: only the kind
+   * tells their tokens apart, so that a reader cannot write */
+  api_json_fence_token(write ? PICKET_PROTO_FENCE_KIND_WRITE : PICKET_PROTO_FENCE_KIND_READ, lock,
+                       r->fence, token);
   if (renewal) {
     api_json_reply_fmt(resp, "{\"rwlock\":\"%s\",\"mode\":\"%s\",\"fence\":%lld,\"ttl_ms\":%lld,"
                        "\"fence_lock\":\"%s\"%s}", call->name, write ? "write" : "read",

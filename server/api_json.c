@@ -95,11 +95,11 @@ const char *api_json_owner_literal(const char *owner, char out[API_JSON_OWNER_MA
   return out;
 }
 
-const char *api_json_fence_token(const char *lock, int64_t fence,
+const char *api_json_fence_token(unsigned kind, const char *lock, int64_t fence,
                                  char out[API_JSON_FENCE_TOKEN_MAX]) {
   char token[PICKET_PROTO_FENCE_TOKEN_MAX + 1];
   out[0] = '\0';
-  if (signer_sign(lock, fence, token) == 0)
+  if (signer_sign(kind, lock, fence, token) == 0)
     snprintf(out, API_JSON_FENCE_TOKEN_MAX, ",\"fence_token\":\"%s\"", token);
   return out;
 }

@@ -38,9 +38,10 @@ void api_json_reply_retry(api_response *resp, int status, json_t *err, int64_t m
 json_t *api_json_owner(const char *owner);
 /* A validated owner (a request's) as a JSON literal in out: null or quoted. */
 const char *api_json_owner_literal(const char *owner, char out[API_JSON_OWNER_MAX]);
-/* With --fence-key-file, the grant's signed fence as a member
- * (",\"fence_token\":\"v1...\""), else "": in out. */
-const char *api_json_fence_token(const char *lock, int64_t fence,
+/* With --fence-key-file, the grant's signed fence, of `kind`
+ * (PICKET_PROTO_FENCE_KIND_*), as a member (",\"fence_token\":\"v2...\""),
+ * else "": in out. */
+const char *api_json_fence_token(unsigned kind, const char *lock, int64_t fence,
                                  char out[API_JSON_FENCE_TOKEN_MAX]);
 
 /* The request's body as an object whose members are all in `allowed`

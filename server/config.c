@@ -187,9 +187,11 @@ static const config_option options[] = {
     {"fence-floor", ENUM(fence_floor), "clock", floor_choices,
      "clock: a new fence is max(counter + 1, Redis TIME in microseconds), so a lost counter "
      "never sends fences back; none: counter + 1 (1, 2, 3...)"},
-    {"fence-idle-ttl-ms", INT(fence_idle_ttl_ms, 0, 86400000LL * 3650), "0", NULL,
+    {"fence-idle-ttl-ms", INT(fence_idle_ttl_ms, 0, 86400000LL * 3650),
+     "86400000", NULL,
      "with --fence-floor clock: a lock's fence counter expires after this long unused (never "
-     "before its lease), so names used once cost Redis nothing; 0: counters never expire"},
+     "before its lease), so names used once cost Redis nothing; 0: counters never expire. "
+     "Default 1 day with the clock floor, 0 (never) with --fence-floor none"},
     {"tls-cert", STR(tls_cert), "", NULL,
      "PEM certificate chain (leaf first) to serve HTTPS with; needs --tls-key. Reread on SIGHUP"},
     {"tls-key", STR(tls_key), "", NULL,
@@ -598,6 +600,11 @@ int config_load(config *cfg, int argc, char **argv, char **envp, char *err, size
                             &cfg->listen_port) < 0)
     return fail(err, errlen, "--listen: expected HOST:PORT, got '%s'", cfg->listen);
   if (check_store(cfg, given, err, errlen) < 0) return -1;
+  /* Bounded by default (issue 39): the clock floor keeps the next fence
+   * of an expired counter above the last one; without it an expired
+   * counter would start over, so there the default is to keep them. */
+  if (!given[option_index("fence-idle-ttl-ms")] && cfg->fence_floor != FENCE_FLOOR_CLOCK)
+    cfg->fence_idle_ttl_ms = 0;
   if (cfg->fence_idle_ttl_ms > 0 && cfg->fence_floor != FENCE_FLOOR_CLOCK)
     return fail(err, errlen, "--fence-idle-ttl-ms needs --fence-floor clock: without the clock "
                              "floor an expired counter would send that lock's fences back to 1");

@@ -67,7 +67,7 @@ typedef struct {
   int64_t replica_timeout_ms;
   int redis_pipeline;        /* PIPELINE_AUTO, _ON or _OFF */
   int fence_floor;           /* FENCE_FLOOR_CLOCK or _NONE */
-  int64_t fence_idle_ttl_ms; /* 0: fence counters never expire */
+  int64_t fence_idle_ttl_ms; /* 0: fence counters never expire (default 1 day, 0 under floor none) */
   /* --sentinel: the data nodes are found through these (0: --redis) */
   char sentinel_list[2048];
   sentinel_addr sentinels[CONFIG_SENTINELS_MAX];

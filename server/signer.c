@@ -63,13 +63,14 @@ void signer_set_key(const picket_proto_fence_key *k, const config *c) {
   pthread_mutex_unlock(&mu);
 }
 
-int signer_sign(const char *lock, int64_t fence, char out[PICKET_PROTO_FENCE_TOKEN_MAX + 1]) {
+int signer_sign(unsigned kind, const char *lock, int64_t fence,
+                char out[PICKET_PROTO_FENCE_TOKEN_MAX + 1]) {
   if (!enabled) return -1;
   picket_proto_fence_key k;
   pthread_mutex_lock(&mu);
   k = signing;
   pthread_mutex_unlock(&mu);
-  int rc = picket_proto_fence_token(&k, cfg->key_prefix, lock, fence, out);
+  int rc = picket_proto_fence_token(&k, kind, cfg->key_prefix, lock, fence, out);
   memset(&k, 0, sizeof k);
   return rc;
 }

@@ -18,9 +18,11 @@ int signer_enabled(void);
 /* SIGHUP: reads the file again; one that does not parse keeps the keys
  * loaded before, and the log says why. */
 void signer_reload(void);
-/* The token of (lock, fence) under the signing key: 0, or -1 when signing
- * is off or the fence is not one. Safe from any thread. */
-int signer_sign(const char *lock, int64_t fence, char out[PICKET_PROTO_FENCE_TOKEN_MAX + 1]);
+/* The token of (kind, lock, fence) under the signing key (kind: one of
+ * PICKET_PROTO_FENCE_KIND_*, what the grant is): 0, or -1 when signing is
+ * off or the fence is not one. Safe from any thread. */
+int signer_sign(unsigned kind, const char *lock, int64_t fence,
+                char out[PICKET_PROTO_FENCE_TOKEN_MAX + 1]);
 /* The fuzzer's switch: sign with k (a copy is kept) under `prefix`, or
  * stop signing (k NULL). */
 void signer_set_key(const picket_proto_fence_key *k, const config *cfg);

@@ -61,7 +61,7 @@ typedef struct {
   const char *port_file;
   const char *key_file;
   const char *key_prefix;
-  int no_fence;
+  int no_fence, accept_v1;
   long long max_locks, max_conns, max_conns_per_ip, request_timeout_ms;
 } config;
 
@@ -229,7 +229,9 @@ static int token_ok(struct MHD_Connection *c, const char *lock, int64_t fence, c
   pthread_mutex_lock(&keys_mu);
   int ok = picket_fence_token_verify(keys, cfg.key_prefix, lock, fence, t);
   pthread_mutex_unlock(&keys_mu);
-  if (!ok) *why = "the Picket-Fence-Token is not picketd's signature of this lock and fence";
+  if (!ok)
+    *why = "the Picket-Fence-Token is not picketd's signature of this lock and fence, for the kind "
+           "of lease its name says (a read lease's token never writes)";
   return ok;
 }
 
@@ -420,8 +422,16 @@ static const struct {
      "claim only with a Picket-Fence-Token that\n"
      "verifies for its lock and fence (else 403\n"
      "fence_invalid); SIGHUP rereads it. Without it,\n"
-     "fences are trusted as given",
+     "fences are trusted as given. A token must be\n"
+     "of the kind its lock name says (NAME:rw a\n"
+     "write lease's, NAME:permit:I a permit's, any\n"
+     "other a lock's): a read lease's never writes",
      .str = &cfg.key_file},
+    {"--accept-v1-fence-tokens", NULL,
+     "also admit v1 tokens (no kind signed) while\n"
+     "picketd is upgraded; drop it once the leases\n"
+     "granted before have ended",
+     .on = &cfg.accept_v1},
     {"--key-prefix", "P",
      "picketd's --key-prefix, which tokens sign\n"
      "(default " PICKET_PROTO_KEY_PREFIX_DEFAULT ")",
@@ -516,6 +526,8 @@ static void parse_flags(int argc, char **argv) {
     die_usage("--key-prefix: up to %d bytes of [A-Za-z0-9._:-]", PICKET_PROTO_KEY_PREFIX_MAX);
   if (cfg.no_fence && cfg.key_file)
     die_usage("--no-fence checks no fence: it cannot go with --fence-key-file");
+  if (cfg.accept_v1 && cfg.key_file == NULL)
+    die_usage("--accept-v1-fence-tokens needs --fence-key-file");
 }
 
 /* Resolves HOST:PORT ("[::1]:0" for IPv6) into *ss. Exits 2 when bad. */
@@ -591,6 +603,7 @@ static void reload_keys(void) {
     return;
   }
   pthread_mutex_lock(&keys_mu);
+  picket_fence_keys_accept_v1(k, cfg.accept_v1);
   picket_fence_keys *old = keys;
   keys = k;
   pthread_mutex_unlock(&keys_mu);
@@ -609,6 +622,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "fenced-kv: --fence-key-file: %s\n", err);
     return 1;
   }
+  picket_fence_keys_accept_v1(keys, cfg.accept_v1);
   if ((db = store_open(cfg.db, cfg.max_locks, err, sizeof err)) == NULL) {
     fprintf(stderr, "fenced-kv: cannot open database %s\n", err);
     picket_fence_keys_free(keys);

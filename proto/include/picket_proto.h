@@ -138,11 +138,17 @@ int picket_proto_lease_new(char out[PICKET_PROTO_LEASE_LEN + 1]);
 int picket_proto_random(void *buf, size_t n);
 
 /* Signed fences (fence_token.c; proto/README.md "Signed fences"): a fence
- * token is "v1." KID "." and the hex HMAC-SHA256, under the key KID, of
- * "picket-fence-v1" NUL KID NUL PREFIX NUL LOCK NUL FENCE. */
+ * token is "v2." KIND "." KID "." and the hex HMAC-SHA256, under the key
+ * KID, of "picket-fence-v2" NUL KIND NUL KID NUL PREFIX NUL LOCK NUL FENCE.
+ * KIND is what the grant was: the kinds below, by name. */
 #define PICKET_PROTO_FENCE_KEYS_MAX 16
 #define PICKET_PROTO_FENCE_KID_MAX 32
-#define PICKET_PROTO_FENCE_TOKEN_MAX (3 + PICKET_PROTO_FENCE_KID_MAX + 1 + 64)
+#define PICKET_PROTO_FENCE_TOKEN_MAX (3 + 7 + PICKET_PROTO_FENCE_KID_MAX + 1 + 64)
+#define PICKET_PROTO_FENCE_KIND_BY_NAME 0u /* verify: the kind the lock name's shape says */
+#define PICKET_PROTO_FENCE_KIND_LOCK 1u    /* "lock": a lock's lease */
+#define PICKET_PROTO_FENCE_KIND_PERMIT 2u  /* "permit": a semaphore's permit (NAME:permit:I) */
+#define PICKET_PROTO_FENCE_KIND_READ 4u    /* "read": a read lease (NAME:rw, its epoch's fence) */
+#define PICKET_PROTO_FENCE_KIND_WRITE 8u   /* "write": a write lease (NAME:rw) */
 typedef struct {
   char kid[PICKET_PROTO_FENCE_KID_MAX + 1];
   unsigned char key[64];
@@ -151,6 +157,7 @@ typedef struct {
 typedef struct {
   int n;                                       /* keys[0] signs; all verify */
   picket_proto_fence_key keys[PICKET_PROTO_FENCE_KEYS_MAX];
+  int accept_v1; /* verify v1 tokens (no kind) too: an upgrade's window, off by default */
 } picket_proto_fence_keys;
 /* A key file's text ("KID HEX" per line, '#' comments): 0, or -1 with the
  * line and why in err (never key material). */
@@ -158,14 +165,23 @@ int picket_proto_fence_keys_parse(const char *text, size_t len, picket_proto_fen
                                   char *err, size_t errlen);
 int picket_proto_fence_keys_load(const char *path, picket_proto_fence_keys *out, char *err,
                                  size_t errlen);
-/* The token of (prefix, lock, fence) under k: 0, or -1 (fence < 1). */
-int picket_proto_fence_token(const picket_proto_fence_key *k, const char *prefix, const char *lock,
-                             int64_t fence, char out[PICKET_PROTO_FENCE_TOKEN_MAX + 1]);
-/* 1 when token (len bytes) is a valid token of (prefix, lock, fence) under
- * one of ks's keys, else 0. Compared in constant time. */
+/* "lock", "permit", "read" or "write" for one kind bit; NULL otherwise. */
+const char *picket_proto_fence_kind_name(unsigned kind);
+/* The kind a fenced store expects under this lock name when it is not
+ * told: WRITE for NAME:rw, PERMIT for NAME:permit:DIGITS, else LOCK. */
+unsigned picket_proto_fence_kind_of_name(const char *lock);
+/* The v2 token of (kind, prefix, lock, fence) under k: 0, or -1 (fence < 1,
+ * or kind not one kind bit). */
+int picket_proto_fence_token(const picket_proto_fence_key *k, unsigned kind, const char *prefix,
+                             const char *lock, int64_t fence,
+                             char out[PICKET_PROTO_FENCE_TOKEN_MAX + 1]);
+/* 1 when token (len bytes) is a valid v2 token of (prefix, lock, fence)
+ * whose kind is one of `kinds` (a mask; KIND_BY_NAME: the name's kind),
+ * under one of ks's keys, or with ks->accept_v1 a valid v1 token of
+ * (prefix, lock, fence); else 0. Compared in constant time. */
 int picket_proto_fence_token_verify(const picket_proto_fence_keys *ks, const char *prefix,
-                                    const char *lock, int64_t fence, const char *token,
-                                    size_t len);
+                                    const char *lock, int64_t fence, unsigned kinds,
+                                    const char *token, size_t len);
 void picket_proto_lease_format(const unsigned char raw[PICKET_PROTO_LEASE_LEN / 2],
                                char out[PICKET_PROTO_LEASE_LEN + 1]);
 

@@ -303,9 +303,10 @@ static void check_auth(const request_ctx *ctx, const api_response *resp, const a
 }
 
 /* With signed fences (FLAG_AUTH inputs), the reply's fence_token verifies
- * for its lock and fence under the fuzzer's key, and for nothing else. */
+ * for its kind, lock and fence under the fuzzer's key, and for nothing
+ * else. */
 static void check_fence_token(const request_ctx *ctx, const api_response *resp, json_t *j,
-                              const char *name) {
+                              const char *name, unsigned kind) {
   json_t *t = json_object_get(j, "fence_token");
   if (!ctx->auth) {
     CHECK(t == NULL, "a fence_token without signing");
@@ -313,12 +314,15 @@ static void check_fence_token(const request_ctx *ctx, const api_response *resp, 
   }
   const char *s = json_string_value(t);
   int64_t fence = json_integer_value(json_object_get(j, "fence"));
-  CHECK(s && picket_proto_fence_token_verify(&fuzz_keys, ctx->cfg->key_prefix, name, fence, s,
-                                             strlen(s)),
+  CHECK(s && picket_proto_fence_token_verify(&fuzz_keys, ctx->cfg->key_prefix, name, fence, kind,
+                                             s, strlen(s)),
         "fence_token does not verify for its lock and fence");
-  CHECK(!picket_proto_fence_token_verify(&fuzz_keys, ctx->cfg->key_prefix, name, fence + 1, s,
-                                         strlen(s)),
+  CHECK(!picket_proto_fence_token_verify(&fuzz_keys, ctx->cfg->key_prefix, name, fence + 1, kind,
+                                         s, strlen(s)),
         "fence_token verifies for another fence");
+  CHECK(!picket_proto_fence_token_verify(&fuzz_keys, ctx->cfg->key_prefix, name, fence, 15u & ~kind,
+                                         s, strlen(s)),
+        "fence_token verifies as another kind");
 }
 
 static int is_semaphore_path(const char *path) {
@@ -348,7 +352,11 @@ static void check_family_ok(const request_ctx *ctx, const api_response *resp,
     CHECK(json_is_string(json_object_get(j, "fence_lock")) &&
               strcmp(json_string_value(json_object_get(j, "fence_lock")), lock) == 0,
           "'fence_lock' is not %s", lock);
-    check_fence_token(ctx, resp, j, lock);
+    const char *mode = json_string_value(json_object_get(j, "mode"));
+    check_fence_token(ctx, resp, j, lock,
+                      sem ? PICKET_PROTO_FENCE_KIND_PERMIT
+                      : mode && strcmp(mode, "read") == 0 ? PICKET_PROTO_FENCE_KIND_READ
+                                                           : PICKET_PROTO_FENCE_KIND_WRITE);
     (void)f;
   } else if (fence) {
     int_member(ctx, resp, j, "fence", 0);
@@ -375,7 +383,7 @@ static void check_lock_ok(const request_ctx *ctx, const api_response *resp, cons
   if (action && strcmp(action, "acquire") == 0) {
     CHECK(json_object_size(j) == (size_t)(ctx->auth ? 6 : 5),
           "acquire reply is not {lock, lease, fence, ttl_ms, owner%s}", ctx->auth ? ", fence_token" : "");
-    check_fence_token(ctx, resp, j, name);
+    check_fence_token(ctx, resp, j, name, PICKET_PROTO_FENCE_KIND_LOCK);
     const char *l = json_string_value(json_object_get(j, "lease"));
     CHECK(l && picket_proto_lease_valid(l, strlen(l)), "'lease' is not 32 lowercase hex");
     CHECK(api_granted(call) == stub_last_created(),
@@ -410,7 +418,7 @@ static void check_lock_ok(const request_ctx *ctx, const api_response *resp, cons
   } else if (action && strcmp(action, "renew") == 0) {
     CHECK(json_object_size(j) == (size_t)(ctx->auth ? 4 : 3),
           "renew reply is not {lock, fence, ttl_ms%s}", ctx->auth ? ", fence_token" : "");
-    check_fence_token(ctx, resp, j, name);
+    check_fence_token(ctx, resp, j, name, PICKET_PROTO_FENCE_KIND_LOCK);
     CHECK(known && held, "renewed a lock the store does not hold");
     CHECK(int_member(ctx, resp, j, "fence", 1) == fence, "fence is not the store's");
     int_member(ctx, resp, j, "ttl_ms", 1);

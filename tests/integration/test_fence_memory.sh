@@ -11,7 +11,7 @@ B="$PICKET_SOURCE_DIR/bench/fence_memory"
 "$B" --names 300 --idle-ms 2000 --bin "$PICKET_BIN_DIR" > "$H_DIR/out" 2> "$H_DIR/err" ||
   h_fail "fence_memory exited $?: $(cat "$H_DIR/err")"
 cat "$H_DIR/out"
-grep -q '^| `--fence-floor clock` | 300 |' "$H_DIR/out" || h_fail "no 300 keys without the idle TTL"
+grep -q '^| `--fence-floor clock --fence-idle-ttl-ms 0` | 300 |' "$H_DIR/out" || h_fail "no 300 keys without the idle TTL"
 grep -qE '^\| `--fence-floor clock --fence-idle-ttl-ms 2000` \| [0-9,]+ \| [0-9.]+ MiB \| 0 \(' "$H_DIR/out" ||
   h_fail "keys left after the idle TTL"
 grep -q '^| `--fence-floor clock`, every lock held | 601 |' "$H_DIR/out" || h_fail "no 601 keys held"

@@ -13,16 +13,18 @@ K1=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 K2=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 printf '# test keys\nk1 %s\n' "$K1" > "$H_DIR/keys"
 chmod 600 "$H_DIR/keys"
-# verify TOKEN LOCK FENCE [PREFIX]: exit 0 when the token is right
+# verify TOKEN LOCK FENCE [PREFIX [KIND]]: exit 0 when the token is right
+# (a v2 token of KIND, default lock)
 verify() {
-  python3 - "$1" "$2" "$3" "${4:-picket:}" "$H_DIR/keys.all" <<'PY'
+  python3 - "$1" "$2" "$3" "${4:-picket:}" "${5:-lock}" "$H_DIR/keys.all" <<'PY'
 import hmac, hashlib, sys
-tok, lock, fence, prefix, keys = sys.argv[1:]
+tok, lock, fence, prefix, want_kind, keys = sys.argv[1:]
 keys = dict(l.split() for l in open(keys) if l.strip() and not l.startswith("#"))
-v, kid, mac = tok.split(".")
-msg = b"\0".join([b"picket-fence-v1", kid.encode(), prefix.encode(), lock.encode(), fence.encode()])
+v, kind, kid, mac = tok.split(".")
+msg = b"\0".join([b"picket-fence-v2", kind.encode(), kid.encode(), prefix.encode(), lock.encode(),
+                  fence.encode()])
 want = hmac.new(bytes.fromhex(keys[kid]), msg, hashlib.sha256).hexdigest()
-sys.exit(0 if v == "v1" and hmac.compare_digest(want, mac) else 1)
+sys.exit(0 if v == "v2" and kind == want_kind and hmac.compare_digest(want, mac) else 1)
 PY
 }
 printf 'k1 %s\nk2 %s\n' "$K1" "$K2" > "$H_DIR/keys.all"
@@ -65,7 +67,7 @@ kill -HUP "$PICKETD_PID"
 for _ in $(seq 1 250); do grep -q "signed with key 'k2'" "$H_DIR/picketd.log" && break; sleep 0.02; done
 g=$(curl -s -X POST "$PICKETD_URL/v1/locks/rot/acquire" -d '{}')
 tok=$(json fence_token <<<"$g")
-[ "${tok:0:6}" = "v1.k2." ] && verify "$tok" rot "$(json fence <<<"$g")" || h_fail "after the rotation: $g"
+[ "${tok:0:11}" = "v2.lock.k2." ] && verify "$tok" rot "$(json fence <<<"$g")" || h_fail "after the rotation: $g"
 # A broken file on SIGHUP: the key loaded before stays, the log says why.
 printf 'k3 1234\n' > "$H_DIR/keys"
 kill -HUP "$PICKETD_PID"
@@ -74,7 +76,7 @@ grep -q "line 1: a key is 32 to 64 bytes.*keeping the fence key loaded before" "
   h_fail "no log line for the broken key file: $(tail -3 "$H_DIR/picketd.log")"
 g=$(curl -s -X POST "$PICKETD_URL/v1/locks/rot2/acquire" -d '{}')
 tok=$(json fence_token <<<"$g")
-[ "${tok:0:6}" = "v1.k2." ] && verify "$tok" rot2 "$(json fence <<<"$g")" || h_fail "after a broken reload: $g"
+[ "${tok:0:11}" = "v2.lock.k2." ] && verify "$tok" rot2 "$(json fence <<<"$g")" || h_fail "after a broken reload: $g"
 grep -q "${K1:0:16}\|${K2:0:16}" "$H_DIR/picketd.log" && h_fail "key material in the log"
 echo "ok: SIGHUP rotates the signing key; a broken file keeps the old; no key in the log"
 # End to end: fenced-kv with the same keys admits the grant's token and

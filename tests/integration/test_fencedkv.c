@@ -676,7 +676,8 @@ static const char *token(token_buf out, const char *kid, const char *prefix, con
   ck_assert_int_eq(picket_proto_fence_keys_parse(all, sizeof all - 1, &ks, err, sizeof err), 0);
   for (int i = 0; i < ks.n; i++)
     if (strcmp(ks.keys[i].kid, kid) == 0) {
-      ck_assert_int_eq(picket_proto_fence_token(&ks.keys[i], prefix, lock, fence, out), 0);
+      ck_assert_int_eq(picket_proto_fence_token(&ks.keys[i], picket_proto_fence_kind_of_name(lock),
+                                                prefix, lock, fence, out), 0);
       return out;
     }
   ck_abort_msg("no key %s", kid);
@@ -757,7 +758,7 @@ START_TEST(test_signed_fences) {
   ck_assert_int_eq(sput(f, NULL, "inventory-sync", 100, t, NULL), 200); /* a signed claim */
 
   const int64_t max = INT64_MAX;
-  const char *forged = "v1.k1.0000000000000000000000000000000000000000000000000000000000000000";
+  const char *forged = "v2.lock.k1.0000000000000000000000000000000000000000000000000000000000000000";
   struct {
     const char *what, *tok;
   } refused[] = {

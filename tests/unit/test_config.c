@@ -34,7 +34,7 @@ START_TEST(defaults) {
   ck_assert_int_eq(cfg.min_replicas, 0);
   ck_assert_int_eq(cfg.allow_eviction, 0);
   ck_assert_int_eq(cfg.fence_floor, FENCE_FLOOR_CLOCK);
-  ck_assert_int_eq(cfg.fence_idle_ttl_ms, 0);
+  ck_assert_int_eq(cfg.fence_idle_ttl_ms, 86400000); /* bounded by default (issue 39) */
 }
 END_TEST
 
@@ -42,6 +42,10 @@ START_TEST(fence_flags) {
   char *a[] = {"picketd", "--fence-floor", "none", NULL};
   ck_assert_int_eq(load(a, NULL), CONFIG_RUN);
   ck_assert_int_eq(cfg.fence_floor, FENCE_FLOOR_NONE);
+  ck_assert_int_eq(cfg.fence_idle_ttl_ms, 0); /* no floor: the default keeps counters */
+  char *z[] = {"picketd", "--fence-idle-ttl-ms", "0", NULL};
+  ck_assert_int_eq(load(z, NULL), CONFIG_RUN);
+  ck_assert_int_eq(cfg.fence_idle_ttl_ms, 0);
   char *b[] = {"picketd", "--fence-idle-ttl-ms", "86400000", NULL}; /* clock is the default */
   ck_assert_int_eq(load(b, NULL), CONFIG_RUN);
   ck_assert_int_eq(cfg.fence_idle_ttl_ms, 86400000);

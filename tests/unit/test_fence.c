@@ -275,9 +275,11 @@ static const char *key_file(const char *text) {
   return path;
 }
 
-/* The token of proto/README.md's test vector: key 00..1f, KID k1, prefix
- * picket:, lock inventory-sync, fence 42 (computed outside picket). */
-#define VECTOR "v1.k1.112fa84b00300fd99a9de4a5c8b55e076027d493039e951dc45777d035bf0397"
+/* The token of proto/README.md's test vector: key 00..1f, KID k1, kind
+ * lock, prefix picket:, lock inventory-sync, fence 42 (computed outside
+ * picket); and the v1 token of the same, which names no kind. */
+#define VECTOR "v2.lock.k1.551b2f98ebf05e8cfb8f5aef8fe2b6fdabdc5e8c249d9958074648c0839be91e"
+#define VECTOR_V1 "v1.k1.112fa84b00300fd99a9de4a5c8b55e076027d493039e951dc45777d035bf0397"
 #define KEY_K1 "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 
 START_TEST(test_signed_fences) {
@@ -296,7 +298,7 @@ START_TEST(test_signed_fences) {
   ck_assert_int_eq(picket_fence_token_verify(keys, "other:", "inventory-sync", 42, VECTOR), 0);
   ck_assert_int_eq(picket_fence_token_verify(keys, "", "inventory-sync", 42, VECTOR), 0);
   ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 42, VECTOR "0"), 0);
-  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 42, "v1.k1.00"), 0);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 42, "v2.lock.k1.00"), 0);
   ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 42, ""), 0);
   ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 42, NULL), 0);
   ck_assert_int_eq(picket_fence_token_verify(NULL, "picket:", "inventory-sync", 42, VECTOR), 0);
@@ -304,7 +306,7 @@ START_TEST(test_signed_fences) {
   ck_assert_int_eq(picket_fence_token_verify(keys, "pick{et", "inventory-sync", 42, VECTOR), 0);
   ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "in/ventory", 42, VECTOR), 0);
   char upper[] = VECTOR;
-  for (char *c = upper + 6; *c; c++)
+  for (char *c = upper + 11; *c; c++)
     if (*c >= 'a' && *c <= 'f') *c = (char)(*c - 'a' + 'A');
   ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 42, upper), 0);
   /* The first key's tokens verify too, and only under its own id. */
@@ -312,10 +314,44 @@ START_TEST(test_signed_fences) {
   const char k2[] = "k2 ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff\n";
   ck_assert_int_eq(picket_proto_fence_keys_parse(k2, sizeof k2 - 1, &pk, err, sizeof err), 0);
   char tok[PICKET_PROTO_FENCE_TOKEN_MAX + 1];
-  ck_assert_int_eq(picket_proto_fence_token(&pk.keys[0], "picket:", "x", INT64_MAX, tok), 0);
+  ck_assert_int_eq(picket_proto_fence_token(&pk.keys[0], PICKET_PROTO_FENCE_KIND_LOCK, "picket:", "x",
+                                            INT64_MAX, tok), 0);
   ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "x", INT64_MAX, tok), 1);
-  memcpy(tok + 3, "k1", 2);
+  memcpy(tok + 8, "k1", 2);
   ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "x", INT64_MAX, tok), 0);
+
+  /* Kinds (issue 39): a read lease's token carries its epoch's fence, the
+   * writer's, and must not pass as the writer's; a plain lock named like a
+   * permit must not pass as the permit's. The name's shape says the kind
+   * picket_fence_token_verify takes; _kinds says it outright. */
+  const char *rw = "inventory-sync:rw", *permit = "S:permit:3";
+  char rtok[sizeof tok], wtok[sizeof tok], ptok[sizeof tok], ltok[sizeof tok];
+  ck_assert_int_eq(picket_proto_fence_token(&pk.keys[0], PICKET_FENCE_KIND_READ, "picket:", rw, 9, rtok), 0);
+  ck_assert_int_eq(picket_proto_fence_token(&pk.keys[0], PICKET_FENCE_KIND_WRITE, "picket:", rw, 9, wtok), 0);
+  ck_assert_int_eq(picket_proto_fence_token(&pk.keys[0], PICKET_FENCE_KIND_PERMIT, "picket:", permit, 9, ptok), 0);
+  ck_assert_int_eq(picket_proto_fence_token(&pk.keys[0], PICKET_FENCE_KIND_LOCK, "picket:", permit, 9, ltok), 0);
+  ck_assert_int_eq(picket_fence_token_verify(keys, NULL, rw, 9, wtok), 1);
+  ck_assert_int_eq(picket_fence_token_verify(keys, NULL, rw, 9, rtok), 0);
+  ck_assert_int_eq(picket_fence_token_verify(keys, NULL, permit, 9, ptok), 1);
+  ck_assert_int_eq(picket_fence_token_verify(keys, NULL, permit, 9, ltok), 0);
+  ck_assert_int_eq(picket_fence_token_verify_kinds(keys, NULL, rw, 9, PICKET_FENCE_KIND_READ, rtok), 1);
+  ck_assert_int_eq(picket_fence_token_verify_kinds(keys, NULL, rw, 9, PICKET_FENCE_KIND_WRITE, rtok), 0);
+  ck_assert_int_eq(picket_fence_token_verify_kinds(keys, NULL, rw, 9,
+                                                   PICKET_FENCE_KIND_READ | PICKET_FENCE_KIND_WRITE, wtok), 1);
+  ck_assert_int_eq(picket_fence_token_verify_kinds(keys, NULL, permit, 9, PICKET_FENCE_KIND_LOCK, ltok), 1);
+  ck_assert_int_eq(picket_fence_token_verify_kinds(keys, NULL, permit, 9, PICKET_FENCE_KIND_LOCK, ptok), 0);
+  ck_assert_int_eq(picket_fence_token_verify_kinds(keys, NULL, permit, 9, 16, ptok), 0); /* no such kind */
+  ck_assert_int_eq(picket_fence_token_verify_kinds(keys, NULL, permit, 9, 0, ptok), 1);    /* 0: by name */
+
+  /* v1 tokens: refused by default; admitted while the upgrade switch is on */
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 42, VECTOR_V1), 0);
+  picket_fence_keys_accept_v1(keys, 1);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 42, VECTOR_V1), 1);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 43, VECTOR_V1), 0);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 42, VECTOR), 1);
+  picket_fence_keys_accept_v1(keys, 0);
+  ck_assert_int_eq(picket_fence_token_verify(keys, "picket:", "inventory-sync", 42, VECTOR_V1), 0);
+  picket_fence_keys_accept_v1(NULL, 1);
   picket_fence_keys_free(keys);
   picket_fence_keys_free(NULL);
 

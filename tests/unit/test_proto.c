@@ -138,10 +138,15 @@ START_TEST(keys_and_errors) {
 }
 END_TEST
 
-/* Signed fences: the format is pinned by a vector computed outside picket
- * (python3: hmac.new(bytes(range(32)), b"picket-fence-v1\0k1\0picket:\0"
- * b"inventory-sync\042", hashlib.sha256).hexdigest()), so another
- * language's verifier can be checked against the same bytes. */
+/* Signed fences: the format is pinned by vectors computed outside picket
+ * (python3: hmac.new(bytes(range(32)), b"picket-fence-v2\0lock\0k1\0"
+ * b"picket:\0inventory-sync\042", hashlib.sha256).hexdigest(); v1 without
+ * the kind), so another language's verifier can be checked against the
+ * same bytes. */
+#define V2_LOCK "v2.lock.k1.551b2f98ebf05e8cfb8f5aef8fe2b6fdabdc5e8c249d9958074648c0839be91e"
+#define V1_LOCK "v1.k1.112fa84b00300fd99a9de4a5c8b55e076027d493039e951dc45777d035bf0397"
+#define VERIFY(ks, prefix, lock, fence, kinds, tok) \
+  picket_proto_fence_token_verify(ks, prefix, lock, fence, kinds, tok, strlen(tok))
 START_TEST(fence_tokens) {
   const char file[] =
       "# signing key first\n"
@@ -150,29 +155,100 @@ START_TEST(fence_tokens) {
       "  old\t" "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff  \r\n";
   picket_proto_fence_keys ks;
   char err[200];
+  const unsigned LOCK = PICKET_PROTO_FENCE_KIND_LOCK;
   ck_assert_int_eq(picket_proto_fence_keys_parse(file, sizeof file - 1, &ks, err, sizeof err), 0);
   ck_assert_int_eq(ks.n, 2);
+  ck_assert_int_eq(ks.accept_v1, 0);
   ck_assert_str_eq(ks.keys[1].kid, "old");
   char tok[PICKET_PROTO_FENCE_TOKEN_MAX + 1];
-  ck_assert_int_eq(picket_proto_fence_token(&ks.keys[0], "picket:", "inventory-sync", 42, tok), 0);
-  ck_assert_str_eq(tok, "v1.k1.112fa84b00300fd99a9de4a5c8b55e076027d493039e951dc45777d035bf0397");
-  ck_assert_int_eq(picket_proto_fence_token_verify(&ks, "picket:", "inventory-sync", 42, tok, strlen(tok)), 1);
-  /* any other lock, fence, prefix, digit or key id: no */
-  ck_assert_int_eq(picket_proto_fence_token_verify(&ks, "picket:", "inventory-syn", 42, tok, strlen(tok)), 0);
-  ck_assert_int_eq(picket_proto_fence_token_verify(&ks, "picket:", "inventory-sync", 43, tok, strlen(tok)), 0);
-  ck_assert_int_eq(picket_proto_fence_token_verify(&ks, "other:", "inventory-sync", 42, tok, strlen(tok)), 0);
-  ck_assert_int_eq(picket_proto_fence_token_verify(&ks, "picket:", "inventory-sync", 42, tok, strlen(tok) - 1), 0);
+  ck_assert_int_eq(picket_proto_fence_token(&ks.keys[0], LOCK, "picket:", "inventory-sync", 42, tok), 0);
+  ck_assert_str_eq(tok, V2_LOCK);
+  ck_assert_int_eq(VERIFY(&ks, "picket:", "inventory-sync", 42, LOCK, tok), 1);
+  ck_assert_int_eq(VERIFY(&ks, "picket:", "inventory-sync", 42, PICKET_PROTO_FENCE_KIND_BY_NAME, tok), 1);
+  /* any other lock, fence, prefix, digit, kind or key id: no */
+  ck_assert_int_eq(VERIFY(&ks, "picket:", "inventory-syn", 42, LOCK, tok), 0);
+  ck_assert_int_eq(VERIFY(&ks, "picket:", "inventory-sync", 43, LOCK, tok), 0);
+  ck_assert_int_eq(VERIFY(&ks, "other:", "inventory-sync", 42, LOCK, tok), 0);
+  ck_assert_int_eq(picket_proto_fence_token_verify(&ks, "picket:", "inventory-sync", 42, LOCK, tok, strlen(tok) - 1), 0);
+  ck_assert_int_eq(VERIFY(&ks, "picket:", "inventory-sync", 42, PICKET_PROTO_FENCE_KIND_WRITE, tok), 0);
   char bad[sizeof tok];
   strcpy(bad, tok);
   bad[strlen(bad) - 1] = bad[strlen(bad) - 1] == '7' ? '8' : '7';
-  ck_assert_int_eq(picket_proto_fence_token_verify(&ks, "picket:", "inventory-sync", 42, bad, strlen(bad)), 0);
+  ck_assert_int_eq(VERIFY(&ks, "picket:", "inventory-sync", 42, LOCK, bad), 0);
   strcpy(bad, tok);
-  memcpy(bad + 3, "kx", 2); /* a key id nobody has */
-  ck_assert_int_eq(picket_proto_fence_token_verify(&ks, "picket:", "inventory-sync", 42, bad, strlen(bad)), 0);
+  memcpy(bad + 8, "kx", 2); /* a key id nobody has */
+  ck_assert_int_eq(VERIFY(&ks, "picket:", "inventory-sync", 42, LOCK, bad), 0);
+  strcpy(bad, tok);
+  memcpy(bad + 3, "read", 4); /* the kind rewritten: the MAC says lock */
+  ck_assert_int_eq(VERIFY(&ks, "picket:", "inventory-sync", 42, PICKET_PROTO_FENCE_KIND_READ, bad), 0);
   /* rotation: a token of the second key still verifies */
-  ck_assert_int_eq(picket_proto_fence_token(&ks.keys[1], "picket:", "x", 9223372036854775807LL, tok), 0);
-  ck_assert_int_eq(picket_proto_fence_token_verify(&ks, "picket:", "x", 9223372036854775807LL, tok, strlen(tok)), 1);
-  ck_assert_int_eq(picket_proto_fence_token(&ks.keys[0], "picket:", "x", 0, tok), -1);
+  ck_assert_int_eq(picket_proto_fence_token(&ks.keys[1], LOCK, "picket:", "x", 9223372036854775807LL, tok), 0);
+  ck_assert_int_eq(VERIFY(&ks, "picket:", "x", 9223372036854775807LL, LOCK, tok), 1);
+  ck_assert_int_eq(picket_proto_fence_token(&ks.keys[0], LOCK, "picket:", "x", 0, tok), -1);
+  ck_assert_int_eq(picket_proto_fence_token(&ks.keys[0], 0, "picket:", "x", 1, tok), -1);
+  ck_assert_int_eq(picket_proto_fence_token(&ks.keys[0], 3, "picket:", "x", 1, tok), -1);
+  /* v1 (no kind): refused unless the verifier turned it on for an upgrade */
+  ck_assert_int_eq(VERIFY(&ks, "picket:", "inventory-sync", 42, LOCK, V1_LOCK), 0);
+  ks.accept_v1 = 1;
+  ck_assert_int_eq(VERIFY(&ks, "picket:", "inventory-sync", 42, LOCK, V1_LOCK), 1);
+  ck_assert_int_eq(VERIFY(&ks, "picket:", "inventory-sync", 43, LOCK, V1_LOCK), 0);
+  ks.accept_v1 = 0;
+}
+END_TEST
+
+/* The kind a lock name's shape says, and each kind's token under it. */
+START_TEST(fence_token_kinds) {
+  ck_assert_uint_eq(picket_proto_fence_kind_of_name("a"), PICKET_PROTO_FENCE_KIND_LOCK);
+  ck_assert_uint_eq(picket_proto_fence_kind_of_name("a:rw"), PICKET_PROTO_FENCE_KIND_WRITE);
+  ck_assert_uint_eq(picket_proto_fence_kind_of_name(":rw"), PICKET_PROTO_FENCE_KIND_LOCK);
+  ck_assert_uint_eq(picket_proto_fence_kind_of_name("a:rwx"), PICKET_PROTO_FENCE_KIND_LOCK);
+  ck_assert_uint_eq(picket_proto_fence_kind_of_name("S:permit:0"), PICKET_PROTO_FENCE_KIND_PERMIT);
+  ck_assert_uint_eq(picket_proto_fence_kind_of_name("S:permit:12"), PICKET_PROTO_FENCE_KIND_PERMIT);
+  ck_assert_uint_eq(picket_proto_fence_kind_of_name("S:permit:"), PICKET_PROTO_FENCE_KIND_LOCK);
+  ck_assert_uint_eq(picket_proto_fence_kind_of_name(":permit:1"), PICKET_PROTO_FENCE_KIND_LOCK);
+  ck_assert_uint_eq(picket_proto_fence_kind_of_name("S:permit:1x"), PICKET_PROTO_FENCE_KIND_LOCK);
+  ck_assert_str_eq(picket_proto_fence_kind_name(PICKET_PROTO_FENCE_KIND_PERMIT), "permit");
+  ck_assert_ptr_null(picket_proto_fence_kind_name(0));
+  ck_assert_ptr_null(picket_proto_fence_kind_name(16));
+  const char key[] = "k1 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n";
+  picket_proto_fence_keys ks;
+  char err[200], tok[PICKET_PROTO_FENCE_TOKEN_MAX + 1];
+  ck_assert_int_eq(picket_proto_fence_keys_parse(key, sizeof key - 1, &ks, err, sizeof err), 0);
+  static const struct {
+    unsigned kind;
+    const char *lock, *want;
+  } v[] = {
+      {PICKET_PROTO_FENCE_KIND_READ, "inventory-sync:rw",
+       "v2.read.k1.7e0f7e171cfef68ebd965a94473ea2c79d513d5d32e40847358196dd9fc6c8b7"},
+      {PICKET_PROTO_FENCE_KIND_WRITE, "inventory-sync:rw",
+       "v2.write.k1.88a433f40a0658a0e685e68808a4ec58a6ca16b97dbe81bb25b34452864781d4"},
+      {PICKET_PROTO_FENCE_KIND_PERMIT, "inventory-sync:permit:0",
+       "v2.permit.k1.0f5ee9eb23f4e8f36684f8679d0fe0b92da56247b6223aa1eb05b7aeb8891d35"},
+  };
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+    ck_assert_int_eq(picket_proto_fence_token(&ks.keys[0], v[i].kind, "picket:", v[i].lock, 42, tok), 0);
+    ck_assert_str_eq(tok, v[i].want);
+    ck_assert_int_eq(VERIFY(&ks, "picket:", v[i].lock, 42, v[i].kind, tok), 1);
+    /* every other kind refuses it, and so does the name's kind unless it is this one */
+    ck_assert_int_eq(VERIFY(&ks, "picket:", v[i].lock, 42, 15u & ~v[i].kind, tok), 0);
+    ck_assert_int_eq(VERIFY(&ks, "picket:", v[i].lock, 42, PICKET_PROTO_FENCE_KIND_BY_NAME, tok),
+                     v[i].kind != PICKET_PROTO_FENCE_KIND_READ);
+  }
+  /* a plain lock named like a permit, or like a rwlock's fence lock: its
+   * token is a lock's, which the name's kind refuses */
+  ck_assert_int_eq(picket_proto_fence_token(&ks.keys[0], PICKET_PROTO_FENCE_KIND_LOCK, "picket:", "S:permit:3", 7, tok), 0);
+  ck_assert_int_eq(VERIFY(&ks, "picket:", "S:permit:3", 7, PICKET_PROTO_FENCE_KIND_BY_NAME, tok), 0);
+  ck_assert_int_eq(VERIFY(&ks, "picket:", "S:permit:3", 7, PICKET_PROTO_FENCE_KIND_LOCK, tok), 1);
+  /* malformed: no kind, an unknown kind, no key id */
+  ck_assert_int_eq(VERIFY(&ks, "picket:", "S:permit:3", 7, 15u, "v2.k1.00"), 0);
+  ck_assert_int_eq(VERIFY(&ks, "picket:", "S:permit:3", 7, 15u, "v2.admin.k1.0f5ee9eb23f4e8f36684f8679d0fe0b92da56247b6223aa1eb05b7aeb8891d35"), 0);
+  ck_assert_int_eq(VERIFY(&ks, "picket:", "S:permit:3", 7, 15u, "v2.lock..0f5ee9eb23f4e8f36684f8679d0fe0b92da56247b6223aa1eb05b7aeb8891d35"), 0);
+}
+END_TEST
+
+START_TEST(fence_keys_refused) {
+  char err[200];
+  picket_proto_fence_keys ks;
   /* files that are refused, with the line; never the key */
   struct { const char *text, *want; } refused[] = {
       {"", "no key"},
@@ -201,6 +277,8 @@ int main(void) {
   tcase_add_test(tc, fences);
   tcase_add_test(tc, keys_and_errors);
   tcase_add_test(tc, fence_tokens);
+  tcase_add_test(tc, fence_token_kinds);
+  tcase_add_test(tc, fence_keys_refused);
   suite_add_tcase(s, tc);
   return harness_run_suite(s);
 }

@@ -129,12 +129,19 @@ PICKET_EXTERN const char *picket_fence_verdict_str(picket_fence_verdict v);
  * forged 2^63-1. picketd started with --fence-key-file signs each grant's
  * fence: the grant carries a fence token ("fence_token" in the acquire
  * reply, PICKET_FENCE_TOKEN under `picket run`, the Picket-Fence-Token
- * header on a write), an HMAC-SHA256 of (prefix, lock, fence) under a key
- * that picketd and the storage share. Storage given the same key file
- * verifies the token before its fence check and refuses a write or claim
- * whose token does not verify, without changing anything; so only fences
- * picketd granted can raise the highest. The format is in proto/README.md
- * ("Signed fences"), for verifiers in other languages. */
+ * header on a write), an HMAC-SHA256 of (kind, prefix, lock, fence) under
+ * a key that picketd and the storage share. Storage given the same key
+ * file verifies the token before its fence check and refuses a write or
+ * claim whose token does not verify, without changing anything; so only
+ * fences picketd granted can raise the highest. The format is in
+ * proto/README.md ("Signed fences"), for verifiers in other languages.
+ *
+ * The kind is what the grant was: a lock's lease, a semaphore's permit
+ * (its fence lock is NAME:permit:I), a read/write lock's read or write
+ * lease (NAME:rw). A read lease's fence is the write epoch it reads, the
+ * last writer's fence, so only the kind keeps a reader from writing with
+ * it; and a plain lock may be named NAME:permit:3, so only the kind keeps
+ * its holder from writing as the permit's. */
 
 typedef struct picket_fence_keys picket_fence_keys;
 
@@ -152,13 +159,39 @@ PICKET_EXTERN picket_fence_keys *picket_fence_keys_load(const char *path, char *
 /* Wipes the key material and frees it. NULL is fine. */
 PICKET_EXTERN void picket_fence_keys_free(picket_fence_keys *keys);
 
+/* The kinds of grant a token can be signed for; a verifier takes a mask. */
+#define PICKET_FENCE_KIND_LOCK 1u   /* a lock's lease */
+#define PICKET_FENCE_KIND_PERMIT 2u /* a semaphore's permit, lock name NAME:permit:I */
+#define PICKET_FENCE_KIND_READ 4u   /* a read lease, lock name NAME:rw: never for a write */
+#define PICKET_FENCE_KIND_WRITE 8u  /* a write lease, lock name NAME:rw */
+
 /* 1 when `token` (NUL-terminated) is a valid fence token for `lock` and
  * `fence` under one of the keys and `prefix` (picketd's --key-prefix;
- * NULL means its default, "picket:"), else 0: also for a NULL or malformed
- * token, an invalid lock name or prefix, or a fence < 1. The MAC is
- * compared in constant time. Thread-safe: the keys are only read. */
+ * NULL means its default, "picket:"), signed for the kind the lock name's
+ * shape says: WRITE for NAME:rw, PERMIT for NAME:permit:DIGITS, LOCK for
+ * every other name. Else 0: also for a token of another kind (a read
+ * lease's; a plain lock's named like a permit), a NULL or malformed token,
+ * an invalid lock name or prefix, a fence < 1, and a v1 token unless
+ * picket_fence_keys_accept_v1 turned them on. The MAC is compared in
+ * constant time. Thread-safe: the keys are only read. */
 PICKET_EXTERN int picket_fence_token_verify(const picket_fence_keys *keys, const char *prefix,
                                             const char *lock, int64_t fence, const char *token);
+
+/* The same with the kinds said: 1 only when the token's signed kind is in
+ * `kinds` (PICKET_FENCE_KIND_* ORed; 0 means the name's kind, as above).
+ * For a store that knows its lock: a plain lock named like a fence lock
+ * (x:rw) passes PICKET_FENCE_KIND_LOCK; a store that serves reads checked
+ * against the epoch passes READ | WRITE. */
+PICKET_EXTERN int picket_fence_token_verify_kinds(const picket_fence_keys *keys,
+                                                  const char *prefix, const char *lock,
+                                                  int64_t fence, unsigned kinds,
+                                                  const char *token);
+
+/* Whether `keys` also verify v1 tokens (the format before kinds were
+ * signed: a v1 read lease's token passes as its writer's). Off by default; on only while a deployment upgrades: the
+ * verifiers first (with this on), then picketd, then off once every lease
+ * granted before has ended (proto/README.md "Signed fences"). */
+PICKET_EXTERN void picket_fence_keys_accept_v1(picket_fence_keys *keys, int on);
 
 #ifdef __cplusplus
 }

@@ -61,7 +61,7 @@ extern "C" {
 #define PICKET_OWNER_MAX 128 /* owner: 0..128 characters (code points) of UTF-8 */
 #define PICKET_OWNER_BYTES_MAX 512 /* ... which is at most 512 bytes */
 #define PICKET_LEASE_ID_LEN 32 /* lease ids: 32 lowercase hex digits */
-#define PICKET_FENCE_TOKEN_MAX 100 /* a signed fence: "v1." KID "." 64 hex (proto/README.md) */
+#define PICKET_FENCE_TOKEN_MAX 107 /* a signed fence: "v2." KIND "." KID "." 64 hex (proto/README.md) */
 #define PICKET_DEFAULT_SERVER "http://127.0.0.1:7070"
 
 /* Error codes: X(NAME, value, message). One table, so a code cannot be half

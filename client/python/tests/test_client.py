@@ -318,12 +318,12 @@ class SignedFences(unittest.TestCase):
     def test_fence_token(self):
         c = picket.Client(env("SIGNED_URL"))
         g = c.acquire(uniq(), ttl=5)
-        self.assertRegex(g.fence_token, r"^v1\.k1\.[0-9a-f]{64}$")
+        self.assertRegex(g.fence_token, r"^v2\.lock\.k1\.[0-9a-f]{64}$")
         first = g.fence_token
         c.renew(g)
         self.assertEqual(g.fence_token, first)  # same lock, same fence: same token
         with c.lock(uniq(), ttl=5) as lease:
-            self.assertRegex(lease.fence_token, r"^v1\.k1\.")
+            self.assertRegex(lease.fence_token, r"^v2\.lock\.k1\.")
         c.release(g)
         c.close()
 
