@@ -2,7 +2,8 @@
  * not have: a deadline for a whole request (--request-timeout-ms), a cap
  * on open connections per client address group (--max-connections-per-ip,
  * IPv6 by --ipv6-prefix-len) and, under --auth-file, slots kept for
- * clients that authenticated (--reserved-auth-connections).
+ * clients that authenticated (--reserved-auth-connections) and a cap per
+ * token (--max-connections-per-token, conns_token.c).
  * http.c calls these from its libmicrohttpd callbacks and event loops;
  * conns.c says how they work. */
 #ifndef PICKETD_CONNS_H
