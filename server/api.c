@@ -19,6 +19,8 @@
 
 #include "auth.h"
 #include "clock.h"
+#include "conns.h"
+#include "conns_token.h"
 #include "events.h"
 #include "holds.h"
 #include "log.h"
@@ -159,6 +161,17 @@ static int authenticate(const api_request *req, api_call *call, api_response *re
     return -1;
   }
   call->subject = quota_ref(auth_subject(call->who));
+  if (conns_authenticated(req->conn, call->who) < 0) {
+    /* The connection is closed after the reply: kept open, it would be
+     * one the token holds past its cap. */
+    char full[200];
+    snprintf(full, sizeof full, "token '%s' holds as many open connections as it may (%d); "
+             "reuse one (keep-alive) or close one", auth_name(call->who), conns_token_cap());
+    deny(call, resp, PICKET_PROTO_ERR_TOO_MANY_CONNECTIONS, QUOTA_DENY_CONNECTIONS, full);
+    resp->close = 1;
+    snprintf(resp->retry_after, sizeof resp->retry_after, "1");
+    return -1;
+  }
   return 0;
 }
 

@@ -26,6 +26,9 @@ typedef struct {
    * no query_arg): GET /v1/locks's prefix, limit and cursor. */
   const char *(*query_arg)(void *query_ctx, const char *key);
   void *query_ctx;
+  /* Its connection (conns.h), which counts against the token a request
+   * on it is authenticated as (--max-connections-per-token); NULL: none. */
+  struct conns_client *conn;
 } api_request;
 
 typedef struct {

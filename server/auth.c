@@ -410,6 +410,26 @@ void auth_put(auth_principal *who) {
   if (who) table_put(who->table);
 }
 
+auth_principal *auth_ref(auth_principal *who) {
+  atomic_fetch_add(&who->table->refs, 1);
+  return who;
+}
+
+int auth_same(const auth_principal *a, const auth_principal *b) {
+  return a == b || (memcmp(a->hash, b->hash, HASH_LEN) == 0 && strcmp(a->name, b->name) == 0);
+}
+
+auth_principal *auth_current(const auth_principal *who) {
+  pthread_mutex_lock(&mu);
+  auth_table *t = current;
+  if (t) atomic_fetch_add(&t->refs, 1);
+  pthread_mutex_unlock(&mu);
+  for (int i = t ? t->head[bucket_of(t, who->hash)] : -1; i >= 0; i = t->next[i])
+    if (auth_same(&t->tokens[i], who)) return &t->tokens[i];
+  table_put(t);
+  return NULL;
+}
+
 const char *auth_name(const auth_principal *who) { return who->name; }
 
 int auth_allows(const auth_principal *who, auth_verb verb) { return (who->verbs & verb) != 0; }

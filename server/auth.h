@@ -53,6 +53,16 @@ void auth_stop(void);
 int auth_resolve(const char *authorization, auth_principal **who, char *msg, size_t cap,
                  quota_deny *why);
 void auth_put(auth_principal *who); /* NULL is allowed */
+/* Another reference to who, for a holder that outlives the request (give
+ * it back with auth_put). */
+auth_principal *auth_ref(auth_principal *who);
+/* The same token (same name, same hash) in the table requests resolve
+ * against now, as a new reference (auth_put it), or NULL when a reload
+ * removed it or replaced its hash: the token who was made from is no
+ * longer accepted. */
+auth_principal *auth_current(const auth_principal *who);
+/* 1 when a and b are one token: the same name and the same hash. */
+int auth_same(const auth_principal *a, const auth_principal *b);
 
 const char *auth_name(const auth_principal *who);
 int auth_allows(const auth_principal *who, auth_verb verb);

@@ -171,6 +171,14 @@ static const config_option options[] = {
      "may not hold; a new connection past their share closes the oldest one without a token "
      "(a connection has one once a request on it sent a valid Authorization: Bearer). auto: "
      "an eighth of --max-connections with --auth-file, 0 without; 0: none"},
+    {"max-connections-per-token", INT_AUTO(max_conns_per_token, 0, 1000000), "auto", NULL,
+     "with --auth-file: open connections that requests of one token may hold, across all "
+     "loops and addresses (a connection counts once a request on it is authenticated); past "
+     "it, 429 too_many_connections with Retry-After, and the connection is closed. auto: a "
+     "quarter of --max-connections (1024 of the default 4096): four times what "
+     "--max-connections-per-ip lets one host hold, so a fleet of about a thousand sidecars "
+     "sharing one token (one keep-alive connection each) fits, while no token can take more "
+     "than a quarter of the slots; 0: no cap"},
     {"shutdown-timeout-ms", INT(shutdown_timeout_ms, 0, 600000), "10000", NULL,
      "on SIGTERM, how long in-flight requests may take to finish"},
     {"log-level", ENUM(log_level), "info", level_choices, "debug, info, warn or error"},
@@ -616,6 +624,9 @@ int config_load(config *cfg, int argc, char **argv, char **envp, char *err, size
   if (cfg->reserved_auth_conns > 0 && !cfg->auth_file[0])
     return fail(err, errlen, "--reserved-auth-connections needs --auth-file (without tokens no "
                              "connection can show it is authenticated)");
+  if (cfg->max_conns_per_token > 0 && !cfg->auth_file[0])
+    return fail(err, errlen, "--max-connections-per-token needs --auth-file (without tokens no "
+                             "connection has one)");
   if (cfg->reserved_auth_conns >= cfg->max_connections)
     return fail(err, errlen, "--reserved-auth-connections must be below --max-connections (%d)",
                 cfg->max_connections);

@@ -58,6 +58,7 @@ typedef struct {
   int max_conns_per_ip;      /* CONFIG_AUTO, 0 (no cap) or a cap for every address group */
   int ipv6_prefix_len;       /* IPv6 peers are grouped by this many leading bits for that cap */
   int reserved_auth_conns;   /* CONFIG_AUTO or N: slots unauthenticated connections leave free */
+  int max_conns_per_token;   /* CONFIG_AUTO, 0 (no cap) or a cap for every token (conns_token.c) */
   int64_t shutdown_timeout_ms;
   int log_level;
   int log_format;

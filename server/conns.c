@@ -60,10 +60,13 @@
  * Slots kept for authenticated clients (--reserved-auth-connections,
  * under --auth-file). A connection is accepted before any of its bytes,
  * so at accept nobody knows whether it will authenticate; it counts as
- * unauthenticated until a request on it presents a valid bearer token
- * (conns_request_complete, before the request is handled; once per
- * connection), and from then on counts against neither of the bounds
- * below. Two bounds, one rule: when a new connection would put a bound
+ * unauthenticated until api.c authenticates a request on it by its bearer
+ * token (conns_authenticated, before the request is handled; once per
+ * connection; an open endpoint such as /healthz authenticates nobody),
+ * and from then on counts against neither of the bounds below but
+ * against its token's (--max-connections-per-token, conns_token.c); one
+ * its token has no room for stays unauthenticated, and is answered 429
+ * and closed. Two bounds, one rule: when a new connection would put a bound
  * over, the oldest unauthenticated connection under that bound is closed
  * (shutdown(), no reply: as an idle timeout would) and the new one is let
  * in. Closing the oldest rather than refusing the newest is what lets a
@@ -109,6 +112,7 @@
 
 #include "api_types.h"
 #include "auth.h"
+#include "conns_token.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -158,6 +162,7 @@ struct conns_client {
   int grouped;                 /* in ip->unauth (ips.mu) */
   conns_link in_group;
   atomic_int evicted;          /* shut down to make room (any thread) */
+  conns_token_member tok;      /* its token's count, once authenticated (conns_token.c) */
 };
 
 struct conns_loop {
@@ -345,6 +350,7 @@ int conns_init(const config *c) {
   cfg = c;
   auth_on = cfg->auth_file[0] != '\0';
   ipv6_prefix = cfg->ipv6_prefix_len;
+  conns_token_init(cfg);
   loop_unauth_max = 0;
   int reserve = cfg->reserved_auth_conns == CONFIG_AUTO ? (auth_on ? cfg->max_connections / 8 : 0)
                                                          : cfg->reserved_auth_conns;
@@ -376,6 +382,7 @@ void conns_free(void) {
     }
   free(ips.buckets);
   ips.buckets = NULL;
+  conns_token_free();
 }
 
 /* At most one line a second, however many are refused. key: the group. */
@@ -528,22 +535,19 @@ static void group_leave(conns_client *c) {
   ip_put(ip, atomic_load(&c->evicted));
 }
 
-/* A request on an unauthenticated connection is all in: a valid bearer
- * token makes the connection authenticated for the rest of its life (a
- * token removed by a reload later does not undo it: the connection's
- * requests are refused, and it holds its slot until it closes). Hashing
- * the token again here (api.c does it for the request) costs one SHA-256
- * per connection, not per request. */
-static void authenticate(conns_client *c) {
-  const char *h = MHD_lookup_connection_value(c->mhd, MHD_HEADER_KIND,
-                                              MHD_HTTP_HEADER_AUTHORIZATION);
-  auth_principal *who = NULL;
-  char msg[160];
-  quota_deny why;
-  if (h == NULL || auth_resolve(h, &who, msg, sizeof msg, &why) != 0) return;
-  auth_put(who);
+int conns_authenticated(conns_client *c, auth_principal *who) {
+  if (c == NULL || c->tok.token || conns_token_revoked(&c->tok)) return 0;
+  if (!c->unauth) return 0; /* without --auth-file: nothing to count (api.c has no token then) */
+  if (conns_token_join(&c->tok, who, c->fd) < 0) return -1; /* stays unauthenticated */
   unauth_leave(c);
-  group_leave(c); /* an authenticated connection counts against no group */
+  group_leave(c); /* an authenticated connection counts against its token, not its group */
+  return 0;
+}
+
+int conns_revoked(const conns_client *c) { return c && conns_token_revoked(&c->tok); }
+
+void conns_waiting(conns_client *c, int on) {
+  if (c) atomic_store(&c->tok.waiting, on);
 }
 
 conns_client *conns_opened(conns_loop *cl, struct MHD_Connection *mc) {
@@ -584,7 +588,8 @@ void conns_closed(conns_client *c) {
   /* Out of the set before c is freed; the socket is still open here. */
   epoll_ctl(c->loop->ep, EPOLL_CTL_DEL, c->fd, NULL);
   unauth_leave(c);
-  group_leave(c); /* after it, no other thread can reach c */
+  group_leave(c); /* after these two, no other thread can reach c */
+  conns_token_leave(&c->tok);
   free(c);
 }
 
@@ -605,16 +610,17 @@ void conns_request_started(conns_client *c) {
 
 void conns_request_complete(conns_client *c) {
   if (c == NULL || c->state == CUT) return;
-  int first = c->state != COMPLETE; /* not a resumed request's call again */
   unlink_arriving(c);
   c->state = COMPLETE;
-  if (first && c->unauth) authenticate(c);
 }
 
 void conns_request_finished(conns_client *c) {
   if (c == NULL || c->state == CUT) return;
   unlink_arriving(c);
   c->state = IDLE;
+  /* Revoked while this request ran (a waiter's connection is not shut
+   * down by the revocation): no further request is served on it. */
+  if (conns_token_revoked(&c->tok)) shutdown(c->fd, SHUT_RDWR);
 }
 
 /* A 408 only while no byte of a reply can have been written: none is

@@ -2,7 +2,8 @@
  * not have: a deadline for a whole request (--request-timeout-ms), a cap
  * on open connections per client address group (--max-connections-per-ip,
  * IPv6 by --ipv6-prefix-len) and, under --auth-file, slots kept for
- * clients that authenticated (--reserved-auth-connections).
+ * clients that authenticated (--reserved-auth-connections) and a cap per
+ * token (--max-connections-per-token, conns_token.c).
  * http.c calls these from its libmicrohttpd callbacks and event loops;
  * conns.c says how they work. */
 #ifndef PICKETD_CONNS_H
@@ -13,6 +14,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "auth.h"
 #include "config.h"
 
 typedef struct conns_client conns_client; /* one client connection: its socket context */
@@ -37,6 +39,20 @@ void conns_loop_free(conns_loop *cl);
  * Runs on the accepting loop's thread, and the connection it lets in is
  * the next conns_opened on that thread. */
 enum MHD_Result conns_accept(void *cls, const struct sockaddr *addr, socklen_t len);
+
+/* api.c authenticated a request on c as `who` (c's loop's thread; NULL c
+ * is fine): the first time, c counts against who's token instead of its
+ * address group and the loop's unauthenticated share. 0, or -1 when the
+ * token already holds --max-connections-per-token (c stays counted as
+ * unauthenticated: the caller answers 429 and closes it). */
+int conns_authenticated(conns_client *c, auth_principal *who);
+/* 1 when c's token was removed by a reload (conns_token_revoke): each of
+ * its requests is answered 401 and the connection closed. */
+int conns_revoked(const conns_client *c);
+/* http.c: a waiting acquire is parked on c (on), or no longer (NULL c is
+ * fine). A revocation leaves such a connection's socket alone: the waiter
+ * is woken instead and answers 401 before the close. */
+void conns_waiting(conns_client *c, int on);
 
 /* MHD_CONNECTION_NOTIFY_STARTED, on the loop cl that accepted mc: returns
  * the socket context for it, or NULL when out of memory (the connection

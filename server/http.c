@@ -115,6 +115,11 @@ void http_resume(void *arg) {
   loop_resume_soon(r->loop->ev, &r->resume);
 }
 
+int http_revoked(void *arg) {
+  http_req *r = arg;
+  return conns_revoked(r->sock);
+}
+
 /* The loop's resume hook: on the loop's thread. */
 static void resume_now(loop_resume *item) {
   http_req *r = (http_req *)((char *)item - offsetof(http_req, resume));
@@ -191,6 +196,10 @@ static int client_gone(int fd) {
   return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
+/* The answer to a request on a connection whose token a reload removed. */
+#define REVOKED_MSG "this connection's token was removed from --auth-file; the connection is closed"
+#define REVOKED_CHALLENGE "Bearer realm=\"picket\", error=\"invalid_token\""
+
 /* Parks a waiting acquire and suspends its connection. */
 static enum MHD_Result park(struct MHD_Connection *conn, http_req *r) {
   if (!r->waiting) {
@@ -208,6 +217,7 @@ static enum MHD_Result park(struct MHD_Connection *conn, http_req *r) {
       return send_response(conn, r, &resp);
     }
     r->waiting = 1;
+    conns_waiting(r->sock, 1);
   } else {
     wait_repark(&r->w);
   }
@@ -219,6 +229,7 @@ static enum MHD_Result park(struct MHD_Connection *conn, http_req *r) {
 /* The waiter leaves its queue for good; a read/write lock's writer that
  * did not get the lock also stops keeping new readers out. */
 static void leave_wait(http_req *r, int granted) {
+  conns_waiting(r->sock, 0);
   wait_leave(&r->w, granted);
   api_wait_left(&r->call);
 }
@@ -227,6 +238,17 @@ static void leave_wait(http_req *r, int granted) {
 static enum MHD_Result resumed(struct MHD_Connection *conn, http_req *r) {
   api_response resp = {0};
   resp.endpoint = r->call.endpoint;
+  if (conns_revoked(r->sock)) {
+    /* Its token was removed (SIGHUP): whatever woke it (the socket shut
+     * down for reading looks like a client that left), it gets no grant,
+     * a 401 and the close. */
+    leave_wait(r, 0);
+    metrics_inc(M_ACQUIRE_ERROR);
+    resp.close = 1;
+    resp.www_authenticate = REVOKED_CHALLENGE;
+    api_error(&resp, PICKET_PROTO_ERR_UNAUTHENTICATED, REVOKED_MSG);
+    return send_response(conn, r, &resp);
+  }
   switch (r->w.wake) {
     case WAKE_RETRY:
       if (client_gone(r->w.fd)) {
@@ -487,6 +509,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->seen = 1;
     const char *why = tls_peer_refused(conn); /* mutual TLS: 401 on every path */
     if (why) return refuse_as(conn, r, PICKET_PROTO_ERR_UNAUTHENTICATED, why, TLS_CHALLENGE);
+    if (conns_revoked(r->sock)) /* a request that came before its connection closed */
+      return refuse_as(conn, r, PICKET_PROTO_ERR_UNAUTHENTICATED, REVOKED_MSG, REVOKED_CHALLENGE);
     switch (framing_refused(conn, version, &why)) {
       case FRAMING_AMBIGUOUS:
         return refuse(conn, r, why);
@@ -524,7 +548,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
   api_request req = {method, url, r->body, r->len, r->too_large,
                      MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
-                     conns_peer(r->sock), conns_peer_loopback(r->sock), query_arg, conn};
+                     conns_peer(r->sock), conns_peer_loopback(r->sock), query_arg, conn, r->sock};
   handling_set(r, 1); /* until reply(), or the end of the request */
   if (target_has_nul(r, url, version)) {
     handling_set(r, 0);

@@ -20,5 +20,8 @@ void http_stop(void);
 /* wait.c's resume function: resumes a waiter's suspended connection, from
  * any thread. `req` is what http.c put in waiter.conn. */
 void http_resume(void *req);
+/* 1 when the request's connection lost its token to a reload (for
+ * wait_revoke; any thread). */
+int http_revoked(void *req);
 
 #endif

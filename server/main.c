@@ -20,6 +20,7 @@
 #include "api.h"
 #include "auth.h"
 #include "config.h"
+#include "conns_token.h"
 #include "events.h"
 #include "holds.h"
 #include "http.h"
@@ -170,6 +171,11 @@ int main(int argc, char **argv) {
     if (sigwait(&sigs, &sig) != 0) continue;
     if (sig != SIGHUP) break;
     auth_reload();
+    int revoked = conns_token_revoke(); /* after the swap: what the new file lacks is gone */
+    wait_revoke(http_revoked);          /* after the marks: its waiters answer 401 */
+    if (revoked > 0)
+      LOG(LOG_INFO, "SIGHUP: closing %d connection%s of tokens no longer in --auth-file", revoked,
+          revoked == 1 ? "" : "s");
     signer_reload();
     tls_reload();
   }

@@ -52,9 +52,11 @@ typedef enum {
   X(WAKE_TIMEOUT, "picket_wait_wakeups_total", "cause=\"timeout\"", "")                          \
   X(WAKE_DISCONNECT, "picket_wait_wakeups_total", "cause=\"disconnect\"", "")                    \
   X(WAIT_REJECTED, "picket_wait_rejected_total", "", "Waits refused with too_many_waiters.") \
-  X(CONN_REFUSED_PER_IP, "picket_connections_refused_total", "reason=\"per_ip\"", "Client connections refused at accept, by reason (per_ip: --max-connections-per-ip).") \
-  X(CONN_CUT_REQUEST_TIMEOUT, "picket_connections_cut_total", "reason=\"request_timeout\"", "Client connections picketd closed, by reason (request_timeout: mid-request, past --request-timeout-ms; unauthenticated: the oldest without a token, to make room under --auth-file).") \
+  X(CONN_REFUSED_PER_IP, "picket_connections_refused_total", "reason=\"per_ip\"", "Client connections refused, by reason (per_ip: at accept, --max-connections-per-ip; per_token: answered 429 too_many_connections and closed, --max-connections-per-token).") \
+  X(CONN_REFUSED_PER_TOKEN, "picket_connections_refused_total", "reason=\"per_token\"", "") \
+  X(CONN_CUT_REQUEST_TIMEOUT, "picket_connections_cut_total", "reason=\"request_timeout\"", "Client connections picketd closed, by reason (request_timeout: mid-request, past --request-timeout-ms; unauthenticated: the oldest without a token, to make room under --auth-file; token_removed: its token left --auth-file on SIGHUP).") \
   X(CONN_CUT_UNAUTHENTICATED, "picket_connections_cut_total", "reason=\"unauthenticated\"", "") \
+  X(CONN_CUT_TOKEN_REMOVED, "picket_connections_cut_total", "reason=\"token_removed\"", "") \
   X(TLS_REFUSED_NO_CERT, "picket_tls_refused_total", "reason=\"no_certificate\"", "Requests refused 401 under --tls-client-ca, by reason.") \
   X(TLS_REFUSED_UNTRUSTED, "picket_tls_refused_total", "reason=\"untrusted\"", "")              \
   X(TLS_RELOAD_OK, "picket_tls_reloads_total", "outcome=\"ok\"", "SIGHUP reloads of the TLS files (failed: the old ones kept).") \

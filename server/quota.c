@@ -25,7 +25,7 @@
 
 static const char *const deny_names[QUOTA_DENY_COUNT] = {
     "no_token", "bad_token", "unknown_token", "verb", "prefix",
-    "too_many_leases", "too_many_waiters", "rate_limited"};
+    "too_many_leases", "too_many_waiters", "rate_limited", "too_many_connections"};
 static atomic_ulong anonymous_denied[QUOTA_DENY_COUNT]; /* token="" */
 
 /* A token bucket: refilled at `rate` per second up to one second's worth. */

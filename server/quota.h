@@ -26,6 +26,7 @@ typedef enum {
   QUOTA_DENY_NO_TOKEN, QUOTA_DENY_BAD_TOKEN, QUOTA_DENY_UNKNOWN_TOKEN, /* 401 */
   QUOTA_DENY_VERB, QUOTA_DENY_PREFIX,                                   /* 403 */
   QUOTA_DENY_LEASES, QUOTA_DENY_WAITERS, QUOTA_DENY_RATE,               /* 429 */
+  QUOTA_DENY_CONNECTIONS,                                               /* 429 */
   QUOTA_DENY_COUNT
 } quota_deny;
 

@@ -86,7 +86,7 @@ static void queue_free(wait_queue *q) {
 
 /* Resumes w with `why`, or remembers the wake if w cannot be resumed now.
  * A stronger reason wins over a weaker pending one (SHUTDOWN > DISCONNECT
- * > TIMEOUT > RETRY). Caller holds mu. */
+ * > REVOKED > TIMEOUT > RETRY). Caller holds mu. */
 static void wake_locked(waiter *w, wait_wake why) {
   if (w->state == W_SUSPENDED) {
     epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, NULL);
@@ -327,6 +327,13 @@ void wait_shutdown(void) {
   pthread_mutex_lock(&mu);
   shutting_down = 1;
   for (waiter *w = all; w; w = w->all_next) wake_locked(w, WAKE_SHUTDOWN);
+  pthread_mutex_unlock(&mu);
+}
+
+void wait_revoke(int (*revoked)(void *conn)) {
+  pthread_mutex_lock(&mu);
+  for (waiter *w = all; w; w = w->all_next)
+    if (revoked(w->conn)) wake_locked(w, WAKE_REVOKED);
   pthread_mutex_unlock(&mu);
 }
 

@@ -22,6 +22,7 @@ typedef enum {
   WAKE_NONE = 0,
   WAKE_RETRY,      /* released or expired: try the grant again */
   WAKE_TIMEOUT,    /* wait_ms ran out */
+  WAKE_REVOKED,    /* its token was removed by a reload (wait_revoke) */
   WAKE_DISCONNECT, /* the client went away */
   WAKE_SHUTDOWN    /* picketd is stopping */
 } wait_wake;
@@ -49,6 +50,10 @@ struct waiter {
 int wait_start(const config *cfg, void (*resume)(void *conn));
 /* Answers every waiter with WAKE_SHUTDOWN and refuses new ones. */
 void wait_shutdown(void);
+/* After a reload of --auth-file: wakes with WAKE_REVOKED every waiter
+ * for whose connection revoked(conn) is 1 (its token is gone), so that
+ * it is answered (401) rather than left waiting. */
+void wait_revoke(int (*revoked)(void *conn));
 /* Joins the threads (after the HTTP daemon is stopped). */
 void wait_stop(void);
 

@@ -79,6 +79,7 @@
   X(QUOTA_WAITERS, "too_many_waiters", 429, "this client has as many waiting acquires as it may") \
   X(RATE_LIMITED, "rate_limited", 429, "too many acquires per second from this client") \
   X(QUOTA_WATCHERS, "too_many_watchers", 429, "this client has as many event streams open as it may") \
+  X(TOO_MANY_CONNECTIONS, "too_many_connections", 429, "this token holds as many open connections as it may") \
   X(INTERNAL, "internal_error", 500, "internal error")                                \
   X(STORE_ERROR, "store_error", 502, "Redis answered with an error")                  \
   X(STORE_UNAVAILABLE, "store_unavailable", 503, "Redis is unreachable or timed out") \

@@ -667,7 +667,7 @@ static void run_one(const uint8_t *data, size_t size) {
   char *query = strchr(path, '?');
   if (query) *query++ = '\0';
   api_request req = {method, path, body, blen, too_large, authorization, "192.0.2.1", 0,
-                     query_arg, query};
+                     query_arg, query, NULL};
   int auth = (flags & FLAG_AUTH_MASK) == FLAG_AUTH;
   auth_set_table(auth ? fuzz_auth : NULL);
   signer_set_key(auth ? &fuzz_keys.keys[0] : NULL, cfg);

@@ -104,6 +104,10 @@ export declare class TooManyWaiters extends QuotaExceeded {
 export declare class TooManyWatchers extends QuotaExceeded {
     static readonly CODE: string;
 }
+/** 429: the token holds its --max-connections-per-token connections; this one is closed. */
+export declare class TooManyConnections extends QuotaExceeded {
+    static readonly CODE: string;
+}
 /** 500: picketd ran out of memory. */
 export declare class InternalError extends PicketError {
     static readonly CODE: string;
@@ -161,6 +165,7 @@ export declare const ERROR_CLASSES: {
     readonly store_tampered: typeof StoreTampered;
     readonly too_many_waiters: typeof TooManyWaiters;
     readonly too_many_watchers: typeof TooManyWatchers;
+    readonly too_many_connections: typeof TooManyConnections;
     readonly shutting_down: typeof ShuttingDown;
 };
 export type ErrorCode = keyof typeof ERROR_CLASSES;

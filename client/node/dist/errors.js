@@ -107,6 +107,10 @@ export class TooManyWaiters extends QuotaExceeded {
 export class TooManyWatchers extends QuotaExceeded {
     static CODE = "too_many_watchers";
 }
+/** 429: the token holds its --max-connections-per-token connections; this one is closed. */
+export class TooManyConnections extends QuotaExceeded {
+    static CODE = "too_many_connections";
+}
 /** 500: picketd ran out of memory. */
 export class InternalError extends PicketError {
     static CODE = "internal_error";
@@ -164,6 +168,7 @@ export const ERROR_CLASSES = {
     store_tampered: StoreTampered,
     too_many_waiters: TooManyWaiters,
     too_many_watchers: TooManyWatchers,
+    too_many_connections: TooManyConnections,
     shutting_down: ShuttingDown,
 };
 /** The error for an API error body's code (a plain PicketError for a code this client does not know). */

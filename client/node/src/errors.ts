@@ -87,6 +87,8 @@ export class RateLimited extends QuotaExceeded { static readonly CODE: string = 
 export class TooManyWaiters extends QuotaExceeded { static readonly CODE: string = "too_many_waiters"; }
 /** 429/503: too many event streams open. */
 export class TooManyWatchers extends QuotaExceeded { static readonly CODE: string = "too_many_watchers"; }
+/** 429: the token holds its --max-connections-per-token connections; this one is closed. */
+export class TooManyConnections extends QuotaExceeded { static readonly CODE: string = "too_many_connections"; }
 /** 500: picketd ran out of memory. */
 export class InternalError extends PicketError { static readonly CODE: string = "internal_error"; }
 /** 502: Redis answered with an error (retried). */
@@ -131,6 +133,7 @@ export const ERROR_CLASSES = {
   store_tampered: StoreTampered,
   too_many_waiters: TooManyWaiters,
   too_many_watchers: TooManyWatchers,
+  too_many_connections: TooManyConnections,
   shutting_down: ShuttingDown,
 } as const satisfies Record<string, ErrorClass>;
 

@@ -79,6 +79,8 @@ _CODES = {
     "too_many_waiters": (QuotaExceeded, "429/503: too many waiting acquires."),
     "too_many_watchers": (QuotaExceeded, "429/503: too many event streams open (this client's, "
                                          "or picketd's in all)."),
+    "too_many_connections": (QuotaExceeded, "429: the token holds its --max-connections-per-token "
+                                            "connections; this one is closed."),
     "shutting_down": (Unavailable, "503: picketd is stopping."),
 }
 
