@@ -4,7 +4,8 @@
 # started as docs/console.md says (loopback, no --auth-file), one with
 # --allowed-hosts picket.example and one with --loopback-trust off;
 # test_browser.py replays the attacks as a browser sends them and checks
-# that each is refused and changed nothing. Then the flags' bad values.
+# that each is refused and changed nothing, and tests/browser/evil_page.mjs
+# does it from a page in real chromium. Then the flags' bad values.
 set -u
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 h_start_redis
@@ -15,6 +16,17 @@ NOTRUST_PORT=$PICKETD_PORT NOTRUST_PID=$PICKETD_PID
 h_start_picketd
 python3 "$PICKET_SOURCE_DIR/tests/tenant/test_browser.py" "$PICKETD_PORT" "$NAMED_PORT" "$NOTRUST_PORT" ||
   h_fail "test_browser.py"
+
+# The same in real chromium (tests/browser has it): a page on another site
+# cannot break a lock, take one, or read the listing.
+CHROMIUM=${PICKET_CHROMIUM:-$(command -v chromium || true)}
+if [ -x "$CHROMIUM" ] && [ -d "$PICKET_SOURCE_DIR/tests/browser/node_modules/puppeteer-core" ]; then
+  export CHROMIUM PICKETD_URL BROWSER_DIR="$H_DIR/browser" HOME="$H_DIR"
+  mkdir -p "$BROWSER_DIR"
+  node "$PICKET_SOURCE_DIR/tests/browser/evil_page.mjs" || h_fail "evil_page.mjs (see above)"
+else
+  echo "SKIP: the chromium check (no chromium, or no tests/browser/node_modules: scripts/deps)"
+fi
 
 # With --auth-file the Host check is off unless --allowed-hosts names hosts
 # (docs/picketd.md): every call that reads or changes locks needs a token.
