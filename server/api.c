@@ -24,6 +24,7 @@
 #include "events.h"
 #include "holds.h"
 #include "log.h"
+#include "origin.h"
 #include "quota.h"
 #include "signer.h"
 #include "store.h"
@@ -600,6 +601,9 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
   call->started_ms = api_now_ms();
   const char *path = req->path;
   int is_get = method_is(req, "GET") || method_is(req, "HEAD");
+  /* Before anything else, the console's files too: a browser's request on
+   * a web page's behalf (origin.c). */
+  if (origin_check(req, resp) < 0) return API_DONE;
 
   if (ui_owns(path)) return ui_serve(req, resp); /* the web console's static files */
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {

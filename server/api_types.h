@@ -21,7 +21,8 @@ typedef struct {
   int body_too_large;     /* the body passed PICKET_PROTO_BODY_MAX and was cut */
   const char *authorization; /* the Authorization header, or NULL */
   const char *peer;       /* the client's address ("" if unknown), for per-address limits */
-  int peer_loopback;      /* ...and whether it is loopback (conns_peer_loopback) */
+  int peer_loopback;      /* ...and whether it is loopback (conns_peer_loopback) and
+                             trusted as this host's own (--loopback-trust on) */
   /* The query's argument `key`, percent-decoded, or NULL when absent (or
    * no query_arg): GET /v1/locks's prefix, limit and cursor. */
   const char *(*query_arg)(void *query_ctx, const char *key);
@@ -29,6 +30,12 @@ typedef struct {
   /* Its connection (conns.h), which counts against the token a request
    * on it is authenticated as (--max-connections-per-token); NULL: none. */
   struct conns_client *conn;
+  /* Headers that tell a browser's request from a client's (origin.c), or
+   * NULL when absent. */
+  const char *host;
+  const char *origin;
+  const char *sec_fetch_site;
+  const char *content_type;
 } api_request;
 
 typedef struct {

@@ -37,6 +37,7 @@ static const char *const level_choices[] = {"debug", "info", "warn", "error", NU
 static const char *const format_choices[] = {"text", "json", NULL};
 static const char *const pipeline_choices[] = {"auto", "on", "off", NULL}; /* PIPELINE_* */
 static const char *const floor_choices[] = {"clock", "none", NULL};         /* FENCE_FLOOR_* */
+static const char *const trust_choices[] = {"off", "on", NULL};            /* LOOPBACK_TRUST_* */
 
 #define STR(field) OPT_STRING, offsetof(config, field), sizeof(((config *)0)->field), 0, 0
 #define INT(field, lo, hi) OPT_INT, offsetof(config, field), sizeof(((config *)0)->field), lo, hi
@@ -145,6 +146,16 @@ static const config_option options[] = {
     {"auth-file", STR(auth_file), "", NULL,
      "tokens, their lock-name prefixes, verbs and quotas (see docs/security.md); every /v1/locks "
      "call and /metrics then needs Authorization: Bearer. Reloaded on SIGHUP"},
+    {"allowed-hosts", STR(allowed_hosts), "auto", NULL,
+     "the Host names picketd answers as, besides IP addresses, localhost and the host of "
+     "--listen: NAME[,NAME...]; any other Host is 421 misdirected_request on every path, so a "
+     "web page cannot reach picketd through DNS rebinding. auto: that check without "
+     "--auth-file, none with it (every call that reads or changes locks then needs a token); "
+     "*: no check"},
+    {"loopback-trust", ENUM(loopback_trust), "on", trust_choices,
+     "without --auth-file, on: a client on loopback is this host's own (it may break locks, "
+     "and the per-address limits spare it); off: loopback is an address like any other. "
+     "Behind a reverse proxy on this host every client is loopback: use off, or --auth-file"},
     {"max-connections", INT(max_connections, 1, 1000000), "4096", NULL,
      "open HTTP connections; past it new ones are refused"},
     {"connection-timeout-s", INT(conn_timeout_s, 1, 86400), "60", NULL,

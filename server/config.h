@@ -51,6 +51,8 @@ typedef struct {
   int acquire_rate_per_ip;    /* per second; 0: none; without --auth-file only */
   int list_rate;              /* listings per second per token or address; 0: none */
   char auth_file[512];        /* "": no authentication */
+  char allowed_hosts[2048];   /* "auto", "*" or NAME[,NAME...] (origin.c) */
+  int loopback_trust;         /* LOOPBACK_TRUST_ON: loopback without a token may break */
   char fence_key_file[512];   /* "": fences are not signed */
   int max_connections;
   int64_t conn_timeout_s;
@@ -105,6 +107,9 @@ enum { FENCE_FLOOR_CLOCK = 0, FENCE_FLOOR_NONE };
 /* --redis-pipeline: when lock calls go through their event loop's
  * pipelined Redis connection (store.h) instead of its direct one. */
 enum { PIPELINE_AUTO = 0, PIPELINE_ON, PIPELINE_OFF };
+
+/* --loopback-trust. */
+enum { LOOPBACK_TRUST_OFF = 0, LOOPBACK_TRUST_ON };
 
 /* --max-connections-per-ip and --reserved-auth-connections auto (conns.c
  * says what each means). */

@@ -163,6 +163,11 @@ static const char *query_arg(void *conn, const char *key) {
   return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
+/* A request header's value, or NULL (the first one when sent twice). */
+static const char *header(struct MHD_Connection *conn, const char *name) {
+  return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
+}
+
 static enum MHD_Result send_response(struct MHD_Connection *conn, http_req *r, api_response *resp) {
   /* before the reply: a client that reads it may act on it at once */
   api_wait_left(&r->call);
@@ -546,9 +551,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   }
   if (r->waiting) return resumed(conn, r);
 
-  api_request req = {method, url, r->body, r->len, r->too_large,
-                     MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
-                     conns_peer(r->sock), conns_peer_loopback(r->sock), query_arg, conn, r->sock};
+  /* With --loopback-trust off, a loopback client is an address like any
+   * other: behind a reverse proxy on this host every client is loopback. */
+  api_request req = {
+      .method = method, .path = url, .body = r->body, .body_len = r->len,
+      .body_too_large = r->too_large, .authorization = header(conn, MHD_HTTP_HEADER_AUTHORIZATION),
+      .peer = conns_peer(r->sock),
+      .peer_loopback = conns_peer_loopback(r->sock) && cfg->loopback_trust,
+      .query_arg = query_arg, .query_ctx = conn,
+      .host = header(conn, MHD_HTTP_HEADER_HOST), .origin = header(conn, "Origin"),
+      .sec_fetch_site = header(conn, "Sec-Fetch-Site"),
+      .content_type = header(conn, MHD_HTTP_HEADER_CONTENT_TYPE), .conn = r->sock};
   handling_set(r, 1); /* until reply(), or the end of the request */
   if (target_has_nul(r, url, version)) {
     handling_set(r, 0);

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
+#include "origin.h"
 #include "quota.h"
 #include "signer.h"
 #include "store.h"
@@ -95,7 +96,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   log_setup(cfg.log_level, cfg.log_format);
-  if (tls_init(&cfg, err, sizeof err) < 0) { /* a TLS file is config: exit 2 like a flag */
+  if (origin_init(&cfg, err, sizeof err) < 0 ||
+      tls_init(&cfg, err, sizeof err) < 0) { /* a TLS file is config: exit 2 like a flag */
     fprintf(stderr, "picketd: %s\n", err);
     return 2;
   }

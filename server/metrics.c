@@ -26,7 +26,7 @@ static const char *const endpoint_names[EP_COUNT] = {
     "whoami", "events"};
 
 /* The statuses picketd sends; anything else is counted as "other". */
-static const int statuses[] = {200, 400, 401, 403, 404, 405, 409, 411, 413, 429, 500, 502, 503};
+static const int statuses[] = {200, 400, 401, 403, 404, 405, 409, 411, 413, 415, 421, 429, 500, 502, 503};
 #define NSTATUS (sizeof statuses / sizeof statuses[0])
 
 static const char *const gauge_info[G_COUNT][2] = {

@@ -16,31 +16,34 @@ import (
 // Holder, Limit) or the *TransportError. A code this client does not know
 // yet is an *APIError that matches no sentinel but the class ones below.
 var (
-	ErrInvalidArgument    = newCode("invalid_argument")     // 400: a bad name, body, lease id or value (or refused locally, Status 0)
-	ErrNotFound           = newCode("not_found")            // 404: no such path
-	ErrMethodNotAllowed   = newCode("method_not_allowed")   // 405
-	ErrLockHeld           = newCode("lock_held")            // 409: another lease holds the lock (Holder, RetryAfter)
-	ErrLockDelay          = newCode("lock_delay")           // 409: an expired lease's lock-delay runs (also matches ErrLockHeld)
-	ErrSemaphoreFull      = newCode("semaphore_full")       // 409: every permit is held (also matches ErrLockHeld)
-	ErrLimitMismatch      = newCode("limit_mismatch")       // 409: the live permits use another limit (Limit)
-	ErrLeaseLost          = newCode("lease_lost")           // 409: this lease no longer holds the lock
-	ErrUnauthenticated    = newCode("unauthenticated")      // 401: no token, or an unknown one
-	ErrPermissionDenied   = newCode("permission_denied")    // 403: the token may not do this to this name
-	ErrBodyTooLarge       = newCode("body_too_large")       // 413
-	ErrLengthRequired     = newCode("length_required")      // 411
-	ErrTooManyLeases      = newCode("too_many_leases")      // 429: the token holds its max_leases
-	ErrRateLimited        = newCode("rate_limited")         // 429: too many acquires a second (RetryAfter)
-	ErrInternal           = newCode("internal_error")       // 500
-	ErrStoreError         = newCode("store_error")          // 502: Redis answered with an error
-	ErrStoreUnavailable   = newCode("store_unavailable")    // 503: Redis unreachable or timed out
-	ErrStoreMisconfigured = newCode("store_misconfigured")  // 503: Redis's policy makes fences unsafe
-	ErrStoreFull          = newCode("store_full")           // 503: Redis at maxmemory
-	ErrNotReplicated      = newCode("not_replicated")       // 503: the grant did not reach the replicas asked for
-	ErrStoreTampered      = newCode("store_tampered")       // 503: another writer changed this lock's fence state
-	ErrTooManyWaiters     = newCode("too_many_waiters")     // 429/503: too many waiting acquires
-	ErrTooManyWatchers    = newCode("too_many_watchers")    // 429/503: too many event streams
-	ErrTooManyConnections = newCode("too_many_connections") // 429: the token holds its --max-connections-per-token
-	ErrShuttingDown       = newCode("shutting_down")        // 503: picketd is stopping
+	ErrInvalidArgument      = newCode("invalid_argument")       // 400: a bad name, body, lease id or value (or refused locally, Status 0)
+	ErrNotFound             = newCode("not_found")              // 404: no such path
+	ErrMethodNotAllowed     = newCode("method_not_allowed")     // 405
+	ErrLockHeld             = newCode("lock_held")              // 409: another lease holds the lock (Holder, RetryAfter)
+	ErrLockDelay            = newCode("lock_delay")             // 409: an expired lease's lock-delay runs (also matches ErrLockHeld)
+	ErrSemaphoreFull        = newCode("semaphore_full")         // 409: every permit is held (also matches ErrLockHeld)
+	ErrLimitMismatch        = newCode("limit_mismatch")         // 409: the live permits use another limit (Limit)
+	ErrLeaseLost            = newCode("lease_lost")             // 409: this lease no longer holds the lock
+	ErrUnauthenticated      = newCode("unauthenticated")        // 401: no token, or an unknown one
+	ErrPermissionDenied     = newCode("permission_denied")      // 403: the token may not do this to this name
+	ErrBodyTooLarge         = newCode("body_too_large")         // 413
+	ErrLengthRequired       = newCode("length_required")        // 411
+	ErrUnsupportedMediaType = newCode("unsupported_media_type") // 415: a body not sent as application/json
+	ErrForbiddenOrigin      = newCode("forbidden_origin")       // 403: a call from a web page on another origin
+	ErrMisdirectedRequest   = newCode("misdirected_request")    // 421: a Host picketd does not answer as
+	ErrTooManyLeases        = newCode("too_many_leases")        // 429: the token holds its max_leases
+	ErrRateLimited          = newCode("rate_limited")           // 429: too many acquires a second (RetryAfter)
+	ErrInternal             = newCode("internal_error")         // 500
+	ErrStoreError           = newCode("store_error")            // 502: Redis answered with an error
+	ErrStoreUnavailable     = newCode("store_unavailable")      // 503: Redis unreachable or timed out
+	ErrStoreMisconfigured   = newCode("store_misconfigured")    // 503: Redis's policy makes fences unsafe
+	ErrStoreFull            = newCode("store_full")             // 503: Redis at maxmemory
+	ErrNotReplicated        = newCode("not_replicated")         // 503: the grant did not reach the replicas asked for
+	ErrStoreTampered        = newCode("store_tampered")         // 503: another writer changed this lock's fence state
+	ErrTooManyWaiters       = newCode("too_many_waiters")       // 429/503: too many waiting acquires
+	ErrTooManyWatchers      = newCode("too_many_watchers")      // 429/503: too many event streams
+	ErrTooManyConnections   = newCode("too_many_connections")   // 429: the token holds its --max-connections-per-token
+	ErrShuttingDown         = newCode("shutting_down")          // 503: picketd is stopping
 )
 
 // Other names for two of the codes, as HTTP calls them.

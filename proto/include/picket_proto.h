@@ -75,6 +75,9 @@
   X(PERMISSION_DENIED, "permission_denied", 403, "this token may not do that")         \
   X(BODY_TOO_LARGE, "body_too_large", 413, "request body too large")                  \
   X(LENGTH_REQUIRED, "length_required", 411, "a request body must come with Content-Length (Transfer-Encoding is refused)") \
+  X(UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", 415, "a request body must be sent as Content-Type: application/json") \
+  X(FORBIDDEN_ORIGIN, "forbidden_origin", 403, "a web page on another origin may not change anything") \
+  X(MISDIRECTED_REQUEST, "misdirected_request", 421, "picketd does not answer as this Host") \
   X(TOO_MANY_LEASES, "too_many_leases", 429, "this token holds as many leases as it may") \
   X(QUOTA_WAITERS, "too_many_waiters", 429, "this client has as many waiting acquires as it may") \
   X(RATE_LIMITED, "rate_limited", 429, "too many acquires per second from this client") \

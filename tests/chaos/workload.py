@@ -143,7 +143,8 @@ class Worker:
         self.h.event("invoke", f, lock=lock, lease=tag, ttl_ms=body.get("ttl_ms"))
         try:
             status, doc = p.request("POST", "/v1/%s/%s/%s" % (kind, name, verb),
-                                    json.dumps(body), timeout=timeout)
+                                    json.dumps(body), {"Content-Type": "application/json"},
+                                    timeout=timeout)
         except (OSError, http.client.HTTPException) as e:
             self.h.event("info", f, lock=lock, lease=tag, error=type(e).__name__)
             return None

@@ -138,7 +138,7 @@ def info(port):
 
 def post(port, path, body, timeout=10):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    c.request("POST", path, json.dumps(body))
+    c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
     r = c.getresponse()
     doc = json.loads(r.read() or b"null")
     c.close()

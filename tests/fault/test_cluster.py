@@ -75,7 +75,8 @@ class Client:
                 if self.c is None:
                     self.c = http.client.HTTPConnection("127.0.0.1", self.port,
                                                         timeout=self.timeout * SCALE)
-                self.c.request(method, path, body=data)
+                self.c.request(method, path, body=data,
+                               headers={} if data is None else {"Content-Type": "application/json"})
                 r = self.c.getresponse()
                 raw = r.read().decode()
                 hdrs = {k.lower(): v for k, v in r.getheaders()}
@@ -344,7 +345,7 @@ class Events:
     def __init__(self, port, name):
         import socket
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-        self.sock.sendall(f"GET /v1/locks/{name}/events HTTP/1.0\r\nHost: x\r\n\r\n".encode())
+        self.sock.sendall(f"GET /v1/locks/{name}/events HTTP/1.0\r\nHost: localhost\r\n\r\n".encode())
         self.buf = b""
         head = self._until(b"\r\n\r\n")
         self.status = int(head.split(b" ")[1]) if head else 0
@@ -681,7 +682,8 @@ def case_quota(cluster, seed):
         def call(method, path, body=None):
             c.c = c.c or http.client.HTTPConnection("127.0.0.1", q.port, timeout=15 * SCALE)
             data = json.dumps(body) if body is not None else None
-            c.c.request(method, path, body=data, headers={"Authorization": "Bearer " + token})
+            c.c.request(method, path, body=data, headers={"Authorization": "Bearer " + token,
+                                                          "Content-Type": "application/json"})
             r = c.c.getresponse()
             raw = r.read().decode()
             contract_log(method, path, data, r.status, {k.lower(): v for k, v in r.getheaders()},

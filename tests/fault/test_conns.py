@@ -78,7 +78,7 @@ DEADLINE_S = 2.0            # (b), (c): picketd --request-timeout-ms 2000
 AUTO_CAP = 256              # the default's cap for addresses other than loopback
 SCALE = float(os.environ.get("PICKET_TIME_SCALE", "1") or 1)
 # A request that never ends: a request line, then header lines forever.
-DRIBBLE = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-Slow-%d: y\r\n" % i
+DRIBBLE = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n" + b"".join(b"X-Slow-%d: y\r\n" % i
                                                             for i in range(2000))
 
 
@@ -147,8 +147,9 @@ def read_reply(s, timeout):
 def request(method, path, body=None, token=None):
     data = b"" if body is None else json.dumps(body).encode()
     auth = b"Authorization: Bearer %s\r\n" % token.encode() if token else b""
-    return (b"%s %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n"
-            % (method.encode(), path.encode(), auth, len(data)) + data)
+    ctype = b"Content-Type: application/json\r\n" if data else b""
+    return (b"%s %s HTTP/1.1\r\nHost: localhost\r\n%s%sContent-Length: %d\r\n\r\n"
+            % (method.encode(), path.encode(), auth, ctype, len(data)) + data)
 
 
 def call(s, method, path, body=None, timeout=5.0, token=None):
@@ -380,8 +381,8 @@ def part_not_cut(port):
 
     def slow_body():
         body = json.dumps({"ttl_ms": 10000, "owner": "slow but honest"}).encode()
-        req = (b"POST /v1/locks/conns-slow/acquire HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
-               % len(body) + body)
+        req = (b"POST /v1/locks/conns-slow/acquire HTTP/1.1\r\nHost: localhost\r\n"
+               b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
         with connect(port, HONEST_ADDR) as s:
             t0 = time.monotonic()
             step = len(req) // 8 + 1
@@ -425,7 +426,7 @@ def part_not_cut(port):
     def pipelined():
         with connect(port, HONEST_ADDR) as s:
             s.sendall(request("GET", "/healthz") * 3 + request("GET", "/readyz") +
-                      b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                      b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             data, end = b"", time.monotonic() + 5 * SCALE
             while time.monotonic() < end:  # up to the close the last one asked for
                 s.settimeout(max(0.01, end - time.monotonic()))

@@ -146,7 +146,8 @@ def exchange(port, data, shut=False, timeout=5.0):
 def http(port, method, path, body=None):
     data = b"" if body is None else json.dumps(body).encode()
     req = (b"%s %s HTTP/1.1\r\n" % (method.encode(), path.encode()) + HOST +
-           b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+           b"Connection: close\r\nContent-Type: application/json\r\n"
+           b"Content-Length: %d\r\n\r\n" % len(data) + data)
     st, hdr, raw = exchange(port, req)
     try:
         return st, json.loads(raw)
@@ -189,7 +190,7 @@ CLIENT_ERR_OR_CLOSE = CLIENT_ERR | {None}
 
 def post(path, body, extra=b""):
     return (b"POST %s HTTP/1.1\r\n" % path + HOST + extra +
-            b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
 
 
 # ---- the malformed requests ----------------------------------------------

@@ -16,11 +16,11 @@
 # acquire_release NAME: prints the fence of one grant, then releases it.
 acquire_release() {
   local out lease
-  out=$(curl -sS -X POST "$PICKETD_URL/v1/locks/$1/acquire" -d '{"ttl_ms":10000}') ||
+  out=$(curl -sS -X POST "$PICKETD_URL/v1/locks/$1/acquire" -H 'Content-Type: application/json' -d '{"ttl_ms":10000}') ||
     h_fail "acquire $1: no reply"
   lease=$(jget lease <<< "$out")
   [[ "$lease" =~ ^[0-9a-f]{32}$ ]] || h_fail "acquire $1: $out"
-  curl -sS -o /dev/null -X POST "$PICKETD_URL/v1/locks/$1/release" -d "{\"lease\":\"$lease\"}"
+  curl -sS -o /dev/null -X POST "$PICKETD_URL/v1/locks/$1/release" -H 'Content-Type: application/json' -d "{\"lease\":\"$lease\"}"
   jget fence <<< "$out"
 }
 

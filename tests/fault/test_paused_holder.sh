@@ -16,7 +16,7 @@ TTL=1000
 # "holderN-2", renew, release; each step's status and body into $H_DIR/hN.*
 holder() {
   local n=$1 ttl=$2 out lease fence
-  out=$(curl -sS -X POST "$PICKETD_URL/v1/locks/stock/acquire" -d "{\"ttl_ms\":$ttl}")
+  out=$(curl -sS -X POST "$PICKETD_URL/v1/locks/stock/acquire" -H 'Content-Type: application/json' -d "{\"ttl_ms\":$ttl}")
   lease=$(jget lease <<< "$out")
   fence=$(jget fence <<< "$out")
   echo "$fence" > "$H_DIR/h$n.fence"

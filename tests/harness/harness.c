@@ -495,26 +495,39 @@ static size_t on_header(char *data, size_t size, size_t n, void *ud) {
   return len;
 }
 
+/* The caller's own Content-Type header among headers (the first, as
+ * libcurl uses it; "Content-Type:" or "Content-Type;" sends none or an
+ * empty one), or NULL. */
+static const char *given_content_type(const char *const *headers) {
+  static const char name[] = "Content-Type";
+  size_t nl = sizeof name - 1;
+  for (int i = 0; headers && headers[i]; i++)
+    if (strncasecmp(headers[i], name, nl) == 0 && (headers[i][nl] == ':' || headers[i][nl] == ';'))
+      return headers[i];
+  return NULL;
+}
+
+/* The header a body goes with when the caller names no Content-Type:
+ * JSON, as every client of picketd sends it (picketd refuses a body of
+ * another type, origin.c), rather than libcurl's form type. */
+static const char json_type_header[] = "Content-Type: application/json";
+
 /* The Content-Type the request really carried, for the contract log: the
- * caller's own header if it passed one (the first, as libcurl uses it; an
- * empty value, "Content-Type:" or "Content-Type;", sends none or an empty
- * one), else libcurl's default for CURLOPT_POSTFIELDS when a body is sent,
- * else none. A validator that assumed application/json would judge requests
- * picketd never saw. */
+ * caller's own header if it passed one (an empty value sends none or an
+ * empty one), else application/json when a body is sent (harness_http_h
+ * adds it), else none. A validator that assumed application/json would
+ * judge requests picketd never saw. */
 static void request_content_type(const char *method, const char *body,
                                  const char *const *headers, char *out, size_t cap) {
-  static const char name[] = "Content-Type";
+  const char *h = given_content_type(headers);
   out[0] = '\0';
-  for (int i = 0; headers && headers[i]; i++) {
-    const char *h = headers[i];
-    size_t nl = sizeof name - 1;
-    if (strncasecmp(h, name, nl) != 0 || (h[nl] != ':' && h[nl] != ';')) continue;
-    if (h[nl] == ':') header_value(h, strlen(h), name, out, cap);
+  if (h) {
+    if (h[12] == ':') header_value(h, strlen(h), "Content-Type", out, cap);
     return;
   }
   /* HEAD uses CURLOPT_NOBODY: libcurl then sends no body and no type. */
   if (body != NULL && strcmp(method, "HEAD") != 0)
-    snprintf(out, cap, "%s", "application/x-www-form-urlencoded");
+    header_value(json_type_header, sizeof json_type_header - 1, "Content-Type", out, cap);
 }
 
 /* One JSON line per exchange: the request (method, path as sent, body as
@@ -574,6 +587,7 @@ int harness_http_h(const char *base, const char *method, const char *path, const
   struct curl_slist *hl = NULL;
   hl = curl_slist_append(hl, "Expect:");
   for (int i = 0; headers && headers[i]; i++) hl = curl_slist_append(hl, headers[i]);
+  if (body && given_content_type(headers) == NULL) hl = curl_slist_append(hl, json_type_header);
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
   curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);

@@ -33,7 +33,7 @@ static inline int stream_open(harness_picketd *p, const char *name, stream *s) {
                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   ck_assert_int_eq(connect(s->fd, (struct sockaddr *)&a, sizeof a), 0);
   char req[512];
-  int n = snprintf(req, sizeof req, "GET /v1/locks/%s/events HTTP/1.0\r\nHost: x\r\n\r\n", name);
+  int n = snprintf(req, sizeof req, "GET /v1/locks/%s/events HTTP/1.0\r\nHost: localhost\r\n\r\n", name);
   ck_assert_int_eq(write(s->fd, req, (size_t)n), n);
   int64_t t0 = harness_now_ms();
   char *end = NULL;

@@ -51,7 +51,7 @@ as_picketd() { redis-cli -s "$REDIS_SOCK" --user picketd --pass "$PW" --no-auth-
 REDIS_URL="unix://picketd@$REDIS_SOCK"
 h_start_picketd --redis-password-file "$H_DIR/picketd.pw"
 url=$PICKETD_URL
-post() { curl -s -w '\n%{http_code}' -X POST "$url/v1/locks/$1" -d "$2"; }
+post() { curl -s -w '\n%{http_code}' -X POST "$url/v1/locks/$1" -H 'Content-Type: application/json' -d "$2"; }
 json() { python3 -c 'import json,sys; print(json.loads(sys.argv[1].split("\n")[0])[sys.argv[2]])' "$1" "$2"; }
 code() { tail -n1 <<<"$1"; }
 
@@ -87,7 +87,7 @@ grep -qE '^picket_redis_db_keys [0-9]' <<<"$m" || h_fail "no key-count gauge"
 echo "ok: as the ACL user (unix://picketd@/path): acquire, wake-up by release, renew, GET, release, /readyz, /metrics"
 
 # a semaphore's permit: its script and its inspect use only what is granted
-spost() { curl -s -w '\n%{http_code}' -X POST "$url/v1/semaphores/$1" -d "$2"; }
+spost() { curl -s -w '\n%{http_code}' -X POST "$url/v1/semaphores/$1" -H 'Content-Type: application/json' -d "$2"; }
 s=$(spost pool/acquire '{"limit":2,"ttl_ms":30000,"lock_delay_ms":1000,"max_hold_ms":60000}')
 [ "$(code "$s")" = 200 ] || h_fail "semaphore acquire as the ACL user: $s"
 r=$(spost pool/renew "{\"lease\":\"$(json "$s" lease)\"}")
@@ -99,7 +99,7 @@ r=$(spost pool/release "{\"lease\":\"$(json "$s" lease)\"}")
 echo "ok: a semaphore's acquire, renew, GET, release as the ACL user"
 
 # a read/write lock: a waiting writer (and its giving up), both modes, GET
-rpost() { curl -s -w '\n%{http_code}' -X POST "$url/v1/rwlocks/$1" -d "$2"; }
+rpost() { curl -s -w '\n%{http_code}' -X POST "$url/v1/rwlocks/$1" -H 'Content-Type: application/json' -d "$2"; }
 rd=$(rpost doc/acquire '{"mode":"read","ttl_ms":30000}')
 [ "$(code "$rd")" = 200 ] || h_fail "rwlock read as the ACL user: $rd"
 r=$(rpost doc/acquire '{"mode":"write","wait_ms":200}')

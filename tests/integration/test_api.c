@@ -372,12 +372,12 @@ static int raw_status(const char *req, size_t len) {
 }
 
 START_TEST(nul_in_target_is_400_never_another_lock) {
-  static const char acq[] = "POST /v1/locks/nul/acquire\0junk HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n";
+  static const char acq[] = "POST /v1/locks/nul/acquire\0junk HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n";
   ck_assert_int_eq(raw_status(acq, sizeof acq - 1), 400);
-  static const char get[] = "GET /v1/locks/nul\0x HTTP/1.1\r\nHost: x\r\n\r\n";
+  static const char get[] = "GET /v1/locks/nul\0x HTTP/1.1\r\nHost: localhost\r\n\r\n";
   ck_assert_int_eq(raw_status(get, sizeof get - 1), 400);
   /* a query string is no NUL: served (picketd ignores queries) */
-  static const char q[] = "GET /v1/locks/nul?x=1 HTTP/1.1\r\nHost: x\r\n\r\n";
+  static const char q[] = "GET /v1/locks/nul?x=1 HTTP/1.1\r\nHost: localhost\r\n\r\n";
   ck_assert_int_eq(raw_status(q, sizeof q - 1), 200);
   harness_resp r;
   call("GET", "/v1/locks/nul", NULL, &r);

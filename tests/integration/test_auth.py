@@ -46,6 +46,8 @@ def call(port, method, path, body=None, token=None, auth=None, conn=None):
     if auth is not None:
         headers["Authorization"] = auth
     data = None if body is None else json.dumps(body)
+    if data is not None:
+        headers["Content-Type"] = "application/json"
     c.request(method, path, body=data, headers=headers)
     r = c.getresponse()
     raw = r.read().decode()

@@ -191,12 +191,12 @@ else
   for _ in $(seq 1 250); do curl -fs "$url/readyz" > /dev/null 2>&1 && break; sleep 0.02; done
   curl -fs "$url/readyz" > /dev/null || h_fail "picketd in the container is not ready: $(podman logs "picket-test-$$" 2>&1 | tail -5)"
   pm healthcheck run "picket-test-$$" > /dev/null 2>&1 || h_fail "the image's HEALTHCHECK failed"
-  grant=$(curl -fs -X POST "$url/v1/locks/ctr-test/acquire" -d '{"ttl_ms":30000,"owner":"ctr"}') ||
+  grant=$(curl -fs -X POST "$url/v1/locks/ctr-test/acquire" -H 'Content-Type: application/json' -d '{"ttl_ms":30000,"owner":"ctr"}') ||
     h_fail "acquire through the container failed"
   lease=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["lease"])' <<<"$grant")
-  code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url/v1/locks/ctr-test/acquire" -d '{"ttl_ms":30000}')
+  code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url/v1/locks/ctr-test/acquire" -H 'Content-Type: application/json' -d '{"ttl_ms":30000}')
   [ "$code" = 409 ] || h_fail "a second acquire through the container: $code, not 409"
-  curl -fs -X POST "$url/v1/locks/ctr-test/release" -d "{\"lease\":\"$lease\"}" | grep -q '"released":true' ||
+  curl -fs -X POST "$url/v1/locks/ctr-test/release" -H 'Content-Type: application/json' -d "{\"lease\":\"$lease\"}" | grep -q '"released":true' ||
     h_fail "release through the container failed"
   ok "picketd in the image (user 10001, read-only root): HEALTHCHECK passes, acquire 200, a second 409, release"
 

@@ -82,7 +82,7 @@ start() { # start N USER: picketd N as USER with the README's flags; sets URL_N
   eval "URL_$n=http://127.0.0.1:$(cat "$pf")"
 }
 call() { # call URL METHOD PATH [BODY]: the status; the body in $H_DIR/body
-  curl -s -o "$H_DIR/body" -w '%{http_code}' --max-time 20 -X "$2" "$1$3" ${4:+-d "$4"}
+  curl -s -o "$H_DIR/body" -w '%{http_code}' --max-time 20 -X "$2" "$1$3" ${4:+-H "Content-Type: application/json" -d "$4"}
 }
 field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$H_DIR/body" "$1"; }
 
@@ -93,7 +93,7 @@ start 1 picket
 L1=$(field lease) F1=$(field fence)
 # a waiter, woken by the release (the release feed's watch needs the role's read)
 curl -s -o "$H_DIR/waiter" -w '%{http_code}' --max-time 20 -X POST "$URL_1/v1/locks/nightly/acquire" \
-  -d '{"ttl_ms":10000,"wait_ms":8000}' > "$H_DIR/waiter.code" &
+  -H 'Content-Type: application/json' -d '{"ttl_ms":10000,"wait_ms":8000}' > "$H_DIR/waiter.code" &
 wpid=$!
 sleep 0.5
 t0=$(h_now_ms)

@@ -56,7 +56,7 @@ start() {
   eval "URL_$n=http://127.0.0.1:$(cat "$pf") PID_$n=$pid"
 }
 code() { # code URL METHOD PATH [BODY]: the HTTP status; the body in $H_DIR/body
-  curl -s -o "$H_DIR/body" -w '%{http_code}' --max-time 15 -X "$2" "$1$3" ${4:+-d "$4"}
+  curl -s -o "$H_DIR/body" -w '%{http_code}' --max-time 15 -X "$2" "$1$3" ${4:+-H "Content-Type: application/json" -d "$4"}
 }
 served() { # served URL WHAT
   local c

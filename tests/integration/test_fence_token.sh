@@ -37,15 +37,15 @@ out=$("$PICKET_BIN_DIR/picketd" --listen 127.0.0.1:0 --redis "$REDIS_URL" --fenc
 grep -q "${K1:0:16}\|${K2:0:16}" <<<"$out" && h_fail "key material in the error"
 
 h_start_picketd --fence-key-file "$H_DIR/keys"
-g=$(curl -s -X POST "$PICKETD_URL/v1/locks/inventory-sync/acquire" -d '{"ttl_ms":60000}')
+g=$(curl -s -X POST "$PICKETD_URL/v1/locks/inventory-sync/acquire" -H 'Content-Type: application/json' -d '{"ttl_ms":60000}')
 tok=$(json fence_token <<<"$g"); fence=$(json fence <<<"$g"); lease=$(json lease <<<"$g")
 [ -n "$tok" ] && verify "$tok" inventory-sync "$fence" || h_fail "grant's fence_token: $g"
 verify "$tok" inventory-syn "$fence" && h_fail "a token that verifies for another lock"
 verify "$tok" inventory-sync $((fence + 1)) && h_fail "a token that verifies for another fence"
 verify "$tok" inventory-sync "$fence" other: && h_fail "a token that verifies for another prefix"
-r=$(curl -s -X POST "$PICKETD_URL/v1/locks/inventory-sync/renew" -d "{\"lease\":\"$lease\"}")
+r=$(curl -s -X POST "$PICKETD_URL/v1/locks/inventory-sync/renew" -H 'Content-Type: application/json' -d "{\"lease\":\"$lease\"}")
 [ "$(json fence_token <<<"$r")" = "$tok" ] || h_fail "renewal's fence_token: $r"
-curl -s -X POST "$PICKETD_URL/v1/locks/inventory-sync/release" -d "{\"lease\":\"$lease\"}" >/dev/null
+curl -s -X POST "$PICKETD_URL/v1/locks/inventory-sync/release" -H 'Content-Type: application/json' -d "{\"lease\":\"$lease\"}" >/dev/null
 echo "ok: grants and renewals carry a fence_token an independent HMAC verifies, for that lock, fence and prefix only"
 
 export PICKET_SERVER=$PICKETD_URL
@@ -65,7 +65,7 @@ echo "ok: picket prints fence_token (--shell, JSON) and picket run exports PICKE
 printf 'k2 %s\nk1 %s\n' "$K2" "$K1" > "$H_DIR/keys"
 kill -HUP "$PICKETD_PID"
 for _ in $(seq 1 250); do grep -q "signed with key 'k2'" "$H_DIR/picketd.log" && break; sleep 0.02; done
-g=$(curl -s -X POST "$PICKETD_URL/v1/locks/rot/acquire" -d '{}')
+g=$(curl -s -X POST "$PICKETD_URL/v1/locks/rot/acquire" -H 'Content-Type: application/json' -d '{}')
 tok=$(json fence_token <<<"$g")
 [ "${tok:0:11}" = "v2.lock.k2." ] && verify "$tok" rot "$(json fence <<<"$g")" || h_fail "after the rotation: $g"
 # A broken file on SIGHUP: the key loaded before stays, the log says why.
@@ -74,7 +74,7 @@ kill -HUP "$PICKETD_PID"
 for _ in $(seq 1 250); do grep -q "keeping the fence key loaded before" "$H_DIR/picketd.log" && break; sleep 0.02; done
 grep -q "line 1: a key is 32 to 64 bytes.*keeping the fence key loaded before" "$H_DIR/picketd.log" ||
   h_fail "no log line for the broken key file: $(tail -3 "$H_DIR/picketd.log")"
-g=$(curl -s -X POST "$PICKETD_URL/v1/locks/rot2/acquire" -d '{}')
+g=$(curl -s -X POST "$PICKETD_URL/v1/locks/rot2/acquire" -H 'Content-Type: application/json' -d '{}')
 tok=$(json fence_token <<<"$g")
 [ "${tok:0:11}" = "v2.lock.k2." ] && verify "$tok" rot2 "$(json fence <<<"$g")" || h_fail "after a broken reload: $g"
 grep -q "${K1:0:16}\|${K2:0:16}" "$H_DIR/picketd.log" && h_fail "key material in the log"
@@ -90,14 +90,14 @@ put() { # put LOCK FENCE TOKEN: the status of PUT /kv/stock
   curl -s -o "$H_DIR/kv.body" -w '%{http_code}' -X PUT "$KV/kv/stock" -H "Picket-Lock: $1" \
     -H "Picket-Fence: $2" ${3:+-H "Picket-Fence-Token: $3"} --data-binary 'v'
 }
-g=$(curl -s -X POST "$PICKETD_URL/v1/locks/inventory-sync/acquire" -d '{}')
+g=$(curl -s -X POST "$PICKETD_URL/v1/locks/inventory-sync/acquire" -H 'Content-Type: application/json' -d '{}')
 [ "$(put inventory-sync "$(json fence <<<"$g")" "$(json fence_token <<<"$g")")" = 200 ] ||
   h_fail "fenced-kv refused picketd's own token: $(cat "$H_DIR/kv.body")"
 [ "$(put inventory-sync 9223372036854775807)" = 403 ] && grep -q fence_invalid "$H_DIR/kv.body" ||
   h_fail "fenced-kv admitted an unsigned 2^63-1: $(cat "$H_DIR/kv.body")"
 [ "$(put inventory-sync 9223372036854775807 "$(json fence_token <<<"$g")")" = 403 ] ||
   h_fail "fenced-kv admitted a token for another fence: $(cat "$H_DIR/kv.body")"
-curl -s -X POST "$PICKETD_URL/v1/locks/inventory-sync/release" -d "{\"lease\":\"$(json lease <<<"$g")\"}" >/dev/null
+curl -s -X POST "$PICKETD_URL/v1/locks/inventory-sync/release" -H 'Content-Type: application/json' -d "{\"lease\":\"$(json lease <<<"$g")\"}" >/dev/null
 out=$("$PICKET_BIN_DIR/picket" run inventory-sync -- sh -c \
   "curl -s -o /dev/null -w '%{http_code}' -X PUT '$KV/kv/stock' -H \"Picket-Lock: \$PICKET_LOCK\" \
    -H \"Picket-Fence: \$PICKET_FENCE\" -H \"Picket-Fence-Token: \$PICKET_FENCE_TOKEN\" --data-binary w")

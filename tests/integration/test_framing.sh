@@ -34,8 +34,8 @@ def exchange(data):
     s.close()
     return out, closed
 
-hidden = b"POST /v1/locks/smuggled%d/acquire HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
-front = b"POST /v1/locks/front/acquire HTTP/1.1\r\nHost: x\r\n"
+hidden = b"POST /v1/locks/smuggled%d/acquire HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n"
+front = b"POST /v1/locks/front/acquire HTTP/1.1\r\nHost: localhost\r\n"
 BAD = (400, b'"invalid_argument"')
 NO_LENGTH = (411, b'"length_required"')
 cases = [
@@ -73,7 +73,7 @@ cases = [
      lambda h: front + b"Transfer-Encoding: chunked\r\n\r\n%x\n" % len(h) + h + b"\r\n0\r\n\r\n",
      NO_LENGTH),
     ("a chunked GET",
-     lambda h: b"GET /v1/locks/front HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + h,
+     lambda h: b"GET /v1/locks/front HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + h,
      NO_LENGTH),
     ("a control byte in a header value",
      lambda h: front + b"X-Note: a\x01b\r\nContent-Length: 0\r\n\r\n" + h, BAD),
@@ -90,7 +90,7 @@ cases = [
     ("the last header line ended by a bare LF",
      lambda h: front + b"Content-Length: 0\n\r\n" + h, BAD),
     ("the request line ended by a bare LF",
-     lambda h: b"POST /v1/locks/front/acquire HTTP/1.1\nHost: x\r\nContent-Length: 0\r\n\r\n" + h, BAD),
+     lambda h: b"POST /v1/locks/front/acquire HTTP/1.1\nHost: localhost\r\nContent-Length: 0\r\n\r\n" + h, BAD),
     ("the empty line a bare LF",
      lambda h: front + b"Content-Length: 0\r\n\n" + h, BAD),
     ("a folded header line",
@@ -116,7 +116,7 @@ for i, (name, make, (want, code)) in enumerate(cases):
           ("ok" if ok else "FAIL", name, status.decode(), replies, closed, held["fence"]))
     failed += not ok
 # and an honest request on a keep-alive connection still works
-out, _ = exchange(b"POST /v1/locks/honest/acquire HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+out, _ = exchange(b"POST /v1/locks/honest/acquire HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
                   b"Connection: close\r\n\r\n{}")
 if not out.startswith(b"HTTP/1.1 200"):
     print("FAIL: an honest request: %r" % out[:80]); failed += 1

@@ -521,7 +521,7 @@ static int send_acquire(const char *name) {
   ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
   char req[300];
   int n = snprintf(req, sizeof req,
-                   "POST /v1/locks/%s/acquire HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n"
+                   "POST /v1/locks/%s/acquire HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 16\r\n\r\n"
                    "{\"ttl_ms\":60000}",
                    name);
   ck_assert_int_eq(write(fd, req, (size_t)n), n);

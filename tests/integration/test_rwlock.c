@@ -160,7 +160,7 @@ START_TEST(writer_hangs_up) {
   static const char body[] = "{\"mode\":\"write\",\"ttl_ms\":20000,\"wait_ms\":30000}";
   char req[512];
   int len = snprintf(req, sizeof req,
-                     "POST /v1/rwlocks/rw9/acquire HTTP/1.1\r\nHost: x\r\n"
+                     "POST /v1/rwlocks/rw9/acquire HTTP/1.1\r\nHost: localhost\r\n"
                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
                      sizeof body - 1, body);
   int fd = socket(AF_INET, SOCK_STREAM, 0);

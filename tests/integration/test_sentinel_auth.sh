@@ -63,7 +63,7 @@ start_picketd good --sentinel-password-file "$H_DIR/sentinel.pw" --redis-passwor
 ready=$(curl -s "$URL/readyz")
 grep -q "\"primary\":\"127.0.0.1:$RP\"" <<<"$ready" || h_fail "with both passwords: /readyz $ready"
 grep -q '"reachable":true' <<<"$ready" || h_fail "with both passwords: /readyz $ready"
-code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/v1/locks/auth/acquire" -d '{}')
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/v1/locks/auth/acquire" -H 'Content-Type: application/json' -d '{}')
 [ "$code" = 200 ] || h_fail "acquire with both passwords: $code"
 echo "ok: both passwords: primary found, lock granted"
 passed=$((passed + 1))
@@ -79,7 +79,7 @@ passed=$((passed + 1))
 start_picketd wrongdatapw --sentinel-password-file "$H_DIR/sentinel.pw" --redis-password-file "$H_DIR/wrong.pw"
 ready=$(curl -s -w ' %{http_code}' "$URL/readyz")
 grep -q ' 503$' <<<"$ready" || h_fail "with a wrong data password: /readyz $ready"
-code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/v1/locks/auth2/acquire" -d '{}')
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/v1/locks/auth2/acquire" -H 'Content-Type: application/json' -d '{}')
 [ "$code" = 503 ] || h_fail "acquire with a wrong data password: $code"
 echo "ok: wrong data password: 503"
 passed=$((passed + 1))

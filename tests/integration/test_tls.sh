@@ -57,10 +57,10 @@ curl_ok() { # curl_ok WHAT CURL-ARGS...: a 200, else fail
   code=$(curl -s -o "$H_DIR/body" -w '%{http_code}' --max-time 10 "${@:2}") || h_fail "$1: curl exited $?"
   [ "$code" = 200 ] || h_fail "$1: HTTP $code: $(cat "$H_DIR/body")"
 }
-curl_ok "acquire" --cacert "$K/caA.crt" -X POST "$URL/v1/locks/tls-a/acquire" -d '{"ttl_ms":60000}'
+curl_ok "acquire" --cacert "$K/caA.crt" -X POST "$URL/v1/locks/tls-a/acquire" -H 'Content-Type: application/json' -d '{"ttl_ms":60000}'
 LEASE=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["lease"])' "$H_DIR/body")
-curl_ok "renew" --cacert "$K/caA.crt" -X POST "$URL/v1/locks/tls-a/renew" -d "{\"lease\":\"$LEASE\"}"
-curl_ok "release" --cacert "$K/caA.crt" -X POST "$URL/v1/locks/tls-a/release" -d "{\"lease\":\"$LEASE\"}"
+curl_ok "renew" --cacert "$K/caA.crt" -X POST "$URL/v1/locks/tls-a/renew" -H 'Content-Type: application/json' -d "{\"lease\":\"$LEASE\"}"
+curl_ok "release" --cacert "$K/caA.crt" -X POST "$URL/v1/locks/tls-a/release" -H 'Content-Type: application/json' -d "{\"lease\":\"$LEASE\"}"
 curl_ok "TLS 1.2" --cacert "$K/caA.crt" --tlsv1.2 --tls-max 1.2 "$URL/healthz"
 curl_ok "TLS 1.3" --cacert "$K/caA.crt" --tlsv1.3 "$URL/healthz"
 ok "curl --cacert: acquire, renew, release; TLS 1.2 and 1.3"
@@ -77,7 +77,7 @@ rc=0; curl -s -o /dev/null --max-time 10 "http://127.0.0.1:$PICKETD_PORT/healthz
 python3 - "$PICKETD_PORT" <<'PY' || h_fail "plain HTTP to the TLS port"
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
-s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+s.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
 try:
     data = s.recv(4096)
 except (socket.timeout, ConnectionResetError):
@@ -218,9 +218,9 @@ refused_401 "mTLS, a certificate of another CA" /healthz --cert "$K/cliB.crt" --
 refused_401 "mTLS, a server certificate of another CA" /v1/locks/mtls --cert "$K/srvA.crt" --key "$K/srvA.key"
 [ "$(h_redis exists 'picket:{mtls}:fence')" = 0 ] || h_fail "a refused acquire reached Redis"
 GOOD=(--cacert "$K/caA.crt" --cert "$K/cliC.crt" --key "$K/cliC.key")
-curl_ok "mTLS, good certificate, acquire" "${GOOD[@]}" -X POST "$M/v1/locks/mtls/acquire" -d '{}'
+curl_ok "mTLS, good certificate, acquire" "${GOOD[@]}" -X POST "$M/v1/locks/mtls/acquire" -H 'Content-Type: application/json' -d '{}'
 LEASE=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["lease"])' "$H_DIR/body")
-curl_ok "mTLS, good certificate, release" "${GOOD[@]}" -X POST "$M/v1/locks/mtls/release" -d "{\"lease\":\"$LEASE\"}"
+curl_ok "mTLS, good certificate, release" "${GOOD[@]}" -X POST "$M/v1/locks/mtls/release" -H 'Content-Type: application/json' -d "{\"lease\":\"$LEASE\"}"
 curl -s "${GOOD[@]}" "$M/metrics" > "$H_DIR/metrics"
 grep -q '^picket_tls_refused_total{reason="no_certificate"} 2$' "$H_DIR/metrics" &&
   grep -q '^picket_tls_refused_total{reason="untrusted"} 2$' "$H_DIR/metrics" &&
