@@ -18,7 +18,7 @@ set -u
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 h_start_redis
 json() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], ""))' "$1"; }
-post() { curl -s -X POST "$PICKETD_URL$1" -d "$2"; }
+post() { curl -s -X POST "$PICKETD_URL$1" -H 'Content-Type: application/json' -d "$2"; }
 # cycle PATH BODY: acquire then release; prints the fence
 cycle() {
   local g; g=$(post "$1/acquire" "$2")

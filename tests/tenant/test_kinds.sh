@@ -31,7 +31,7 @@ KV="http://127.0.0.1:$(cat "$H_DIR/kv.port")"
 
 json() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], ""))' "$1"; }
 # call TOKEN PATH BODY: picketd's reply body
-call() { curl -s -X POST "$PICKETD_URL$2" -H "Authorization: Bearer $1" -d "$3"; }
+call() { curl -s -X POST "$PICKETD_URL$2" -H "Authorization: Bearer $1" -H 'Content-Type: application/json' -d "$3"; }
 # put KEY LOCK FENCE TOKEN: the status of a write to fenced-kv (KEY "" is a claim)
 put() {
   local url="$KV/kv/$1" method=PUT
