@@ -16,7 +16,9 @@
  *             so it is gone when the wait is, even if picketd dies.
  * A write grant's txn compares that there is no writer, no delay and no
  * reader (a whole-prefix compare on r/); a read grant's, that there is no
- * writer, no delay and no waiting writer (on q/). */
+ * writer, no delay and no waiting writer (on q/). A read finds at most
+ * --max-readers read leases there: past it, it is refused (held_by 3)
+ * with nothing written. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +133,20 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
       if (r->held_by != 2) wait_mark(c, op, &k);
       return STORE_HELD;
     }
+    if (!op->write && v.readers >= store_etcd_cfg->max_readers) {
+      /* --max-readers: refused before anything is written (not even the
+       * epoch below); try again when the first reader's lease ends */
+      r->held_by = 3;
+      r->ttl_ms = store_etcd_left_s(c, v.first_reader->lease) * 1000;
+      etcd_op_result_clear(&v.res);
+      return STORE_HELD;
+    }
+    /* From half the bound up, no other reader may be granted between this
+     * read and the grant (a compare on r/'s create revisions; a renewal
+     * does not create), so racing readers cannot pass it together; below
+     * half, as many grants as race at once could, and that is more than
+     * half of --max-readers only with that many picketd threads. */
+    int64_t counted_at = 2 * (int64_t)v.readers >= store_etcd_cfg->max_readers ? v.res.revision : 0;
     int64_t epoch = v.f ? v.f->mod_revision : 0;
     etcd_op_result_clear(&v.res);
     if (!op->write && !epoch) {
@@ -159,7 +175,7 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
       store_etcd_leases_revoke(c, L, D);
       return store_etcd_no_memory(r);
     }
-    etcd_compare cmp[5] = {{.key = k.w, .target = ETCD_CMP_CREATE},
+    etcd_compare cmp[6] = {{.key = k.w, .target = ETCD_CMP_CREATE},
                            {.key = k.wd, .target = ETCD_CMP_CREATE},
                            {.key = op->write ? k.r : k.q, .prefix = 1, .target = ETCD_CMP_CREATE}};
     int ncmp = 3, nput = 0;
@@ -173,6 +189,9 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
       put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.mine, .value = value, .lease = L};
       /* the epoch read must still be the last write's */
       cmp[ncmp++] = (etcd_compare){.key = k.f, .target = ETCD_CMP_MOD, .number = epoch};
+      if (counted_at)
+        cmp[ncmp++] = (etcd_compare){.key = k.r, .prefix = 1, .target = ETCD_CMP_CREATE,
+                                     .result = ETCD_CMP_LESS, .number = counted_at + 1};
     }
     int counted = store_etcd_quota_txn(&q, L, &cmp[ncmp], &put[nput]);
     ncmp += counted;
