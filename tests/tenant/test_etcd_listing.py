@@ -4,7 +4,9 @@
 On etcd (issue 39, item 4), with picketd --max-readers 3000:
   * read/write lock n.m gets 3000 read leases (the first and the last
     through the API, the rest written into etcd as picketd writes them, to
-    keep the test fast) between the locks n.a and n.z; 75 semaphores with
+    keep the test fast) between the locks n.a and n.z, and n.big 10,500
+    (contents from before the bound: more than one range of the old
+    listing, which stalled on them); 75 semaphores with
     180-byte names hold 100 permits each with 500-byte owners (7,500 keys,
     over 9 MB: more than etcd's 8 MiB reply in one range);
   * unfiltered paging with limit 1 (and 2, 7 and 1000) lists every held name
@@ -131,6 +133,12 @@ if ETCD:
                        for i in range(100)])
         want[("semaphore", name)] = 100
     take("rwlocks", "n.m", mode="read")  # the MAX-th, through the API
+    # contents from before the bound (or from a picketd with a higher one):
+    # more read leases than one etcd range gave the old listing
+    big = take("rwlocks", "n.big", mode="read")
+    etcd_put_many([("%sr/n.big/r/%s" % (P, lease_id(i, "c")), grant(lease_id(i, "c"), "", fence=big["fence"]))
+                   for i in range(10499)])
+    want[("rwlock", "n.big")] = 10500
 else:
     for _ in range(MAX - 1):
         take("rwlocks", "n.m", mode="read")
