@@ -170,6 +170,14 @@ st, doc, _ = call("POST", "/v1/rwlocks/n.m/acquire", {"mode": "write", "ttl_ms":
 check(st == 409 and doc["error"]["code"] == "lock_held", "a writer: %s %s" % (st, doc))
 
 
+if ETCD:  # a lock with more readers than the bound still answers, without reading them all
+    st, doc, _ = call("GET", "/v1/rwlocks/n.big")
+    check(st == 200 and doc["readers"] == 10500 and len(doc["read_leases"]) <= 100, "GET n.big: %s %s" % (
+        st, str(doc)[:300]))
+    st, doc, _ = call("POST", "/v1/rwlocks/n.big/acquire", {"mode": "read", "ttl_ms": 1000})
+    check(st == 409 and doc["error"]["code"] == "too_many_readers", "a read of n.big: %s %s" % (st, doc))
+
+
 # ---- every name once, under any limit -----------------------------------------
 
 def page_all(limit):
