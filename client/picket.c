@@ -418,6 +418,7 @@ static int from_reply(picket_client *c, long status, json_t *j) {
     c->sem_limit = get_int(e, "limit", 1);
     return PICKET_EMISMATCH;
   case PICKET_PROTO_ERR_SEMAPHORE_FULL: /* retry_after_ms, and no owner */
+  case PICKET_PROTO_ERR_TOO_MANY_READERS: /* the same: a read lease frees, then try again */
   case PICKET_PROTO_ERR_LOCK_HELD:
   case PICKET_PROTO_ERR_LOCK_DELAY: {
     json_t *ra = json_object_get(e, "retry_after_ms");

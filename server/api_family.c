@@ -209,12 +209,16 @@ static void rw_taken(api_response *resp, const api_call *call, int64_t ms) {
   }
   metrics_inc(M_ACQUIRE_HELD);
   static const char *const why[] = {"a writer holds it", "readers hold it",
-                                    "a writer is waiting for it (readers queue behind writers)"};
+                                    "a writer is waiting for it (readers queue behind writers)",
+                                    "it has as many read leases as it may (--max-readers)"};
+  int by = call->held_by >= 0 && call->held_by < 4 ? call->held_by : 0;
   char msg[360];
   snprintf(msg, sizeof msg, "read/write lock '%s' cannot be had for %s: %s", call->name,
-           call->write ? "writing" : "reading", why[call->held_by >= 0 && call->held_by < 3 ?
-                                                       call->held_by : 0]);
-  json_t *err = api_json_error(PICKET_PROTO_ERR_LOCK_HELD, msg);
+           call->write ? "writing" : "reading", why[by]);
+  /* like semaphore_full: a refusal of this lock's state, not of the
+   * caller, so 409 with when the first read lease ends */
+  json_t *err = api_json_error(by == 3 ? PICKET_PROTO_ERR_TOO_MANY_READERS
+                                       : PICKET_PROTO_ERR_LOCK_HELD, msg);
   json_object_set_new(err, "owner", api_json_owner(call->held_by == 0 ? call->held_owner : NULL));
   api_json_reply_retry(resp, 409, err, ms);
 }

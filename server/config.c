@@ -124,6 +124,10 @@ static const config_option options[] = {
      "client knows picketd is there)"},
     {"max-semaphore-limit", INT(max_semaphore_limit, 1, PICKET_PROTO_SEM_LIMIT_MAX), "4096", NULL,
      "largest limit a semaphore may have (its permits are slots 0..limit-1; GET lists them all)"},
+    {"max-readers", INT(max_readers, 1, PICKET_PROTO_RW_READERS_MAX), "1000", NULL,
+     "read leases one read/write lock may have at once; past it, a read acquire is 409 "
+     "too_many_readers with Retry-After (and waits like a refused one with wait_ms), and "
+     "changes nothing. Bounds what one tenant's readers cost every listing and acquire"},
     {"max-waiters", INT(max_waiters, 0, 1000000), "10000", NULL,
      "waiting acquires across all locks; past it, 503 too_many_waiters"},
     {"max-waiters-per-ip", INT_AUTO(max_waiters_per_ip, 0, 1000000), "auto", NULL,

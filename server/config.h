@@ -43,6 +43,7 @@ typedef struct {
   int64_t max_lock_delay_ms;
   int64_t index_sweep_ms;  /* sweep.c's period (0: off) */
   int64_t max_semaphore_limit;
+  int64_t max_readers;         /* read leases one read/write lock may have at once */
   int max_waiters;
   int max_watchers;            /* open event streams (events.c) */
   int max_watchers_per_client; /* ...of one token or client address */

@@ -75,7 +75,8 @@ typedef struct {
   store_permit *permits; /* semaphore inspect: the first npermits of them, lowest slot
                             first; malloc'd: the caller frees it (store_result_clear) */
   int npermits;
-  int held_by;       /* rwlock HELD: 0 a writer, 1 readers, 2 a writer waits */
+  int held_by;       /* rwlock HELD: 0 a writer, 1 readers, 2 a writer waits, 3 readers
+                        at --max-readers (a read acquire) */
   int64_t waiting;   /* rwlock inspect: writers waiting */
   int64_t at;        /* inspect, lock renew and release, break: the (broken) lease's
                         grant time (unix ms, Redis's clock; 0: unknown or none) */

@@ -29,6 +29,7 @@
 #define PICKET_PROTO_SEM_LIMIT_DEFAULT 4096
 #define PICKET_PROTO_RW_NAME_MAX 197   /* NAME:rw is a lock name */
 #define PICKET_PROTO_RW_LISTED_MAX 100 /* GET lists at most this many readers */
+#define PICKET_PROTO_RW_READERS_MAX 100000 /* --max-readers's own bound */
 #define PICKET_PROTO_FENCE_MAX INT64_MAX   /* fences are 1..2^63-1 */
 #define PICKET_PROTO_KEY_PREFIX_DEFAULT "picket:"
 #define PICKET_PROTO_KEY_PREFIX_MAX 64
@@ -64,6 +65,7 @@
   X(LOCK_HELD, "lock_held", 409, "the lock is held by another lease")                 \
   X(LOCK_DELAY, "lock_delay", 409, "the last lease expired without a release; its lock-delay is running") \
   X(SEMAPHORE_FULL, "semaphore_full", 409, "every permit of the semaphore is held")    \
+  X(TOO_MANY_READERS, "too_many_readers", 409, "the read/write lock has as many read leases as it may (--max-readers)") \
   X(LIMIT_MISMATCH, "limit_mismatch", 409, "the semaphore's live permits were granted under another limit") \
   X(LEASE_LOST, "lease_lost", 409, "the lease is no longer held (expired, released or never yours)") \
   X(STALE_FENCE, "stale_fence", 409, "a newer fence has been seen for this lock")     \

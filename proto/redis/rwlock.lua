@@ -26,12 +26,14 @@
 --   [4] owner, [5] fence floor, [6] counter idle TTL ms, [7] lock_delay_ms,
 --   [8] max_hold_ms, [9] mode (read, write), [10] max_leases, [11] the
 --   count's member, [12] release channel, [13] the release message,
---   [14] how long this writer will wait (ms; 0: it does not). Unused ones "".
+--   [14] how long this writer will wait (ms; 0: it does not), [15] the most
+--   read leases the lock may have (--max-readers; 0: no bound). Unused ones "".
 --
 -- acquire returns {1, fence, created, tamper, ttl, mode} granted (a retry
 --   by the same lease: its fence, created 0); {0, retry_ms, owner, tamper,
 --   0, why}: taken (why: "write" a writer holds it, "read" readers do,
---   "waiting" a writer waits); {3, retry_ms, owner, tamper, 0, ""}: the
+--   "waiting" a writer waits, "full" a read found ARGV[15] readers: it
+--   changed nothing); {3, retry_ms, owner, tamper, 0, ""}: the
 --   last write lease's lock-delay runs; {2, 0, "", tamper, 0, ""}: the
 --   token holds max_leases.
 -- renew returns {fence, tamper, ttl, mode} or {0, tamper, 0, ""} (lost).
@@ -141,6 +143,14 @@ if mode == 'read' then
   local first = redis.call('ZRANGE', ww, 0, 0, 'WITHSCORES')
   if first[1] then -- a writer waits: readers queue behind it
     return {0, math.max(tonumber(first[2]) - now, 1), '', tamper, 0, 'waiting'}
+  end
+  -- at most ARGV[15] read leases: each costs every listing and inspect of
+  -- the lock, so one tenant's readers cannot grow them without end; the
+  -- refused reader may try again when the first of them ends
+  local most = tonumber(ARGV[15]) or 0
+  if most > 0 and redis.call('ZCARD', readers) >= most then
+    local soonest = redis.call('ZRANGE', readers, 0, 0, 'WITHSCORES')
+    return {0, math.max(tonumber(soonest[2]) - now, 1), '', tamper, 0, 'full'}
   end
 else
   local first = redis.call('ZRANGE', readers, 0, 0, 'WITHSCORES')

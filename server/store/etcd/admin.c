@@ -2,13 +2,11 @@
  * lock, and telling a broken holder why its lease is gone.
  *
  * Listing needs no index here (Redis keeps one, proto/redis/list.lua):
- * etcd ranges its keys in order, so a page is a range of P l/ (locks),
- * P r/ (read/write locks) and P s/ (semaphores) each from the cursor's
- * name on, merged in the order Redis lists ("NAME k", k = l, r or s). A
- * range cut short by its limit sets the horizon: no entry past the last
- * name it reached is listed in this page, since that range may hold names
- * before it. The TTLs come from each grant's `exp` (what its last grant or
- * refresh set): no call per name.
+ * etcd ranges its keys in order, so a page walks P l/ (locks), then P r/
+ * (read/write locks), then P s/ (semaphores) from the cursor on, in
+ * ranges as long as the page needs (store_etcd_list says why it always
+ * advances). The TTLs come from each grant's `exp` (what its last grant
+ * or refresh set): no call per name.
  *
  * A break deletes the grant and puts P f/NAME in one txn: that txn's
  * revision is the new last fence, above the broken holder's, and the next
@@ -26,51 +24,25 @@
 
 /* ---- listing ------------------------------------------------------------- */
 
+/* A range asks for at most LIST_CHUNK keys: a key is at most ~330 bytes
+ * and a grant's JSON ~1 KB, so a reply stays under 2 MB, far from
+ * ETCD_REPLY_MAX (8 MiB) whatever is stored. A page stops at the end of
+ * the first name after it has looked at LIST_SCAN_KEYS keys: names that
+ * hold nothing (a read/write lock's last-write fence outlives its leases)
+ * cost a page no more than that. */
+#define LIST_CHUNK 1000
+#define LIST_SCAN_KEYS 4000
+#define LIST_KEY_MAX (ETCD_KEY_MAX + 1) /* any key etcd hands back, to resume after it */
+
+static const char list_kinds[3] = {'l', 'r', 's'};
+
+/* One name of one kind, gathered from its keys. */
 typedef struct {
   store_entry e;
   int64_t exp; /* the latest end of its leases (unix ms) */
-} candidate;
-
-typedef struct {
-  candidate *c;
-  int n, cap;
-} candidates;
-
-static candidate *cand_get(candidates *cs, char kind, const char *name, size_t len) {
-  if (cs->n > 0) {
-    candidate *last = &cs->c[cs->n - 1];
-    if (last->e.kind == kind && strlen(last->e.name) == len &&
-        memcmp(last->e.name, name, len) == 0)
-      return last;
-  }
-  if (len == 0 || len > PICKET_PROTO_NAME_MAX) return NULL;
-  if (cs->n == cs->cap) {
-    int cap = cs->cap ? cs->cap * 2 : 64;
-    candidate *c = realloc(cs->c, (size_t)cap * sizeof *c);
-    if (c == NULL) return NULL;
-    cs->c = c;
-    cs->cap = cap;
-  }
-  candidate *x = &cs->c[cs->n++];
-  memset(x, 0, sizeof *x);
-  x->e.kind = kind;
-  memcpy(x->e.name, name, len);
-  return x;
-}
-
-/* One kind's keys from `from` (a name) to the end of the name prefix:
- * ETCD_OK with the range in res. */
-static int range_kind(etcd_client *c, char kind, const char *from, const char *prefix, int64_t limit,
-                      etcd_op_result *res) {
-  char start[STORE_ETCD_KEY_MAX], end[STORE_ETCD_KEY_MAX];
-  snprintf(start, sizeof start, "%s%c/%s", store_etcd_cfg->key_prefix, kind, from);
-  /* the end: just past every key that starts with the name prefix */
-  int n = snprintf(end, sizeof end, "%s%c/%s", store_etcd_cfg->key_prefix, kind, prefix);
-  if (n <= 0 || (size_t)n >= sizeof end) return ETCD_EINVAL;
-  end[n - 1]++; /* names are printable ASCII: no byte wraps */
-  etcd_op op = {.kind = ETCD_OP_RANGE, .key = start, .end = end, .limit = limit};
-  return etcd_range(c, &op, res);
-}
+  int on;      /* 1 while a name is being gathered */
+  int valid;   /* its name is a name (a key of someone else's may not be) */
+} gathered;
 
 /* The name a key of `kind` belongs to: its start and length. */
 static const char *name_of(const etcd_kv *kv, char kind, size_t *len) {
@@ -82,17 +54,8 @@ static const char *name_of(const etcd_kv *kv, char kind, size_t *len) {
   return name;
 }
 
-/* The candidate of a grant's key of `kind`, with the grant parsed into g;
- * NULL when the key holds none. */
-static candidate *grant_entry(candidates *cs, const etcd_kv *kv, char kind, store_etcd_grant *g) {
-  size_t len = 0;
-  const char *name = name_of(kv, kind, &len);
-  if (name == NULL || store_etcd_grant_parse(kv, g) < 0) return NULL;
-  return cand_get(cs, kind, name, len);
-}
-
 /* x is held by the one lease g of kv (a lock, or a read/write lock's writer). */
-static void one_holder(candidate *x, const etcd_kv *kv, const store_etcd_grant *g) {
+static void one_holder(gathered *x, const etcd_kv *kv, const store_etcd_grant *g) {
   x->e.holders = 1;
   x->e.fence = kv->create_revision;
   x->e.at = g->at;
@@ -101,31 +64,18 @@ static void one_holder(candidate *x, const etcd_kv *kv, const store_etcd_grant *
   snprintf(x->e.owner, sizeof x->e.owner, "%s", g->owner);
 }
 
-static void add_lock(candidates *cs, const etcd_kv *kv) {
+/* Adds one key of x's name (of x's kind) to x. A read/write lock's keys
+ * come in key order: f, q/..., r/..., w, wd. */
+static void gather_key(gathered *x, const etcd_kv *kv, const char *rest) {
   store_etcd_grant g;
-  candidate *x = grant_entry(cs, kv, 'l', &g);
-  if (x) one_holder(x, kv, &g);
-}
-
-static void add_semaphore(candidates *cs, const etcd_kv *kv) {
-  store_etcd_grant g;
-  candidate *x = grant_entry(cs, kv, 's', &g);
-  if (x == NULL) return;
-  x->e.holders++;
-  x->e.limit = g.limit;
-  if (g.exp > x->exp) x->exp = g.exp;
-}
-
-/* A read/write lock's keys come in key order: f, q/..., r/..., w, wd. */
-static void add_rwlock(candidates *cs, const etcd_kv *kv) {
-  size_t len = 0;
-  const char *name = name_of(kv, 'r', &len);
-  if (name == NULL) return;
-  const char *rest = name + len + 1; /* after NAME/ */
-  candidate *x = cand_get(cs, 'r', name, len);
-  if (x == NULL) return;
-  store_etcd_grant g;
-  if (strcmp(rest, "f") == 0) {
+  if (x->e.kind == 'l') {
+    if (store_etcd_grant_parse(kv, &g) == 0) one_holder(x, kv, &g);
+  } else if (x->e.kind == 's') {
+    if (store_etcd_grant_parse(kv, &g) < 0) return;
+    x->e.holders++;
+    x->e.limit = g.limit;
+    if (g.exp > x->exp) x->exp = g.exp;
+  } else if (strcmp(rest, "f") == 0) {
     if (x->e.at == 0) x->e.fence = kv->mod_revision; /* the last write's, for readers */
   } else if (strncmp(rest, "r/", 2) == 0 && store_etcd_grant_parse(kv, &g) == 0) {
     if (x->e.at == 0) { /* no writer (yet, in key order: w sorts after r/) */
@@ -137,12 +87,109 @@ static void add_rwlock(candidates *cs, const etcd_kv *kv) {
   }
 }
 
-static int by_member(const void *a, const void *b) {
-  const candidate *x = a, *y = b;
-  int c = strcmp(x->e.name, y->e.name);
-  return c ? c : (x->e.kind > y->e.kind) - (x->e.kind < y->e.kind);
+/* One page being made. */
+typedef struct {
+  int limit;
+  store_result *r;
+  char last[PICKET_PROTO_NAME_MAX + 3]; /* the member ("NAME k") of the last name consumed */
+  int64_t looked;                       /* keys looked at */
+  int more, stop;
+} page;
+
+/* x holds all of its name's keys: list it (if held and the page has room),
+ * and move the page's position past it. A held name that finds the page
+ * full is not consumed: the next page starts with it. */
+static void name_done(page *p, gathered *x, int64_t now) {
+  x->on = 0;
+  if (!x->valid) return;
+  if (x->e.holders > 0) {
+    if (p->r->nentries == p->limit) {
+      p->more = p->stop = 1;
+      return;
+    }
+    x->e.ttl_ms = x->exp > now ? x->exp - now : 1;
+    p->r->entries[p->r->nentries++] = x->e;
+  }
+  snprintf(p->last, sizeof p->last, "%s %c", x->e.name, x->e.kind);
+  if (p->looked >= LIST_SCAN_KEYS) p->more = p->stop = 1;
 }
 
+/* Lists kind k's names from key `start` (exclusive of the key `skip`,
+ * "" for none) up to `end`, in key order, into p until p stops. start
+ * and skip have LIST_KEY_MAX bytes: a range goes on after its last key. */
+static int list_kind(etcd_client *c, page *p, char k, char *start, const char *end,
+                     char *skip, int64_t now) {
+  gathered x = {.on = 0};
+  for (;;) {
+    /* what this page still needs, and a little more (the key skipped,
+     * the next held name that says whether there is more); a read/write
+     * lock or a semaphore has a few keys per name */
+    int64_t need = p->limit - p->r->nentries + 2;
+    int64_t want = k == 'l' ? need : 4 * need + 8;
+    if (want > LIST_CHUNK) want = LIST_CHUNK;
+    etcd_op op = {.kind = ETCD_OP_RANGE, .key = start, .end = end, .limit = want};
+    etcd_op_result res = {0};
+    int rc = etcd_range(c, &op, &res);
+    if (rc != ETCD_OK) {
+      etcd_op_result_clear(&res);
+      return rc;
+    }
+    for (int i = 0; i < res.nkvs && !p->stop; i++) {
+      const etcd_kv *kv = &res.kvs[i];
+      if (skip[0] && strcmp(kv->key, skip) == 0) continue;
+      p->looked++;
+      size_t len = 0;
+      const char *name = name_of(kv, k, &len);
+      if (name == NULL) continue;
+      if (x.on && (strlen(x.e.name) != len || memcmp(x.e.name, name, len) != 0))
+        name_done(p, &x, now);
+      if (p->stop) break;
+      if (!x.on) {
+        memset(&x, 0, sizeof x);
+        x.on = 1;
+        x.e.kind = k;
+        x.valid = len <= PICKET_PROTO_NAME_MAX && picket_proto_name_valid(name, len);
+        if (x.valid) memcpy(x.e.name, name, len);
+      }
+      if (x.valid) gather_key(&x, kv, name + len + (len < kv->key_len ? 1 : 0));
+    }
+    int more = res.more && res.nkvs > 0;
+    if (more && !p->stop) { /* go on after the last key read */
+      snprintf(start, LIST_KEY_MAX, "%s", res.kvs[res.nkvs - 1].key);
+      snprintf(skip, LIST_KEY_MAX, "%s", start);
+    }
+    etcd_op_result_clear(&res);
+    if (p->stop) return ETCD_OK;
+    if (!more) {
+      if (x.on) name_done(p, &x, now);
+      return ETCD_OK;
+    }
+  }
+}
+
+/* A page is a walk over P l/, then P r/, then P s/ (each within the name
+ * prefix), in etcd's key order, from the cursor's member "NAME k" on: the
+ * keys after NAME's in kind k, then the later kinds from their start. So
+ * the order is locks, then read/write locks, then semaphores, each by key
+ * (a name sorts as its keys do: "a.b" before "a" among read/write locks
+ * and semaphores, whose keys are "NAME/..."). Merging the three kinds in
+ * name order, as before, needed every range to reach the same name, and a
+ * range cut inside one name with many keys (10,000 read leases) never did.
+ *
+ * Why every name is listed exactly once and paging always ends: a page
+ * reads only whole names (the ranges go on, LIST_CHUNK keys at a time,
+ * until a name's last key, however many it has) and consumes them in key
+ * order: each is listed if held, else passed over. The cursor is the last
+ * name consumed, and the next page starts just past all of its keys. A
+ * page stops only after it has consumed at least one name, or at the end:
+ * when it is full (limit >= 1 names listed) or has looked at
+ * LIST_SCAN_KEYS keys at the end of a name it consumed. So each cursor is
+ * strictly after the one before it in (kind, key) order, a finite order:
+ * no page repeats a name, none is skipped, and the listing ends. A name
+ * held throughout is listed exactly once; one taken or released meanwhile,
+ * at most once. A page's cost is O(limit + LIST_SCAN_KEYS) keys plus the
+ * keys of the one name it finishes, which --max-readers and
+ * --max-semaphore-limit bound. */
 store_status store_etcd_list(const char *prefix, int limit, store_cursor *at, int *more,
                              store_result *r) {
   memset(r, 0, sizeof *r);
@@ -150,75 +197,53 @@ store_status store_etcd_list(const char *prefix, int limit, store_cursor *at, in
   at->slot = 0;
   etcd_client *c = store_etcd_client(r);
   if (c == NULL) return STORE_EUNAVAIL;
-  /* the cursor "NAME k": its name is where every range starts */
-  char from[PICKET_PROTO_NAME_MAX + 3];
-  snprintf(from, sizeof from, "%s", at->after[0] ? at->after : prefix);
-  char *sp = strrchr(from, ' ');
-  if (at->after[0] && sp) *sp = '\0';
-  static const char kinds[3] = {'l', 'r', 's'};
-  candidates cs = {0};
-  char horizon[PICKET_PROTO_NAME_MAX + 1] = "";
-  int cut = 0;
-  for (int k = 0; k < 3; k++) {
-    etcd_op_result res = {0};
-    /* a lock is one key; the others several, so their ranges are longer */
-    int64_t lim = kinds[k] == 'l' ? limit + 1 : ETCD_KVS_MAX;
-    int rc = range_kind(c, kinds[k], from, prefix, lim, &res);
+  r->entries = limit > 0 ? calloc((size_t)limit, sizeof *r->entries) : NULL;
+  if (limit > 0 && r->entries == NULL) return store_etcd_no_memory(r);
+  /* the cursor "NAME k": the kind it is in and the name it is past */
+  int from = 0;
+  char after[PICKET_PROTO_NAME_MAX + 3] = "";
+  size_t alen = strlen(at->after);
+  if (alen >= 3 && at->after[alen - 2] == ' ') {
+    const char *k = memchr(list_kinds, at->after[alen - 1], sizeof list_kinds);
+    if (k == NULL) {
+      snprintf(r->err, sizeof r->err, "not a listing cursor");
+      return STORE_EREPLY;
+    }
+    from = (int)(k - list_kinds);
+    snprintf(after, sizeof after, "%.*s", (int)(alen - 2), at->after);
+  }
+  page p = {.limit = limit, .r = r};
+  int64_t now = clock_wall_ms();
+  const char *kp = store_etcd_cfg->key_prefix;
+  for (int ki = from; ki < 3 && !p.stop; ki++) {
+    char k = list_kinds[ki];
+    char start[LIST_KEY_MAX], end[STORE_ETCD_KEY_MAX];
+    char skip[sizeof start] = "";
+    /* the end: just past every key that starts with the name prefix */
+    int n = snprintf(end, sizeof end, "%s%c/%s", kp, k, prefix);
+    if (n <= 0 || (size_t)n >= sizeof end) { /* cannot be: prefixes and names are bounded */
+      store_result_clear(r);
+      snprintf(r->err, sizeof r->err, "a listing's key does not fit");
+      return STORE_EREPLY;
+    }
+    end[n - 1]++; /* names are printable ASCII: no byte wraps */
+    if (ki == from && after[0] && k == 'l') { /* from the cursor's lock, itself left out */
+      snprintf(start, sizeof start, "%s%c/%s", kp, k, after);
+      snprintf(skip, sizeof skip, "%s", start);
+    } else if (ki == from && after[0]) { /* past NAME/...: '/' + 1 is '0' */
+      snprintf(start, sizeof start, "%s%c/%s0", kp, k, after);
+    } else {
+      snprintf(start, sizeof start, "%s%c/%s", kp, k, prefix);
+    }
+    int rc = list_kind(c, &p, k, start, end, skip, now);
     if (rc != ETCD_OK) {
-      etcd_op_result_clear(&res);
-      free(cs.c);
+      store_result_clear(r);
       return store_etcd_failed(c, rc, r);
     }
-    for (int i = 0; i < res.nkvs; i++) {
-      if (kinds[k] == 'l') add_lock(&cs, &res.kvs[i]);
-      else if (kinds[k] == 'r') add_rwlock(&cs, &res.kvs[i]);
-      else add_semaphore(&cs, &res.kvs[i]);
-    }
-    if (res.more && res.nkvs > 0) {
-      /* names at or past the last one this range reached may have more
-       * keys of this kind (or names) beyond it: the page stops before */
-      size_t len = 0;
-      const char *name = name_of(&res.kvs[res.nkvs - 1], kinds[k], &len);
-      char last[PICKET_PROTO_NAME_MAX + 1];
-      snprintf(last, sizeof last, "%.*s", (int)len, name ? name : "");
-      if (!cut || strcmp(last, horizon) < 0) snprintf(horizon, sizeof horizon, "%s", last);
-      cut = 1;
-    }
-    etcd_op_result_clear(&res);
   }
-  if (cs.n > 1) qsort(cs.c, (size_t)cs.n, sizeof *cs.c, by_member); /* cs.c is NULL with none */
-  int64_t now = clock_wall_ms();
-  r->entries = limit > 0 ? calloc((size_t)limit, sizeof *r->entries) : NULL;
-  if (limit > 0 && r->entries == NULL) {
-    free(cs.c);
-    return store_etcd_no_memory(r);
-  }
-  char member[PICKET_PROTO_NAME_MAX + 3] = "";
-  for (int i = 0; i < cs.n; i++) {
-    candidate *x = &cs.c[i];
-    if (x->e.holders == 0) continue; /* only a last write's fence, or delays */
-    char m[PICKET_PROTO_NAME_MAX + 3];
-    snprintf(m, sizeof m, "%s %c", x->e.name, x->e.kind);
-    if (at->after[0] && strcmp(m, at->after) <= 0) continue;
-    if (cut && strcmp(x->e.name, horizon) >= 0) {
-      *more = 1;
-      break;
-    }
-    if (r->nentries == limit) {
-      *more = 1;
-      break;
-    }
-    x->e.ttl_ms = x->exp > now ? x->exp - now : 1;
-    r->entries[r->nentries++] = x->e;
-    snprintf(member, sizeof member, "%s", m);
-  }
-  if (cut && !*more) *more = 1;
-  free(cs.c);
-  if (*more) {
-    if (member[0]) snprintf(at->after, sizeof at->after, "%s", member);
-  } else {
-    at->after[0] = '\0';
-  }
+  *more = p.more;
+  if (p.more) snprintf(at->after, sizeof at->after, "%s", p.last);
+  else at->after[0] = '\0';
   return STORE_OK;
 }
 

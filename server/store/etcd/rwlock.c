@@ -16,7 +16,9 @@
  *             so it is gone when the wait is, even if picketd dies.
  * A write grant's txn compares that there is no writer, no delay and no
  * reader (a whole-prefix compare on r/); a read grant's, that there is no
- * writer, no delay and no waiting writer (on q/). */
+ * writer, no delay and no waiting writer (on q/). A read finds at most
+ * --max-readers read leases there: past it, it is refused (held_by 3)
+ * with nothing written. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,38 +44,57 @@ static void keys_of(rw_keys *k, const char *name, const char *lease) {
   snprintf(k->waiting, sizeof k->waiting, "%sq/%s", k->base, lease ? lease : "");
 }
 
-/* Everything under P r/NAME/, read at one revision. */
+/* What a call needs of P r/NAME/, read at one revision. */
 typedef struct {
-  etcd_op_result res;
+  etcd_txn_result tr;
   etcd_kv *w, *wd, *f, *mine;
   int readers, waiting;
+  int64_t revision;                 /* the revision it was read at */
   etcd_kv *first_reader, *first_waiting;
+  etcd_kv *listed;                  /* the first nlisted readers, in key order */
+  int nlisted;
 } rw_view;
 
-/* Reads the lock: STORE_OK with *v filled (the caller clears v->res), or a
- * failure (nothing to clear). */
-static store_status view_read(etcd_client *c, const rw_keys *k, rw_view *v, store_result *r) {
+/* Reads the lock: STORE_OK with *v filled (the caller clears v->tr), or a
+ * failure (nothing to clear). One txn of four ranges: f and the waiting
+ * writers (P r/NAME/ up to r/), w and wd (past r/), this lease's reader,
+ * and the readers counted with at most `listed` of them (at least one)
+ * read: a lock with many readers costs a call no more than a few. */
+static store_status view_read(etcd_client *c, const rw_keys *k, int64_t listed, rw_view *v,
+                              store_result *r) {
   memset(v, 0, sizeof *v);
-  etcd_op get = {.kind = ETCD_OP_RANGE, .key = k->base, .prefix = 1};
-  int rc = etcd_range(c, &get, &v->res);
-  if (rc != ETCD_OK) {
-    store_status st = store_etcd_failed(c, rc, r);
-    etcd_op_result_clear(&v->res);
+  char r_end[RW_KEY_MAX], base_end[RW_KEY_MAX];
+  snprintf(r_end, sizeof r_end, "%sr0", k->base); /* past r/...: '/' + 1 is '0' */
+  snprintf(base_end, sizeof base_end, "%.*s0", (int)strlen(k->base) - 1, k->base);
+  etcd_op ops[4] = {
+      {.kind = ETCD_OP_RANGE, .key = k->base, .end = k->r},
+      {.kind = ETCD_OP_RANGE, .key = r_end, .end = base_end},
+      {.kind = ETCD_OP_RANGE, .key = k->mine},
+      {.kind = ETCD_OP_RANGE, .key = k->r, .prefix = 1, .limit = listed > 0 ? listed : 1},
+  };
+  etcd_txn_req t = {NULL, 0, ops, 4, NULL, 0};
+  int rc = etcd_txn(c, &t, &v->tr);
+  if (rc != ETCD_OK || v->tr.nresults != 4) {
+    store_status st = store_etcd_failed(c, rc != ETCD_OK ? rc : ETCD_EREPLY, r);
+    etcd_txn_result_clear(&v->tr);
     return st;
   }
-  size_t rl = strlen(k->r), ql = strlen(k->q);
-  for (int i = 0; i < v->res.nkvs; i++) {
-    etcd_kv *kv = &v->res.kvs[i];
-    if (strcmp(kv->key, k->w) == 0) v->w = kv;
-    else if (strcmp(kv->key, k->wd) == 0) v->wd = kv;
-    else if (strcmp(kv->key, k->f) == 0) v->f = kv;
-    else if (strncmp(kv->key, k->r, rl) == 0) {
-      if (v->readers++ == 0) v->first_reader = kv;
-      if (strcmp(kv->key, k->mine) == 0) v->mine = kv;
-    } else if (strncmp(kv->key, k->q, ql) == 0) {
-      if (v->waiting++ == 0) v->first_waiting = kv;
+  v->revision = v->tr.revision;
+  size_t ql = strlen(k->q);
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < v->tr.results[i].nkvs; j++) {
+      etcd_kv *kv = &v->tr.results[i].kvs[j];
+      if (strcmp(kv->key, k->w) == 0) v->w = kv;
+      else if (strcmp(kv->key, k->wd) == 0) v->wd = kv;
+      else if (strcmp(kv->key, k->f) == 0) v->f = kv;
+      else if (strncmp(kv->key, k->q, ql) == 0 && v->waiting++ == 0) v->first_waiting = kv;
     }
-  }
+  if (v->tr.results[2].nkvs == 1 && k->mine[strlen(k->r)] != '\0') v->mine = &v->tr.results[2].kvs[0];
+  etcd_op_result *rd = &v->tr.results[3];
+  v->readers = (int)rd->count;
+  v->listed = rd->kvs;
+  v->nlisted = rd->nkvs;
+  if (rd->nkvs > 0) v->first_reader = &rd->kvs[0];
   return STORE_OK;
 }
 
@@ -103,21 +124,21 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
     store_status st = store_etcd_quota_read(c, op, &q, r);
     if (st != STORE_OK) return st;
     rw_view v;
-    if ((st = view_read(c, &k, &v, r)) != STORE_OK) return st;
+    if ((st = view_read(c, &k, 1, &v, r)) != STORE_OK) return st;
     store_etcd_grant g;
     /* a same-lease retry refreshes the lease it holds */
     etcd_kv *own = op->write ? v.w : v.mine;
     if (own && store_etcd_grant_parse(own, &g) == 0 && strcmp(g.lease, op->lease) == 0) {
       st = store_etcd_refresh(c, op, own->key, op->write ? k.wd : "", own, &g, 0, r);
       if (!op->write) r->fence = g.fence;
-      etcd_op_result_clear(&v.res);
+      etcd_txn_result_clear(&v.tr);
       if (st == STORE_LOST) r->ttl_ms = 1, st = STORE_HELD;
       return st;
     }
     if (!v.w && v.wd) { /* the last write lease's lock-delay runs */
       owner_of(v.wd, r);
       r->ttl_ms = store_etcd_left_s(c, v.wd->lease) * 1000;
-      etcd_op_result_clear(&v.res);
+      etcd_txn_result_clear(&v.tr);
       return STORE_DELAYED;
     }
     etcd_kv *blocker = NULL;
@@ -127,12 +148,26 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
     if (blocker) {
       if (r->held_by == 0) owner_of(v.w, r);
       r->ttl_ms = store_etcd_left_s(c, blocker->lease) * 1000;
-      etcd_op_result_clear(&v.res);
+      etcd_txn_result_clear(&v.tr);
       if (r->held_by != 2) wait_mark(c, op, &k);
       return STORE_HELD;
     }
+    if (!op->write && v.readers >= store_etcd_cfg->max_readers) {
+      /* --max-readers: refused before anything is written (not even the
+       * epoch below); try again when the first reader's lease ends */
+      r->held_by = 3;
+      r->ttl_ms = store_etcd_left_s(c, v.first_reader->lease) * 1000;
+      etcd_txn_result_clear(&v.tr);
+      return STORE_HELD;
+    }
+    /* From half the bound up, no other reader may be granted between this
+     * read and the grant (a compare on r/'s create revisions; a renewal
+     * does not create), so racing readers cannot pass it together; below
+     * half, as many grants as race at once could, and that is more than
+     * half of --max-readers only with that many picketd threads. */
+    int64_t counted_at = 2 * (int64_t)v.readers >= store_etcd_cfg->max_readers ? v.revision : 0;
     int64_t epoch = v.f ? v.f->mod_revision : 0;
-    etcd_op_result_clear(&v.res);
+    etcd_txn_result_clear(&v.tr);
     if (!op->write && !epoch) {
       /* Never written: a read lease's fence is the epoch it reads, so the
        * count starts first (f put if still absent), then the grant reads
@@ -159,7 +194,7 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
       store_etcd_leases_revoke(c, L, D);
       return store_etcd_no_memory(r);
     }
-    etcd_compare cmp[5] = {{.key = k.w, .target = ETCD_CMP_CREATE},
+    etcd_compare cmp[6] = {{.key = k.w, .target = ETCD_CMP_CREATE},
                            {.key = k.wd, .target = ETCD_CMP_CREATE},
                            {.key = op->write ? k.r : k.q, .prefix = 1, .target = ETCD_CMP_CREATE}};
     int ncmp = 3, nput = 0;
@@ -173,6 +208,9 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
       put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.mine, .value = value, .lease = L};
       /* the epoch read must still be the last write's */
       cmp[ncmp++] = (etcd_compare){.key = k.f, .target = ETCD_CMP_MOD, .number = epoch};
+      if (counted_at)
+        cmp[ncmp++] = (etcd_compare){.key = k.r, .prefix = 1, .target = ETCD_CMP_CREATE,
+                                     .result = ETCD_CMP_LESS, .number = counted_at + 1};
     }
     int counted = store_etcd_quota_txn(&q, L, &cmp[ncmp], &put[nput]);
     ncmp += counted;
@@ -193,7 +231,7 @@ static store_status rw_renew_release(etcd_client *c, store_op *op, store_result 
   rw_keys k;
   keys_of(&k, op->name, op->lease);
   rw_view v;
-  store_status vst = view_read(c, &k, &v, r);
+  store_status vst = view_read(c, &k, 1, &v, r);
   if (vst != STORE_OK) return vst;
   store_etcd_grant g;
   etcd_kv *own = NULL;
@@ -211,7 +249,7 @@ static store_status rw_renew_release(etcd_client *c, store_op *op, store_result 
     st = store_etcd_grant_end(c, op, own->key, write ? k.wd : "", own, &g, NULL, r);
     if (!write) r->fence = g.fence;
   }
-  etcd_op_result_clear(&v.res);
+  etcd_txn_result_clear(&v.tr);
   return st;
 }
 
@@ -230,7 +268,7 @@ static store_status rw_inspect(etcd_client *c, store_op *op, store_result *r) {
   rw_keys k;
   keys_of(&k, op->name, NULL);
   rw_view v;
-  store_status vst = view_read(c, &k, &v, r);
+  store_status vst = view_read(c, &k, op->limit, &v, r);
   if (vst != STORE_OK) return vst;
   r->fence = v.f ? v.f->mod_revision : 0;
   if (v.w) {
@@ -247,20 +285,19 @@ static store_status rw_inspect(etcd_client *c, store_op *op, store_result *r) {
   r->waiting = v.waiting;
   int listed = v.readers < op->limit ? v.readers : (int)op->limit;
   if (listed > 0 && (r->permits = calloc((size_t)listed, sizeof *r->permits)) == NULL) {
-    etcd_op_result_clear(&v.res);
+    etcd_txn_result_clear(&v.tr);
     return store_etcd_no_memory(r);
   }
-  size_t rl = strlen(k.r);
-  for (int i = 0; i < v.res.nkvs && r->npermits < listed; i++) {
-    etcd_kv *kv = &v.res.kvs[i];
+  for (int i = 0; i < v.nlisted && r->npermits < listed; i++) {
+    etcd_kv *kv = &v.listed[i];
     store_etcd_grant g;
-    if (strncmp(kv->key, k.r, rl) != 0 || store_etcd_grant_parse(kv, &g) < 0) continue;
+    if (store_etcd_grant_parse(kv, &g) < 0) continue;
     store_permit *p = &r->permits[r->npermits++];
     p->fence = g.fence;
     p->ttl_ms = store_etcd_left_s(c, kv->lease) * 1000;
     snprintf(p->owner, sizeof p->owner, "%s", g.owner);
   }
-  etcd_op_result_clear(&v.res);
+  etcd_txn_result_clear(&v.tr);
   return STORE_OK;
 }
 

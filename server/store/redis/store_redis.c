@@ -542,12 +542,12 @@ static void note_failed(const store_op *note) {
 
 /* The EVALSHA command of one call; the strings live in the struct. */
 typedef struct {
-  const char *argv[20];
+  const char *argv[24];
   int argc;
   char lease_key[KEY_MAX], fence_key[KEY_MAX], token_key[KEY_MAX], ttl[24], max[24];
   char delay[24], cap[24];
   char member[PICKET_PROTO_NAME_MAX + PICKET_PROTO_LEASE_LEN + 8]; /* in a token's count */
-  char limit[24], wake[PICKET_PROTO_NAME_MAX + 8], wait[24];
+  char limit[24], wake[PICKET_PROTO_NAME_MAX + 8], wait[24], readers[24];
   char index_key[KEY_MAX], look[24];
 } op_command;
 
@@ -600,6 +600,7 @@ static int family_command_build(const store_op *op, op_command *cmd, int inline_
   snprintf(cmd->cap, sizeof cmd->cap, "%lld", (long long)op->max_hold_ms);
   snprintf(cmd->wake, sizeof cmd->wake, "%c/%s", rw ? 'r' : 's', op->name);
   snprintf(cmd->wait, sizeof cmd->wait, "%lld", (long long)op->wait_ms);
+  snprintf(cmd->readers, sizeof cmd->readers, "%lld", (long long)cfg->max_readers);
   index_key_build(cmd->index_key, op->name, 0);
   a[n++] = inline_quota ? "3" : "2", a[n++] = cmd->lease_key, a[n++] = cmd->index_key;
   if (inline_quota) a[n++] = cmd->token_key;
@@ -610,7 +611,7 @@ static int family_command_build(const store_op *op, op_command *cmd, int inline_
   a[n++] = rw ? (op->write ? "write" : "read") : cmd->limit;
   a[n++] = inline_quota ? cmd->max : "0", a[n++] = cmd->member, a[n++] = channel;
   a[n++] = cmd->wake;
-  if (rw) a[n++] = cmd->wait;
+  if (rw) a[n++] = cmd->wait, a[n++] = cmd->readers;
   cmd->argc = n;
   return 0;
 }
@@ -846,7 +847,10 @@ static store_status rw_parse(store_op *op, const redisReply *rep) {
     case STORE_OP_RW_ACQUIRE: { /* acquire_head, then the mode granted or why not */
       if (n != 6 || e[5]->type != REDIS_REPLY_STRING) return STORE_EREPLY;
       store_status st = acquire_head(op, e, n);
-      r->held_by = strcmp(e[5]->str, "read") == 0 ? 1 : strcmp(e[5]->str, "waiting") == 0 ? 2 : 0;
+      r->held_by = strcmp(e[5]->str, "read") == 0      ? 1
+                   : strcmp(e[5]->str, "waiting") == 0 ? 2
+                   : strcmp(e[5]->str, "full") == 0    ? 3
+                                                       : 0;
       return st;
     }
     case STORE_OP_RW_RENEW: /* renew_head, then the mode */
