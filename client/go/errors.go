@@ -22,6 +22,7 @@ var (
 	ErrLockHeld             = newCode("lock_held")              // 409: another lease holds the lock (Holder, RetryAfter)
 	ErrLockDelay            = newCode("lock_delay")             // 409: an expired lease's lock-delay runs (also matches ErrLockHeld)
 	ErrSemaphoreFull        = newCode("semaphore_full")         // 409: every permit is held (also matches ErrLockHeld)
+	ErrTooManyReaders       = newCode("too_many_readers")       // 409: the rwlock has --max-readers read leases (also matches ErrLockHeld)
 	ErrLimitMismatch        = newCode("limit_mismatch")         // 409: the live permits use another limit (Limit)
 	ErrLeaseLost            = newCode("lease_lost")             // 409: this lease no longer holds the lock
 	ErrUnauthenticated      = newCode("unauthenticated")        // 401: no token, or an unknown one
@@ -143,7 +144,7 @@ func (e *APIError) Is(target error) bool {
 	}
 	switch target {
 	case ErrLockHeld:
-		return e.Code == "lock_delay" || e.Code == "semaphore_full"
+		return e.Code == "lock_delay" || e.Code == "semaphore_full" || e.Code == "too_many_readers"
 	case ErrUnavailable:
 		return unavailable(e.Code)
 	case ErrQuotaExceeded:

@@ -37,7 +37,7 @@ func TestSignedFenceThroughFencedKV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(l.FenceToken(), "v1.") {
+	if !strings.HasPrefix(l.FenceToken(), "v2.lock.") {
 		t.Fatalf("fence token %q", l.FenceToken())
 	}
 	if st, body := kvPut(t, kv, key, "one", l.SetFenceHeaders); st != 200 {

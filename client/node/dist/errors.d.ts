@@ -64,6 +64,10 @@ export declare class LockDelay extends LockHeld {
 export declare class SemaphoreFull extends LockHeld {
     static readonly CODE: string;
 }
+/** 409: the read/write lock has --max-readers read leases (retryAfterMs: until one ends). */
+export declare class TooManyReaders extends LockHeld {
+    static readonly CODE: string;
+}
 /** 409: the semaphore's live permits use another limit (limit). */
 export declare class LimitMismatch extends PicketError {
     static readonly CODE: string;
@@ -108,6 +112,18 @@ export declare class TooManyWatchers extends QuotaExceeded {
 export declare class TooManyConnections extends QuotaExceeded {
     static readonly CODE: string;
 }
+/** 415: a body not sent as application/json. */
+export declare class UnsupportedMediaType extends PicketError {
+    static readonly CODE: string;
+}
+/** 403: a call from a web page on another origin. */
+export declare class ForbiddenOrigin extends PicketError {
+    static readonly CODE: string;
+}
+/** 421: a Host header picketd does not answer as (--allowed-hosts). */
+export declare class MisdirectedRequest extends PicketError {
+    static readonly CODE: string;
+}
 /** 500: picketd ran out of memory. */
 export declare class InternalError extends PicketError {
     static readonly CODE: string;
@@ -148,6 +164,10 @@ export declare const ERROR_CLASSES: {
     readonly lock_held: typeof LockHeld;
     readonly lock_delay: typeof LockDelay;
     readonly semaphore_full: typeof SemaphoreFull;
+    readonly too_many_readers: typeof TooManyReaders;
+    readonly unsupported_media_type: typeof UnsupportedMediaType;
+    readonly forbidden_origin: typeof ForbiddenOrigin;
+    readonly misdirected_request: typeof MisdirectedRequest;
     readonly limit_mismatch: typeof LimitMismatch;
     readonly lease_lost: typeof LeaseLost;
     readonly unauthenticated: typeof Unauthorized;

@@ -67,6 +67,10 @@ export class LockDelay extends LockHeld {
 export class SemaphoreFull extends LockHeld {
     static CODE = "semaphore_full";
 }
+/** 409: the read/write lock has --max-readers read leases (retryAfterMs: until one ends). */
+export class TooManyReaders extends LockHeld {
+    static CODE = "too_many_readers";
+}
 /** 409: the semaphore's live permits use another limit (limit). */
 export class LimitMismatch extends PicketError {
     static CODE = "limit_mismatch";
@@ -111,6 +115,18 @@ export class TooManyWatchers extends QuotaExceeded {
 export class TooManyConnections extends QuotaExceeded {
     static CODE = "too_many_connections";
 }
+/** 415: a body not sent as application/json. */
+export class UnsupportedMediaType extends PicketError {
+    static CODE = "unsupported_media_type";
+}
+/** 403: a call from a web page on another origin. */
+export class ForbiddenOrigin extends PicketError {
+    static CODE = "forbidden_origin";
+}
+/** 421: a Host header picketd does not answer as (--allowed-hosts). */
+export class MisdirectedRequest extends PicketError {
+    static CODE = "misdirected_request";
+}
 /** 500: picketd ran out of memory. */
 export class InternalError extends PicketError {
     static CODE = "internal_error";
@@ -151,6 +167,10 @@ export const ERROR_CLASSES = {
     lock_held: LockHeld,
     lock_delay: LockDelay,
     semaphore_full: SemaphoreFull,
+    too_many_readers: TooManyReaders,
+    unsupported_media_type: UnsupportedMediaType,
+    forbidden_origin: ForbiddenOrigin,
+    misdirected_request: MisdirectedRequest,
     limit_mismatch: LimitMismatch,
     lease_lost: LeaseLost,
     unauthenticated: Unauthorized,

@@ -67,6 +67,8 @@ export class LockHeld extends PicketError { static readonly CODE: string = "lock
 export class LockDelay extends LockHeld { static override readonly CODE: string = "lock_delay"; }
 /** 409: every permit of the semaphore is held (retryAfterMs); a LockHeld. */
 export class SemaphoreFull extends LockHeld { static override readonly CODE: string = "semaphore_full"; }
+/** 409: the read/write lock has --max-readers read leases (retryAfterMs: until one ends). */
+export class TooManyReaders extends LockHeld { static override readonly CODE: string = "too_many_readers"; }
 /** 409: the semaphore's live permits use another limit (limit). */
 export class LimitMismatch extends PicketError { static readonly CODE: string = "limit_mismatch"; }
 /** 409: this lease no longer holds the lock (or permit). */
@@ -89,6 +91,12 @@ export class TooManyWaiters extends QuotaExceeded { static readonly CODE: string
 export class TooManyWatchers extends QuotaExceeded { static readonly CODE: string = "too_many_watchers"; }
 /** 429: the token holds its --max-connections-per-token connections; this one is closed. */
 export class TooManyConnections extends QuotaExceeded { static readonly CODE: string = "too_many_connections"; }
+/** 415: a body not sent as application/json. */
+export class UnsupportedMediaType extends PicketError { static readonly CODE: string = "unsupported_media_type"; }
+/** 403: a call from a web page on another origin. */
+export class ForbiddenOrigin extends PicketError { static readonly CODE: string = "forbidden_origin"; }
+/** 421: a Host header picketd does not answer as (--allowed-hosts). */
+export class MisdirectedRequest extends PicketError { static readonly CODE: string = "misdirected_request"; }
 /** 500: picketd ran out of memory. */
 export class InternalError extends PicketError { static readonly CODE: string = "internal_error"; }
 /** 502: Redis answered with an error (retried). */
@@ -116,6 +124,10 @@ export const ERROR_CLASSES = {
   lock_held: LockHeld,
   lock_delay: LockDelay,
   semaphore_full: SemaphoreFull,
+  too_many_readers: TooManyReaders,
+  unsupported_media_type: UnsupportedMediaType,
+  forbidden_origin: ForbiddenOrigin,
+  misdirected_request: MisdirectedRequest,
   limit_mismatch: LimitMismatch,
   lease_lost: LeaseLost,
   unauthenticated: Unauthorized,

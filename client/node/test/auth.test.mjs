@@ -147,7 +147,7 @@ test("signed fences are carried to fenced-kv; a forged or stale fence is refused
   const put = (headers, value) => fetch(`${kv}/kv/${key}`, { method: "PUT", headers, body: value });
   const name = fresh();
   const a = await sc.lock(name, { ttlMs: 5000 });
-  assert.match(a.fenceToken, /^v1\.k1\.[0-9a-f]+$/);
+  assert.match(a.fenceToken, /^v2\.lock\.k1\.[0-9a-f]+$/);
   const h = a.fenceHeaders();
   assert.deepEqual(Object.keys(h).sort(), ["Picket-Fence", "Picket-Fence-Token", "Picket-Lock"]);
   assert.equal((await put(h, "one")).status, 200);

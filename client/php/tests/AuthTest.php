@@ -40,7 +40,7 @@ final class AuthTest extends TestCase
         $s = new PicketStore(picket_url('PICKET_AUTH_URL'), ['token' => picket_url('PICKET_TEST_TOKEN')]);
         $k = new Key('App\Auth\Mapped::name');
         $s->save($k);
-        $this->assertMatchesRegularExpression('/^v1\.k1\.[0-9a-f]{64}$/', $s->fenceToken($k));
+        $this->assertMatchesRegularExpression('/^v2\.lock\.k1\.[0-9a-f]{64}$/', $s->fenceToken($k));
         $this->assertTrue($s->exists($k));
         $s->delete($k);
         $this->assertFalse($s->exists($k));

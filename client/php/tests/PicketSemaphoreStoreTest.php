@@ -203,7 +203,7 @@ final class PicketSemaphoreStoreTest extends TestCase
         $tokens = array_column($s->permits($k), 'token');
         $this->assertCount(2, $tokens);
         foreach ($tokens as $t) {
-            $this->assertMatchesRegularExpression('/^v1\.k1\.[0-9a-f]{64}$/', $t);
+            $this->assertMatchesRegularExpression('/^v2\.permit\.k1\.[0-9a-f]{64}$/', $t);
         }
         $s->putOffExpiration($k, 30);
         $this->assertTrue($s->exists($k));

@@ -96,6 +96,10 @@ ERROR_CLASSES["lock_delay"] = _cls(
 ERROR_CLASSES["semaphore_full"] = _cls(
     "semaphore_full", ERROR_CLASSES["lock_held"],
     "409: every permit of the semaphore is held (retry_after: until the first frees).")
+# A read/write lock at --max-readers: as a held lock, like a full semaphore.
+ERROR_CLASSES["too_many_readers"] = _cls(
+    "too_many_readers", ERROR_CLASSES["lock_held"],
+    "409: the read/write lock has --max-readers read leases (retry_after: until one ends).")
 globals().update({c.__name__: c for c in ERROR_CLASSES.values()})
 
 
