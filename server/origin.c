@@ -172,12 +172,16 @@ int origin_check(const api_request *req, api_response *resp) {
     return refuse(resp, PICKET_PROTO_ERR_FORBIDDEN_ORIGIN,
                   "a web page on another origin may not change anything here (Origin: %.64s)",
                   req->origin);
+  /* A declared type must be JSON: a form or text/plain is what a page can
+   * send without asking. No Content-Type at all is taken as JSON, as
+   * before: clients written against earlier picketd send none, and a
+   * browser cannot send a body without one unless it also sends Origin
+   * (every fetch or form other than GET/HEAD carries it), checked above. */
   const char *ct = req->content_type;
-  int has_body = req->body_len > 0 || req->body_too_large;
-  if (has_body ? ct == NULL || !json_media(ct) : ct != NULL && ct[0] && !json_media(ct))
+  if (ct != NULL && ct[0] && !json_media(ct))
     return refuse(resp, PICKET_PROTO_ERR_UNSUPPORTED_MEDIA_TYPE,
                   "a request body must be JSON sent with Content-Type: application/json "
                   "(curl: -H 'Content-Type: application/json'); this one was %.64s",
-                  ct && ct[0] ? ct : "sent without a Content-Type");
+                  ct);
   return 0;
 }

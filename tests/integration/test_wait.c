@@ -169,11 +169,14 @@ START_TEST(disconnected_waiter_is_never_granted) {
   char url[200];
   snprintf(url, sizeof url, "%s/v1/locks/gone/acquire", harness_picketd_url(P));
   curl_easy_setopt(c, CURLOPT_URL, url);
+  struct curl_slist *json = curl_slist_append(NULL, "Content-Type: application/json");
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, json);
   curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{\"ttl_ms\":30000,\"wait_ms\":20000}");
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 300L);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   ck_assert_int_eq(curl_easy_perform(c), CURLE_OPERATION_TIMEDOUT);
   curl_easy_cleanup(c);
+  curl_slist_free_all(json);
   /* it leaves the queue at once, not at its deadline */
   await_waiters(0);
   ck_assert_int_ge((int)metric("picket_wait_wakeups_total{cause=\"disconnect\"}"), 1);
@@ -441,8 +444,10 @@ START_TEST(thousands_of_waiters_cost_no_threads) {
   static CURL *h[MANY];
   static char bufs[MANY][256];
   static size_t lens[MANY];
+  struct curl_slist *json = curl_slist_append(NULL, "Content-Type: application/json");
   for (int i = 0; i < MANY; i++) {
     h[i] = curl_easy_init();
+    curl_easy_setopt(h[i], CURLOPT_HTTPHEADER, json);
     snprintf(url, sizeof url, "%s/v1/locks/many%d/acquire", harness_picketd_url(P), i % LOCKS);
     curl_easy_setopt(h[i], CURLOPT_URL, url);
     curl_easy_setopt(h[i], CURLOPT_COPYPOSTFIELDS, "{\"ttl_ms\":60000,\"wait_ms\":60000}");
@@ -517,6 +522,7 @@ START_TEST(thousands_of_waiters_cost_no_threads) {
     curl_easy_cleanup(h[i]);
   }
   curl_multi_cleanup(m);
+  curl_slist_free_all(json);
   ck_assert_int_eq((int)metric("picket_waiters"), 0);
 }
 END_TEST

@@ -259,7 +259,7 @@ async function errors(): Promise<void> {
   // The fallbacks are no operation of the spec, so no typed call reaches
   // them; fetch them plainly and hold the bodies to the spec's types.
   const base = env("PICKETD_URL");
-  const nf = await fetch(`${base}/v1/locks/a/b/acquire`, { method: "POST", body: "{}" });
+  const nf = await fetch(`${base}/v1/locks/a/b/acquire`, { method: "POST", body: "{}", headers: { "Content-Type": "application/json" } });
   const nfBody = (await nf.json()) as Schemas["NotFoundError"];
   check("a '/' inside a name is 404 not_found", nf.status === 404 && nfBody.error.code === "not_found", nfBody);
   const na = await fetch(`${base}/v1/locks/x`, { method: "DELETE" });
