@@ -21,7 +21,7 @@ holder() {
   fence=$(jget fence <<< "$out")
   echo "$fence" > "$H_DIR/h$n.fence"
   step() { # step NAME curl-args...: status into hN.NAME, body into hN.NAME.body
-    curl -sS -o "$H_DIR/h$n.$1.body" -w '%{http_code}' "${@:2}" > "$H_DIR/h$n.$1"
+    curl -sS -o "$H_DIR/h$n.$1.body" -w '%{http_code}' -H 'Content-Type: application/json' "${@:2}" > "$H_DIR/h$n.$1"
   }
   put() { step "$1" -X PUT "$KV/kv/stock" -H 'Picket-Lock: stock' -H "Picket-Fence: $fence" \
             --data-binary "holder$n-${1#put}"; }

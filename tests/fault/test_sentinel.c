@@ -111,6 +111,7 @@ typedef struct {
 
 typedef struct {
   CURL *curl;
+  struct curl_slist *json; /* Content-Type: application/json */
   char *buf;
   size_t len;
 } http;
@@ -134,8 +135,10 @@ static void post(http *h, const char *base, const char *name, const char *action
   char url[300];
   snprintf(url, sizeof url, "%s/v1/locks/%s/%s", base, name, action);
   if (h->curl == NULL) h->curl = curl_easy_init();
+  if (h->json == NULL) h->json = curl_slist_append(NULL, "Content-Type: application/json");
   h->len = 0;
   curl_easy_setopt(h->curl, CURLOPT_URL, url);
+  curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, h->json);
   curl_easy_setopt(h->curl, CURLOPT_POSTFIELDS, body);
   curl_easy_setopt(h->curl, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
   curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, on_data);
@@ -164,6 +167,7 @@ static void post(http *h, const char *base, const char *name, const char *action
 
 static void http_done(http *h) {
   if (h->curl) curl_easy_cleanup(h->curl);
+  curl_slist_free_all(h->json);
   free(h->buf);
   memset(h, 0, sizeof *h);
 }

@@ -54,7 +54,7 @@ grep -q "TLS on: serving CN=picket test srvA" "$H_DIR/picketd.log" || h_fail "no
 
 curl_ok() { # curl_ok WHAT CURL-ARGS...: a 200, else fail
   local code
-  code=$(curl -s -o "$H_DIR/body" -w '%{http_code}' --max-time 10 "${@:2}") || h_fail "$1: curl exited $?"
+  code=$(curl -s -o "$H_DIR/body" -w '%{http_code}' --max-time 10 -H 'Content-Type: application/json' "${@:2}") || h_fail "$1: curl exited $?"
   [ "$code" = 200 ] || h_fail "$1: HTTP $code: $(cat "$H_DIR/body")"
 }
 curl_ok "acquire" --cacert "$K/caA.crt" -X POST "$URL/v1/locks/tls-a/acquire" -H 'Content-Type: application/json' -d '{"ttl_ms":60000}'
@@ -201,7 +201,7 @@ M="https://127.0.0.1:$PICKETD_PORT"
 refused_401() {
   local what=$1 path=$2
   shift 2
-  curl -s -D "$H_DIR/hdr" -o "$H_DIR/body" --max-time 10 --cacert "$K/caA.crt" "$@" "$M$path" ||
+  curl -s -D "$H_DIR/hdr" -o "$H_DIR/body" --max-time 10 --cacert "$K/caA.crt" -H 'Content-Type: application/json' "$@" "$M$path" ||
     h_fail "$what: curl exited $? (want an HTTP 401)"
   head -1 "$H_DIR/hdr" | grep -q " 401" || h_fail "$what: $(head -1 "$H_DIR/hdr") $(cat "$H_DIR/body")"
   grep -qi '^connection: close' "$H_DIR/hdr" || h_fail "$what: no Connection: close"
@@ -253,7 +253,7 @@ printf 'holder sha256:%s tls. lock,read\nother sha256:%s * lock,read\n' \
   "$(printf %s "$TOK" | sha256sum | cut -c1-64)" "$(printf %s "$OTHER" | sha256sum | cut -c1-64)" > "$H_DIR/auth"
 h_start_picketd --tls-cert "$K/srvA.crt" --tls-key "$K/srvA.key" --auth-file "$H_DIR/auth"
 A="https://127.0.0.1:$PICKETD_PORT"
-code() { curl -s -o "$H_DIR/body" -w '%{http_code}' --cacert "$K/caA.crt" "$@"; }
+code() { curl -s -o "$H_DIR/body" -w '%{http_code}' --cacert "$K/caA.crt" -H 'Content-Type: application/json' "$@"; }
 [ "$(code -H "Authorization: Bearer $TOK" -X POST "$A/v1/locks/tls.x/acquire" -d '{}')" = 200 ] ||
   h_fail "TLS+auth: the holder's acquire: $(cat "$H_DIR/body")"
 L=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["lease"])' "$H_DIR/body")
