@@ -8,6 +8,7 @@
 # does it from a page in real chromium. Then the flags' bad values.
 set -u
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
+. "$PICKET_SOURCE_DIR/tests/tenant/tenant.sh"
 h_start_redis
 h_start_picketd --allowed-hosts picket.example
 NAMED_PORT=$PICKETD_PORT NAMED_PID=$PICKETD_PID
@@ -30,7 +31,6 @@ fi
 
 # With --auth-file the Host check is off unless --allowed-hosts names hosts
 # (docs/picketd.md): every call that reads or changes locks needs a token.
-sha() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
 T=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 echo "ops sha256:$(sha "$T") * lock,read,list,admin" > "$H_DIR/auth"
 h_start_picketd --auth-file "$H_DIR/auth"

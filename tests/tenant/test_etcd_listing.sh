@@ -5,6 +5,7 @@
 # --max-readers; test_etcd_listing.py fills it and pages.
 set -u
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
+. "$PICKET_SOURCE_DIR/tests/tenant/tenant.sh"
 h_start_redis
 if [ "${PICKET_TEST_BACKEND:-}" = etcd ]; then
   export MAX_READERS=3000 ETCD_URL
@@ -13,7 +14,5 @@ else
 fi
 h_start_picketd --max-readers "$MAX_READERS"
 python3 "$PICKET_SOURCE_DIR/tests/tenant/test_etcd_listing.py" "$PICKETD_PORT" || h_fail "test_etcd_listing.py"
-kill -TERM "$PICKETD_PID"; wait "$PICKETD_PID"; rc=$?
-[ "$rc" -eq 0 ] || h_fail "picketd exited $rc on SIGTERM"
-! grep -E 'AddressSanitizer|runtime error|LeakSanitizer' "$H_DIR/picketd.log" || h_fail "sanitizer report"
+tenant_stop "$PICKETD_PID"
 echo "test_etcd_listing: ok (${PICKET_TEST_BACKEND:-redis})"

@@ -11,9 +11,8 @@
 #     the permit's: fenced-kv refuses it, the permit holder writes on.
 set -u
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
+. "$PICKET_SOURCE_DIR/tests/tenant/tenant.sh"
 h_start_redis
-sha() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
-tok() { od -An -tx1 -N16 /dev/urandom | tr -d ' \n'; }
 T_JOBS=$(tok) T_SIDE=$(tok)
 cat > "$H_DIR/auth" <<AUTH
 jobs sha256:$(sha "$T_JOBS") jobs. lock,read

@@ -7,9 +7,8 @@
 # test_lesser.py says what each part checks.
 set -u
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
+. "$PICKET_SOURCE_DIR/tests/tenant/tenant.sh"
 h_start_redis
-sha() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
-tok() { od -An -tx1 -N16 /dev/urandom | tr -d ' \n'; }
 export T_ALPHA=$(tok) T_ADMIN=$(tok) T_MET_B=$(tok) T_MET_ALL=$(tok) T_HOG=$(tok) T_WRITER=$(tok) \
   T_READER=$(tok)
 # token names no text of picketd's would contain by chance
@@ -27,9 +26,5 @@ h_start_picketd --auth-file "$H_DIR/auth" --max-waiters 1
 ONE_PORT=$PICKETD_PORT ONE_PID=$PICKETD_PID
 h_start_picketd --auth-file "$H_DIR/auth"
 python3 "$PICKET_SOURCE_DIR/tests/tenant/test_lesser.py" "$PICKETD_PORT" "$ONE_PORT" || h_fail "test_lesser.py"
-for pid in "$PICKETD_PID" "$ONE_PID"; do
-  kill -TERM "$pid"; wait "$pid"; rc=$?
-  [ "$rc" -eq 0 ] || h_fail "picketd exited $rc on SIGTERM"
-done
-! grep -E 'AddressSanitizer|runtime error|LeakSanitizer' "$H_DIR/picketd.log" || h_fail "sanitizer report"
+tenant_stop "$PICKETD_PID" "$ONE_PID"
 echo "test_lesser: ok (${PICKET_TEST_BACKEND:-redis})"

@@ -7,9 +7,8 @@
 # lock call's 503 must not name where the store is.
 set -u
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
+. "$PICKET_SOURCE_DIR/tests/tenant/tenant.sh"
 h_start_redis
-sha() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
-tok() { od -An -tx1 -N16 /dev/urandom | tr -d ' \n'; }
 export T_A=$(tok) T_AC=$(tok) T_OPS=$(tok) T_MET=$(tok)
 cat > "$H_DIR/auth" <<AUTH
 tenant-a sha256:$(sha "$T_A") a.,c.x. lock,read,list
@@ -26,9 +25,5 @@ if [ "${PICKET_TEST_BACKEND:-}" = etcd ]; then
   STORE_PID=$(pgrep -f -- "--data-dir $H_DIR/etcd" | head -1) STORE_WHERE=${ETCD_URL#http://}
 fi
 python3 "$PICKET_SOURCE_DIR/tests/tenant/test_listing.py" "$PICKETD_PORT" "$SLOW_PORT" || h_fail "test_listing.py"
-for pid in "$PICKETD_PID" "$SLOW_PID"; do
-  kill -TERM "$pid"; wait "$pid"; rc=$?
-  [ "$rc" -eq 0 ] || h_fail "picketd exited $rc on SIGTERM"
-done
-! grep -E 'AddressSanitizer|runtime error|LeakSanitizer' "$H_DIR/picketd.log" || h_fail "sanitizer report"
+tenant_stop "$PICKETD_PID" "$SLOW_PID"
 echo "test_listing: ok (${PICKET_TEST_BACKEND:-redis})"
