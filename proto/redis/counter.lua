@@ -40,11 +40,12 @@ local hold = {}
 local function guard(idle, lk, fk)
   lk, fk = lk or KEYS[1], fk or KEYS[2]
   local last = redis.call('GET', fk)
-  local h = redis.call('HMGET', lk, 'lease', 'fence', 'exp', 'delay', 'cap')
+  local h = redis.call('HMGET', lk, 'lease', 'fence', 'exp', 'delay', 'cap', 'ttl')
   local lease, live = h[1], h[2]
   hold.exp = h[3] and tonumber(h[3]) or nil
   hold.delay = h[4] and tonumber(h[4]) or nil
   hold.cap = h[5] and tonumber(h[5]) or nil
+  hold.ttl = h[6] and tonumber(h[6]) or nil
   if not lease then return last, nil, nil, '' end
   if not (live and live ~= '0' and is_count(live)) then
     error(redis.error_reply('PICKET_TAMPERED the live grant ' .. lk ..

@@ -14,7 +14,7 @@
 -- lock-delay is skipped; at: the grant's time, 0 if unknown), {0, tamper,
 -- why} when the lease is lost (why: hold_broken's);
 -- tamper is "" or why the counter was repaired. The fence counter is
--- kept: with an idle TTL it now expires that long after the release (it no
+-- kept: with an idle TTL it expires at most that long after the release (it no
 -- longer has a lease to outlive); without one, never.
 local _, cur, live, tamper = guard(ARGV[4])
 -- a lease past its expiry is lost, and its lock-delay stands (hold.lua)
@@ -23,7 +23,14 @@ if cur == ARGV[1] and not (hold.exp and hold_delaying(hold_now())) then
   local at = tonumber(redis.call('HGET', KEYS[1], 'at') or '0') or 0
   redis.call('DEL', KEYS[1])
   redis.call('ZREM', KEYS[3], ARGV[3] .. ' l')
-  if tonumber(ARGV[4]) > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
+  -- The counter got max(idle TTL, the lease's life) at the grant or last
+  -- renewal. A life no longer than the idle TTL means it expires within
+  -- the idle TTL of now already: only a longer lease's counter is cut back
+  -- (a write the plain cycle does not pay: bench/ab, issue 39).
+  local idle = tonumber(ARGV[4])
+  if idle > 0 and not (hold.ttl and hold.ttl + (hold.delay or 0) <= idle) then
+    redis.call('PEXPIRE', KEYS[2], idle)
+  end
   redis.call('PUBLISH', ARGV[2], ARGV[3])
   events_emit(KEYS[1], 'r', live, 0)
   return {1, tamper, '', at}
