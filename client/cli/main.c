@@ -564,7 +564,8 @@ static int parse(int argc, char **argv, cli_args *a) {
   if (a->election && a->name != NULL && strlen(a->name) > PICKET_ELECTION_NAME_MAX)
     return usage_error("invalid election name '%s': use 1-198 bytes of [A-Za-z0-9._:-]", a->name);
   if (a->name == NULL && strcmp(a->command, "ls") != 0) {
-    fprintf(stderr, "picket: %s needs a lock NAME (see picket --help)\n", a->command);
+    fprintf(stderr, "picket: %s needs %s NAME (see picket --help)\n", a->command,
+            election_command(a->command) ? "an election" : "a lock");
     return CLI_EXIT_USAGE;
   }
   if (strcmp(a->command, "break") == 0 && !a->yes && !isatty(STDIN_FILENO))
