@@ -23,22 +23,9 @@ struct picket_leadership {
   char *value;         /* NULL: none; owned */
 };
 
-/* A value a leader may carry: at most PICKET_ELECTION_VALUE_MAX bytes of
- * UTF-8 without control characters (the owner's rule, longer). */
-static int value_valid(const char *v) {
-  size_t n = strlen(v);
-  if (n > PICKET_ELECTION_VALUE_MAX) return 0;
-  /* picket_proto_owner_valid checks UTF-8 and control characters, and
-   * counts characters: check the text in slices it accepts, each cut at a
-   * character's start. */
-  for (size_t at = 0; at < n;) {
-    size_t take = n - at < PICKET_OWNER_MAX ? n - at : PICKET_OWNER_MAX;
-    while (at + take < n && take > 0 && ((unsigned char)v[at + take] & 0xC0) == 0x80) take--;
-    if (take == 0 || !picket_proto_owner_valid(v + at, take)) return 0;
-    at += take;
-  }
-  return 1;
-}
+/* A value a leader may carry (picketd's rule): 0..PICKET_ELECTION_VALUE_MAX
+ * bytes of UTF-8 without control characters. */
+static int value_valid(const char *v) { return picket_proto_value_valid(v, strlen(v)); }
 
 int picket_campaign(picket_client *c, const char *name, const picket_campaign_opts *opts,
                     picket_leadership **out) {

@@ -166,7 +166,7 @@ int picket__watch_new(picket_client *c, int kind, const char *name, picket_watch
   if (name == NULL || !picket_proto_name_valid(name, strlen(name)) ||
       (election && strlen(name) > PICKET_ELECTION_NAME_MAX))
     return picket__client_fail(c, PICKET_EINVAL,
-                               election ? "election names are 1-198 bytes of [A-Za-z0-9._:-]"
+                               election ? "election names are 1-197 bytes of [A-Za-z0-9._:-]"
                                         : "lock names are 1-200 bytes of [A-Za-z0-9._:-]");
   picket_watch *w = calloc(1, sizeof *w);
   if (w == NULL || (w->buf = malloc(BUF_CAP)) == NULL || (w->easy = curl_easy_init()) == NULL ||

@@ -38,6 +38,10 @@ _Static_assert(PICKET_LEASE_ID_LEN == PICKET_PROTO_LEASE_LEN, "lease id length o
 _Static_assert(PICKET_SEM_NAME_MAX == PICKET_PROTO_SEM_NAME_MAX, "semaphore name limit out of step");
 _Static_assert(PICKET_SEM_LIMIT_MAX == PICKET_PROTO_SEM_LIMIT_MAX, "semaphore limit out of step");
 _Static_assert(PICKET_RW_NAME_MAX == PICKET_PROTO_RW_NAME_MAX, "rwlock name limit out of step");
+_Static_assert(PICKET_ELECTION_NAME_MAX == PICKET_PROTO_ELECTION_NAME_MAX,
+               "election name limit out of step");
+_Static_assert(PICKET_ELECTION_VALUE_MAX == PICKET_PROTO_VALUE_BYTES_MAX,
+               "election value limit out of step");
 
 #define REPLY_MAX (64 * 1024) /* picketd's replies are small; more is not picketd */
 /* ...but a semaphore's GET lists every live permit: up to 4096 (picketd's
@@ -415,25 +419,16 @@ static int from_reply(picket_client *c, long status, json_t *j) {
     c->retry_after_ms = json_is_integer(ra) ? json_integer_value(ra) : -1;
     return PICKET_ELIMIT;
   }
-  if (code != NULL && strcmp(code, "leader_exists") == 0) {
-    /* a campaign's lock_held: retry_after_ms and owner likewise */
-    json_t *ra = json_object_get(e, "retry_after_ms");
-    c->retry_after_ms = json_is_integer(ra) ? json_integer_value(ra) : -1;
-    const char *owner = json_string_value(json_object_get(e, "owner"));
-    if (owner != NULL) {
-      c->has_holder = 1;
-      snprintf(c->holder, sizeof c->holder, "%s", owner);
-    }
-    return PICKET_ELEADER;
-  }
-  switch (code ? picket_proto_err_from_code(code) : -1) {
+  int err = code ? picket_proto_err_from_code(code) : -1;
+  switch (err) {
   case PICKET_PROTO_ERR_LIMIT_MISMATCH:
     c->sem_limit = get_int(e, "limit", 1);
     return PICKET_EMISMATCH;
   case PICKET_PROTO_ERR_SEMAPHORE_FULL: /* retry_after_ms, and no owner */
   case PICKET_PROTO_ERR_TOO_MANY_READERS: /* the same: a read lease frees, then try again */
   case PICKET_PROTO_ERR_LOCK_HELD:
-  case PICKET_PROTO_ERR_LOCK_DELAY: {
+  case PICKET_PROTO_ERR_LOCK_DELAY:
+  case PICKET_PROTO_ERR_LEADER_EXISTS: /* a campaign's lock_held */ {
     json_t *ra = json_object_get(e, "retry_after_ms");
     c->retry_after_ms = json_is_integer(ra) ? json_integer_value(ra) : -1;
     const char *owner = json_string_value(json_object_get(e, "owner"));
@@ -441,7 +436,7 @@ static int from_reply(picket_client *c, long status, json_t *j) {
       c->has_holder = 1;
       snprintf(c->holder, sizeof c->holder, "%s", owner);
     }
-    return PICKET_EHELD;
+    return err == PICKET_PROTO_ERR_LEADER_EXISTS ? PICKET_ELEADER : PICKET_EHELD;
   }
   case PICKET_PROTO_ERR_LEASE_LOST:
     return PICKET_ELOST;
@@ -591,8 +586,8 @@ static const struct {
                          "rwlock names are 1-197 bytes of [A-Za-z0-9._:-]", "acquire", "fence",
                          "fence_token", "release", "released"},
     [PICKET__KIND_ELECTION] = {"elections", "election", PICKET_ELECTION_NAME_MAX,
-                               "election names are 1-198 bytes of [A-Za-z0-9._:-]", "campaign",
-                               "term", "token", "resign", "resigned"},
+                               "election names are 1-197 bytes of [A-Za-z0-9._:-]", "campaign",
+                               "term", "fence_token", "resign", "resigned"},
 };
 
 /* A name of a `kind` (PICKET__KIND_*) thing: 1 when valid. */

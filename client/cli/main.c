@@ -562,7 +562,7 @@ static int parse(int argc, char **argv, cli_args *a) {
   if (a->command == NULL) return usage_error("%s", "no command given");
   a->election = election_command(a->command);
   if (a->election && a->name != NULL && strlen(a->name) > PICKET_ELECTION_NAME_MAX)
-    return usage_error("invalid election name '%s': use 1-198 bytes of [A-Za-z0-9._:-]", a->name);
+    return usage_error("invalid election name '%s': use 1-197 bytes of [A-Za-z0-9._:-]", a->name);
   if (a->name == NULL && strcmp(a->command, "ls") != 0) {
     fprintf(stderr, "picket: %s needs %s NAME (see picket --help)\n", a->command,
             election_command(a->command) ? "an election" : "a lock");

@@ -63,23 +63,29 @@ wait_starts() {
   done
   h_fail "$(starts) jobs started, want $1: $(cat "$LOG")"
 }
-alive() { # alive PID: running and not a zombie
-  local st
-  st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)
-  [ -n "$st" ] && [ "$st" != Z ]
+alive() { # alive PID: running and not a zombie (bash builtins only: it is sampled often)
+  local _pid _comm st
+  read -r _pid _comm st _ < "/proc/$1/stat" 2>/dev/null || return 1
+  [ "$st" != Z ]
 }
-# running: how many started jobs are alive now.
+# running: how many started jobs are alive now (in RUNNING).
 running() {
-  local n=0
-  for p in $(awk '$1 == "start" {print $3}' "$LOG"); do alive "$p" && n=$((n + 1)); done
-  echo "$n"
+  local what _term pid
+  RUNNING=0
+  while read -r what _term pid; do
+    [ "$what" = start ] && alive "$pid" && RUNNING=$((RUNNING + 1))
+  done < "$LOG"
 }
-# exactly_one SECONDS: exactly one job alive at every sample, 20 a second.
+# exactly_one MS: exactly one job alive at every sample, for MS milliseconds.
 exactly_one() {
-  for _ in $(seq 1 $(( $1 * 20 ))); do
-    [ "$(running)" = 1 ] || h_fail "$(running) jobs running at once: $(cat "$LOG")"
+  local until=$(( $(h_now_ms) + $1 )) n=0
+  while [ "$(h_now_ms)" -lt "$until" ]; do
+    running
+    [ "$RUNNING" = 1 ] || h_fail "$RUNNING jobs running at once: $(cat "$LOG")"
+    n=$((n + 1))
     sleep 0.05
   done
+  [ "$n" -ge 3 ] || h_fail "exactly_one took only $n samples"
 }
 last_job() { awk '$1 == "start" {p = $3} END {print p}' "$LOG"; }
 last_term() { awk '$1 == "start" {t = $2} END {print t}' "$LOG"; }
@@ -90,7 +96,7 @@ kv_fence() { curl -s "$KV/kv/leader" | grep -o '"fence":[0-9]*' | cut -d: -f2; }
 for args in "elect" "elect el-job" "elect el-job --" "elect bad/name -- true" \
   "elect el-job --lease 0123456789abcdef0123456789abcdef -- true" "elect el-job --ttl 0s -- true" \
   "leader" "proclaim el-job --lease 0123456789abcdef0123456789abcdef" "resign el-job" \
-  "leader $(printf 'e%.0s' $(seq 1 199))"; do
+  "leader $(printf 'e%.0s' $(seq 1 198))"; do
   rc=0
   # shellcheck disable=SC2086
   env -u PICKET_LEASE "$P" $args > "$D/bad.out" 2> "$D/bad.err" || rc=$?
@@ -114,7 +120,7 @@ for i in 1 2 3; do
   [ "$i" = 1 ] && wait_starts 1 > /dev/null # the first one leads
 done
 sleep 0.3
-exactly_one 1
+exactly_one 1000
 job=$(last_job)
 term1=$(last_term)
 leader=$(parent_of "$job")
@@ -138,7 +144,7 @@ rc=0; "$P" elect el-job --wait 300ms -- touch "$D/never" 2> "$D/held.err" || rc=
 [ "$rc" = 75 ] || h_fail "elect --wait 300ms: exit $rc, want 75: $(cat "$D/held.err")"
 [ -e "$D/never" ] && h_fail "the command ran without leading"
 grep -q 'cand-1' "$D/held.err" || h_fail "75 without the leader's owner: $(cat "$D/held.err")"
-exactly_one 1
+exactly_one 1000
 
 # 2. Resign: SIGTERM to the leader's picket stops its job, resigns, and the
 #    next candidate's job starts within 1 s.
@@ -155,7 +161,7 @@ PIDS=$(echo "$PIDS" | tr ' ' '\n' | grep -vx "$leader" | tr '\n' ' ')
 job=$(last_job)
 term2=$(last_term)
 [ "$term2" -gt "$term1" ] || h_fail "term $term2 after term $term1"
-exactly_one 1
+exactly_one 1000
 
 # 3. SIGKILL of the leader's picket and its job: nobody resigns, so the
 #    last candidate leads once the lease expires: within the TTL.
@@ -170,7 +176,7 @@ echo "SIGKILL of the leader (ttl $TTL_MS ms) to the next leader's job: $took ms"
 [ "$took" -ge 300 ] || h_fail "SIGKILL handed over after $took ms: before the lease could expire"
 term3=$(last_term)
 [ "$term3" -gt "$term2" ] || h_fail "term $term3 after term $term2"
-exactly_one 1
+exactly_one 1000
 
 # 4. fenced-kv: once the successor wrote, the deposed leader's term is refused.
 for _ in $(seq 1 100); do [ "$(kv_fence)" = "$term3" ] && break; sleep 0.02; done

@@ -129,11 +129,11 @@ START_TEST(election_campaign) {
   ck_assert_int_eq(picket_release(c, lock), 0);
   picket_lease_free(lock);
 
-  /* A name of 199 bytes, a value of 4097 bytes or with a control
+  /* A name of 198 bytes, a value of 4097 bytes or with a control
    * character: refused here, before any request (status 0). */
   char name[200], *big = malloc(PICKET_ELECTION_VALUE_MAX + 2);
-  memset(name, 'n', 199);
-  name[199] = '\0';
+  memset(name, 'n', 198); /* one more than PICKET_ELECTION_NAME_MAX */
+  name[198] = '\0';
   memset(big, 'v', PICKET_ELECTION_VALUE_MAX + 1);
   big[PICKET_ELECTION_VALUE_MAX + 1] = '\0';
   picket_leadership *bad = NULL;
@@ -400,8 +400,8 @@ START_TEST(election_observe) {
   picket_event ev;
   picket_leader_info info;
   char name[200];
-  memset(name, 'n', 199);
-  name[199] = '\0';
+  memset(name, 'n', 198); /* one more than PICKET_ELECTION_NAME_MAX */
+  name[198] = '\0';
   ck_assert_int_eq(picket_observe_open(c, name, &w), PICKET_EINVAL);
 
   ck_assert_int_eq(picket_observe_open(c, "el-observe", &w), 0);

@@ -64,7 +64,7 @@ extern "C" {
 #define PICKET_OWNER_BYTES_MAX 512 /* ... which is at most 512 bytes */
 #define PICKET_LEASE_ID_LEN 32 /* lease ids: 32 lowercase hex digits */
 #define PICKET_FENCE_TOKEN_MAX 107 /* a signed fence: "v2." KIND "." KID "." 64 hex (proto/README.md) */
-#define PICKET_ELECTION_NAME_MAX 198 /* election names: 1..198 bytes of [A-Za-z0-9._:-] */
+#define PICKET_ELECTION_NAME_MAX 197 /* election names: 1..197 bytes of [A-Za-z0-9._:-] */
 #define PICKET_ELECTION_VALUE_MAX 4096 /* a leader's value: 0..4096 bytes of UTF-8 */
 #define PICKET_DEFAULT_SERVER "http://127.0.0.1:7070"
 
