@@ -9,20 +9,10 @@
 # running out (75, the command never started), and bad usage (2, one line).
 # The measured hand-over times are printed.
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
-P="$PICKET_BIN_DIR/picket"
-h_start_redis
-h_start_picketd
-export PICKET_SERVER="$PICKETD_URL"
-D=$H_DIR
-SCALE=${PICKET_TIME_SCALE:-1}
-TTL_MS=2000
-
-"$PICKET_BIN_DIR/fenced-kv" --listen 127.0.0.1:0 --db "$D/kv.db" --port-file "$D/kv.port" \
-  > "$D/fenced-kv.log" 2>&1 &
-H_PIDS="$H_PIDS $!"
-for _ in $(seq 1 250); do [ -s "$D/kv.port" ] && break; sleep 0.02; done
-[ -s "$D/kv.port" ] || h_fail "fenced-kv did not write its port"
-KV="http://127.0.0.1:$(cat "$D/kv.port")"
+h_start_servers
+h_start_fenced_kv
+P="$PICKET_BIN_DIR/picket" D=$H_DIR KV=$KV_URL
+SCALE=${PICKET_TIME_SCALE:-1} TTL_MS=2000
 
 # Jobs outlive a SIGKILLed picket (their own process group): end them too.
 LOG="$D/jobs.log"
