@@ -123,6 +123,7 @@ type campaignDoc struct {
 	Owner    *string `json:"owner"`
 	Value    *string `json:"value"`
 	Token    string  `json:"token"`
+	FToken   string  `json:"fence_token"` // the token as the first elections picketd names it
 }
 
 // Campaign runs for leader of election name and keeps the leadership:
@@ -195,7 +196,7 @@ func (c *Client) Campaign(ctx context.Context, name string, opts ...LockOption) 
 	}
 	t := time.Duration(doc.TTLMS) * time.Millisecond
 	l := &Leadership{Election: doc.Election, Term: doc.Term, c: c, cfg: cfg, lostCh: make(chan struct{}),
-		s: &leaderState{id: id, ttl: t, token: doc.Token, deadline: sent.Add(t - driftMargin(t)), value: doc.Value}}
+		s: &leaderState{id: id, ttl: t, token: firstOf(doc.Token, doc.FToken), deadline: sent.Add(t - driftMargin(t)), value: doc.Value}}
 	if doc.Owner != nil {
 		l.Owner = *doc.Owner
 	}
@@ -214,6 +215,15 @@ func (c *Client) Campaign(ctx context.Context, name string, opts ...LockOption) 
 	l.wg.Add(1)
 	go l.keep()
 	return l, nil
+}
+
+// firstOf is the signed term of a reply: "token" (the contract), else
+// "fence_token" (as a lock's grant names it).
+func firstOf(token, fenceToken string) string {
+	if token != "" {
+		return token
+	}
+	return fenceToken
 }
 
 func (s *leaderState) valid() bool {
@@ -331,10 +341,11 @@ func (l *Leadership) String() string {
 func (l *Leadership) GoString() string { return l.String() }
 
 type leaderRenewDoc struct {
-	Term  int64   `json:"term"`
-	TTLMS int64   `json:"ttl_ms"`
-	Value *string `json:"value"`
-	Token string  `json:"token"`
+	Term   int64   `json:"term"`
+	TTLMS  int64   `json:"ttl_ms"`
+	Value  *string `json:"value"`
+	Token  string  `json:"token"`
+	FToken string  `json:"fence_token"`
 }
 
 // post sends verb; with deadline, never past the local deadline, and
@@ -365,8 +376,8 @@ func (l *Leadership) post(ctx context.Context, verb string, body map[string]inte
 	if d := sent.Add(t - driftMargin(t)); d.After(l.s.deadline) {
 		l.s.deadline = d
 	}
-	if doc.Token != "" {
-		l.s.token = doc.Token
+	if t := firstOf(doc.Token, doc.FToken); t != "" {
+		l.s.token = t
 	}
 	l.s.mu.Unlock()
 	return &doc, nil

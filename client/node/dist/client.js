@@ -495,7 +495,7 @@ export class Client {
         }
         const lead = new Leadership(this.#leaderCalls, {
             election: g.election, id, term: g.term, ttlMs: g.ttl_ms, owner: g.owner ?? null, value: g.value ?? null,
-            token: typeof g.token === "string" ? g.token : undefined, deadline: stamp.sent + g.ttl_ms - driftMarginMs(g.ttl_ms),
+            token: typeof (g.token ?? g.fence_token) === "string" ? (g.token ?? g.fence_token) : undefined, deadline: stamp.sent + g.ttl_ms - driftMarginMs(g.ttl_ms),
         }, { renewEveryMs: opts.renewEveryMs, signal: opts.signal });
         // A waited grant was made at some moment between send and reply: when
         // that gap is over a tenth of the TTL, renew now so the deadline counts

@@ -142,8 +142,9 @@ export class Leadership {
             throw new TransportError(`POST .../${verb}: a reply without ttl_ms`);
         this.ttlMs = doc.ttl_ms;
         this.deadline = Math.max(this.deadline, stamp.sent + doc.ttl_ms - driftMarginMs(doc.ttl_ms));
-        if (typeof doc.token === "string")
-            this.token = doc.token;
+        const token = doc.token ?? doc.fence_token;
+        if (typeof token === "string")
+            this.token = token;
         return doc;
     }
     /**

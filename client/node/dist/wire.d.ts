@@ -169,6 +169,8 @@ export interface CampaignWire {
     owner: string | null;
     value: string | null;
     token?: string;
+    /** The signed term as a lock's grant names it (the first elections picketd sends this). */
+    fence_token?: string;
 }
 /** A renewal or proclaim of a leadership: what the client reads of it. */
 export interface LeaderRenewalWire {
@@ -177,6 +179,7 @@ export interface LeaderRenewalWire {
     ttl_ms: number;
     value?: string | null;
     token?: string;
+    fence_token?: string;
 }
 export interface LeaderWire {
     term: number;

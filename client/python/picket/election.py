@@ -34,6 +34,13 @@ def _path(name, verb=None):
     return p + "/" + verb if verb else p
 
 
+def _token(doc):
+    """The signed term of a reply: "token" (the contract), or "fence_token"
+    (as a lock's grant names it; the picketd of the first elections commit
+    sends that)."""
+    return doc.get("token") or doc.get("fence_token")
+
+
 def _check_value(value):
     """A campaign's or proclaim's value: None (no value) or a string of at
     most 4096 bytes of UTF-8 without control characters."""
@@ -128,6 +135,7 @@ class Leadership:
         self._done = threading.Event()
         self._thread = None
         self._resigned = False
+        self._reported = False  # on_lost called
 
     # -- the grant -------------------------------------------------------------
     @property
@@ -184,8 +192,8 @@ class Leadership:
         with self._mu:
             self.ttl = t
             self.deadline = max(self.deadline, stamp["sent"] + t - drift_margin(t))
-            if doc.get("token"):
-                self.token = doc["token"]
+            if _token(doc):
+                self.token = _token(doc)
         return doc
 
     def renew(self, ttl=None):
@@ -240,8 +248,9 @@ class Leadership:
         return self
 
     def _lose(self):
+        # renew() sets lost itself on lease_lost: report once, by a flag of our own
         with self._mu:
-            first = not self.lost.is_set()
+            first, self._reported = not self._reported, True
             self.lost.set()
         self._done.set()
         if first and self.on_lost:
@@ -330,7 +339,7 @@ def campaign(client, name, ttl=30.0, wait=0.0, owner=None, value=None, lease=Non
     sent = stamp["sent"]
     ttl_s = doc["ttl_ms"] / 1000.0
     lead = Leadership(client, doc["election"], doc["lease"], doc["term"], ttl_s, doc.get("owner"),
-                      doc.get("value"), doc.get("token"), sent + ttl_s - drift_margin(ttl_s),
+                      doc.get("value"), _token(doc), sent + ttl_s - drift_margin(ttl_s),
                       renew_every=renew_every, on_lost=on_lost)
     # A waited grant was made at some moment between send and reply: when
     # that gap is over a tenth of the TTL, renew now so the deadline counts

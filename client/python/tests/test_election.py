@@ -237,6 +237,7 @@ class Keeper(unittest.TestCase):
                 self.assertTrue(lead.lost.wait(2 * SCALE), "lost not set after a break")
                 self.assertLess(time.monotonic() - t0, 1.0, "found at the next renewal (ttl/3)")
                 self.assertFalse(lead.valid())
+                self.assertTrue(until(lambda: seen, 1), "on_lost not called")  # called after lost is set
                 self.assertEqual(seen, [lead])
         self.assertIsNone(self.c.leader(name)["leader"])
 
