@@ -260,6 +260,7 @@ func TestLeadershipLostByBreak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	broke := time.Now()
 	br, err := c.BreakElection(ctx, name) // loopback may break without --auth-file
 	if err != nil || !br.Broken || br.Term < lead.Term {
 		t.Fatalf("break %+v %v", br, err)
@@ -283,7 +284,10 @@ func TestLeadershipLostByBreak(t *testing.T) {
 	if err := lead.Resign(ctx); !errors.As(err, &le) {
 		t.Fatalf("Resign after a loss: %v", err)
 	}
-	t.Logf("lost %v after the break", time.Since(at))
+	t.Logf("MEASURED leadership lost %v after the break", at.Sub(broke))
+	if at.Sub(broke) > time.Second {
+		t.Fatalf("lost %v after the break: not at the next renewal (ttl/3)", at.Sub(broke))
+	}
 	next, err := c.Campaign(ctx, name, WithTTL(time.Second))
 	if err != nil || next.Term <= lead.Term || next.Term < br.Term {
 		t.Fatalf("after the break: %v %v (floor %d)", next, err, br.Term)
