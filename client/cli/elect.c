@@ -17,12 +17,22 @@
  * a grant whose reply was lost (or that came as this side's timeout ran
  * out) is returned by the next campaign instead of leaving a leader that
  * nobody runs. While picketd is unreachable or unavailable it tries again
- * every second. */
+ * every second.
+ *
+ * A signal while it campaigns (SIGTERM from a supervisor that stops a
+ * candidate) ends the campaign in flight (the client's abort flag, which
+ * libcurl's progress callback reads at least once a second) and resigns
+ * that lease id before it exits 128+signal: a grant that landed as the
+ * signal came is handed to the next candidate, not left leading with no
+ * job until its TTL. */
 #include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include "../internal.h"
 #include "cli.h"
 #include "picket_proto.h"
 
@@ -31,22 +41,33 @@
 #define ELECT_RETRY_MS 1000 /* after picketd was unreachable or unavailable */
 #define ELECT_QUICK_MS 100  /* a wait that ended sooner is followed by a pause */
 
+static const int stops[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+static atomic_int stopped; /* the signal that came while it campaigned, or 0 */
+
+static void on_stop(int sig) { atomic_store(&stopped, sig); }
+
+/* While it campaigns (on 1) a stop signal sets `stopped` and aborts the
+ * request in flight; after (on 0) the signals are run.c's again. */
+static void stops_caught(picket_client *c, int on) {
+  struct sigaction sa = {.sa_handler = on ? on_stop : SIG_DFL};
+  sigemptyset(&sa.sa_mask);
+  for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) sigaction(stops[i], &sa, NULL);
+  picket__client_set_abort(c, on ? &stopped : NULL);
+}
+
 static void sleep_ms(int64_t ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-  while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !atomic_load(&stopped)) {
   }
 }
 
-/* Campaigns until it leads (or --wait runs out): 0 and *out, or the exit code. */
-static int campaign(picket_client *c, const cli_args *a, const char *what,
+/* Campaigns with lease id `id` until it leads (or --wait runs out, or a
+ * stop signal comes): 0 and *out, or the exit code. */
+static int campaign(picket_client *c, const cli_args *a, const char *what, const char *id,
                     picket_leadership **out) {
-  char id[PICKET_PROTO_LEASE_LEN + 1];
-  if (picket_proto_lease_new(id) != 0) {
-    fprintf(stderr, "picket: %s: getrandom: %s\n", what, strerror(errno));
-    return CLI_EXIT_RUN_FAIL;
-  }
   int64_t until = picket_now_ms() + a->wait_ms;
   for (;;) {
+    if (atomic_load(&stopped)) return 128 + atomic_load(&stopped);
     int64_t start = picket_now_ms(), wait = ELECT_WAIT_MS;
     if (a->wait_set) {
       wait = until - start;
@@ -57,6 +78,7 @@ static int campaign(picket_client *c, const cli_args *a, const char *what,
                               .lease_id = id, .value = a->value};
     int err = picket_campaign(c, a->name, &o, out);
     if (err == 0) return 0;
+    if (atomic_load(&stopped)) return 128 + atomic_load(&stopped);
     int64_t now = picket_now_ms();
     int more = !a->wait_set || now < until;
     int transient = err == PICKET_EUNAVAIL || err == PICKET_ETRANSPORT || err == PICKET_ETIMEDOUT;
@@ -79,9 +101,30 @@ static int campaign(picket_client *c, const cli_args *a, const char *what,
 int cli_elect(picket_client *c, const cli_args *a) {
   char what[300];
   snprintf(what, sizeof what, "elect %s", a->name);
+  char id[PICKET_PROTO_LEASE_LEN + 1];
+  if (picket_proto_lease_new(id) != 0) {
+    fprintf(stderr, "picket: %s: getrandom: %s\n", what, strerror(errno));
+    return CLI_EXIT_RUN_FAIL;
+  }
   picket_leadership *l = NULL;
-  int rc = campaign(c, a, what, &l);
+  stops_caught(c, 1);
+  int rc = campaign(c, a, what, id, &l);
+  stops_caught(c, 0);
+  if (rc != 0 && atomic_load(&stopped)) {
+    /* it may have been granted as the signal came: hand it on (a lease
+     * that leads nothing is lease_lost, and nothing changes) */
+    picket_leadership *mine = NULL;
+    if (picket_leadership_new(a->name, id, &mine) == 0) picket_resign(c, mine);
+    picket_leadership_free(mine);
+    picket_leadership_free(l);
+    return rc;
+  }
   if (rc != 0) return rc;
+  if (atomic_load(&stopped)) { /* led, but asked to stop: resign, run nothing */
+    picket_resign(c, l);
+    picket_leadership_free(l);
+    return 128 + atomic_load(&stopped);
+  }
   rc = cli_run_lease(c, a, what, picket_leadership_lease(l));
   picket_leadership_free(l);
   return rc;

@@ -6,7 +6,10 @@
 # fenced-kv refuses a write with the deposed leader's term once the
 # successor wrote. Also: the job's environment, `picket leader`,
 # `picket proclaim` and `picket resign` with the exported lease, --wait
-# running out (75, the command never started), and bad usage (2, one line).
+# running out (75, the command never started), bad usage (2, one line), and
+# a candidate stopped while it waits: it exits 128+signal at once and
+# resigns the lease id it campaigned with (a grant that landed as the
+# signal came would otherwise lead with no job until its TTL).
 # The measured hand-over times are printed.
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 h_start_servers
@@ -188,4 +191,25 @@ alive "$job" && h_fail "its job $job still runs"
 rc=0; PICKET_LEASE=$(cat "$D/lease.$job") "$P" resign el-job 2> "$D/resign.err" || rc=$?
 [ "$rc" = 76 ] || h_fail "resign twice: exit $rc, want 76"
 "$P" leader el-job | grep -q '"leader":null' || h_fail "still a leader after the resign"
+
+# 6. A candidate stopped while it waits resigns its lease id and exits 143.
+"$P" elect el-stop --ttl 20s -- sleep 60 2> "$D/stop-leader.err" &
+H_PIDS="$H_PIDS $!"
+stop_leader=$!
+for _ in $(seq 1 100); do "$P" leader el-stop | grep -q '"term"' && break; sleep 0.05; done
+"$P" elect el-stop --ttl 20s -- touch "$D/never2" 2> "$D/stop-cand.err" &
+cand=$!
+for _ in $(seq 1 100); do "$P" leader el-stop | grep -q '"candidates":1' && break; sleep 0.05; done
+"$P" leader el-stop | grep -q '"candidates":1' || h_fail "the candidate never waited"
+before=$(grep -c 'release of el-stop by lease' "$H_DIR/picketd.log" || true)
+t0=$(h_now_ms)
+kill -TERM "$cand"
+rc=0; wait "$cand" || rc=$?
+took=$(( $(h_now_ms) - t0 ))
+[ "$rc" = 143 ] || h_fail "the stopped candidate: exit $rc, want 143: $(cat "$D/stop-cand.err")"
+[ "$took" -lt $(( 3000 * SCALE )) ] || h_fail "the stopped candidate took $took ms to exit"
+[ -e "$D/never2" ] && h_fail "the stopped candidate ran its command"
+after=$(grep -c 'release of el-stop by lease' "$H_DIR/picketd.log" || true)
+[ "$after" -gt "$before" ] || h_fail "the stopped candidate resigned nothing"
+kill -TERM "$stop_leader"; wait "$stop_leader" || true
 echo "ok"
