@@ -142,10 +142,13 @@ def candidate_main(argv):
     state = {"term": None, "done": False, "resigning": False}
     path = "/v1/elections/%s/" % name
 
+    kv_lock = threading.Lock()
+
     def write(tag):
         term = state["term"]
-        st, doc = kv.call("PUT", "/kv/%s.log" % name, ("%s:%s" % (cid, tag)).encode(),
-                          {"Picket-Lock": name, "Picket-Fence": str(term)})
+        with kv_lock:
+            st, doc = kv.call("PUT", "/kv/%s.log" % name, ("%s:%s" % (cid, tag)).encode(),
+                              {"Picket-Lock": name, "Picket-Fence": str(term)})
         say("write", term=term, status=st, code=code_of(doc),
             highest=(doc.get("error") or {}).get("highest") if st == 409 and doc else None)
 
@@ -429,6 +432,19 @@ def lock_traffic(port, stop):
     return n
 
 
+def next_leader(cands, terms, timeout_s=5):
+    """(candidate, elected event) of a leader whose term is not in terms,
+    or None after timeout_s."""
+    end = time.monotonic() + timeout_s * SCALE
+    while time.monotonic() < end:
+        for c in cands:
+            x = c.wait_for("elected", 0)
+            if x is not None and x["term"] not in terms:
+                return c, x
+        time.sleep(0.005)
+    return None
+
+
 def case_resign_handover(w):
     name, n = "el-resign", 8
     stop = threading.Event()
@@ -440,11 +456,7 @@ def case_resign_handover(w):
         check(w.wait_candidates(name, n - 1, timeout_s=20) is not None,
               "resign_handover: one leader and %d candidates waiting" % (n - 1))
         leaders, handovers = [], []
-        cur = None
-        for c in cands:
-            e = c.wait_for("elected", 0)
-            if e is not None:
-                cur = (c, e)
+        cur = next_leader(cands, ())
         if not check(cur is not None, "resign_handover: a leader"):
             return
         while cur is not None:
@@ -456,14 +468,7 @@ def case_resign_handover(w):
             c.send("resign")
             r = c.wait_for("resign", 5)
             check(r is not None and r["status"] == 200, "resign_handover: %s resigns" % c.cid)
-            nxt = None
-            end = time.monotonic() + 5 * SCALE
-            while nxt is None and time.monotonic() < end and len(leaders) < n:
-                for d in cands:
-                    x = d.wait_for("elected", 0)
-                    if x is not None and all(x is not l for l in leaders):
-                        nxt = (d, x)
-                time.sleep(0.005)
+            nxt = next_leader(cands, [e["term"] for e in leaders]) if len(leaders) < n else None
             if nxt is not None and r is not None:
                 handovers.append(nxt[1]["t"] - r["sent"])
             cur = nxt
@@ -520,14 +525,7 @@ def case_picketd_restart(w):
         c.send("resign")
         r = c.wait_for("resign", 5)
         check(r is not None and r["status"] == 200, "picketd_restart: %s resigns" % c.cid)
-        nxt = None
-        end = time.monotonic() + 5 * SCALE
-        while nxt is None and time.monotonic() < end:
-            for b in bs:
-                x = b.wait_for("elected", 0)
-                if x is not None and x["term"] not in terms:
-                    nxt = (b, x)
-            time.sleep(0.01)
+        nxt = next_leader(bs, terms)
         if not check(nxt is not None, "picketd_restart: a candidate leads after the resign"):
             return
         terms.append(nxt[1]["term"])
