@@ -104,15 +104,17 @@ int picket_proto_lease_valid(const char *s, size_t len) {
 }
 
 /* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF) without C0/C1
- * controls or DEL: an owner ends up in logs and JSON replies. The limit
- * counts characters (code points), as JSON Schema's maxLength does, so a
- * client whose validator accepts an owner is never refused by picketd. */
-int picket_proto_owner_valid(const char *s, size_t len) {
-  if (len > PICKET_PROTO_OWNER_BYTES_MAX) return 0;
+ * controls or DEL, of at most max_bytes bytes and max_chars characters: an
+ * owner or a leader's value ends up in logs and JSON replies. An owner's
+ * limit counts characters (code points), as JSON Schema's maxLength does,
+ * so a client whose validator accepts an owner is never refused by
+ * picketd. */
+static int text_valid(const char *s, size_t len, size_t max_bytes, size_t max_chars) {
+  if (len > max_bytes) return 0;
   if (len > 0 && s == NULL) return 0;
   const unsigned char *p = (const unsigned char *)s, *end = p + len;
   for (size_t chars = 1; p < end; chars++) {
-    if (chars > PICKET_PROTO_OWNER_MAX) return 0;
+    if (chars > max_chars) return 0;
     unsigned char c = *p;
     if (c < 0x80) {
       if (c < 0x20 || c == 0x7f) return 0;
@@ -136,6 +138,14 @@ int picket_proto_owner_valid(const char *s, size_t len) {
     p += n + 1;
   }
   return 1;
+}
+
+int picket_proto_owner_valid(const char *s, size_t len) {
+  return text_valid(s, len, PICKET_PROTO_OWNER_BYTES_MAX, PICKET_PROTO_OWNER_MAX);
+}
+
+int picket_proto_value_valid(const char *s, size_t len) {
+  return text_valid(s, len, PICKET_PROTO_VALUE_BYTES_MAX, PICKET_PROTO_VALUE_BYTES_MAX);
 }
 
 int picket_proto_fence_parse(const char *s, size_t len, int64_t *out) {

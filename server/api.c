@@ -71,7 +71,7 @@ void api_wait_left(api_call *call) {
    * writer's last try is only unavailable at its wait's end). */
   if (call->op.st == STORE_EUNAVAIL) return;
   call->forgotten = 1;
-  store_op forget = {.kind = STORE_OP_RW_FORGET, .name = call->name, .lease = call->lease};
+  store_op forget = {.kind = STORE_OP_RW_FORGET, .name = call->store_name, .lease = call->lease};
   store_run(&forget); /* a failure leaves it to its wait's end */
 }
 
@@ -227,9 +227,11 @@ static api_result store_call(api_call *call, store_op_kind kind) {
     call->op.wait_ms = left > 0 ? left : 0;
     call->marked |= call->op.wait_ms > 0;
   }
-  call->op.name = call->name;
+  call->op.name = call->store_name;
   call->op.lease = call->lease;
   call->op.owner = call->owner;
+  /* an election's value: kept by a campaign's grant, set by a proclaim */
+  call->op.value = call->family->values && call->has_value ? call->value : NULL;
   call->op.ttl_ms = call->ttl_ms;
   call->op.lock_delay_ms = call->lock_delay_ms;
   call->op.max_hold_ms = call->max_hold_ms;
@@ -328,7 +330,7 @@ api_result api_retry_acquire(api_call *call, api_response *resp) {
 }
 
 void api_undo_grant(api_call *call) {
-  store_op undo = {.kind = store_op_release_of(call->op.kind), .name = call->name,
+  store_op undo = {.kind = store_op_release_of(call->op.kind), .name = call->store_name,
                    .lease = call->lease, .token = call->op.token,
                    .max_leases = call->op.max_leases};
   store_run(&undo); /* a failure leaves the lease to its TTL */
@@ -462,6 +464,20 @@ static api_result handle_renew(const api_request *req, api_call *call, api_respo
   return store_call(call, STORE_OP_RENEW);
 }
 
+/* POST /v1/elections/{name}/proclaim: the leader's new value, written by a
+ * renewal of its lease (with the TTL it has, unless ttl_ms says another),
+ * so it is set only while the lease is the leader's and the term stays. */
+static api_result handle_proclaim(const api_request *req, api_call *call, api_response *resp) {
+  static const char *const allowed[] = {"lease", "value", "ttl_ms", NULL};
+  json_t *b = api_json_body(req, allowed, resp);
+  if (b == NULL) return API_DONE;
+  int bad = get_lease(b, 1, call, resp) < 0 || api_family_value(b, 1, call, resp) < 0 ||
+            api_json_int(b, "ttl_ms", 1, cfg->max_ttl_ms, 0, &call->ttl_ms, resp) < 0;
+  json_decref(b);
+  if (bad) return API_DONE;
+  return store_call(call, STORE_OP_RENEW);
+}
+
 static api_result renew_outcome(api_call *call, api_response *resp) {
   if (call->op.st != STORE_OK)
     return renew_or_release_failed(call, "renew", M_RENEW_LOST, M_RENEW_ERROR, resp);
@@ -486,8 +502,8 @@ static api_result release_outcome(api_call *call, api_response *resp) {
     return renew_or_release_failed(call, "release", M_RELEASE_LOST, M_RELEASE_ERROR, resp);
   metrics_inc(M_RELEASE_RELEASED);
   holds_ended(call->key, call->op.r.at, HOLD_RELEASED);
-  api_json_reply_fmt(resp, "{\"%s\":\"%s\",\"released\":true}", call->family->noun,
-                     call->name);
+  api_json_reply_fmt(resp, "{\"%s\":\"%s\",\"%s\":true}", call->family->noun, call->name,
+                     call->family->released);
   return API_DONE;
 }
 
@@ -651,20 +667,27 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
     seg_len = (size_t)(slash - rest);
     if (seg_len == 0 || strchr(action, '/') != NULL)
       return fail(resp, PICKET_PROTO_ERR_NOT_FOUND, "no such endpoint; see /v1/openapi.yaml");
-    if (strcmp(action, "acquire") == 0) call->endpoint = EP_ACQUIRE;
-    else if (strcmp(action, "renew") == 0) call->endpoint = EP_RENEW;
-    else if (strcmp(action, "release") == 0) call->endpoint = EP_RELEASE;
-    else if (strcmp(action, "break") == 0 && call->family->endpoint == EP_ACQUIRE)
-      call->endpoint = EP_BREAK;
-    else if (strcmp(action, "events") == 0 && call->family->endpoint == EP_ACQUIRE)
-      call->endpoint = EP_EVENTS;
-    else return fail(resp, PICKET_PROTO_ERR_NOT_FOUND, "no such lock action; use acquire, renew or release");
+    const api_family *f = call->family;
+    if (strcmp(action, f->actions[0]) == 0) call->endpoint = EP_ACQUIRE;
+    else if (strcmp(action, f->actions[1]) == 0) call->endpoint = EP_RENEW;
+    else if (strcmp(action, f->actions[2]) == 0) call->endpoint = EP_RELEASE;
+    else if (strcmp(action, "break") == 0 && f->can_break) call->endpoint = EP_BREAK;
+    else if (f->observe && strcmp(action, f->observe) == 0) call->endpoint = EP_EVENTS;
+    else if (strcmp(action, "proclaim") == 0 && f->values) call->endpoint = EP_EL_PROCLAIM;
+    else {
+      char msg[120];
+      snprintf(msg, sizeof msg, "no such %s action; use %s, %s or %s", f->noun, f->actions[0],
+               f->actions[1], f->actions[2]);
+      return fail(resp, PICKET_PROTO_ERR_NOT_FOUND, msg);
+    }
   } else {
     call->endpoint = EP_INSPECT;
   }
-  /* each family's endpoints are EP_ACQUIRE's four, shifted */
-  int events = call->endpoint == EP_EVENTS;
-  if (call->endpoint != EP_BREAK && !events)
+  /* each family's endpoints are EP_ACQUIRE's four, shifted; an election's
+   * stream and proclaim are counted apart */
+  int events = call->endpoint == EP_EVENTS, proclaim = call->endpoint == EP_EL_PROCLAIM;
+  if (events && call->family->values) call->endpoint = EP_EL_OBSERVE;
+  else if (call->endpoint != EP_BREAK && !events && !proclaim)
     call->endpoint = (metrics_endpoint)(call->endpoint - EP_ACQUIRE + call->family->endpoint);
   resp->endpoint = call->endpoint;
   if (action && !events && !method_is(req, "POST")) return wrong_method(resp, ALLOW_POST);
@@ -680,6 +703,8 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
   if (strlen(call->name) > call->family->name_max)
     return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, call->family->name_why);
   snprintf(call->key, sizeof call->key, "%s%s", call->family->key_prefix, call->name);
+  snprintf(call->store_name, sizeof call->store_name, "%s%s", call->family->store_prefix,
+           call->name);
   if (authorize(call, verb, call->name, resp) < 0) return API_DONE;
   if (call->endpoint == EP_BREAK && !api_admin_may_break(req, call))
     return fail(resp, PICKET_PROTO_ERR_PERMISSION_DENIED,
@@ -691,6 +716,7 @@ api_result api_prepare(const api_request *req, api_call *call, api_response *res
   }
   if (call->endpoint == EP_BREAK) return api_admin_break(req, call, resp);
   if (events) return api_admin_events(req, call, resp);
+  if (proclaim) return handle_proclaim(req, call, resp);
   switch (call->endpoint - call->family->endpoint + EP_ACQUIRE) {
     case EP_ACQUIRE: return handle_acquire(req, call, resp);
     case EP_RENEW: return handle_renew(req, call, resp);

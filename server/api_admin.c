@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_family.h"
 #include "api_json.h"
 #include "auth.h"
 #include "events.h"
@@ -69,10 +70,16 @@ static int query_int(const api_request *req, const char *key, int64_t lo, int64_
  * names, not by everybody's. */
 
 #define LIST_RANGES 64 /* an auth line has at most 64 prefixes (auth.c) */
+#define EL PICKET_PROTO_ELECTION_STORE_PREFIX
+#define EL_LEN (sizeof EL - 1)
 
+/* Elections are held as the locks "/e/NAME" (api_family.c), which no range
+ * of lock names holds: each range R of names gets its twin "/e/R" (the
+ * range "" holds both already). */
 typedef struct {
   int n;
-  const char *at[LIST_RANGES]; /* in name order, none a prefix of another */
+  const char *at[2 * LIST_RANGES]; /* in name order, none a prefix of another */
+  char twin[LIST_RANGES][PICKET_PROTO_NAME_MAX + 1]; /* the elections' ranges */
 } list_ranges;
 
 static int by_name(const void *a, const void *b) {
@@ -101,6 +108,27 @@ static void list_ranges_of(const auth_principal *who, const char *prefix, list_r
   out->n = kept;
 }
 
+/* Adds each range's elections' twin (prefix's own ranges, from
+ * list_ranges_of), in name order again. */
+static void list_ranges_twin(list_ranges *out) {
+  int n = out->n;
+  if (n == 1 && out->at[0][0] == '\0') return; /* "" holds every name */
+  for (int i = 0; i < n; i++) {
+    snprintf(out->twin[i], sizeof out->twin[i], "%s%s", EL, out->at[i]);
+    out->at[out->n++] = out->twin[i];
+  }
+  qsort(out->at, (size_t)out->n, sizeof out->at[0], by_name);
+}
+
+/* A listed name as the store holds it: an election's public name and
+ * kind, else the name itself. */
+static const char *listed_name(const store_entry *e, char *kind) {
+  *kind = e->kind;
+  if (e->kind != 'l' || strncmp(e->name, EL, EL_LEN) != 0) return e->name;
+  *kind = 'e';
+  return e->name + EL_LEN;
+}
+
 /* The cursor is where the last page stopped, in one of three forms:
  * "SLOT-K-NAME" (after the index member "NAME K" in hash slot SLOT, 0
  * outside Redis Cluster), "SLOT" (the slot's first name: one range) or
@@ -120,9 +148,11 @@ static int cursor_parse(const char *s, const list_ranges *ranges, store_cursor *
       if (strcmp(end + 1, ranges->at[i]) == 0) return i;
     return -1;
   }
-  if (end[0] != '-' || end[1] == '\0' || strchr("lsr", end[1]) == NULL || end[2] != '-' ||
-      !picket_proto_name_valid(end + 3, strlen(end + 3)))
+  const char *name = end + 3; /* (an election's: "/e/NAME") */
+  if (end[0] != '-' || end[1] == '\0' || strchr("lsr", end[1]) == NULL || end[2] != '-')
     return -1;
+  if (end[1] == 'l' && strncmp(name, EL, EL_LEN) == 0) name += EL_LEN;
+  if (!picket_proto_name_valid(name, strlen(name))) return -1;
   for (int i = 0; i < ranges->n; i++)
     if (strncmp(end + 3, ranges->at[i], strlen(ranges->at[i])) == 0) {
       snprintf(at->after, sizeof at->after, "%s %c", end + 3, end[1]);
@@ -145,11 +175,14 @@ static json_t *cursor_of(const list_ranges *ranges, int i, const store_cursor *a
 }
 
 static json_t *entry_json(const store_entry *e) {
-  static const char *const kinds[] = {['l'] = "lock", ['s'] = "semaphore", ['r'] = "rwlock"};
+  static const char *const kinds[] = {['l'] = "lock", ['s'] = "semaphore", ['r'] = "rwlock",
+                                      ['e'] = "election"};
   char key[PICKET_PROTO_NAME_MAX + 3]; /* its waiters' queue (api_call.key) */
+  char kind;
+  const char *name = listed_name(e, &kind);
   snprintf(key, sizeof key, "%s%s", e->kind == 's' ? "s/" : e->kind == 'r' ? "r/" : "", e->name);
   json_t *o = json_pack("{s:s, s:s, s:I, s:o, s:I, s:o, s:o, s:i}", "kind",
-                        kinds[(unsigned char)e->kind], "name", e->name, "holders",
+                        kinds[(unsigned char)kind], "name", name, "holders",
                         (json_int_t)e->holders, "owner", api_json_owner(e->owner), "ttl_ms",
                         (json_int_t)e->ttl_ms,
                         "acquired_at", e->at > 0 ? json_integer(e->at) : json_null(), "renewals",
@@ -190,6 +223,7 @@ api_result api_admin_list(const api_request *req, api_call *call, api_response *
   }
   list_ranges ranges;
   list_ranges_of(call->who, prefix, &ranges);
+  list_ranges_twin(&ranges);
   if (ranges.n == 0) {
     char msg[300];
     snprintf(msg, sizeof msg, "token '%s' may list no name that starts with '%s' (outside its "
@@ -218,11 +252,13 @@ api_result api_admin_list(const api_request *req, api_call *call, api_response *
       api_json_store_failure(resp, st, &r, call);
       return API_DONE;
     }
-    for (int k = 0; locks && k < r.nentries; k++)
-      if (call->who == NULL || auth_covers(call->who, r.entries[k].name)) {
+    for (int k = 0; locks && k < r.nentries; k++) {
+      char kind;
+      if (call->who == NULL || auth_covers(call->who, listed_name(&r.entries[k], &kind))) {
         json_array_append_new(locks, entry_json(&r.entries[k]));
         got++;
       }
+    }
     store_result_clear(&r);
     if (more) {
       next = cursor_of(&ranges, i, &at);
@@ -253,22 +289,24 @@ api_result api_admin_break(const api_request *req, api_call *call, api_response 
   else
     snprintf(who, sizeof who, "address %.64s", req->peer && req->peer[0] ? req->peer : "local");
   store_result r;
-  store_status st = store_break(call->name, who, &r);
+  store_status st = store_break(call->store_name, who, &r);
   if (st != STORE_OK) {
     api_json_store_failure(resp, st, &r, call);
     return API_DONE;
   }
   metrics_inc(r.held ? M_BREAK_BROKEN : M_BREAK_NOT_HELD);
-  if (r.held) holds_ended(call->name, r.at, HOLD_BROKEN);
+  if (r.held) holds_ended(call->key, r.at, HOLD_BROKEN);
   if (r.held)
-    LOG(LOG_WARN, "lock %s broken by %s: the lease of owner '%s' ended; its fence is now %lld",
-        call->name, who, r.owner, (long long)r.fence);
+    LOG(LOG_WARN, "%s %s broken by %s: the lease of owner '%s' ended; its fence is now %lld",
+        call->family->noun, call->name, who, r.owner, (long long)r.fence);
   else
     LOG(LOG_INFO, "break of %s by %s: no lease was held; its fence is now %lld", call->name, who,
         (long long)r.fence);
+  /* (an election's fence is its term) */
   api_json_reply(resp, 200,
-                 json_pack("{s:s, s:b, s:I, s:o}", "lock", call->name, "broken", r.held, "fence",
-                           (json_int_t)r.fence, "owner", api_json_owner(r.held ? r.owner : NULL)));
+                 json_pack("{s:s, s:b, s:I, s:o}", call->family->noun, call->name, "broken", r.held,
+                           call->family->values ? "term" : "fence", (json_int_t)r.fence, "owner",
+                           api_json_owner(r.held ? r.owner : NULL)));
   return API_DONE;
 }
 
@@ -277,7 +315,7 @@ api_result api_admin_events(const api_request *req, api_call *call, api_response
    * tokens, an address's */
   const char *client = call->who ? auth_name(call->who) : req->peer && req->peer[0] ? req->peer : "-";
   picket_proto_err err;
-  events_sub *s = events_open(call->name, client, auth_sees_operators(call->who), &err);
+  events_sub *s = events_open(call->store_name, client, auth_sees_operators(call->who), &err);
   if (s == NULL) {
     api_error(resp, err, NULL);
     if (err == PICKET_PROTO_ERR_QUOTA_WATCHERS || err == PICKET_PROTO_ERR_TOO_MANY_WATCHERS)

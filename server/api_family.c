@@ -13,6 +13,7 @@
 
 #include "api_json.h"
 #include "metrics.h"
+#include "signer.h"
 #include "wait.h"
 
 static const config *cfg;
@@ -254,26 +255,112 @@ static void rw_inspect(api_response *resp, api_call *call) {
 /* a read/write lock's GET lists its first readers */
 static int64_t rw_inspect_max(void) { return PICKET_PROTO_RW_LISTED_MAX; }
 
+/* ---- elections -------------------------------------------------------- */
+
+/* An election is a lock kept under "/e/NAME" whose lease carries a value:
+ * its leader holds the lease, candidates wait as acquires do, and the term
+ * is the grant's fence, checked by storage under the election's own name
+ * (docs/elections.md). */
+
+int api_family_value(json_t *body, int required, api_call *call, api_response *resp) {
+  json_t *v = json_object_get(body, "value");
+  call->value[0] = '\0';
+  call->has_value = v != NULL;
+  if (v == NULL && required)
+    return api_json_bad_field(resp, "%s is required: a string, or null to clear it", "value", 0, 0);
+  if (v == NULL || json_is_null(v)) return 0;
+  if (!json_is_string(v) || !picket_proto_value_valid(json_string_value(v), json_string_length(v)))
+    return api_json_bad_field(resp, "%s must be null or a string of up to %lld bytes of UTF-8 "
+                              "without control characters", "value",
+                              PICKET_PROTO_VALUE_BYTES_MAX, 0);
+  memcpy(call->value, json_string_value(v), json_string_length(v) + 1);
+  return 0;
+}
+
+static int el_args(json_t *body, api_call *call, api_response *resp) {
+  return api_family_value(body, 0, call, resp);
+}
+
+static json_t *el_value(const char *v) { return v && v[0] ? json_string(v) : json_null(); }
+
+/* The term's signed token, as a lock's fence's: the election's name is the
+ * resource storage checks it under. */
+static void el_token(json_t *o, const api_call *call, int64_t term) {
+  char token[PICKET_PROTO_FENCE_TOKEN_MAX + 1];
+  if (o && signer_sign(PICKET_PROTO_FENCE_KIND_LOCK, call->name, term, token) == 0)
+    json_object_set_new(o, "fence_token", json_string(token));
+}
+
+/* 200 for a leadership won (renewal 0), renewed, or proclaimed (a renewal
+ * that carried a value). */
+static void el_grant(api_response *resp, const api_call *call, int renewal) {
+  const store_result *r = &call->op.r;
+  json_t *o = json_pack("{s:s, s:I, s:I}", "election", call->name, "term", (json_int_t)r->fence,
+                        "ttl_ms", (json_int_t)r->ttl_ms);
+  if (o && !renewal) {
+    json_object_set_new(o, "lease", json_string(call->client_lease));
+    json_object_set_new(o, "owner", api_json_owner(call->owner));
+  }
+  if (o && (!renewal || call->has_value)) json_object_set_new(o, "value", el_value(call->value));
+  el_token(o, call, r->fence);
+  api_json_reply(resp, 200, o);
+}
+
+/* 409 leader_exists, with when the leader's lease ends unless renewed. */
+static void el_taken(api_response *resp, const api_call *call, int64_t ms) {
+  metrics_inc(M_ACQUIRE_HELD);
+  char msg[300];
+  snprintf(msg, sizeof msg, "election '%s' has a leader", call->name);
+  json_t *err = api_json_error(PICKET_PROTO_ERR_LEADER_EXISTS, msg);
+  json_object_set_new(err, "owner", api_json_owner(call->held_owner));
+  api_json_reply_retry(resp, 409, err, ms);
+}
+
+json_t *api_family_leader(const store_result *r) {
+  if (!r->held) return json_null();
+  return json_pack("{s:I, s:o, s:o, s:o, s:I}", "term", (json_int_t)r->fence, "value",
+                   el_value(r->value), "owner", api_json_owner(r->owner), "since",
+                   r->at > 0 ? json_integer(r->at) : json_null(), "ttl_ms",
+                   (json_int_t)(r->ttl_ms < 1 ? 1 : r->ttl_ms));
+}
+
+/* GET /v1/elections/{name}: the leader (never its lease), the last term
+ * issued, and the candidates waiting on this picketd. */
+static void el_inspect(api_response *resp, api_call *call) {
+  const store_result *r = &call->op.r;
+  api_json_reply(resp, 200,
+                 json_pack("{s:s, s:o, s:I, s:i}", "election", call->name, "leader",
+                           api_family_leader(r), "term", (json_int_t)r->fence, "candidates",
+                           wait_queue_length(call->key)));
+}
+
 /* ---- the table ------------------------------------------------------ */
 
 #define COMMON_FIELDS "ttl_ms", "wait_ms", "owner", "lease", "lock_delay_ms", "max_hold_ms"
 static const char *const lock_fields[] = {COMMON_FIELDS, NULL};
 static const char *const sem_fields[] = {COMMON_FIELDS, "limit", NULL};
 static const char *const rw_fields[] = {COMMON_FIELDS, "mode", NULL};
+static const char *const el_fields[] = {"ttl_ms", "wait_ms", "owner", "lease", "value", NULL};
+#define LEASE_ACTIONS {"acquire", "renew", "release"}, "released"
 
 static const api_family families[] = {
-    {"/v1/locks/", "lock", "", PICKET_PROTO_NAME_MAX, NULL, EP_ACQUIRE, STORE_OP_ACQUIRE,
-     lock_fields, NULL, lock_grant, lock_taken, lock_inspect, NULL},
-    {"/v1/semaphores/", "semaphore", "s/", PICKET_PROTO_SEM_NAME_MAX,
+    {"/v1/locks/", "lock", "", "", LEASE_ACTIONS, "events", 1, 0, PICKET_PROTO_NAME_MAX, NULL,
+     EP_ACQUIRE, STORE_OP_ACQUIRE, lock_fields, NULL, lock_grant, lock_taken, lock_inspect, NULL},
+    {"/v1/semaphores/", "semaphore", "s/", "", LEASE_ACTIONS, NULL, 0, 0, PICKET_PROTO_SEM_NAME_MAX,
      "semaphore names are at most 180 bytes: a permit's fence is checked under NAME:permit:N, a "
      "lock name of at most 200",
      EP_SEM_ACQUIRE, STORE_OP_SEM_ACQUIRE, sem_fields, sem_args, sem_grant, sem_taken, sem_inspect,
      sem_inspect_max},
-    {"/v1/rwlocks/", "rwlock", "r/", PICKET_PROTO_RW_NAME_MAX,
+    {"/v1/rwlocks/", "rwlock", "r/", "", LEASE_ACTIONS, NULL, 0, 0, PICKET_PROTO_RW_NAME_MAX,
      "read/write lock names are at most 197 bytes: their fences are checked under NAME:rw, a lock "
      "name of at most 200",
      EP_RW_ACQUIRE, STORE_OP_RW_ACQUIRE, rw_fields, rw_args, rw_grant, rw_taken, rw_inspect,
      rw_inspect_max},
+    {"/v1/elections/", "election", PICKET_PROTO_ELECTION_STORE_PREFIX,
+     PICKET_PROTO_ELECTION_STORE_PREFIX, {"campaign", "renew", "resign"}, "resigned", "observe", 1,
+     1, PICKET_PROTO_ELECTION_NAME_MAX,
+     "election names are at most 197 bytes: the store keeps an election as the lock /e/NAME",
+     EP_EL_CAMPAIGN, STORE_OP_ACQUIRE, el_fields, el_args, el_grant, el_taken, el_inspect, NULL},
 };
 
 const api_family *api_family_of(const char *path) {

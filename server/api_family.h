@@ -1,6 +1,7 @@
-/* api_family.h: the three kinds of named thing the lease endpoints serve:
- * locks (/v1/locks/), semaphores (/v1/semaphores/) and read/write locks
- * (/v1/rwlocks/). Their calls follow one path through api.c (check, one
+/* api_family.h: the kinds of named thing the lease endpoints serve: locks
+ * (/v1/locks/), semaphores (/v1/semaphores/), read/write locks
+ * (/v1/rwlocks/) and elections (/v1/elections/, a lock with a value whose
+ * fence is the term: docs/elections.md). Their calls follow one path through api.c (check, one
  * store call, outcome, wait); what sets a family apart is one row here:
  * its path and bounds, its own acquire members, its store calls and its
  * replies. A new primitive is a new row, not branches in api.c. */
@@ -17,6 +18,12 @@ struct api_family {
   const char *prefix;         /* the path prefix, "/v1/semaphores/" */
   const char *noun;           /* the replies' name member, "semaphore" */
   const char *key_prefix;     /* of call->key (waiters' queue, release message) */
+  const char *store_prefix;   /* of the name the store keeps it under (call->store_name) */
+  const char *actions[3];     /* the path's action for an acquire, renew, release */
+  const char *released;       /* a release's 200 says this is true */
+  const char *observe;        /* the action of its event stream, or NULL: none */
+  int can_break;              /* an operator may break it (POST .../break) */
+  int values;                 /* its leases carry a value (acquire's `value`, proclaim) */
   size_t name_max;            /* names are at most this long... */
   const char *name_why;       /* ...and the 400 says why, when shorter than a lock's */
   metrics_endpoint endpoint;  /* its acquire's EP_*; renew, release, inspect follow */
@@ -37,6 +44,12 @@ struct api_family {
 };
 
 void api_family_init(const config *cfg);
+/* Reads an election's `value` (required: it must be there, maybe null)
+ * into call->value and has_value: 0, or -1 with a 400 in *resp. */
+int api_family_value(json_t *body, int required, api_call *call, api_response *resp);
+/* An election's `leader` member from an inspect's result: null when no
+ * lease is live, else {term, value, owner, since, ttl_ms}. */
+json_t *api_family_leader(const store_result *r);
 /* The family whose prefix path starts with, or NULL. */
 const api_family *api_family_of(const char *path);
 

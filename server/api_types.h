@@ -59,6 +59,8 @@ typedef struct api_family api_family;
 typedef struct {
   metrics_endpoint endpoint;
   char name[PICKET_PROTO_NAME_MAX + 1];
+  char store_name[PICKET_PROTO_NAME_MAX + 1]; /* the name the store keeps it under: the
+                                                 name, or an election's "/e/NAME" */
   char lease[PICKET_PROTO_LEASE_LEN + 1];        /* the id in the store (see auth_bind_lease) */
   char client_lease[PICKET_PROTO_LEASE_LEN + 1]; /* the id the client knows */
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
@@ -69,9 +71,12 @@ typedef struct {
   int marked;             /* rwlock: a write acquire told the store it waits */
   int forgotten;          /* rwlock: its wait's end was told to the store */
   int64_t limit;          /* semaphore acquire: its limit */
+  int has_value;          /* election campaign or proclaim: a value was given... */
+  char value[PICKET_PROTO_VALUE_BYTES_MAX + 1]; /* ...this one ("": none, or cleared) */
   char key[PICKET_PROTO_NAME_MAX + 3]; /* its waiters' queue and release message:
                                           the lock name, or "s/" and the semaphore's,
-                                          "r/" and the read/write lock's */
+                                          "r/" and the read/write lock's, "/e/" and
+                                          the election's */
   int64_t lock_delay_ms;  /* acquire: the lock-delay (0: none) */
   int64_t max_hold_ms;    /* acquire: the cap on holding (0: none) */
   int64_t started_ms;     /* monotonic, when the request was complete */

@@ -36,6 +36,14 @@
  * 'NAME'"): only streams opened by a reader that may see operators get
  * it; the others get the same event with AUTH_OPERATOR_HIDDEN (auth.h).
  *
+ * Elections. An election is watched as its lock "/e/NAME" (api_family.c),
+ * and its streams get `leader` events instead of the lock's
+ * (docs/elections.md): a leader's value is in no lock event, so a grant or
+ * a renewal (a proclaim is one) makes this thread read the election once,
+ * for all its streams, and send the leader when it or its value changed;
+ * a release, break or expiry sends `leader: null` at once. The first
+ * `leader` event of a stream is its state.
+ *
  * One mutex guards names and streams. Only this thread frees a watched
  * name (once nobody watches it and the store stopped following it), so it
  * may use a name's entry outside the mutex while it calls the store. */
@@ -52,6 +60,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "api_family.h"
 #include "api_types.h"
 #include "api_json.h"
 #include "auth.h"
@@ -60,7 +69,8 @@
 #include "metrics.h"
 #include "store.h"
 
-#define SUB_BUF 8192           /* bytes a stream may have waiting to be sent */
+#define SUB_BUF 16384          /* bytes a stream may have waiting to be sent: one
+                                  leader event with the longest value fits */
 #define RETRY_MS 250           /* a failed store call is tried again after */
 #define POLL_MAX 4096          /* sockets polled at once (the rest next pass) */
 
@@ -92,6 +102,9 @@ struct watched {
   int64_t expires_ms;     /* ...and when it ends unless renewed (monotonic; 0: none known) */
   int64_t state_fence;    /* the lock as last read (-1: not yet), for stale() */
   int state_held;
+  int election;           /* an election's lock: `leader` events */
+  int reread;             /* an election owes its streams a read (a grant or renewal) */
+  char *last_leader;      /* an election's leader as last sent (term, owner, value), or NULL */
   watched *next;
 };
 
@@ -203,6 +216,62 @@ static void broadcast_state(const watched *w, json_t *data, int held, int64_t fe
 
 /* ---- streams (HTTP threads) ------------------------------------------- */
 
+/* ---- elections ---------------------------------------------------------- */
+
+/* The leader as a stream sees it change: term, owner and value (not the
+ * TTL left, which every read tells anew). malloc'd, or NULL. */
+static char *leader_signature(const store_result *r) {
+  if (!r->held) return strdup("null");
+  json_t *j = json_pack("[I, s, s]", (json_int_t)r->fence, r->owner, r->value ? r->value : "");
+  char *sig = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  json_decref(j);
+  return sig;
+}
+
+/* Sends election w's leader as r shows it (mu held). From a read
+ * (from_read): the state of the streams owed one, and to the others when
+ * the leader changed. From an event (kind, order: see stale()), only ever
+ * no leader: to the streams whose state it is not older than. */
+static void leader_send(watched *w, const store_result *r, int from_read, char kind,
+                        int64_t order) {
+  char *sig = leader_signature(r);
+  int changed = sig == NULL || w->last_leader == NULL || strcmp(sig, w->last_leader) != 0;
+  free(w->last_leader);
+  w->last_leader = sig;
+  json_t *d = json_pack("{s:s, s:o, s:I, s:I}", "election",
+                        w->name + strlen(PICKET_PROTO_ELECTION_STORE_PREFIX), "leader",
+                        api_family_leader(r), "term", (json_int_t)r->fence, "time",
+                        (json_int_t)clock_wall_ms());
+  char *text = malloc(SUB_BUF);
+  size_t n = text && d ? format(text, SUB_BUF, "leader", d) : 0;
+  if (text == NULL) json_decref(d);
+  for (events_sub *s = w->subs; n && s; s = s->next) {
+    if (s->want_state) {
+      if (!from_read) continue;
+      s->want_state = 0;
+      s->state_fence = r->fence, s->state_held = r->held;
+      put(s, text, n);
+    } else if (changed && (from_read || !stale(s->state_fence, s->state_held, kind, order))) {
+      put(s, text, n);
+    }
+  }
+  free(text);
+}
+
+/* An election's event (mu held, `old`: older than the last read). */
+static void election_event(watched *w, const store_event *ev, int old, int64_t order) {
+  if (old) return;
+  if (ev->kind == 'g' || ev->kind == 'n') {
+    w->fence = ev->fence, w->expires_ms = now_ms() + ev->n;
+    w->reread = 1;
+    notify();
+  } else if (ev->kind == 'r' || ev->kind == 'b') {
+    w->fence = 0, w->expires_ms = 0;
+    store_result none = {.fence = order};
+    leader_send(w, &none, 0, ev->kind, order);
+  }
+}
+
 static watched *find(const char *name) {
   for (watched *w = names; w; w = w->next)
     if (strcmp(w->name, name) == 0) return w;
@@ -224,6 +293,8 @@ events_sub *events_open(const char *name, const char *client, int sees_operators
   else if ((w = find(name)) == NULL && (w = calloc(1, sizeof *w)) != NULL) {
     snprintf(w->name, sizeof w->name, "%s", name);
     w->state_fence = -1;
+    w->election = strncmp(name, PICKET_PROTO_ELECTION_STORE_PREFIX,
+                          strlen(PICKET_PROTO_ELECTION_STORE_PREFIX)) == 0;
     w->next = names;
     names = w;
   }
@@ -292,6 +363,7 @@ void events_close(events_sub *s) {
         *p = w->next;
         break;
       }
+    free(w->last_leader);
     free(w);
   }
   pthread_mutex_unlock(&mu);
@@ -338,6 +410,12 @@ static void on_event(void *ctx, const char *name, const store_event *ev) {
    * told: the live fence and its expiry */
   int64_t order = ev->kind == 'b' ? ev->n : ev->fence;
   int old = stale(w->state_fence, w->state_held, ev->kind, order);
+  if (w->election) {
+    election_event(w, ev, old, order);
+    json_decref(d);
+    pthread_mutex_unlock(&mu);
+    return;
+  }
   switch (ev->kind) {
     case 'g':
       type = "granted";
@@ -384,6 +462,7 @@ static int inspect(watched *w, store_result *r) {
   *r = op.r;
   if (op.st != STORE_OK) {
     LOG(LOG_DEBUG, "events: reading %s failed: %s", w->name, op.r.err);
+    store_result_clear(r);
     return -1;
   }
   return 0;
@@ -399,15 +478,19 @@ static void store_work(int64_t *next) {
     int want = 0;
     for (events_sub *s = w->subs; s; s = s->next) want |= s->want_state;
     int expiry = w->expires_ms && now >= w->expires_ms;
-    if (!want && !expiry) {
+    if (!want && !expiry && !w->reread) {
       if (w->expires_ms && w->expires_ms < *next) *next = w->expires_ms;
       continue;
     }
+    int reread = w->reread; /* (an event during the read owes another) */
+    w->reread = 0;
     pthread_mutex_unlock(&mu);
     store_result r;
     int ok = inspect(w, &r) == 0;
     pthread_mutex_lock(&mu);
-    if (ok) {
+    if (!ok) w->reread |= reread;
+    if (ok && w->election) leader_send(w, &r, 1, 0, 0);
+    if (ok && !w->election) {
       if (expiry && (!r.held || r.fence != w->fence)) {
         broadcast(w, "expired",
                   json_pack("{s:s,s:I,s:I}", "name", w->name, "fence", (json_int_t)w->fence,
@@ -424,6 +507,9 @@ static void store_work(int64_t *next) {
                                   "ttl_ms", (json_int_t)(r.held ? r.ttl_ms : 0), "time",
                                   (json_int_t)clock_wall_ms()),
                         r.held, r.fence);
+    }
+    if (ok) {
+      store_result_clear(&r);
       w->state_fence = r.fence, w->state_held = r.held;
       if (r.held) w->fence = r.fence, w->expires_ms = now_ms() + r.ttl_ms + 1;
       else w->fence = 0, w->expires_ms = 0;
@@ -446,6 +532,7 @@ static void sync_names(store_events *se) {
     if (w->subs == NULL) {
       if (w->followed) store_events_remove(se, w->name);
       *p = w->next;
+      free(w->last_leader);
       free(w);
       continue;
     }

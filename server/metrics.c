@@ -23,7 +23,8 @@ static const char *const endpoint_names[EP_COUNT] = {
     "acquire", "renew", "release", "inspect", "healthz", "readyz", "metrics", "openapi", "other",
     "semaphore_acquire", "semaphore_renew", "semaphore_release", "semaphore_inspect",
     "rwlock_acquire", "rwlock_renew", "rwlock_release", "rwlock_inspect", "ui", "list", "break",
-    "whoami", "events"};
+    "whoami", "events", "election_campaign", "election_renew", "election_resign",
+    "election_inspect", "election_proclaim", "election_observe"};
 
 /* The statuses picketd sends; anything else is counted as "other". */
 static const int statuses[] = {200, 400, 401, 403, 404, 405, 409, 411, 413, 415, 421, 429, 500, 502, 503};

@@ -87,6 +87,8 @@ typedef struct {
   store_entry *entries; /* list: the page; malloc'd, freed by store_result_clear */
   int nentries;
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
+  char *value;       /* lock inspect: the lease's value (an election's leader's), or NULL
+                        for none; malloc'd, freed by store_result_clear */
   char err[256];     /* a message for the E* results */
 } store_result;
 
@@ -153,8 +155,11 @@ static inline store_op_kind store_op_base(store_op_kind kind) {
 static inline store_op_kind store_op_release_of(store_op_kind kind) {
   return (store_op_kind)(kind - kind % 4 + STORE_OP_RELEASE);
 }
-/* Frees what a result owns (an inspect's permits, a list's entries). */
+/* Frees what a result owns (an inspect's permits and value, a list's
+ * entries). */
 static inline void store_result_clear(store_result *r) {
+  free(r->value);
+  r->value = NULL;
   free(r->permits);
   r->permits = NULL;
   r->npermits = 0;
@@ -179,6 +184,11 @@ typedef struct store_op {
   const char *name;
   const char *lease;               /* acquire, renew, release */
   const char *owner;               /* acquire; "" for none */
+  /* A lock lease's value (an election's leader's, docs/elections.md):
+   * acquire: kept in a new grant (NULL: none); renew: set when non-NULL
+   * ("" clears it: a proclaim), with ttl_ms 0 meaning the TTL the lease
+   * has. Never on a semaphore's or read/write lock's call. */
+  const char *value;
   int64_t ttl_ms;                  /* acquire, renew */
   int64_t lock_delay_ms;           /* acquire: kept off the lock this long after an expiry */
   int64_t max_hold_ms;             /* acquire: no expiry past grant + this (0: no cap) */

@@ -30,6 +30,14 @@
 #define PICKET_PROTO_RW_NAME_MAX 197   /* NAME:rw is a lock name */
 #define PICKET_PROTO_RW_LISTED_MAX 100 /* GET lists at most this many readers */
 #define PICKET_PROTO_RW_READERS_MAX 100000 /* --max-readers's own bound */
+/* Elections (docs/elections.md): an election NAME is kept in the store as
+ * the lock "/e/NAME" ('/' is no name byte: never a lock's name, and no
+ * listing range of lock names holds it), which leaves 197 bytes for its
+ * name. Its leader's value is 0..4096 bytes of UTF-8 without control
+ * characters. */
+#define PICKET_PROTO_ELECTION_NAME_MAX 197
+#define PICKET_PROTO_ELECTION_STORE_PREFIX "/e/"
+#define PICKET_PROTO_VALUE_BYTES_MAX 4096
 #define PICKET_PROTO_FENCE_MAX INT64_MAX   /* fences are 1..2^63-1 */
 #define PICKET_PROTO_KEY_PREFIX_DEFAULT "picket:"
 #define PICKET_PROTO_KEY_PREFIX_MAX 64
@@ -63,6 +71,7 @@
   X(NOT_FOUND, "not_found", 404, "no such resource")                                   \
   X(METHOD_NOT_ALLOWED, "method_not_allowed", 405, "method not allowed")               \
   X(LOCK_HELD, "lock_held", 409, "the lock is held by another lease")                 \
+  X(LEADER_EXISTS, "leader_exists", 409, "the election has a leader")                \
   X(LOCK_DELAY, "lock_delay", 409, "the last lease expired without a release; its lock-delay is running") \
   X(SEMAPHORE_FULL, "semaphore_full", 409, "every permit of the semaphore is held")    \
   X(TOO_MANY_READERS, "too_many_readers", 409, "the read/write lock has as many read leases as it may (--max-readers)") \
@@ -130,6 +139,8 @@ int picket_proto_name_from_path(const char *seg, size_t len, char out[PICKET_PRO
 /* Owner: 0..128 characters (Unicode code points, so at most 512 bytes) of
  * UTF-8 without control characters (C0, DEL, C1). */
 int picket_proto_owner_valid(const char *s, size_t len);
+/* An election's value: 0..4096 bytes of UTF-8 without control characters. */
+int picket_proto_value_valid(const char *s, size_t len);
 
 /* Parses a fence: a decimal integer 1..2^63-1, no sign, no spaces, no
  * leading zeros. Returns 1 and sets *out, or 0 when malformed. */

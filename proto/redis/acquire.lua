@@ -15,6 +15,9 @@
 -- (hold.lua), ARGV[8] = max_leases (with KEYS[4]), ARGV[9] = lock name,
 -- ARGV[10] = the token whose max_leases counts this lease ("" none): kept
 -- in the lease as `qt`, so that a break (break.lua) can give its place back.
+-- ARGV[11] = the lease's value, optional (an election's leader's,
+-- docs/elections.md): kept in the lease as `val` by a new grant; a retry
+-- keeps the value the grant has (proclaim changes it: renew.lua).
 --
 -- Every reply has a fifth element: the TTL given (ms), which is ARGV[2]
 -- unless the hold cap cut it (0 in a reply that grants nothing).
@@ -145,6 +148,7 @@ end
 hold_grant(KEYS[1], ARGV[1], fence, ARGV[3], given, delay, cap_ms, now_ms)
 redis.call('ZADD', KEYS[3], 0, ARGV[9] .. ' l')
 if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'qt', ARGV[10]) end
+if ARGV[11] and ARGV[11] ~= '' then redis.call('HSET', KEYS[1], 'val', ARGV[11]) end
 if quota then leases_add(quota, ARGV[9], given, now_ms) end
 events_emit(KEYS[1], 'g', fence, given, ARGV[3])
 return {1, fence, 1, tamper, given}

@@ -6,6 +6,9 @@
 -- ARGV[1] = lease id, ARGV[2] = ttl in ms,
 -- ARGV[3] = counter idle TTL in ms ("0": the counter never expires),
 -- ARGV[4] = lock name, with KEYS[3]: a renewal moves its expiry there too.
+-- ARGV[5] = "v" for a proclaim (docs/elections.md): the lease's value
+-- becomes ARGV[6] ("" removes it), in the same call as the renewal; and
+-- ARGV[2] "0" renews with the TTL the lease has (its `ttl`).
 -- Returns {fence, tamper, ttl, "", at} when renewed: the grant's fence (a
 -- decimal string, as acquire.lua stored it), the TTL given, ARGV[2]
 -- unless the lease's hold cap cut it (hold.lua), and the grant's time `at`
@@ -19,6 +22,11 @@
 local _, cur, live, tamper = guard(ARGV[3])
 if cur == ARGV[1] then
   local ttl = tonumber(ARGV[2])
+  if ttl == 0 then ttl = hold.ttl or 30000 end
+  if ARGV[5] == 'v' then
+    if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'val', ARGV[6])
+    else redis.call('HDEL', KEYS[1], 'val') end
+  end
   local now = (KEYS[3] or hold.exp or hold.cap) and hold_now()
   if hold.exp or hold.cap then
     if hold_delaying(now) then return {0, tamper, 0, '', 0} end

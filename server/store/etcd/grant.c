@@ -72,7 +72,8 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *
   r->at = g->at;
   snprintf(r->owner, sizeof r->owner, "%s", g->owner);
   int64_t now = clock_wall_ms();
-  int64_t want_s = store_etcd_ttl_under_cap(op->ttl_ms, g->cap, now);
+  /* (a proclaim's TTL 0: the TTL the lease has) */
+  int64_t want_s = store_etcd_ttl_under_cap(op->ttl_ms > 0 ? op->ttl_ms : g->ttl_ms, g->cap, now);
   if (want_s == 0) return STORE_LOST; /* at its cap */
   if (want_s < 0) {
     /* Less of the cap is left than etcd's shortest lease: the lease keeps
@@ -84,6 +85,8 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *
   }
   store_etcd_grant ng = *g;
   ng.renewals += renewal;
+  /* a proclaim: the new value, in the same guarded write as the renewal */
+  if (renewal && op->value) snprintf(ng.value, sizeof ng.value, "%s", op->value);
   int rc;
   if (want_s * 1000 == g->ttl_ms) {
     /* The same TTL: keep the etcd leases alive. First the grant is written
@@ -167,6 +170,7 @@ store_status store_etcd_grant_new(etcd_client *c, const store_op *op, const stor
                           .cap = cap, .delay_ms = delay_ms, .delay_lease = *D};
   snprintf(g->lease, sizeof g->lease, "%s", op->lease);
   snprintf(g->owner, sizeof g->owner, "%s", op->owner ? op->owner : "");
+  snprintf(g->value, sizeof g->value, "%s", op->value ? op->value : "");
   if (q->on) snprintf(g->token, sizeof g->token, "%s", op->token);
   return STORE_OK;
 }

@@ -200,6 +200,7 @@ static store_status lock_inspect(etcd_client *c, store_op *op, store_result *r) 
         r->at = g.at;
         r->renewals = g.renewals;
         snprintf(r->owner, sizeof r->owner, "%s", g.owner);
+        if (g.value[0] && (r->value = strdup(g.value)) == NULL) st = store_etcd_no_memory(r);
       }
     } else if (tr.results[2].nkvs > 0) {
       r->delay_ms = store_etcd_left_s(c, tr.results[2].kvs[0].lease) * 1000;

@@ -90,6 +90,8 @@ int store_etcd_grant_parse(const etcd_kv *kv, store_etcd_grant *g) {
   const char *lease = json_string_value(json_object_get(j, "lease"));
   const char *owner = json_string_value(json_object_get(j, "owner"));
   const char *token = json_string_value(json_object_get(j, "qt"));
+  const char *value = json_string_value(json_object_get(j, "val"));
+  snprintf(g->value, sizeof g->value, "%s", value ? value : "");
   snprintf(g->lease, sizeof g->lease, "%s", lease ? lease : "");
   snprintf(g->owner, sizeof g->owner, "%s", owner ? owner : "");
   snprintf(g->token, sizeof g->token, "%s", token ? token : "");
@@ -119,6 +121,7 @@ char *store_etcd_grant_value(const store_etcd_grant *g) {
   if (j && g->limit) json_object_set_new(j, "limit", json_integer(g->limit));
   if (j && g->write) json_object_set_new(j, "write", json_true());
   if (j && g->fence) json_object_set_new(j, "fence", json_integer(g->fence));
+  if (j && g->value[0]) json_object_set_new(j, "val", json_string(g->value));
   char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
   json_decref(j);
   return s;

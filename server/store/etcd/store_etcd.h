@@ -63,6 +63,8 @@ typedef struct {
   int write;         /* a read/write lease's: 1 a writer */
   int64_t fence;     /* a read lease's: the write epoch it reads (its key's
                         create_revision is not its fence) */
+  char value[PICKET_PROTO_VALUE_BYTES_MAX + 1]; /* a lock lease's value (an election's
+                                                    leader's; "": none) */
 } store_etcd_grant;
 /* Parses a grant's value; 0, or -1 when it is not one of picket's. */
 int store_etcd_grant_parse(const etcd_kv *kv, store_etcd_grant *g);

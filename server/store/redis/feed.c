@@ -82,10 +82,12 @@ static void feed_primary_moved(void) {
 }
 
 /* A release message names what was released: a lock's name, or "s/" and
- * a semaphore's, "r/" and a read/write lock's (api_call.key). Anything
- * else on the channel is ignored. */
+ * a semaphore's, "r/" and a read/write lock's, "/e/" and an election's
+ * (api_call.key). Anything else on the channel is ignored. */
 static int release_key_valid(const char *s, size_t len) {
+  const size_t el = strlen(PICKET_PROTO_ELECTION_STORE_PREFIX);
   if (len > 2 && (s[0] == 's' || s[0] == 'r') && s[1] == '/') s += 2, len -= 2;
+  else if (len > el && strncmp(s, PICKET_PROTO_ELECTION_STORE_PREFIX, el) == 0) s += el, len -= el;
   return picket_proto_name_valid(s, len);
 }
 

@@ -679,14 +679,16 @@ static int op_command_build(const store_op *op, op_command *cmd) {
       a[n++] = floor_arg, a[n++] = idle_arg, a[n++] = cmd->delay, a[n++] = cmd->cap;
       a[n++] = inline_quota ? cmd->max : "0", a[n++] = op->name;
       a[n++] = quota ? op->token : "";
+      if (op->value) a[n++] = op->value;
       break;
     case STORE_OP_BREAK: /* (floor, idle, channel, name, who) */
       a[n++] = floor_arg, a[n++] = idle_arg, a[n++] = channel, a[n++] = op->name;
       a[n++] = op->who ? op->who : "";
       break;
-    case STORE_OP_RENEW: /* (lease, ttl, idle[, name]) */
+    case STORE_OP_RENEW: /* (lease, ttl, idle[, name[, "v", value]]) */
       a[n++] = op->lease, a[n++] = cmd->ttl, a[n++] = idle_arg;
-      if (inline_quota) a[n++] = op->name;
+      if (inline_quota || op->value) a[n++] = op->name;
+      if (op->value) a[n++] = "v", a[n++] = op->value;
       break;
     case STORE_OP_RELEASE: /* (lease, channel, name, idle) */
       a[n++] = op->lease, a[n++] = channel, a[n++] = op->name, a[n++] = idle_arg;
@@ -1005,8 +1007,9 @@ static store_status op_parse(store_op *op, redisReply *rep) {
       st = op->kind >= STORE_OP_RW_ACQUIRE ? rw_parse(op, rep) : sem_parse(op, rep);
       if (st == STORE_EREPLY) goto odd;
       break;
-    case STORE_OP_INSPECT: /* {fence, held, pttl, owner, delay, at, renewals} */
-      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 7 ||
+    case STORE_OP_INSPECT: /* {fence, held, pttl, owner, delay, at, renewals, value} */
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 8 ||
+          e[7]->type != REDIS_REPLY_STRING ||
           !fence_reply(e[0], 1, &r->fence) || !is_int(e[1]) || !is_int(e[2]) || !is_int(e[4]) ||
           !is_int(e[5]) || !is_int(e[6]))
         goto odd;
@@ -1016,6 +1019,11 @@ static store_status op_parse(store_op *op, redisReply *rep) {
       r->ttl_ms = r->held ? e[2]->integer : 0;
       r->delay_ms = e[4]->integer > 0 ? e[4]->integer : 0;
       copy_owner(e[3], r);
+      if (r->held && e[7]->len > 0 && (r->value = strndup(e[7]->str, e[7]->len)) == NULL) {
+        freeReplyObject(rep);
+        set_err(r, "out of memory%s", "");
+        return STORE_EREPLY;
+      }
       break;
   }
   freeReplyObject(rep);
