@@ -36,7 +36,9 @@
  * or rwlock (/v1/rwlocks with --mode read or write, rwlock.lua: read
  * leases are shared, so connections on one name are all granted). The
  * floor calls the primitive's own script by EVALSHA, with the arguments
- * picketd gives it (store_redis.c).
+ * picketd gives it (store_redis.c). election (/v1/elections: campaign for
+ * acquire, resign for release, renew; 409 leader_exists counts as
+ * lock_held) has no floor: it runs against picketd only (bench/elections).
  *
  * --server https://... runs the same over TLS (GnuTLS, the library picketd
  * itself uses): each connection's handshake happens when it opens, before
@@ -82,8 +84,8 @@
 typedef enum { WL_CYCLE, WL_CONTENDED, WL_RENEW, WL_WAIT, WL_IDLE } workload;
 static const char *const wl_names[] = {"cycle", "contended", "renew", "wait", "idle", NULL};
 
-typedef enum { PR_LOCK, PR_SEMAPHORE, PR_RWLOCK } primitive;
-static const char *const pr_names[] = {"lock", "semaphore", "rwlock", NULL};
+typedef enum { PR_LOCK, PR_SEMAPHORE, PR_RWLOCK, PR_ELECTION } primitive;
+static const char *const pr_names[] = {"lock", "semaphore", "rwlock", "election", NULL};
 
 typedef enum { TG_PICKETD, TG_FLOOR } target;
 static const char *const tg_names[] = {"picketd", "floor"};
@@ -133,7 +135,8 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: picket-bench [options]\n"
           "  --workload W      cycle (default), contended, renew, wait or idle\n"
-          "  --primitive P     lock (default), semaphore or rwlock: what the workload acquires\n"
+          "  --primitive P     lock (default), semaphore, rwlock or election (campaign and resign;\n"
+          "                    picketd only, no floor): what the workload acquires\n"
           "  --limit N         semaphore: the limit of every acquire (default --conns, at most\n"
           "                    4096, so no acquire finds one full unless N is smaller)\n"
           "  --mode M          rwlock: read (shared) or write leases (default write)\n"
@@ -332,6 +335,7 @@ static void parse_args(int argc, char **argv) {
   if (opt.limit >= 0 && opt.prim != PR_SEMAPHORE) die2("--limit goes with --primitive semaphore");
   if (opt.write >= 0 && opt.prim != PR_RWLOCK) die2("--mode goes with --primitive rwlock");
   if (opt.wl == WL_IDLE && opt.prim != PR_LOCK) die2("--workload idle acquires nothing: leave out --primitive");
+  if (opt.prim == PR_ELECTION && opt.redis[0]) die2("--primitive election has no floor: leave out --redis");
   if (opt.limit < 0) opt.limit = opt.conns < 4096 ? opt.conns : 4096;
   if (opt.write < 0) opt.write = 1;
   if (opt.wl == WL_CONTENDED) {
@@ -462,6 +466,7 @@ static int names_make(const char *run_id) {
   if (names == NULL) return -1;
   for (int i = 0; i < opt.names; i++) {
     snprintf(names[i].name, sizeof names[i].name, "bench-%s-%d", run_id, i);
+    if (opt.prim == PR_ELECTION) continue; /* picketd only: no keys of the bench's own */
     if (opt.prim != PR_LOCK) {
       if ((opt.prim == PR_SEMAPHORE ? picket_proto_key_sem : picket_proto_key_rw)(
               names[i].lease_key, sizeof names[i].lease_key, opt.prefix, names[i].name) < 0)
@@ -703,9 +708,12 @@ static int pick_lock(bconn *c) {
   return c->id % opt.names;
 }
 
-/* POST /v1/{locks,semaphores,rwlocks}/NAME/VERB: the primitive's path. */
+/* POST /v1/{locks,semaphores,rwlocks,elections}/NAME/VERB: the primitive's
+ * path; an election's acquire is its campaign, its release its resign. */
 static void primitive_path(char *path, size_t cap, const lock_name *ln, const char *verb) {
-  static const char *const coll[] = {"locks", "semaphores", "rwlocks"};
+  static const char *const coll[] = {"locks", "semaphores", "rwlocks", "elections"};
+  if (opt.prim == PR_ELECTION)
+    verb = strcmp(verb, "acquire") == 0 ? "campaign" : strcmp(verb, "release") == 0 ? "resign" : verb;
   snprintf(path, cap, "/v1/%s/%s/%s", coll[opt.prim], ln->name, verb);
 }
 
@@ -927,8 +935,9 @@ static int http_parse(bconn *c) {
       }
     }
   } else if (status == 409 && (memmem(body, blen, "\"lock_held\"", 11) ||
-                                memmem(body, blen, "\"semaphore_full\"", 16))) {
-    o = OUT_HELD; /* a full semaphore is one taken for a lock */
+                                memmem(body, blen, "\"semaphore_full\"", 16) ||
+                                memmem(body, blen, "\"leader_exists\"", 15))) {
+    o = OUT_HELD; /* a full semaphore, an election with a leader: a lock taken */
   } else if (status == 409 && memmem(body, blen, "\"lease_lost\"", 12)) {
     o = OUT_LOST;
   }
@@ -1231,7 +1240,9 @@ static void print_text(const result *r) {
          (unsigned long long)r->st.ops, r->secs, (unsigned long long)r->st.errors);
   if (opt.wl != WL_IDLE && opt.wl != WL_RENEW)
     printf(", %llu grants, %llu %s", (unsigned long long)r->st.grants,
-           (unsigned long long)r->st.held, opt.prim == PR_SEMAPHORE ? "semaphore_full" : "lock_held");
+           (unsigned long long)r->st.held, opt.prim == PR_SEMAPHORE   ? "semaphore_full"
+           : opt.prim == PR_ELECTION ? "leader_exists"
+                                     : "lock_held");
   printf(")\n");
   if (r->st.handoff.count)
     printf("         handoff (release -> next grant): p50 %.3f  p99 %.3f  max %.3f ms over %llu\n",
@@ -1320,6 +1331,7 @@ int main(int argc, char **argv) {
            opt.threads, opt.names);
     if (opt.prim == PR_SEMAPHORE) printf(", semaphores of limit %ld", opt.limit);
     if (opt.prim == PR_RWLOCK) printf(", rwlocks (%s leases)", opt.write ? "write" : "read");
+    if (opt.prim == PR_ELECTION) printf(", elections (campaign, resign)");
     if (opt.wait_ms) printf(", wait_ms %lld", (long long)opt.wait_ms);
     if (opt.wl == WL_IDLE) printf(", held open %.1f s\n", opt.duration_s);
     else printf(", %.1f s measured after %.1f s warmup\n", opt.duration_s, opt.warmup_s);

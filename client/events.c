@@ -1,6 +1,8 @@
 /* events.c: picket_watch, a lock's events as picketd streams them (GET
- * /v1/locks/{name}/events, Server-Sent Events; docs/events.md), and
- * picket_event_ends, which says when one of them ends a lease.
+ * /v1/locks/{name}/events, Server-Sent Events; docs/events.md) or an
+ * election's leader events (GET /v1/elections/{name}/observe: the same
+ * stream with events of another name), and picket_event_ends, which says
+ * when one of them ends a lease (a leader's too).
  *
  * Why libcurl's multi interface rather than the easy one the calls use: a
  * stream never ends by itself, so a blocking curl_easy_perform would leave
@@ -68,7 +70,8 @@ struct picket_watch {
 
 /* The members each kind of event must have (docs/events.md), beside
  * `time`, which all have. */
-enum { M_NAME = 1, M_FENCE = 2, M_TTL = 4, M_HELD = 8, M_OWNER = 16, M_NEXT = 32, M_BY = 64 };
+enum { M_NAME = 1, M_FENCE = 2, M_TTL = 4, M_HELD = 8, M_OWNER = 16, M_NEXT = 32, M_BY = 64,
+       M_LEADER = 128 /* "election", "leader", "term": picket__leader_take */ };
 static const struct {
   const char *name;
   int members;
@@ -81,6 +84,7 @@ static const struct {
     [PICKET_EVENT_EXPIRED] = {"expired", M_NAME | M_FENCE},
     [PICKET_EVENT_BROKEN] = {"broken", M_NAME | M_FENCE | M_NEXT | M_BY},
     [PICKET_EVENT_HEARTBEAT] = {"heartbeat", 0},
+    [PICKET_EVENT_LEADER] = {"leader", M_LEADER},
 };
 
 static int stopped(const picket_watch *w) {
@@ -154,12 +158,16 @@ static void pump(picket_watch *w, int64_t wait_ms) {
 
 /* ---- open ---------------------------------------------------------------- */
 
-int picket__watch_new(picket_client *c, const char *name, picket_watch **out) {
+int picket__watch_new(picket_client *c, int kind, const char *name, picket_watch **out) {
+  int election = kind == PICKET__KIND_ELECTION;
   *out = NULL;
   if (c == NULL) return PICKET_EINVAL;
   picket__client_clear(c);
-  if (name == NULL || !picket_proto_name_valid(name, strlen(name)))
-    return picket__client_fail(c, PICKET_EINVAL, "lock names are 1-200 bytes of [A-Za-z0-9._:-]");
+  if (name == NULL || !picket_proto_name_valid(name, strlen(name)) ||
+      (election && strlen(name) > PICKET_ELECTION_NAME_MAX))
+    return picket__client_fail(c, PICKET_EINVAL,
+                               election ? "election names are 1-197 bytes of [A-Za-z0-9._:-]"
+                                        : "lock names are 1-200 bytes of [A-Za-z0-9._:-]");
   picket_watch *w = calloc(1, sizeof *w);
   if (w == NULL || (w->buf = malloc(BUF_CAP)) == NULL || (w->easy = curl_easy_init()) == NULL ||
       (w->multi = curl_multi_init()) == NULL ||
@@ -172,7 +180,8 @@ int picket__watch_new(picket_client *c, const char *name, picket_watch **out) {
   w->abort_flag = picket__client_abort_flag(c);
   w->head_timeout_ms = picket__client_request_timeout_ms(c);
   char url[URL_MAX];
-  snprintf(url, sizeof url, "%s/v1/locks/%s/events", picket__client_base_url(c), name);
+  snprintf(url, sizeof url, election ? "%s/v1/elections/%s/observe" : "%s/v1/locks/%s/events",
+           picket__client_base_url(c), name);
   curl_easy_setopt(w->easy, CURLOPT_URL, url);
   curl_easy_setopt(w->easy, CURLOPT_HTTPGET, 1L);
   curl_easy_setopt(w->easy, CURLOPT_HEADERFUNCTION, on_header);
@@ -224,13 +233,21 @@ int picket__watch_connect(picket_watch *w, picket_client *c) {
                              w->curl_err[0] ? w->curl_err : curl_easy_strerror(w->result));
 }
 
-int picket_watch_open(picket_client *c, const char *name, picket_watch **out) {
-  int err = picket__watch_new(c, name, out);
+static int watch_open(picket_client *c, int kind, const char *name, picket_watch **out) {
+  int err = picket__watch_new(c, kind, name, out);
   if (err == 0 && (err = picket__watch_connect(*out, c)) != 0) {
     picket_watch_close(*out);
     *out = NULL;
   }
   return err;
+}
+
+int picket_watch_open(picket_client *c, const char *name, picket_watch **out) {
+  return watch_open(c, PICKET__KIND_LOCK, name, out);
+}
+
+int picket_observe_open(picket_client *c, const char *name, picket_watch **out) {
+  return watch_open(c, PICKET__KIND_ELECTION, name, out);
 }
 
 /* ---- reading events ------------------------------------------------------ */
@@ -244,6 +261,20 @@ static void copy_cut(char *buf, size_t cap, const char *s) {
   }
   memcpy(buf, s, n);
   buf[n] = '\0';
+}
+
+/* A leader event's members into ev: held (a leader or not), fence (its
+ * term, else the last term issued), owner and ttl_ms. 0, or -1 when
+ * malformed. */
+static int leader_event(const json_t *j, picket_event *ev) {
+  picket_leader_info info;
+  if (picket__leader_take(j, &info) < 0) return -1;
+  ev->held = info.has_leader;
+  ev->fence = info.has_leader ? info.term : info.last_term;
+  ev->ttl_ms = info.ttl_ms;
+  ev->has_owner = info.has_owner;
+  memcpy(ev->owner, info.owner, sizeof ev->owner);
+  return 0;
 }
 
 /* The event read so far into *ev: 1, or -1 when its data is not what
@@ -268,7 +299,8 @@ static int make_event(picket_watch *w, picket_event *ev) {
     return over(w, PICKET_EPROTO, "a '%s' event whose data is not a JSON object", ev->type_name);
   }
   int m = kinds[ev->type].members;
-  const char *name = json_string_value(json_object_get(j, "name"));
+  /* a leader event names its election; the others their lock */
+  const char *name = json_string_value(json_object_get(j, m & M_LEADER ? "election" : "name"));
   json_t *held = json_object_get(j, "held"), *by = json_object_get(j, "by");
   if (name != NULL && strlen(name) <= PICKET_NAME_MAX) strcpy(ev->name, name);
   ev->time_ms = picket__json_int(j, "time", 0);
@@ -277,8 +309,10 @@ static int make_event(picket_watch *w, picket_event *ev) {
   if (m & M_TTL) ev->ttl_ms = picket__json_int(j, "ttl_ms", 0);
   if (m & M_HELD) ev->held = json_is_boolean(held) ? json_is_true(held) : -1;
   if ((m & M_BY) && json_is_string(by)) copy_cut(ev->by, sizeof ev->by, json_string_value(by));
+  int leader_ok = !(m & M_LEADER) || leader_event(j, ev) == 0;
   int ok = ev->type == PICKET_EVENT_OTHER ||
-           (ev->time_ms >= 0 && (!(m & M_NAME) || (name && strcmp(name, w->name) == 0)) &&
+           (ev->time_ms >= 0 && leader_ok &&
+            (!(m & (M_NAME | M_LEADER)) || (name && strcmp(name, w->name) == 0)) &&
             (!(m & M_FENCE) || ev->fence >= 0) && (!(m & M_NEXT) || ev->next_fence >= 0) &&
             (!(m & M_TTL) || ev->ttl_ms >= 0) && (!(m & M_HELD) || ev->held >= 0) &&
             (!(m & M_BY) || by == NULL || json_is_string(by)) &&
@@ -410,6 +444,7 @@ int picket_event_ends(const picket_event *ev, int64_t fence) {
   case PICKET_EVENT_GRANTED:
     return ev->fence != fence;
   case PICKET_EVENT_STATE:
+  case PICKET_EVENT_LEADER: /* no leader, or another term */
     return ev->held == 0 || ev->fence != fence;
   default:
     return 0;

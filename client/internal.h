@@ -16,8 +16,9 @@
 
 #include "picket/picket.h"
 
-/* What a lease is of (picket_lease.kind). */
-enum { PICKET__KIND_LOCK, PICKET__KIND_SEM, PICKET__KIND_RW };
+/* What a lease is of (picket_lease.kind). An election's lease is its
+ * leader's: its fence is the term, and its "release" is a resign. */
+enum { PICKET__KIND_LOCK, PICKET__KIND_SEM, PICKET__KIND_RW, PICKET__KIND_ELECTION };
 
 struct picket_lease {
   char lock[PICKET_NAME_MAX + 1];
@@ -34,8 +35,9 @@ struct picket_lease {
   atomic_int capped;           /* a grant or renewal was cut by max_hold_ms */
   /* What the lease is of, which says where its calls go: a lock's
    * (/v1/locks/), a semaphore's permit (/v1/semaphores/; lock is then the
-   * semaphore's name) or a read/write lock's read or write lease
-   * (/v1/rwlocks/; lock is the rwlock's name). A permit's slot, and a
+   * semaphore's name), a read/write lock's read or write lease
+   * (/v1/rwlocks/; lock is the rwlock's name) or an election's leader
+   * (/v1/elections/; lock is the election's name, fence the term). A permit's slot, and a
    * handed-over rwlock lease's mode, are set at the grant or by the first
    * renew (-1 until then); a renewal never changes them after, so reading
    * them while a keeper renews is safe. */
@@ -59,6 +61,29 @@ int64_t picket__client_backoff_ms(picket_client *c, int attempt);
 /* picket_renew, but no attempt runs past until_ms (monotonic; 0: no
  * bound), so a keeper learns in time that its deadline came. */
 int picket__renew(picket_client *c, picket_lease *l, int64_t ttl_ms, int64_t until_ms);
+
+/* ---- for election.c ---- */
+
+/* picket_acquire of a `kind` thing (PICKET__KIND_*; arg: a semaphore's
+ * limit, an rwlock's mode), with `value` (an election's; NULL: none) in
+ * the request. */
+int picket__acquire(picket_client *c, int kind, const char *name, int64_t arg,
+                    const picket_acquire_opts *opts, const char *value, picket_lease **out);
+/* picket__renew by another verb whose reply is a renew's (an election's
+ * "proclaim"), with the members of `extra` (stolen; NULL: none) added to
+ * the request. ttl_ms 0: none sent. Retried like a renew. */
+int picket__renew_verb(picket_client *c, picket_lease *l, const char *verb, json_t *extra,
+                       int64_t ttl_ms);
+/* A lease of a `kind` thing known by name and id (picket_lease_new). */
+int picket__lease_new(int kind, const char *name, const char *lease_id, picket_lease **out);
+/* GET of a `kind` thing's state, with retries: 0 and *reply (decref it). */
+int picket__get_state(picket_client *c, int kind, const char *name, json_t **reply);
+/* A failure detected in a reply: PICKET_EPROTO, `what` kept on c. */
+int picket__proto_error(picket_client *c, const char *what);
+/* A "leader" object (null or {term, value, owner, since, ttl_ms}) and the
+ * last term of `j` (a GET's reply or a leader event's data) into *info
+ * (candidates -1): 0, or -1 when malformed. */
+int picket__leader_take(const json_t *j, picket_leader_info *info);
 
 /* ---- for events.c ---- */
 
@@ -90,10 +115,11 @@ int picket__json_owner(const json_t *owner, int *has, char *buf, size_t cap);
 
 /* A watch in two steps, so that a keeper can hand it to its stopping
  * thread (picket_watch_interrupt) before it waits on the network:
- * _new allocates and sets up (no I/O; the abort flag of c, if any, also
- * ends the watch), _connect sends the request and waits for the reply's
+ * _new allocates and sets up a watch of a `kind` thing (PICKET__KIND_LOCK:
+ * its events; PICKET__KIND_ELECTION: its leader events) (no I/O; the abort
+ * flag of c, if any, also ends the watch), _connect sends the request and waits for the reply's
  * head (a refusal's detail goes on c). picket_watch_open is both. */
-int picket__watch_new(picket_client *c, const char *name, picket_watch **out);
+int picket__watch_new(picket_client *c, int kind, const char *name, picket_watch **out);
 int picket__watch_connect(picket_watch *w, picket_client *c);
 
 #endif

@@ -10,8 +10,9 @@
  * max_hold_ms cut a renewal short.
  *
  * The watching thread (a lock's lease, opts.watch) follows the lock's
- * events (events.c) and reports the loss the moment one says the lease is
- * gone (picket_event_ends: a break, an expiry, another's grant), instead
+ * events (events.c; a leader's lease: its election's leader events) and
+ * reports the loss the moment one says the lease is gone
+ * (picket_event_ends: a break, an expiry, another's grant or term), instead
  * of at the next renewal, up to ttl/renew_divisor later. A stream is a
  * fast path only (docs/events.md: events can be missed while picketd
  * resubscribes), so renewing goes on beside it; a stream that drops is
@@ -140,16 +141,19 @@ static void *keeper_main(void *arg) {
  * or the PICKET_E* refusal after which watching is pointless. */
 static int watch_once(picket_keeper *k, int64_t *retry_ms) {
   picket_watch *w = NULL;
-  if (picket__watch_new(k->wclient, k->lease->lock, &w) != 0) return 0;
+  if (picket__watch_new(k->wclient, k->lease->kind, k->lease->lock, &w) != 0) return 0;
   pthread_mutex_lock(&k->mu); /* from here on halt_all can interrupt it */
   int halted = atomic_load(&k->halt);
   if (!halted) k->watch = w;
   pthread_mutex_unlock(&k->mu);
   int err = halted ? PICKET_ECANCELED : picket__watch_connect(w, k->wclient);
-  int found = 0;
+  int found = 0, first = 1;
   picket_event ev;
   while (err == 0 && (err = picket_watch_next(w, &ev, WATCH_IDLE_MS)) == 0) {
-    if (ev.type == PICKET_EVENT_STATE) {
+    /* the first event (a lock's state, an election's leader) says where
+     * things stand: the watch works */
+    if (ev.type != PICKET_EVENT_HEARTBEAT && first) {
+      first = 0;
       atomic_store(&k->watching, 1);
       *retry_ms = WATCH_RETRY_MS; /* it works: a later drop starts the backoff over */
     }
@@ -216,9 +220,11 @@ int picket_keeper_start(picket_client *c, picket_lease *lease, const picket_keep
   pthread_cond_init(&k->cv, &ca);
   pthread_condattr_destroy(&ca);
   pthread_mutex_init(&k->mu, NULL);
-  /* Only locks have events (docs/events.md), and only a known fence can
-   * be compared with theirs. */
-  int watch = opts->watch && lease->kind == PICKET__KIND_LOCK && k->fence > 0;
+  /* Only locks and elections have events (docs/events.md), and only a
+   * known fence (term) can be compared with theirs. */
+  int watch = opts->watch &&
+              (lease->kind == PICKET__KIND_LOCK || lease->kind == PICKET__KIND_ELECTION) &&
+              k->fence > 0;
   k->client = picket__client_clone(c);
   if (watch) k->wclient = picket__client_clone(c);
   if (k->client == NULL || (watch && k->wclient == NULL)) {

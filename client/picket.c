@@ -4,7 +4,9 @@
  * lock's four (a permit or a read or write lease is a lease that remembers
  * what it is of, so renew and release find its path), the operators'
  * listing and break, leases and their local deadlines, error mapping, and
- * retries.
+ * retries. An election's leader holds a lease too (client/election.c):
+ * its calls are the lock's under other names (campaign, term, resign), so
+ * the table of kinds below routes them and the same code runs.
  *
  * Why retries are safe where they happen: acquire sends a lease id chosen
  * here, and the server answers a repeated acquire with the same id with the
@@ -36,6 +38,10 @@ _Static_assert(PICKET_LEASE_ID_LEN == PICKET_PROTO_LEASE_LEN, "lease id length o
 _Static_assert(PICKET_SEM_NAME_MAX == PICKET_PROTO_SEM_NAME_MAX, "semaphore name limit out of step");
 _Static_assert(PICKET_SEM_LIMIT_MAX == PICKET_PROTO_SEM_LIMIT_MAX, "semaphore limit out of step");
 _Static_assert(PICKET_RW_NAME_MAX == PICKET_PROTO_RW_NAME_MAX, "rwlock name limit out of step");
+_Static_assert(PICKET_ELECTION_NAME_MAX == PICKET_PROTO_ELECTION_NAME_MAX,
+               "election name limit out of step");
+_Static_assert(PICKET_ELECTION_VALUE_MAX == PICKET_PROTO_VALUE_BYTES_MAX,
+               "election value limit out of step");
 
 #define REPLY_MAX (64 * 1024) /* picketd's replies are small; more is not picketd */
 /* ...but a semaphore's GET lists every live permit: up to 4096 (picketd's
@@ -413,14 +419,16 @@ static int from_reply(picket_client *c, long status, json_t *j) {
     c->retry_after_ms = json_is_integer(ra) ? json_integer_value(ra) : -1;
     return PICKET_ELIMIT;
   }
-  switch (code ? picket_proto_err_from_code(code) : -1) {
+  int err = code ? picket_proto_err_from_code(code) : -1;
+  switch (err) {
   case PICKET_PROTO_ERR_LIMIT_MISMATCH:
     c->sem_limit = get_int(e, "limit", 1);
     return PICKET_EMISMATCH;
   case PICKET_PROTO_ERR_SEMAPHORE_FULL: /* retry_after_ms, and no owner */
   case PICKET_PROTO_ERR_TOO_MANY_READERS: /* the same: a read lease frees, then try again */
   case PICKET_PROTO_ERR_LOCK_HELD:
-  case PICKET_PROTO_ERR_LOCK_DELAY: {
+  case PICKET_PROTO_ERR_LOCK_DELAY:
+  case PICKET_PROTO_ERR_LEADER_EXISTS: /* a campaign's lock_held */ {
     json_t *ra = json_object_get(e, "retry_after_ms");
     c->retry_after_ms = json_is_integer(ra) ? json_integer_value(ra) : -1;
     const char *owner = json_string_value(json_object_get(e, "owner"));
@@ -428,7 +436,7 @@ static int from_reply(picket_client *c, long status, json_t *j) {
       c->has_holder = 1;
       snprintf(c->holder, sizeof c->holder, "%s", owner);
     }
-    return PICKET_EHELD;
+    return err == PICKET_PROTO_ERR_LEADER_EXISTS ? PICKET_ELEADER : PICKET_EHELD;
   }
   case PICKET_PROTO_ERR_LEASE_LOST:
     return PICKET_ELOST;
@@ -559,18 +567,27 @@ static int set_body(picket_client *c, call_t *call, json_t *obj) {
 }
 
 /* Per PICKET__KIND_*: the API's path, the replies' name member, the
- * longest name, and what a bad name gets told. */
+ * longest name, what a bad name gets told, and the words an election uses
+ * for a lock's: the grant's verb, its fence's member, its signed fence's
+ * member, the release's verb and its reply's member. */
 static const struct {
   const char *path, *key;
   size_t name_max;
   const char *bad_name;
+  const char *acquire, *fence, *token, *release, *released;
 } kinds[] = {
     [PICKET__KIND_LOCK] = {"locks", "lock", PICKET_NAME_MAX,
-                           "lock names are 1-200 bytes of [A-Za-z0-9._:-]"},
+                           "lock names are 1-200 bytes of [A-Za-z0-9._:-]", "acquire", "fence",
+                           "fence_token", "release", "released"},
     [PICKET__KIND_SEM] = {"semaphores", "semaphore", PICKET_SEM_NAME_MAX,
-                          "semaphore names are 1-180 bytes of [A-Za-z0-9._:-]"},
+                          "semaphore names are 1-180 bytes of [A-Za-z0-9._:-]", "acquire", "fence",
+                          "fence_token", "release", "released"},
     [PICKET__KIND_RW] = {"rwlocks", "rwlock", PICKET_RW_NAME_MAX,
-                         "rwlock names are 1-197 bytes of [A-Za-z0-9._:-]"},
+                         "rwlock names are 1-197 bytes of [A-Za-z0-9._:-]", "acquire", "fence",
+                         "fence_token", "release", "released"},
+    [PICKET__KIND_ELECTION] = {"elections", "election", PICKET_ELECTION_NAME_MAX,
+                               "election names are 1-197 bytes of [A-Za-z0-9._:-]", "campaign",
+                               "term", "fence_token", "resign", "resigned"},
 };
 
 /* A name of a `kind` (PICKET__KIND_*) thing: 1 when valid. */
@@ -592,6 +609,8 @@ static int proto_error(picket_client *c, const char *what) {
   return PICKET_EPROTO;
 }
 
+int picket__proto_error(picket_client *c, const char *what) { return proto_error(c, what); }
+
 static int64_t drift_ms(const picket_client *c, int64_t ttl) {
   return ttl * c->opts.drift_permille / 1000 + c->opts.drift_min_ms;
 }
@@ -611,11 +630,16 @@ static int lease_new(int kind, const char *name, const char *lease_id, picket_le
   l->kind = kind;
   l->permit = -1;
   l->mode = -1;
-  /* a lock's fence is checked under its name, an rwlock's under NAME:rw */
-  if (kind == PICKET__KIND_LOCK) strcpy(l->fence_lock, name);
+  /* a lock's fence (an election's term) is checked under its name, an
+   * rwlock's under NAME:rw */
+  if (kind == PICKET__KIND_LOCK || kind == PICKET__KIND_ELECTION) strcpy(l->fence_lock, name);
   if (kind == PICKET__KIND_RW) snprintf(l->fence_lock, sizeof l->fence_lock, "%s:rw", name);
   *out = l;
   return 0;
+}
+
+int picket__lease_new(int kind, const char *name, const char *lease_id, picket_lease **out) {
+  return lease_new(kind, name, lease_id, out);
 }
 
 int picket_lease_new(const char *lock, const char *lease_id, picket_lease **out) {
@@ -639,10 +663,11 @@ const char *picket_lease_fence_token(const picket_lease *l) {
   return l->fence_token[0] ? l->fence_token : NULL;
 }
 
-/* A reply's fence_token, when picketd signs fences: copied to l, or -1
- * when it is there but no token (too long, not a string, a control byte). */
+/* A reply's fence_token (an election's: token), when picketd signs fences:
+ * copied to l, or -1 when it is there but no token (too long, not a
+ * string, a control byte). */
 static int take_fence_token(picket_lease *l, json_t *reply) {
-  json_t *t = json_object_get(reply, "fence_token");
+  json_t *t = json_object_get(reply, kinds[l->kind].token);
   if (t == NULL) return 0;
   const char *s = json_string_value(t);
   size_t n = s ? json_string_length(t) : 0;
@@ -658,6 +683,7 @@ int picket_lease_capped(const picket_lease *l) { return atomic_load(&l->capped);
 int64_t picket_lease_permit(const picket_lease *l) { return l->permit; }
 int picket_lease_is_permit(const picket_lease *l) { return l->kind == PICKET__KIND_SEM; }
 int picket_lease_is_rwlock(const picket_lease *l) { return l->kind == PICKET__KIND_RW; }
+int picket_lease_is_election(const picket_lease *l) { return l->kind == PICKET__KIND_ELECTION; }
 int picket_lease_mode(const picket_lease *l) { return l->mode; }
 int64_t picket_lease_limit(const picket_lease *l) { return l->limit; }
 const char *picket_lease_fence_lock(const picket_lease *l) {
@@ -711,9 +737,10 @@ int64_t picket_lease_remaining_ms(const picket_lease *l) {
 /* ---- calls ------------------------------------------------------------------ */
 
 /* picket_acquire (PICKET__KIND_LOCK), picket_sem_acquire (SEM, arg: the
- * limit) and picket_rw_acquire (RW, arg: the mode). */
+ * limit), picket_rw_acquire (RW, arg: the mode) and picket_campaign
+ * (ELECTION, with its value). */
 static int acquire(picket_client *c, int kind, const char *name, int64_t arg,
-                   const picket_acquire_opts *opts, picket_lease **out) {
+                   const picket_acquire_opts *opts, const char *value, picket_lease **out) {
   picket_acquire_opts none = {0};
   int sem = kind == PICKET__KIND_SEM, rw = kind == PICKET__KIND_RW;
   int64_t limit = sem ? arg : 0;
@@ -725,7 +752,7 @@ static int acquire(picket_client *c, int kind, const char *name, int64_t arg,
   *out = NULL;
   clear_detail(c);
   if (opts == NULL) opts = &none;
-  if ((err = set_url(c, &call, kind, name, "acquire")) != 0) return err;
+  if ((err = set_url(c, &call, kind, name, kinds[kind].acquire)) != 0) return err;
   if (sem && (limit < 1 || limit > PICKET_SEM_LIMIT_MAX))
     return fail(c, PICKET_EINVAL, "a semaphore's limit is 1 to 100000");
   if (rw && arg != PICKET_MODE_READ && arg != PICKET_MODE_WRITE)
@@ -757,6 +784,7 @@ static int acquire(picket_client *c, int kind, const char *name, int64_t arg,
   if (opts->owner != NULL && opts->owner[0] != '\0')
     json_object_set_new(body, "owner", json_string(opts->owner));
   if (id[0] != '\0') json_object_set_new(body, "lease", json_string(id));
+  if (value != NULL) json_object_set_new(body, "value", json_string(value));
   if ((err = set_body(c, &call, body)) != 0) return err;
   call.extra_ms = opts->wait_ms;
   call.may_retry = id[0] != '\0';
@@ -770,13 +798,15 @@ static int acquire(picket_client *c, int kind, const char *name, int64_t arg,
   const char *lock = json_string_value(json_object_get(reply, kinds[kind].key));
   const char *lease = json_string_value(json_object_get(reply, "lease"));
   json_t *owner = json_object_get(reply, "owner");
-  int64_t fence = get_int(reply, "fence", 1);
+  int64_t fence = get_int(reply, kinds[kind].fence, 1);
   int64_t ttl = get_int(reply, "ttl_ms", 1);
   if (lock == NULL || strcmp(lock, name) != 0 || lease == NULL ||
       !picket_proto_lease_valid(lease, strlen(lease)) || (id[0] && strcmp(lease, id) != 0) ||
       fence < 1 || ttl < 1 || (owner != NULL && !json_is_null(owner) && !json_is_string(owner))) {
     json_decref(reply);
-    return proto_error(c, "acquire reply lacks lock, lease, fence or ttl_ms");
+    return proto_error(c, kind == PICKET__KIND_ELECTION
+                              ? "campaign reply lacks election, lease, term or ttl_ms"
+                              : "acquire reply lacks lock, lease, fence or ttl_ms");
   }
   picket_lease *l = NULL;
   if ((err = lease_new(kind, name, lease, &l)) != 0) {
@@ -794,7 +824,7 @@ static int acquire(picket_client *c, int kind, const char *name, int64_t arg,
                                  "fence_token that is no token"
                           : rw ? "acquire reply lacks the mode asked for or fence_lock NAME:rw, "
                                  "or has a fence_token that is no token"
-                               : "acquire reply has a fence_token that is no token");
+                               : "the grant's signed fence is no token");
   }
   if (json_is_string(owner) && json_string_length(owner) > 0) {
     l->has_owner = 1;
@@ -827,29 +857,43 @@ static int acquire(picket_client *c, int kind, const char *name, int64_t arg,
 
 int picket_acquire(picket_client *c, const char *name, const picket_acquire_opts *opts,
                    picket_lease **out) {
-  return acquire(c, PICKET__KIND_LOCK, name, 0, opts, out);
+  return acquire(c, PICKET__KIND_LOCK, name, 0, opts, NULL, out);
 }
 
 int picket_sem_acquire(picket_client *c, const char *name, int64_t limit,
                        const picket_acquire_opts *opts, picket_lease **out) {
-  return acquire(c, PICKET__KIND_SEM, name, limit, opts, out);
+  return acquire(c, PICKET__KIND_SEM, name, limit, opts, NULL, out);
 }
 
 int picket_rw_acquire(picket_client *c, const char *name, int mode,
                       const picket_acquire_opts *opts, picket_lease **out) {
-  return acquire(c, PICKET__KIND_RW, name, mode, opts, out);
+  return acquire(c, PICKET__KIND_RW, name, mode, opts, NULL, out);
 }
 
-int picket__renew(picket_client *c, picket_lease *l, int64_t ttl_ms, int64_t until_ms) {
+int picket__acquire(picket_client *c, int kind, const char *name, int64_t arg,
+                    const picket_acquire_opts *opts, const char *value, picket_lease **out) {
+  return acquire(c, kind, name, arg, opts, value, out);
+}
+
+/* A renew, or a call by another verb whose reply is a renew's (an
+ * election's proclaim), with extra's members (stolen) in the request. */
+static int renew(picket_client *c, picket_lease *l, const char *verb, json_t *extra,
+                 int64_t ttl_ms, int64_t until_ms) {
   call_t call = {0};
   json_t *reply = NULL;
   int err;
 
   clear_detail(c);
-  if (l == NULL) return fail(c, PICKET_EINVAL, "no lease");
-  if (ttl_ms < 0) return fail(c, PICKET_EINVAL, "ttl_ms must not be negative");
-  if ((err = set_url(c, &call, l->kind, l->lock, "renew")) != 0) return err;
-  json_t *body = json_pack("{ss}", "lease", l->id);
+  if (l == NULL || ttl_ms < 0) {
+    json_decref(extra);
+    return fail(c, PICKET_EINVAL, l ? "ttl_ms must not be negative" : "no lease");
+  }
+  if ((err = set_url(c, &call, l->kind, l->lock, verb)) != 0) {
+    json_decref(extra);
+    return err;
+  }
+  json_t *body = extra != NULL ? extra : json_object();
+  if (body != NULL) json_object_set_new(body, "lease", json_string(l->id));
   if (body != NULL && ttl_ms > 0) json_object_set_new(body, "ttl_ms", json_integer(ttl_ms));
   if ((err = set_body(c, &call, body)) != 0) return err;
   call.may_retry = 1;
@@ -862,15 +906,15 @@ int picket__renew(picket_client *c, picket_lease *l, int64_t ttl_ms, int64_t unt
   free(call.body);
   if (err != 0) return err;
   int64_t ttl = get_int(reply, "ttl_ms", 1);
-  int64_t fence = get_int(reply, "fence", 1);
+  int64_t fence = get_int(reply, kinds[l->kind].fence, 1);
   const char *lock = json_string_value(json_object_get(reply, kinds[l->kind].key));
   int same = lock != NULL && strcmp(lock, l->lock) == 0 &&
              (l->kind != PICKET__KIND_SEM || take_permit(l, reply) == 0) &&
              (l->kind != PICKET__KIND_RW || take_mode(l, reply, -1) == 0);
   /* the keeper renews while the caller may read the token: a renewal
    * only ever confirms it (same lock and fence), so it is not rewritten */
-  int token_ok = json_object_get(reply, "fence_token") == NULL ||
-                 json_is_string(json_object_get(reply, "fence_token"));
+  int token_ok = json_object_get(reply, kinds[l->kind].token) == NULL ||
+                 json_is_string(json_object_get(reply, kinds[l->kind].token));
   json_decref(reply);
   if (ttl < 1 || fence < 1 || !same || !token_ok || (l->fence != 0 && fence != l->fence))
     return proto_error(c, "renew reply lacks lock, fence or ttl_ms, or names another fence, "
@@ -887,6 +931,15 @@ int picket__renew(picket_client *c, picket_lease *l, int64_t ttl_ms, int64_t unt
   return 0;
 }
 
+int picket__renew(picket_client *c, picket_lease *l, int64_t ttl_ms, int64_t until_ms) {
+  return renew(c, l, "renew", NULL, ttl_ms, until_ms);
+}
+
+int picket__renew_verb(picket_client *c, picket_lease *l, const char *verb, json_t *extra,
+                       int64_t ttl_ms) {
+  return renew(c, l, verb, extra, ttl_ms, 0);
+}
+
 int picket_renew(picket_client *c, picket_lease *l, int64_t ttl_ms) {
   return picket__renew(c, l, ttl_ms, 0);
 }
@@ -898,7 +951,7 @@ int picket_release(picket_client *c, picket_lease *l) {
 
   clear_detail(c);
   if (l == NULL) return fail(c, PICKET_EINVAL, "no lease");
-  if ((err = set_url(c, &call, l->kind, l->lock, "release")) != 0) return err;
+  if ((err = set_url(c, &call, l->kind, l->lock, kinds[l->kind].release)) != 0) return err;
   if ((err = set_body(c, &call, json_pack("{ss}", "lease", l->id))) != 0) return err;
   call.may_retry = 1;
   call.lease = l;
@@ -914,9 +967,9 @@ int picket_release(picket_client *c, picket_lease *l) {
     return 0;
   }
   if (err != 0) return err;
-  int released = json_is_true(json_object_get(reply, "released"));
+  int released = json_is_true(json_object_get(reply, kinds[l->kind].released));
   json_decref(reply);
-  if (!released) return proto_error(c, "release reply lacks \"released\": true");
+  if (!released) return proto_error(c, "release (resign) reply lacks \"released\" (\"resigned\"): true");
   return 0;
 }
 
@@ -943,6 +996,10 @@ static int take_owner(const json_t *owner, int *has, char *buf, size_t cap) {
     snprintf(buf, cap, "%s", json_string_value(owner));
   }
   return 0;
+}
+
+int picket__get_state(picket_client *c, int kind, const char *name, json_t **reply) {
+  return get_state(c, kind, name, 0, reply);
 }
 
 int64_t picket__json_int(const json_t *j, const char *key, int64_t min) {

@@ -1,7 +1,7 @@
 /* cli.h: what the files of the `picket` command share: parsed arguments,
  * exit codes, JSON output, the run command (run.c), the operators'
- * commands (ops.c) and watch (watch.c). main.c parses and runs the other
- * commands. */
+ * commands (ops.c), watch (watch.c) and the election commands (elect.c).
+ * main.c parses and runs the other commands. */
 #ifndef PICKET_CLI_H
 #define PICKET_CLI_H
 
@@ -15,11 +15,17 @@
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAIL 1      /* server unreachable, store error, bad reply */
 #define CLI_EXIT_USAGE 2     /* bad flag, value or name (also the server's 400) */
-#define CLI_EXIT_HELD 75     /* lock held (and --wait ran out): nothing was run */
+#define CLI_EXIT_HELD 75     /* lock held, or the election has a leader (and --wait
+                                ran out): nothing was run */
 #define CLI_EXIT_LOST 76     /* the lease was lost (run: the child was stopped) */
 #define CLI_EXIT_RUN_FAIL 125 /* run: picket itself failed before or around the child */
 #define CLI_EXIT_NOEXEC 126  /* run: the command could not be executed */
 #define CLI_EXIT_NOTFOUND 127 /* run: the command was not found */
+
+/* Environment that `picket elect` gives its command beside run's (whose
+ * PICKET_LOCK is then the election's name and PICKET_FENCE the term). */
+#define CLI_ENV_ELECTION "PICKET_ELECTION"
+#define CLI_ENV_TERM "PICKET_TERM"
 
 typedef struct {
   const char *command; /* "acquire", "renew", ... */
@@ -50,6 +56,9 @@ typedef struct {
   int json;           /* ls, show, break --json: the replies as JSON */
   int yes;            /* break --yes: no confirmation */
   int64_t count;      /* watch --count: exit after this many events; 0: never */
+  int wait_set;       /* --wait was given (elect: else wait without end) */
+  const char *value;  /* elect, proclaim --value: the leader's value; NULL: none */
+  int election;       /* the command's NAME is an election's */
 } cli_args;
 
 /* Prints "picket: <what>: <error>[: <server message>]" to stderr and returns
@@ -64,6 +73,17 @@ int cli_acquire(picket_client *c, const cli_args *a, picket_lease **out);
 
 /* `picket run`; returns the exit code. */
 int cli_run(picket_client *c, const cli_args *a);
+/* Runs a->argv while lease `l` (granted, not freed here) is kept: exports
+ * it to the command, keeps it, stops the command when it is lost, and
+ * releases it (a leader's: resigns) when the command exits. `what` names
+ * the command in messages. Returns the exit code. */
+int cli_run_lease(picket_client *c, const cli_args *a, const char *what, picket_lease *l);
+
+/* `picket elect`, `picket leader`, `picket proclaim` and `picket resign`
+ * (elect.c); return the exit code. */
+int cli_elect(picket_client *c, const cli_args *a);
+int cli_leader(picket_client *c, const cli_args *a);
+int cli_proclaim_resign(picket_client *c, const cli_args *a);
 
 /* Prints obj (stolen) as one line of JSON; returns the exit code. */
 int cli_print_json(json_t *obj);

@@ -3,7 +3,8 @@
  * with --semaphore for counting semaphores' permits, and with --read,
  * --write or --rwlock for read/write locks' leases. `run` lives in
  * run.c, `token` in token.c, the operators' ls, show and break in ops.c,
- * `watch` in watch.c.
+ * `watch` in watch.c, the election commands (elect, leader, proclaim,
+ * resign) in elect.c.
  * Output is one JSON object per command on stdout (or shell assignments
  * with acquire --shell; a table or lines for people from ls, show, break
  * and watch without --json); errors are one line on stderr, with an exit code
@@ -88,6 +89,22 @@ static const char usage_text[] =
     "      or write and PICKET_RWLOCK=NAME); renew and release name the lease; status\n"
     "      prints {rwlock, fence, fence_lock, writer, readers, read_leases,\n"
     "      writers_waiting, waiters}.\n"
+    "  elect NAME [--value V] [--ttl 30s] [--wait D] [--grace 5s] [--owner X] -- CMD [ARGS...]\n"
+    "      campaign in election NAME, waiting in line (without --wait: for as long as it\n"
+    "      takes), and once leader run CMD as run does, with PICKET_ELECTION=NAME,\n"
+    "      PICKET_TERM=TERM, PICKET_LOCK=NAME and PICKET_FENCE=TERM (check writes under\n"
+    "      the election's name with its term), PICKET_LEASE and PICKET_DEADLINE_MS; resign\n"
+    "      when CMD exits (or on SIGTERM/SIGINT, once CMD has exited), exit with its\n"
+    "      status; leadership lost: stop CMD as run does, exit 76; --wait ran out: 75\n"
+    "  leader NAME\n"
+    "      print {election, leader: null or {term, value, owner, since, ttl_ms}, term,\n"
+    "      candidates} (never the lease id)\n"
+    "  proclaim NAME --value V (--lease ID | --lease-file FILE) [--ttl D]\n"
+    "      a leader's new value (\"\": none), which also renews; print {election, term,\n"
+    "      ttl_ms, value}\n"
+    "  resign NAME (--lease ID | --lease-file FILE)\n"
+    "      give the leadership up; the next candidate leads at once; print {election,\n"
+    "      resigned}\n"
     "  token new NAME PREFIXES VERBS [max_leases=N] [max_waiters=N] [acquire_rate=N]\n"
     "      print a new random bearer token, and on the next line its line for\n"
     "      picketd's --auth-file (NAME sha256:HEX PREFIXES VERBS [limits]); PREFIXES is\n"
@@ -104,12 +121,14 @@ static const char usage_text[] =
     "                 (default: the token in $PICKET_TOKEN; a token is never a flag's value)\n"
     "  --ttl D        lease time to live (default 30s)\n"
     "  --wait D       how long the server may wait for the lock (default 0s: fail at once;\n"
-    "                 at most the server's --max-wait-ms, 60s by default)\n"
+    "                 at most the server's --max-wait-ms, 60s by default); elect: how long\n"
+    "                 to wait in line in all (default: no end)\n"
     "  --grace D      run: time between SIGTERM and SIGKILL after a lost lease (default 5s)\n"
     "  --lock-delay D if the lease expires without a release, nobody gets the lock for D\n"
     "                 after (default 0s; at most the server's --max-lock-delay-ms, 60s)\n"
     "  --max-hold D   no renewal carries the lease past grant + D (default: no cap)\n"
     "  --owner X      a label others see in status and lock_held (up to 128 characters)\n"
+    "  --value V      elect, proclaim: the leader's value others see (up to 4096 bytes)\n"
     "  --lease ID     the lease id (32 lowercase hex); acquire: choose it (default random)\n"
     "  --lease-file FILE  renew, release: the lease id is the file's first line; without\n"
     "                 --lease or --lease-file, $PICKET_LEASE (as `picket run` exports it)\n"
@@ -140,11 +159,12 @@ static const char usage_text[] =
     "  2    usage: bad command, flag, duration, name, lease id, token or CA file\n"
     "       (or the server said 400, or --limit is not the semaphore's live limit)\n"
     "  75   the lock is held by another lease, or every permit of the semaphore is, or\n"
-    "       the rwlock in a mode that excludes the one asked for (after --wait);\n"
-    "       run: CMD was not started\n"
-    "  76   the lease was lost (renew/release: no longer held; run: CMD was stopped)\n"
-    "  125  run: picket failed around the command (e.g. could not fork)\n"
-    "  126  run: CMD could not be executed;  127  run: CMD not found\n";
+    "       the rwlock in a mode that excludes the one asked for, or the election has\n"
+    "       another leader (after --wait); run, elect: CMD was not started\n"
+    "  76   the lease was lost (renew/release/proclaim/resign: no longer held; run,\n"
+    "       elect: CMD was stopped)\n"
+    "  125  run, elect: picket failed around the command (e.g. could not fork)\n"
+    "  126  run, elect: CMD could not be executed;  127  CMD not found\n";
 
 static int usage_error(const char *fmt, const char *arg) {
   fprintf(stderr, "picket: ");
@@ -170,7 +190,7 @@ int cli_report(picket_client *c, const char *what, int err) {
     fprintf(stderr, ": %s", msg);
     if (picket_client_retry_after_ms(c) >= 0)
       fprintf(stderr, "; free in %lld ms", (long long)picket_client_retry_after_ms(c));
-  } else if (err == PICKET_EHELD && c != NULL) {
+  } else if ((err == PICKET_EHELD || err == PICKET_ELEADER) && c != NULL) {
     const char *holder = picket_client_holder(c);
     if (holder) fprintf(stderr, " (owner %s)", holder);
     if (picket_client_retry_after_ms(c) >= 0)
@@ -182,6 +202,7 @@ int cli_report(picket_client *c, const char *what, int err) {
   fputc('\n', stderr);
   switch (err) {
   case PICKET_EHELD:
+  case PICKET_ELEADER:
     return CLI_EXIT_HELD;
   case PICKET_ELOST:
   case PICKET_EEXPIRED:
@@ -224,7 +245,7 @@ static int parse_duration(const char *s, int64_t *out) {
 enum { F_TTL = 1, F_WAIT = 2, F_GRACE = 4, F_OWNER = 8, F_LEASE = 16, F_SHELL = 32,
        F_LEASE_FILE = 64, F_LOCK_DELAY = 128, F_MAX_HOLD = 256, F_SEMAPHORE = 512,
        F_LIMIT = 1024, F_READ = 2048, F_WRITE = 4096, F_RWLOCK = 8192, F_ALL = 16384,
-       F_JSON = 32768, F_YES = 65536, F_COUNT = 131072 };
+       F_JSON = 32768, F_YES = 65536, F_COUNT = 131072, F_VALUE = 262144 };
 /* the flags that take no value */
 #define F_SWITCHES (F_SHELL | F_SEMAPHORE | F_READ | F_WRITE | F_RWLOCK | F_ALL | F_JSON | F_YES)
 static const struct {
@@ -242,7 +263,28 @@ static const struct {
     {"show", F_JSON},
     {"break", F_YES | F_JSON},
     {"watch", F_JSON | F_COUNT},
+    {"elect", F_TTL | F_WAIT | F_GRACE | F_OWNER | F_VALUE},
+    {"leader", 0},
+    {"proclaim", F_VALUE | F_TTL | F_LEASE | F_LEASE_FILE},
+    {"resign", F_LEASE | F_LEASE_FILE},
 };
+
+/* Commands whose NAME is an election's. */
+static int election_command(const char *command) {
+  return strcmp(command, "elect") == 0 || strcmp(command, "leader") == 0 ||
+         strcmp(command, "proclaim") == 0 || strcmp(command, "resign") == 0;
+}
+
+/* Commands that run a command given after NAME (and "--"). */
+static int runs_command(const char *command) {
+  return command != NULL && (strcmp(command, "run") == 0 || strcmp(command, "elect") == 0);
+}
+
+/* Commands that name a lease: by --lease, --lease-file or $PICKET_LEASE. */
+static int lease_command(const char *command) {
+  return strcmp(command, "renew") == 0 || strcmp(command, "release") == 0 ||
+         strcmp(command, "proclaim") == 0 || strcmp(command, "resign") == 0;
+}
 
 static int flag_bit(const char *name) {
   static const struct {
@@ -253,7 +295,8 @@ static int flag_bit(const char *name) {
                {"lease-file", F_LEASE_FILE}, {"lock-delay", F_LOCK_DELAY},
                {"max-hold", F_MAX_HOLD}, {"semaphore", F_SEMAPHORE}, {"limit", F_LIMIT},
                {"read", F_READ}, {"write", F_WRITE}, {"rwlock", F_RWLOCK},
-               {"all", F_ALL}, {"json", F_JSON}, {"yes", F_YES}, {"count", F_COUNT}};
+               {"all", F_ALL}, {"json", F_JSON}, {"yes", F_YES}, {"count", F_COUNT},
+               {"value", F_VALUE}};
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
     if (strcmp(flags[i].name, name) == 0) return flags[i].bit;
   return 0;
@@ -314,7 +357,7 @@ static const char *env_value(const char *name) {
  * files and the environment. Returns -1 when all is well, else an exit code. */
 static int resolve_secrets(cli_args *a) {
   int rc;
-  int lease_cmd = strcmp(a->command, "renew") == 0 || strcmp(a->command, "release") == 0;
+  int lease_cmd = lease_command(a->command);
   if (lease_cmd && a->lease == NULL && a->lease_file != NULL) {
     if ((rc = read_secret("lease-file", a->lease_file, lease_buf, sizeof lease_buf)) >= 0) return rc;
     if (!picket_proto_lease_valid(lease_buf, strlen(lease_buf))) {
@@ -363,7 +406,7 @@ static int resolve_secrets(cli_args *a) {
 /* Parses argv into *a. Returns -1 when all is well, else an exit code
  * (help or version: 0; errors: 2, after printing one line). */
 static int parse(int argc, char **argv, cli_args *a) {
-  int allowed = 0;
+  int allowed = 0, value_given = 0;
   char flag[32];
   a->grace_ms = 5000;
   a->server = getenv("PICKET_SERVER");
@@ -379,13 +422,13 @@ static int parse(int argc, char **argv, cli_args *a) {
       printf("picket %s\n", PICKET_VERSION);
       return CLI_EXIT_OK;
     }
-    if (strcmp(arg, "--") == 0 || (a->name != NULL && strcmp(a->command, "run") == 0 &&
+    if (strcmp(arg, "--") == 0 || (a->name != NULL && runs_command(a->command) &&
                                    strncmp(arg, "--", 2) != 0)) {
-      if (a->command == NULL || strcmp(a->command, "run") != 0)
-        return usage_error("unexpected '%s': only run takes a command", arg);
-      if (a->name == NULL) return usage_error("run needs a lock NAME before %s", "the command");
+      if (!runs_command(a->command))
+        return usage_error("unexpected '%s': only run and elect take a command", arg);
+      if (a->name == NULL) return usage_error("%s needs a NAME before the command", a->command);
       int start = strcmp(arg, "--") == 0 ? i + 1 : i;
-      if (start >= argc) return usage_error("run needs a command after %s", "--");
+      if (start >= argc) return usage_error("%s needs a command after --", a->command);
       a->argv = argv + start;
       break;
     }
@@ -440,6 +483,10 @@ static int parse(int argc, char **argv, cli_args *a) {
         a->token_file = val;
       } else if (bit == F_LEASE_FILE) {
         a->lease_file = val;
+      } else if (bit == F_VALUE) {
+        value_given = F_VALUE;
+        a->value = val[0] ? val : NULL; /* "": none. libpicket checks the rest
+                                             (exit 2) before any request */
       } else if (bit == F_OWNER) {
         if (!picket_proto_owner_valid(val, strlen(val)))
           return usage_error("--owner: at most 128 characters of UTF-8 without control characters: %s",
@@ -476,7 +523,10 @@ static int parse(int argc, char **argv, cli_args *a) {
         }
         if (bit == F_TTL && ms == 0) return usage_error("--ttl must be more than %s", "0");
         if (bit == F_TTL) a->ttl_ms = ms;
-        if (bit == F_WAIT) a->wait_ms = ms;
+        if (bit == F_WAIT) {
+          a->wait_ms = ms;
+          a->wait_set = 1;
+        }
         if (bit == F_GRACE) a->grace_ms = ms;
         if (bit == F_LOCK_DELAY) a->lock_delay_ms = ms;
         if (bit == F_MAX_HOLD) {
@@ -510,8 +560,12 @@ static int parse(int argc, char **argv, cli_args *a) {
     }
   }
   if (a->command == NULL) return usage_error("%s", "no command given");
+  a->election = election_command(a->command);
+  if (a->election && a->name != NULL && strlen(a->name) > PICKET_ELECTION_NAME_MAX)
+    return usage_error("invalid election name '%s': use 1-197 bytes of [A-Za-z0-9._:-]", a->name);
   if (a->name == NULL && strcmp(a->command, "ls") != 0) {
-    fprintf(stderr, "picket: %s needs a lock NAME (see picket --help)\n", a->command);
+    fprintf(stderr, "picket: %s needs %s NAME (see picket --help)\n", a->command,
+            election_command(a->command) ? "an election" : "a lock");
     return CLI_EXIT_USAGE;
   }
   if (strcmp(a->command, "break") == 0 && !a->yes && !isatty(STDIN_FILENO))
@@ -532,13 +586,18 @@ static int parse(int argc, char **argv, cli_args *a) {
     return usage_error("%s --semaphore needs --limit N", a->command);
   int rc = resolve_secrets(a);
   if (rc >= 0) return rc;
-  if ((strcmp(a->command, "renew") == 0 || strcmp(a->command, "release") == 0) && a->lease == NULL) {
+  if (lease_command(a->command) && a->lease == NULL) {
     fprintf(stderr, "picket: %s needs --lease ID, --lease-file FILE or PICKET_LEASE (see picket "
                     "--help)\n", a->command);
     return CLI_EXIT_USAGE;
   }
-  if (strcmp(a->command, "run") == 0 && a->argv == NULL)
-    return usage_error("run needs a command: picket run NAME [FLAGS] -- CMD [ARGS...]%s", "");
+  if (runs_command(a->command) && a->argv == NULL) {
+    fprintf(stderr, "picket: %s needs a command: picket %s NAME [FLAGS] -- CMD [ARGS...] (see "
+                    "picket --help)\n", a->command, a->command);
+    return CLI_EXIT_USAGE;
+  }
+  if (strcmp(a->command, "proclaim") == 0 && !(allowed & F_VALUE & value_given))
+    return usage_error("proclaim needs --value V (%s one clears it)", "an empty");
   return -1;
 }
 
@@ -752,6 +811,12 @@ int main(int argc, char **argv) {
     rc = cli_break(c, &a);
   else if (strcmp(a.command, "watch") == 0)
     rc = cli_watch(c, &a);
+  else if (strcmp(a.command, "elect") == 0)
+    rc = cli_elect(c, &a);
+  else if (strcmp(a.command, "leader") == 0)
+    rc = cli_leader(c, &a);
+  else if (strcmp(a.command, "proclaim") == 0 || strcmp(a.command, "resign") == 0)
+    rc = cli_proclaim_resign(c, &a);
   else
     rc = cli_run(c, &a);
   picket_client_free(c);

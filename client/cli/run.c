@@ -2,6 +2,8 @@
  * --semaphore, one permit of a counting semaphore, or with --read/--write a
  * read/write lock's read or write lease: each is a lease too)
  * for as long as a command runs, and stops the command when it is lost.
+ * `picket elect` (elect.c) runs its command the same way once it leads:
+ * cli_run_lease is everything after the grant, for any lease.
  *
  * Shape: acquire; start a picket_keeper (its own thread renews the lease);
  * fork the child into its own process group, so that the whole job (a
@@ -61,6 +63,13 @@ static int set_env(const picket_lease *l) {
   const char *token = picket_lease_fence_token(l);
   if (token ? setenv(PICKET_PROTO_ENV_FENCE_TOKEN, token, 1) : unsetenv(PICKET_PROTO_ENV_FENCE_TOKEN))
     return -1;
+  /* an election's name and term (the term is the fence too) */
+  char term[32];
+  snprintf(term, sizeof term, "%lld", (long long)picket_lease_fence(l));
+  if (picket_lease_is_election(l)
+          ? setenv(CLI_ENV_ELECTION, picket_lease_lock(l), 1) | setenv(CLI_ENV_TERM, term, 1)
+          : unsetenv(CLI_ENV_ELECTION) | unsetenv(CLI_ENV_TERM))
+    return -1;
   /* a permit's slot and semaphore; a lock's child inherits no stale ones */
   char permit[32];
   snprintf(permit, sizeof permit, "%lld", (long long)picket_lease_permit(l));
@@ -77,7 +86,7 @@ static int set_env(const picket_lease *l) {
           : unsetenv(PICKET_PROTO_ENV_MODE) | unsetenv(PICKET_PROTO_ENV_RWLOCK))
     return -1;
   /* the lock name the fence is checked under: NAME:permit:I for a permit,
-   * NAME:rw for an rwlock's lease */
+   * NAME:rw for an rwlock's lease, the election's NAME for a leader */
   return setenv(PICKET_PROTO_ENV_LOCK, picket_lease_fence_lock(l), 1) |
          setenv(PICKET_PROTO_ENV_FENCE, fence, 1) |
          setenv(PICKET_PROTO_ENV_LEASE, picket_lease_id(l), 1) |
@@ -137,8 +146,13 @@ int cli_run(picket_client *c, const cli_args *a) {
     int rc = cli_report(c, what, err);
     return rc == CLI_EXIT_FAIL ? CLI_EXIT_RUN_FAIL : rc;
   }
+  int rc = cli_run_lease(c, a, what, l);
+  picket_lease_free(l);
+  return rc;
+}
 
-  int rc = CLI_EXIT_RUN_FAIL;
+int cli_run_lease(picket_client *c, const cli_args *a, const char *what, picket_lease *l) {
+  int err, rc = CLI_EXIT_RUN_FAIL;
   int sfd = -1, lp[2] = {-1, -1};
   picket_keeper *k = NULL;
   sigset_t set, block, old;
@@ -226,18 +240,17 @@ int cli_run(picket_client *c, const cli_args *a) {
   }
 release:
   picket_keeper_stop(k);
-  if ((err = picket_release(c, l)) != 0) {
+  if ((err = picket_release(c, l)) != 0) { /* a leader's: a resign */
     /* The child's work is done; a lease we could not release expires
      * by itself within its TTL, so the child's status stands. */
     char w2[320];
-    snprintf(w2, sizeof w2, "%s: release", what);
+    snprintf(w2, sizeof w2, "%s: %s", what, picket_lease_is_election(l) ? "resign" : "release");
     cli_report(c, w2, err);
   }
 out:
   if (sfd >= 0) close(sfd);
   if (lp[0] >= 0) close(lp[0]);
   if (lp[1] >= 0) close(lp[1]);
-  picket_lease_free(l);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   return rc;
 }

@@ -24,7 +24,8 @@ var (
 	ErrSemaphoreFull        = newCode("semaphore_full")         // 409: every permit is held (also matches ErrLockHeld)
 	ErrTooManyReaders       = newCode("too_many_readers")       // 409: the rwlock has --max-readers read leases (also matches ErrLockHeld)
 	ErrLimitMismatch        = newCode("limit_mismatch")         // 409: the live permits use another limit (Limit)
-	ErrLeaseLost            = newCode("lease_lost")             // 409: this lease no longer holds the lock
+	ErrLeaseLost            = newCode("lease_lost")             // 409: this lease no longer holds the lock (or leadership)
+	ErrLeaderExists         = newCode("leader_exists")          // 409: another candidate leads the election (Holder, RetryAfter)
 	ErrUnauthenticated      = newCode("unauthenticated")        // 401: no token, or an unknown one
 	ErrPermissionDenied     = newCode("permission_denied")      // 403: the token may not do this to this name
 	ErrBodyTooLarge         = newCode("body_too_large")         // 413
@@ -72,6 +73,8 @@ var (
 	ErrMaxHold = errors.New("picket: the lease reached its hold cap (max_hold)")
 	// ErrReleased: a Lock's Err after Release.
 	ErrReleased = errors.New("picket: the lock was released")
+	// ErrResigned: a Leadership's Err after Resign.
+	ErrResigned = errors.New("picket: the leadership was resigned")
 	// ErrEventsUnsupported: GET .../events answered 404 (a picketd without
 	// lock events); it matches ErrNotFound too.
 	ErrEventsUnsupported = errors.New("picket: this picketd has no lock events")
@@ -113,8 +116,8 @@ type APIError struct {
 	Status     int           // HTTP status; 0: found locally, nothing was sent
 	Code       string        // the API's error code, "lock_held"
 	Message    string        // the server's message, for people
-	RetryAfter time.Duration // lock_held, lock_delay, semaphore_full, rate_limited: when to try again (0: not said)
-	Holder     string        // lock_held: the holder's owner ("" when none)
+	RetryAfter time.Duration // lock_held, leader_exists, lock_delay, semaphore_full, rate_limited: when to try again (0: not said)
+	Holder     string        // lock_held: the holder's owner, leader_exists: the leader's ("" when none)
 	Limit      int           // limit_mismatch: the live permits' limit
 	Op         string        // the request, "POST /v1/locks/x/acquire" ("" when local)
 }

@@ -97,7 +97,12 @@ func (c *Client) Watch(ctx context.Context, name string) (*Watch, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	path := lockPath(name, "events")
+	return c.stream(ctx, lockPath(name, "events"), true)
+}
+
+// stream opens an event stream (GET path); lockEvents: a 404 is
+// ErrEventsUnsupported (a picketd without lock events).
+func (c *Client) stream(ctx context.Context, path string, lockEvents bool) (*Watch, error) {
 	op := "GET " + path
 	wctx, cancel := context.WithCancel(ctx)
 	req, err := c.newRequest(wctx, "GET", path, nil, "text/event-stream")
@@ -136,7 +141,7 @@ func (c *Client) Watch(ctx context.Context, name string) (*Watch, error) {
 	}
 	err = replyError(op, resp.StatusCode, raw, resp.Header)
 	var ae *APIError
-	if errors.As(err, &ae) && ae.Code == "not_found" {
+	if errors.As(err, &ae) && ae.Code == "not_found" && lockEvents {
 		return nil, &eventsUnsupportedError{ae}
 	}
 	return nil, err
@@ -199,27 +204,39 @@ func (w *Watch) line() ([]byte, error) {
 // a fresh state event tells where the lock stands), stays silent past
 // the idle time, or sends a line over LineMax.
 func (w *Watch) Next() (Event, error) {
+	kind, joined, err := w.next()
+	if err != nil {
+		return Event{}, err
+	}
+	ev := Event{Type: kind}
+	if err := json.Unmarshal(joined, &ev); err != nil {
+		return Event{}, w.fail("a %s event whose data is not a JSON object", kind)
+	}
+	ev.Type = kind
+	ev.Data = json.RawMessage(joined)
+	return ev, nil
+}
+
+// next is the next event's type and data (a JSON object, not yet decoded).
+func (w *Watch) next() (string, []byte, error) {
 	kind := "message"
 	var data [][]byte
 	size := 0
 	for {
 		line, err := w.line()
 		if err != nil {
-			return Event{}, err
+			return "", nil, err
 		}
 		if len(line) == 0 {
 			if len(data) == 0 {
 				kind = "message"
 				continue
 			}
-			ev := Event{Type: kind}
 			joined := bytes.Join(data, []byte("\n"))
-			if err := json.Unmarshal(joined, &ev); err != nil || !bytes.HasPrefix(bytes.TrimSpace(joined), []byte("{")) {
-				return Event{}, w.fail("a %s event whose data is not a JSON object", kind)
+			if !bytes.HasPrefix(bytes.TrimSpace(joined), []byte("{")) || !json.Valid(joined) {
+				return "", nil, w.fail("a %s event whose data is not a JSON object", kind)
 			}
-			ev.Type = kind
-			ev.Data = json.RawMessage(joined)
-			return ev, nil
+			return kind, joined, nil
 		}
 		if line[0] == ':' {
 			continue
@@ -235,7 +252,7 @@ func (w *Watch) Next() (Event, error) {
 		case "data":
 			size += len(value) + 1
 			if size > w.dataMax {
-				return Event{}, w.fail("an event over %d bytes", LineMax)
+				return "", nil, w.fail("an event over %d bytes", LineMax)
 			}
 			data = append(data, append([]byte(nil), value...))
 		}

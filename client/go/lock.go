@@ -23,6 +23,7 @@ type lockConfig struct {
 	o          AcquireOptions
 	renewEvery time.Duration
 	events     bool
+	value      *string // Campaign's WithValue
 	onLost     func(error)
 }
 

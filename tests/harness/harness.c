@@ -442,6 +442,23 @@ static void stop_gently(harness_picketd *p) {
   harness_picketd_stop(p, SIGKILL);
 }
 
+int harness_servers_start(const harness_redis_opts *opts, const char *const *args,
+                          harness_redis **r, harness_picketd **p) {
+  *p = NULL;
+  if ((*r = harness_redis_start(opts)) == NULL) return -1;
+  if ((*p = harness_picketd_start(harness_redis_url(*r), args)) == NULL) {
+    harness_redis_free(*r);
+    *r = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+void harness_servers_free(harness_redis *r, harness_picketd *p) {
+  harness_picketd_free(p);
+  harness_redis_free(r);
+}
+
 void harness_picketd_free(harness_picketd *p) {
   if (p == NULL) return;
   if (p->pid > 0) stop_gently(p);

@@ -66,6 +66,12 @@ int harness_picketd_stop(harness_picketd *p, int sig);
 /* Stops it if running (SIGTERM, then SIGKILL after 20 s), removes its dir;
  * NULL ok. $PICKET_PICKETD_WRAPPER (e.g. "valgrind -q") prefixes the command. */
 void harness_picketd_free(harness_picketd *p);
+/* Both at once, as most suites want them: redis-server with `opts`, and
+ * picketd on it with `args` (either may be NULL). 0 and *r, *p set, or -1
+ * (after printing why) with nothing left running. _free stops both. */
+int harness_servers_start(const harness_redis_opts *opts, const char *const *args,
+                          harness_redis **r, harness_picketd **p);
+void harness_servers_free(harness_redis *r, harness_picketd *p);
 int harness_picketd_port(const harness_picketd *p);
 pid_t harness_picketd_pid(const harness_picketd *p);
 const char *harness_picketd_url(const harness_picketd *p); /* http://127.0.0.1:PORT */

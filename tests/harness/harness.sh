@@ -5,6 +5,8 @@
 #   . tests/harness/harness.sh        # needs PICKET_BIN_DIR (ctest sets it)
 #   h_start_redis [appendonly]        # sets REDIS_SOCK REDIS_URL REDIS_PID
 #   h_start_picketd [flags...]        # sets PICKETD_URL PICKETD_PORT PICKETD_PID
+#   h_start_servers [flags...]        # both, and PICKET_SERVER for the picket command
+#   h_start_fenced_kv                 # fenced-kv on a free port; sets KV_URL
 #   h_fail "message"                  # prints and exits 1
 #
 # With PICKET_TEST_BACKEND=etcd, h_start_redis also starts a one-member
@@ -100,6 +102,22 @@ h_start_picketd() {
     sleep 0.02
   done
   h_fail "picketd did not write its port"
+}
+
+h_start_servers() {
+  h_start_redis
+  h_start_picketd "$@"
+  export PICKET_SERVER="$PICKETD_URL"
+}
+
+h_start_fenced_kv() {
+  rm -f "$H_DIR/kv.port"
+  "$PICKET_BIN_DIR/fenced-kv" --listen 127.0.0.1:0 --db "$H_DIR/kv.db" --port-file "$H_DIR/kv.port" \
+    > "$H_DIR/fenced-kv.log" 2>&1 &
+  H_PIDS="$H_PIDS $!"
+  for _ in $(seq 1 500); do [ -s "$H_DIR/kv.port" ] && break; sleep 0.02; done
+  [ -s "$H_DIR/kv.port" ] || h_fail "fenced-kv did not start"
+  KV_URL="http://127.0.0.1:$(cat "$H_DIR/kv.port")"
 }
 
 # Fences: picketd's --fence-floor comes from $PICKET_FENCE_FLOOR unless a

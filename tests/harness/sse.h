@@ -24,16 +24,16 @@ typedef struct {
   size_t len;
 } stream;
 
-/* Opens GET /v1/locks/NAME/events on picketd p (HTTP/1.0: the body comes
- * unchunked); returns the status, the body's first bytes kept in s. */
-static inline int stream_open(harness_picketd *p, const char *name, stream *s) {
+/* Opens GET `path` (an event stream) on picketd p (HTTP/1.0: the body
+ * comes unchunked); returns the status, the body's first bytes kept in s. */
+static inline int stream_open_path(harness_picketd *p, const char *path, stream *s) {
   memset(s, 0, sizeof *s);
   s->fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)harness_picketd_port(p)),
                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   ck_assert_int_eq(connect(s->fd, (struct sockaddr *)&a, sizeof a), 0);
   char req[512];
-  int n = snprintf(req, sizeof req, "GET /v1/locks/%s/events HTTP/1.0\r\nHost: localhost\r\n\r\n", name);
+  int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
   ck_assert_int_eq(write(s->fd, req, (size_t)n), n);
   int64_t t0 = harness_now_ms();
   char *end = NULL;
@@ -52,6 +52,13 @@ static inline int stream_open(harness_picketd *p, const char *name, stream *s) {
   memmove(s->buf, s->buf + head, s->len - head + 1);
   s->len -= head;
   return s->status;
+}
+
+/* Opens GET /v1/locks/NAME/events on picketd p (stream_open_path). */
+static inline int stream_open(harness_picketd *p, const char *name, stream *s) {
+  char path[300];
+  snprintf(path, sizeof path, "/v1/locks/%s/events", name);
+  return stream_open_path(p, path, s);
 }
 
 /* The next event within timeout_ms: its type into type and its data

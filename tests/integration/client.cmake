@@ -20,6 +20,13 @@
 #                   thread (a break, another's grant or an expiry reported at
 #                   once; stop, fallback to renewing only, reopening); prints
 #                   the break-to-on_lost latency
+#   client_election libpicket's elections: campaign, term, value,
+#                   leader_exists, proclaim, renew, resign (the hand-over
+#                   time printed), lost, a keeper of a leadership, observe
+#   client_elect    picket elect/leader/proclaim/resign: three `picket elect`
+#                   keep exactly one job running; hand-over on resign
+#                   (SIGTERM) and on SIGKILL within the TTL; fenced-kv
+#                   refuses the deposed leader's term (figures printed)
 if(NOT TARGET picket_static OR NOT TARGET picketd)
   return()
 endif()
@@ -51,3 +58,10 @@ picket_shell_test(client_run ${CMAKE_CURRENT_LIST_DIR}/test_cli_run.sh
 picket_shell_test(client_install ${CMAKE_CURRENT_LIST_DIR}/test_client_install.sh
                   ARGS ${CMAKE_BINARY_DIR} "${PICKET_SANITIZE}" LABELS integration client
                   TIMEOUT 180)
+picket_check_test(client_election SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_client_election.c
+                  LIBS picket_static LABELS integration client TIMEOUT 120)
+add_dependencies(client_election picketd)
+if(TARGET fenced-kv)
+  picket_shell_test(client_elect ${CMAKE_CURRENT_LIST_DIR}/test_cli_elect.sh
+                    LABELS integration client TIMEOUT 120)
+endif()

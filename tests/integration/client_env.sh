@@ -89,3 +89,19 @@ client_example_ok() {
   stock=$(curl -sS "$kv/kv/$key" | sed -n 's/.*"value":"\([0-9]*\)".*/\1/p')
   [ "$stock" = 88 ] || h_fail "$what: fenced-kv holds stock '$stock', want 88"
 }
+
+# client_scheduler_ok WHAT OUTPUT KV KEY: a leader-scheduler example (2
+# candidates, 3 ticks each) printed OUTPUT; each candidate must have led
+# with its own term, the first leader's replayed write been refused, and
+# KEY in the fenced-kv at KV hold 6 runs.
+client_scheduler_ok() {
+  local what=$1 out=$2 kv=$3 key=$4 last n
+  echo "$out"
+  grep -q '^stale write refused: 409' <<<"$out" || h_fail "$what: no stale term refused with 409"
+  last=$(tail -n 1 <<<"$out")
+  [ "$last" = "final runs=6 expected=6 leaders=2" ] || h_fail "$what: last line '$last'"
+  n=$(grep -c ' leads term [0-9]*$' <<<"$out")
+  [ "$n" = 2 ] || h_fail "$what: $n leaderships, want 2"
+  n=$(curl -sS "$kv/kv/$key" | sed -n 's/.*"value":"\([0-9]*\)".*/\1/p')
+  [ "$n" = 6 ] || h_fail "$what: fenced-kv holds runs '$n', want 6"
+}

@@ -20,6 +20,8 @@ add_dependencies(picketd_semaphore fenced-kv)
 # Read/write locks (issue 26): readers share, writers exclude and are not
 # starved; fenced-kv refuses a paused writer's write.
 picket_check_test(picketd_rwlock SOURCES ${_d}/test_rwlock.c LABELS integration TIMEOUT 120)
+picket_check_test(picketd_elections SOURCES ${_d}/test_elections.c LABELS integration TIMEOUT 120)
+add_dependencies(picketd_elections fenced-kv)
 add_dependencies(picketd_rwlock fenced-kv)
 # The operators' endpoints (issue 27): listing, the richer GET, break (with
 # a real fenced-kv refusing the broken holder), whoami.

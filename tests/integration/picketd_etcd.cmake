@@ -7,7 +7,7 @@
 # here; one member because these check the API's semantics (the
 # three-member faults are etcd_faults).
 foreach(t picketd_api picketd_wait picketd_fence picketd_hold picketd_semaphore picketd_rwlock
-          picketd_admin picketd_events)
+          picketd_admin picketd_events picketd_elections)
   add_test(NAME ${t}_etcd COMMAND ${t})
   set_tests_properties(${t}_etcd PROPERTIES TIMEOUT 240 LABELS "integration;etcd"
                        FIXTURES_REQUIRED contract

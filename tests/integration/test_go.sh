@@ -38,4 +38,12 @@ go build -o "$H_DIR/inventory-go" . || h_fail "go build examples/go"
 out=$("$H_DIR/inventory-go" --picket "$PICKET_TEST_SIGNED_URL" --kv "$PICKET_TEST_KV_URL" \
   --key go-example-stock --workers 3 --rounds 4 --initial 100 2>&1) || h_fail "examples/go: $out"
 client_example_ok examples/go "$out" '^stale write refused: 409' "$PICKET_TEST_KV_URL" go-example-stock
+
+# The scheduler only the leader runs: two candidates on the signing
+# picketd, the job's runs counted in the verifying fenced-kv with the
+# leader's term; the first term, replayed, must be refused.
+go build -o "$H_DIR/leader-scheduler-go" ./leader-scheduler || h_fail "go build examples/go/leader-scheduler"
+out=$("$H_DIR/leader-scheduler-go" --picket "$PICKET_TEST_SIGNED_URL" --kv "$PICKET_TEST_KV_URL" \
+  --key go-example-runs --candidates 2 --ticks 3 --interval 50ms 2>&1) || h_fail "examples/go/leader-scheduler: $out"
+client_scheduler_ok examples/go/leader-scheduler "$out" "$PICKET_TEST_KV_URL" go-example-runs
 echo "PASS: go"

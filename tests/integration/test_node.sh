@@ -12,7 +12,9 @@
 #     --auth-file, one signing fences (and a fenced-kv with the same key),
 #     one on HTTPS (tls_certs.sh), and one whose Redis is missing (503).
 #  4. examples/node/inventory-sync.mjs guards fenced-kv writes with the
-#     lock's fence; the final stock must be exact and a stale fence refused.
+#     lock's fence; the final stock must be exact and a stale fence refused;
+#     examples/node/leader-scheduler.mjs runs a job only as the leader,
+#     each write fenced by its term.
 # A missing node or client/node/node_modules fails the test; it never skips.
 set -u
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
@@ -51,7 +53,8 @@ client_picketds js.
 h_start_picketd
 export PICKET_TEST_PAUSE_URL=$PICKETD_URL PICKET_TEST_PAUSE_PID=$PICKETD_PID
 cd "$NODEDIR" || h_fail "no client/node"
-node --test --test-force-exit --test-concurrency=2 test/ 2>&1 | tee "$H_DIR/node-test.out"
+# PICKET_NODE_TESTS: test files (test/election.test.mjs ...) to run some of them.
+node --test --test-force-exit --test-concurrency=2 ${PICKET_NODE_TESTS:-test/} 2>&1 | tee "$H_DIR/node-test.out"
 [ "${PIPESTATUS[0]}" -eq 0 ] || h_fail "node client tests (see above)"
 grep 'measured:' "$H_DIR/node-test.out" || true
 
@@ -61,4 +64,12 @@ client_kv kv-example
 out=$(node "$PICKET_SOURCE_DIR/examples/node/inventory-sync.mjs" --picket "$PICKETD_URL" --kv "$KV" \
   --workers 3 --rounds 4 --initial 100 2>&1) || h_fail "inventory-sync.mjs: $out"
 client_example_ok inventory-sync.mjs "$out" '^stale fence [0-9]* refused: HTTP 409 stale_fence$' "$KV" stock
+
+# The scheduler only the leader runs: two candidates on the signing
+# picketd, the job's runs counted in the verifying fenced-kv with the
+# leader's term; the first term, replayed, must be refused.
+out=$(node "$PICKET_SOURCE_DIR/examples/node/leader-scheduler.mjs" --picket "$PICKET_TEST_SIGNED_URL" \
+  --kv "$PICKET_TEST_KV_URL" --key js-example-runs --candidates 2 --ticks 3 --interval-ms 50 2>&1) ||
+  h_fail "leader-scheduler.mjs: $out"
+client_scheduler_ok leader-scheduler.mjs "$out" "$PICKET_TEST_KV_URL" js-example-runs
 echo "test_node: all passed"

@@ -35,12 +35,8 @@ unset PICKET_TOKEN
 
 # The example: its own picketd and fenced-kv on this Redis.
 h_start_picketd
-"$PICKET_BIN_DIR/fenced-kv" --listen 127.0.0.1:0 --db "$H_DIR/kv.db" --port-file "$H_DIR/kv.port" \
-  > "$H_DIR/fenced-kv.log" 2>&1 &
-H_PIDS="$H_PIDS $!"
-for _ in $(seq 1 500); do [ -s "$H_DIR/kv.port" ] && break; sleep 0.02; done
-[ -s "$H_DIR/kv.port" ] || h_fail "fenced-kv did not start"
-KV="http://127.0.0.1:$(cat "$H_DIR/kv.port")"
+h_start_fenced_kv
+KV=$KV_URL
 out=$(php "$PICKET_SOURCE_DIR/examples/php/inventory-sync.php" --picket "$PICKETD_URL" --kv "$KV" \
   --workers 3 --rounds 4 --initial 100 2>&1) || h_fail "inventory-sync.php: $out"
 echo "$out"

@@ -4,7 +4,9 @@
  * and permits of counting semaphores (a permit is a lease too), over
  * picketd's HTTP API, keeps a lease alive from a background thread
  * (picket_keeper), and follows a lock's events as they happen
- * (picket_watch; a keeper uses them to learn of a loss at once). Every
+ * (picket_watch; a keeper uses them to learn of a loss at once). It also
+ * campaigns in leader elections (picket_campaign: a leadership is a lease
+ * whose fence is its term) and observes them (picket_observe_open). Every
  * grant carries a fencing token: pass it to the
  * storage you write to (see picket/fence.h) so that a holder that lost its
  * lease without knowing it cannot overwrite a newer holder's work.
@@ -62,6 +64,8 @@ extern "C" {
 #define PICKET_OWNER_BYTES_MAX 512 /* ... which is at most 512 bytes */
 #define PICKET_LEASE_ID_LEN 32 /* lease ids: 32 lowercase hex digits */
 #define PICKET_FENCE_TOKEN_MAX 107 /* a signed fence: "v2." KIND "." KID "." 64 hex (proto/README.md) */
+#define PICKET_ELECTION_NAME_MAX 197 /* election names: 1..197 bytes of [A-Za-z0-9._:-] */
+#define PICKET_ELECTION_VALUE_MAX 4096 /* a leader's value: 0..4096 bytes of UTF-8 */
 #define PICKET_DEFAULT_SERVER "http://127.0.0.1:7070"
 
 /* Error codes: X(NAME, value, message). One table, so a code cannot be half
@@ -84,7 +88,8 @@ extern "C" {
   X(ELIMIT, -15, "a quota of this client was reached (429)")                            \
   X(ECAPPED, -16, "the lease reached its max_hold_ms")                                    \
   X(EMISMATCH, -17, "the semaphore's live permits were granted under another limit")        \
-  X(EUNSUPPORTED, -18, "the server does not have this endpoint (an older picketd)")
+  X(EUNSUPPORTED, -18, "the server does not have this endpoint (an older picketd)")         \
+  X(ELEADER, -19, "the election has a leader (another candidate's lease)")
 
 typedef enum {
 #define PICKET_ERRNO_ENUM(name, value, msg) PICKET_##name = value,
@@ -145,9 +150,9 @@ PICKET_EXTERN void picket_client_free(picket_client *c);
 PICKET_EXTERN long picket_client_status(const picket_client *c); /* HTTP status, 0 if none */
 PICKET_EXTERN const char *picket_client_error_code(const picket_client *c); /* "lock_held", "" */
 PICKET_EXTERN const char *picket_client_error_message(const picket_client *c); /* "" if none */
-/* After PICKET_EHELD: how long until the holder's lease expires (the code
- * "semaphore_full": the first permit's), and its owner (NULL when it has
- * none, and for a semaphore). After PICKET_ELIMIT with the code
+/* After PICKET_EHELD (or PICKET_ELEADER): how long until the holder's (the
+ * leader's) lease expires (the code "semaphore_full": the first permit's),
+ * and its owner (NULL when it has none, and for a semaphore). After PICKET_ELIMIT with the code
  * "rate_limited": when the next acquire is allowed. -1 / NULL otherwise. */
 PICKET_EXTERN int64_t picket_client_retry_after_ms(const picket_client *c);
 PICKET_EXTERN const char *picket_client_holder(const picket_client *c);
@@ -208,6 +213,11 @@ PICKET_EXTERN const char *picket_lease_fence_lock(const picket_lease *l);
  * picket_renew, picket_release and keepers work on it unchanged,
  * picket_lease_lock() names the rwlock and picket_lease_fence_lock() is
  * "NAME:rw". */
+
+/* 1 when the lease is a leader's lease of an election (picket_campaign),
+ * 0 otherwise. Its fence is the term; picket_lease_lock() and
+ * picket_lease_fence_lock() name the election. */
+PICKET_EXTERN int picket_lease_is_election(const picket_lease *l);
 
 /* 1 when the lease is a read/write lock's, 0 otherwise. */
 PICKET_EXTERN int picket_lease_is_rwlock(const picket_lease *l);
@@ -472,7 +482,13 @@ typedef enum picket_event_type {
   PICKET_EVENT_RELEASED,
   PICKET_EVENT_EXPIRED,   /* the lease's TTL ran out without a release */
   PICKET_EVENT_BROKEN,    /* an operator broke it */
-  PICKET_EVENT_HEARTBEAT  /* nothing happened for a while (15 s by default) */
+  PICKET_EVENT_HEARTBEAT, /* nothing happened for a while (15 s by default) */
+  PICKET_EVENT_LEADER     /* an election's (picket_observe_open): first, the
+                             election now; then each change of leader or of its
+                             value (held: 1 while there is a leader; fence: its
+                             term, or with no leader the last term issued;
+                             owner and ttl_ms: the leader's). The value and the
+                             rest: picket_event_leader() */
 } picket_event_type;
 
 #define PICKET_EVENT_LINE_MAX 8192 /* the longest line of a stream, and the most
@@ -484,8 +500,9 @@ typedef enum picket_event_type {
 typedef struct picket_event {
   int type;          /* PICKET_EVENT_* */
   char type_name[32]; /* as sent: "granted", ...; "" for a name that does not fit */
-  char name[PICKET_NAME_MAX + 1]; /* the lock ("" for a heartbeat) */
-  int held;          /* state: 1 when held, else 0; -1 for the other events */
+  char name[PICKET_NAME_MAX + 1]; /* the lock, or the election ("" for a heartbeat) */
+  int held;          /* state: 1 when held, else 0; leader: 1 while there is a
+                        leader; -1 for the other events */
   int64_t fence;     /* state: the holder's fence, or the last issued (0: never);
                         granted, renewed, released, expired: the lease's; broken:
                         the broken lease's (0 when none was held) */
@@ -542,8 +559,16 @@ PICKET_EXTERN void picket_watch_close(picket_watch *w);
 /* 1 when ev, seen after the grant of the lease with fence `fence`, says
  * that lease is gone: an expired, broken or released event with its fence,
  * or a granted or state event with another fence or nothing held
- * (docs/events.md); else 0. */
+ * (docs/events.md); for a leader's lease, a leader event with no leader or
+ * another term; else 0. */
 PICKET_EXTERN int picket_event_ends(const picket_event *ev, int64_t fence);
+
+/* Opens a watch of election `name`'s leader (GET
+ * /v1/elections/{name}/observe): its events are PICKET_EVENT_LEADER (the
+ * first one says who leads now) and heartbeats. Otherwise as
+ * picket_watch_open: the same watch, calls and return codes
+ * (PICKET_EINVAL for a bad election name). */
+PICKET_EXTERN int picket_observe_open(picket_client *c, const char *name, picket_watch **out);
 
 /* ---- keeper: background renewal ---------------------------------------- */
 
@@ -563,7 +588,8 @@ typedef struct picket_keeper_options {
   void *arg;              /* passed to on_lost */
   /* (appended) */
   int watch;          /* 1 (default): a lock's lease is also watched (its
-                         events, on a second thread and connection), so a
+                         events, on a second thread and connection; a
+                         leader's lease: its election's leader events), so a
                          break, an expiry or another's grant is reported at
                          once rather than at the next renewal; 0: renew only */
 } picket_keeper_options;
@@ -576,7 +602,8 @@ PICKET_EXTERN void picket_keeper_options_init(picket_keeper_options *opts);
  * so, or when the deadline passes. The keeper uses its own connection,
  * configured like `c` (c itself is not used after this call returns).
  * With opts->watch (the default) and a lock's lease, a second thread
- * watches the lock's events on a connection of its own (opened again when
+ * watches the lock's events (a leader's lease: the election's leader
+ * events, picket_observe_open) on a connection of its own (opened again when
  * it drops) and declares the lease lost, PICKET_ELOST (PICKET_EEXPIRED
  * once past the local deadline), the moment an event says it is gone
  * (picket_event_ends); the renewals stop then too. A picketd without
@@ -602,6 +629,113 @@ PICKET_EXTERN int picket_keeper_watching(const picket_keeper *k);
 /* Stops the threads (interrupting a renewal in flight, ending the watch),
  * joins them and frees the keeper. Returns what picket_keeper_lost() would. NULL is fine (0). */
 PICKET_EXTERN int picket_keeper_stop(picket_keeper *k);
+
+/* ---- elections ----------------------------------------------------------- */
+
+/* An election is a lease with a term (docs/elections.md): the leader holds
+ * a lease on the election, and the term is that grant's fence, strictly
+ * increasing per election, so storage checks it like a lock's fence with
+ * the election's name as the lock (fenced-kv: Picket-Lock NAME,
+ * Picket-Fence TERM; picket/fence.h). Candidates are waiters: a campaign
+ * with wait_ms waits in line (first come, first served on one picketd)
+ * until it leads or the wait ends. Elections and locks are separate: lock
+ * "x" and election "x" never block each other.
+ *
+ * A picket_leadership is the grant of a campaign: its lease (a
+ * picket_lease whose renew and release go to the election: picket_renew,
+ * picket_release, picket_lease_valid and the keeper all work on it), its
+ * term and its value. To stay leader, renew it before its local deadline,
+ * or start a keeper on picket_leadership_lease() (picket_keeper_start: it
+ * renews every ttl/3, watches the election's leader events, and reports
+ * the loss); stop the keeper before picket_resign. */
+
+typedef struct picket_leadership picket_leadership;
+
+typedef struct picket_campaign_opts {
+  int64_t ttl_ms;       /* 0: the server's default (30000) */
+  int64_t wait_ms;      /* > 0: wait in line this long for the leadership;
+                           0: fail at once when another leads */
+  const char *owner;    /* shown to others (picket_leader, leader_exists); NULL: none */
+  const char *lease_id; /* 32 hex chosen by the caller, so that a campaign
+                           repeated with it (after a lost reply, a wait that
+                           ended on this side) returns the same leadership;
+                           NULL: a fresh one */
+  const char *value;    /* the leader's value, 0..PICKET_ELECTION_VALUE_MAX
+                           bytes of UTF-8 without control characters, e.g.
+                           its address; NULL: none */
+} picket_campaign_opts;
+
+/* Campaigns in election `name` (1..PICKET_ELECTION_NAME_MAX bytes of the
+ * lock-name bytes). opts NULL means all defaults. Retried like
+ * picket_acquire (the lease id is chosen here). Returns 0 and sets *out
+ * (free with picket_leadership_free), PICKET_ELEADER when another
+ * candidate leads and the wait ended (picket_client_retry_after_ms and
+ * picket_client_holder say until when and who), PICKET_ELIMIT as for
+ * picket_acquire, or another PICKET_E* code. */
+PICKET_EXTERN int picket_campaign(picket_client *c, const char *name,
+                                  const picket_campaign_opts *opts, picket_leadership **out);
+/* A leadership known only by election and lease id, e.g. one handed over
+ * from another process (`picket elect` exports PICKET_LEASE), for
+ * picket_renew_leadership, picket_proclaim and picket_resign. Its term is
+ * 0 and it has no local deadline until one of them succeeds; its value is
+ * unknown (NULL) until a proclaim. Returns 0 and sets *out, or
+ * PICKET_EINVAL / PICKET_ENOMEM. */
+PICKET_EXTERN int picket_leadership_new(const char *election, const char *lease_id,
+                                        picket_leadership **out);
+/* Frees the leadership (it does not resign: see picket_resign). NULL is fine. */
+PICKET_EXTERN void picket_leadership_free(picket_leadership *l);
+
+PICKET_EXTERN const char *picket_leadership_election(const picket_leadership *l);
+PICKET_EXTERN int64_t picket_leadership_term(const picket_leadership *l);
+/* The value last campaigned or proclaimed with; NULL: none. Belongs to the
+ * leadership and changes with picket_proclaim (same thread only). */
+PICKET_EXTERN const char *picket_leadership_value(const picket_leadership *l);
+/* The leadership's lease (belongs to the leadership): its id (a secret),
+ * TTL, local deadline, validity; what picket_keeper_start keeps. */
+PICKET_EXTERN picket_lease *picket_leadership_lease(const picket_leadership *l);
+/* The term's signed fence (picketd with --fence-key-file: a lock token of
+ * resource NAME); NULL when picketd signs none. */
+PICKET_EXTERN const char *picket_leadership_token(const picket_leadership *l);
+/* The local deadline (monotonic ms): the leader must stop acting as one
+ * after it, whatever the server thinks. */
+PICKET_EXTERN int64_t picket_leadership_deadline_ms(const picket_leadership *l);
+
+/* Renews the leadership by ttl_ms (0: the server's default): picket_renew
+ * on its lease. PICKET_ELOST when it is no longer the leader. */
+PICKET_EXTERN int picket_renew_leadership(picket_client *c, picket_leadership *l, int64_t ttl_ms);
+/* Sets the leader's value (NULL: none; observers get a leader event with
+ * the same term) and renews by ttl_ms (0: the lease's current TTL). Returns
+ * 0, PICKET_ELOST when no longer the leader, or another PICKET_E* code. */
+PICKET_EXTERN int picket_proclaim(picket_client *c, picket_leadership *l, const char *value,
+                                  int64_t ttl_ms);
+/* Gives the leadership up: the next candidate in line leads within
+ * milliseconds. picket_release on its lease (its deadline is cleared; a
+ * retry that finds it gone counts as success). PICKET_ELOST when it was
+ * no longer the leader. Stop a keeper of it first. */
+PICKET_EXTERN int picket_resign(picket_client *c, picket_leadership *l);
+
+/* Who leads an election (never the lease id). */
+typedef struct picket_leader_info {
+  int has_leader;      /* 1 while a leader holds it */
+  int64_t term;        /* the leader's term; 0 when there is none */
+  int has_value;       /* 1 when the leader has a value */
+  char value[PICKET_ELECTION_VALUE_MAX + 1];
+  int has_owner;       /* 1 when the leader has an owner */
+  char owner[PICKET_OWNER_BYTES_MAX + 1];
+  int64_t since_ms;    /* when the leader's term began, ms since the Unix epoch
+                          (the store's clock); 0 when none */
+  int64_t ttl_ms;      /* the leader's remaining TTL; 0 when none */
+  int64_t last_term;   /* the last term issued, 0 if never */
+  int64_t candidates;  /* picket_leader: campaigns waiting on this picketd;
+                          picket_event_leader: -1 */
+} picket_leader_info;
+
+/* Fills *info about election `name` (GET; retried). Returns 0 or a
+ * PICKET_E* code (then *info is zeroed). */
+PICKET_EXTERN int picket_leader(picket_client *c, const char *name, picket_leader_info *info);
+/* Fills *info from a PICKET_EVENT_LEADER event. Returns 0, or
+ * PICKET_EINVAL for another event. */
+PICKET_EXTERN int picket_event_leader(const picket_event *ev, picket_leader_info *info);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,8 @@ import { inspect } from "node:util";
 import { Lease, type RwMode } from "./lease.js";
 import { HeldLock, type LockOptions } from "./held.js";
 import { type LockEvent, type WatchOptions } from "./events.js";
-import type { BreakResultWire, LockListEntryWire, LockListWire, LockStatusWire, RwLockStatusWire, SemaphoreStatusWire, WhoAmIWire } from "./wire.js";
+import { LeaderEvent, Leadership } from "./election.js";
+import type { BreakResultWire, ElectionBreakWire, ElectionStatusWire, LockListEntryWire, LockListWire, LockStatusWire, RwLockStatusWire, SemaphoreStatusWire, WhoAmIWire } from "./wire.js";
 /** The most bytes of a reply body read (a longer one is a TransportError). */
 export declare const BODY_MAX = 65536;
 export interface ClientOptions {
@@ -38,6 +39,24 @@ export interface RenewOptions {
     ttlMs?: number;
     signal?: AbortSignal | undefined;
 }
+export interface CampaignOptions {
+    /** Lease time of the leadership (ms), default 30000. */
+    ttlMs?: number;
+    /** How long to wait while another leads (ms; first come, first served on this picketd), default 0 (LeaderExists at once). */
+    waitMs?: number;
+    /** What observers are told (null or a string of at most 4096 bytes of UTF-8, no control characters). */
+    value?: string | null;
+    /** The owner label (default: the client's). */
+    owner?: string;
+    /** Your own lease id (32 lowercase hex): a retry with the same id gets the same term. */
+    lease?: string;
+    /** How often the keeper renews (ms); default ttl/3. */
+    renewEveryMs?: number;
+    /** Aborting it cancels a waiting campaign (the promise rejects with the signal's reason), or resigns once leading. */
+    signal?: AbortSignal | undefined;
+}
+export type ElectionStatus = ElectionStatusWire;
+export type ElectionBreak = ElectionBreakWire;
 export interface LockStatus extends LockStatusWire {
 }
 export type SemaphoreStatus = SemaphoreStatusWire;
@@ -126,6 +145,35 @@ export declare class Client {
      * events, Forbidden without the read verb.
      */
     watch(name: string, opts?: WatchOptions): AsyncIterable<LockEvent>;
+    /**
+     * Run for leader of election name (POST /v1/elections/{name}/campaign),
+     * waiting up to waitMs while another leads. Resolves to a Leadership
+     * (term: the fence for fenced storage, value, signal, lost) kept renewed
+     * every ttlMs/3; rejects with LeaderExists (holder, retryAfterMs) while
+     * another leads. Aborting opts.signal cancels the wait, or resigns once
+     * leading.
+     */
+    campaign(name: string, opts?: CampaignOptions): Promise<Leadership>;
+    /**
+     * Who leads election name (GET /v1/elections/{name}): {election, leader
+     * (null, or {term, value, owner, since, ttl_ms}), term (the last issued,
+     * 0 if never), candidates (campaigns waiting on this picketd)}.
+     */
+    leader(name: string): Promise<ElectionStatus>;
+    /**
+     * Follow election name (GET /v1/elections/{name}/observe): an async
+     * iterable of LeaderEvent, first the current state, then one per change
+     * of leader (leader null: nobody leads now) or of its value (a proclaim:
+     * same term); heartbeats are skipped. Ends when signal aborts (or the
+     * loop breaks); throws TransportError when the stream breaks or is
+     * silent for idleMs; Forbidden without the read verb.
+     */
+    observe(name: string, opts?: WatchOptions): AsyncIterable<LeaderEvent>;
+    /**
+     * Break election name (POST /v1/elections/{name}/break; the admin verb):
+     * the leader's lease ends now and the term moves past it. Never retried.
+     */
+    breakElection(name: string): Promise<ElectionBreak>;
     /**
      * Take lock name and keep it: a HeldLock whose keeper renews it every
      * ttlMs/3 and watches its events, with .signal aborting the moment the

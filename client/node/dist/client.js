@@ -1,3 +1,4 @@
+var _a;
 // Client: picketd's HTTP API v1 (proto/openapi.yaml) over node:http and
 // node:https, no dependencies. Requests are bounded (a timeout on every
 // request, reply bodies capped) and retried like libpicket's: capped
@@ -11,9 +12,10 @@ import { randomBytes } from "node:crypto";
 import { inspect } from "node:util";
 import { InvalidArgument, replyError, LeaseLost, StoreError, TransportError, Unavailable, } from "./errors.js";
 import { driftMarginMs, Lease, now } from "./lease.js";
-import { lockName, rwlockName, semaphoreName } from "./names.js";
+import { electionName, lockName, rwlockName, semaphoreName } from "./names.js";
 import { HeldLock } from "./held.js";
-import { openWatch } from "./events.js";
+import { openStream, openWatch } from "./events.js";
+import { checkValue, LeaderEvent, Leadership } from "./election.js";
 /** The most bytes of a reply body read (a longer one is a TransportError). */
 export const BODY_MAX = 65536;
 const RETRY_DELAYS_MS = [50, 200, 800];
@@ -237,7 +239,7 @@ export class Client {
     static #leasePath(lease, verb) {
         if (!(lease instanceof Lease))
             throw new InvalidArgument("not a Lease of this client");
-        return Client.#path(lease.kind === "lock" ? "locks" : lease.kind === "permit" ? "semaphores" : "rwlocks", lease.name, verb);
+        return _a.#path(lease.kind === "lock" ? "locks" : lease.kind === "permit" ? "semaphores" : "rwlocks", lease.name, verb);
     }
     // -- the API ----------------------------------------------------------------
     /**
@@ -246,18 +248,18 @@ export class Client {
      * held, LockDelay (a LockHeld) while an expired lease's lock-delay runs.
      */
     async acquire(name, opts = {}) {
-        return await this.#grant("lock", Client.#path("locks", name, "acquire"), {}, opts);
+        return await this.#grant("lock", _a.#path("locks", name, "acquire"), {}, opts);
     }
     /** Take one permit of the counting semaphore name of limit permits (SemaphoreFull, LimitMismatch). */
     async acquirePermit(name, limit, opts = {}) {
         const l = intOpt(limit, "limit", 1, 0);
-        return await this.#grant("permit", Client.#path("semaphores", name, "acquire"), { limit: l }, opts);
+        return await this.#grant("permit", _a.#path("semaphores", name, "acquire"), { limit: l }, opts);
     }
     /** Take read/write lock name in mode "read" (shared) or "write" (alone). */
     async acquireRwlock(name, mode, opts = {}) {
         if (mode !== "read" && mode !== "write")
             throw new InvalidArgument("mode must be 'read' or 'write'");
-        return await this.#grant("rwlock", Client.#path("rwlocks", name, "acquire"), { mode }, opts);
+        return await this.#grant("rwlock", _a.#path("rwlocks", name, "acquire"), { mode }, opts);
     }
     async #grant(kind, path, extra, opts) {
         const ttlMs = intOpt(opts.ttlMs, "ttlMs", 1, 30000);
@@ -335,7 +337,7 @@ export class Client {
      * lost) when it no longer holds. Never retried past its local deadline.
      */
     async renew(lease, opts = {}) {
-        const path = Client.#leasePath(lease, "renew");
+        const path = _a.#leasePath(lease, "renew");
         const ttlMs = intOpt(opts.ttlMs, "ttlMs", 1, lease.ttlMs);
         if (now() >= lease.deadline) {
             lease.markLost();
@@ -364,20 +366,20 @@ export class Client {
     }
     /** Give the lease up. Rejects with LeaseLost if it had already ended. */
     async release(lease, opts = {}) {
-        await this.#call("POST", Client.#leasePath(lease, "release"), { lease: lease.id }, { signal: opts.signal });
+        await this.#call("POST", _a.#leasePath(lease, "release"), { lease: lease.id }, { signal: opts.signal });
         lease.deadline = Math.min(lease.deadline, now());
     }
     /** Where lock name stands: {lock, held, fence (the last issued), ttl_ms, owner, ...}; never a lease id. */
     async inspect(name) {
-        return await this.#call("GET", Client.#path("locks", name));
+        return await this.#call("GET", _a.#path("locks", name));
     }
     /** {semaphore, limit, held, permits, waiters} of a semaphore. */
     async inspectSemaphore(name) {
-        return await this.#call("GET", Client.#path("semaphores", name));
+        return await this.#call("GET", _a.#path("semaphores", name));
     }
     /** {rwlock, fence, fence_lock, writer, readers, read_leases, writers_waiting, waiters} of a read/write lock. */
     async inspectRwlock(name) {
-        return await this.#call("GET", Client.#path("rwlocks", name));
+        return await this.#call("GET", _a.#path("rwlocks", name));
     }
     /**
      * Break lock name (POST /v1/locks/{name}/break; the admin verb): its lease
@@ -385,7 +387,7 @@ export class Client {
      * repeat could break the next holder's fresh grant.
      */
     async breakLock(name) {
-        return await this.#call("POST", Client.#path("locks", name, "break"), {}, { retries: 0 });
+        return await this.#call("POST", _a.#path("locks", name, "break"), {}, { retries: 0 });
     }
     /**
      * One page of the held locks, semaphores and read/write locks whose names
@@ -438,8 +440,117 @@ export class Client {
      */
     watch(name, opts = {}) {
         // A bad name throws here, at once.
-        const path = Client.#path("locks", name, "events");
+        const path = _a.#path("locks", name, "events");
         return { [Symbol.asyncIterator]: () => openWatch(this, path, opts) };
+    }
+    // -- elections ---------------------------------------------------------------
+    static #electionPath(name, verb) {
+        return `/v1/elections/${encodeURIComponent(electionName(name))}${verb ? "/" + verb : ""}`;
+    }
+    /**
+     * Run for leader of election name (POST /v1/elections/{name}/campaign),
+     * waiting up to waitMs while another leads. Resolves to a Leadership
+     * (term: the fence for fenced storage, value, signal, lost) kept renewed
+     * every ttlMs/3; rejects with LeaderExists (holder, retryAfterMs) while
+     * another leads. Aborting opts.signal cancels the wait, or resigns once
+     * leading.
+     */
+    async campaign(name, opts = {}) {
+        const path = _a.#electionPath(name, "campaign");
+        const ttlMs = intOpt(opts.ttlMs, "ttlMs", 1, 30000);
+        const waitMs = intOpt(opts.waitMs, "waitMs", 0, 0);
+        const owner = checkOwner(opts.owner) ?? this.owner;
+        const value = checkValue(opts.value);
+        const id = opts.lease ?? randomBytes(16).toString("hex");
+        if (typeof id !== "string" || !LEASE_ID.test(id))
+            throw new InvalidArgument("lease must be 32 lowercase hex digits");
+        if (opts.renewEveryMs !== undefined && !(Number.isFinite(opts.renewEveryMs) && opts.renewEveryMs > 0)) {
+            throw new InvalidArgument("renewEveryMs must be a positive number");
+        }
+        const body = { ttl_ms: ttlMs, lease: id };
+        if (waitMs)
+            body.wait_ms = waitMs;
+        if (owner !== undefined)
+            body.owner = owner;
+        if (value !== null)
+            body.value = value;
+        const stamp = { sent: 0 };
+        let doc;
+        try {
+            doc = await this.#call("POST", path, body, { extraMs: waitMs, signal: opts.signal, stamp });
+        }
+        catch (e) {
+            if (opts.signal?.aborted) {
+                // The leadership may have been granted as the wait was cancelled: give it back.
+                this.#call("POST", _a.#electionPath(name, "resign"), { lease: id }, { retries: 0 }).catch(() => { });
+            }
+            throw e;
+        }
+        const g = doc;
+        const what = `POST ${path}`;
+        if (typeof g.ttl_ms !== "number" || !(g.ttl_ms > 0))
+            throw new TransportError(`${what}: a leadership without ttl_ms`);
+        if (typeof g.term !== "number" || !Number.isSafeInteger(g.term) || g.term < 1) {
+            throw new TransportError(`${what}: a term that is not an exact integer`);
+        }
+        const lead = new Leadership(this.#leaderCalls, {
+            election: g.election, id, term: g.term, ttlMs: g.ttl_ms, owner: g.owner ?? null, value: g.value ?? null,
+            token: typeof (g.token ?? g.fence_token) === "string" ? (g.token ?? g.fence_token) : undefined, deadline: stamp.sent + g.ttl_ms - driftMarginMs(g.ttl_ms),
+        }, { renewEveryMs: opts.renewEveryMs, signal: opts.signal });
+        // A waited grant was made at some moment between send and reply: when
+        // that gap is over a tenth of the TTL, renew now so the deadline counts
+        // from a request sent after the grant.
+        if (waitMs && now() - stamp.sent > g.ttl_ms / 10) {
+            try {
+                await lead.renew();
+            }
+            catch (e) {
+                if (!lead.valid()) {
+                    await lead.resign().catch(() => { });
+                    throw e;
+                }
+            }
+        }
+        return lead;
+    }
+    #leaderCalls = {
+        post: (election, verb, body, o) => this.#call("POST", _a.#electionPath(election, verb), body, o),
+    };
+    /**
+     * Who leads election name (GET /v1/elections/{name}): {election, leader
+     * (null, or {term, value, owner, since, ttl_ms}), term (the last issued,
+     * 0 if never), candidates (campaigns waiting on this picketd)}.
+     */
+    async leader(name) {
+        return await this.#call("GET", _a.#electionPath(name));
+    }
+    /**
+     * Follow election name (GET /v1/elections/{name}/observe): an async
+     * iterable of LeaderEvent, first the current state, then one per change
+     * of leader (leader null: nobody leads now) or of its value (a proclaim:
+     * same term); heartbeats are skipped. Ends when signal aborts (or the
+     * loop breaks); throws TransportError when the stream breaks or is
+     * silent for idleMs; Forbidden without the read verb.
+     */
+    observe(name, opts = {}) {
+        const path = _a.#electionPath(name, "observe");
+        const client = this;
+        return {
+            async *[Symbol.asyncIterator]() {
+                const events = openStream(client, path, opts, (kind, doc) => new LeaderEvent(kind, doc), false);
+                for await (const ev of events) {
+                    if (ev.type === "leader")
+                        yield ev;
+                }
+            },
+        };
+    }
+    /**
+     * Break election name (POST /v1/elections/{name}/break; the admin verb):
+     * the leader's lease ends now and the term moves past it. Never retried.
+     */
+    async breakElection(name) {
+        return await this.#call("POST", _a.#electionPath(name, "break"), {}, { retries: 0 });
     }
     /**
      * Take lock name and keep it: a HeldLock whose keeper renews it every
@@ -483,3 +594,4 @@ export class Client {
         return result;
     }
 }
+_a = Client;

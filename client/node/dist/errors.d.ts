@@ -76,6 +76,10 @@ export declare class LimitMismatch extends PicketError {
 export declare class LeaseLost extends PicketError {
     static readonly CODE: string;
 }
+/** 409: another candidate leads the election (holder: its owner, retryAfterMs). */
+export declare class LeaderExists extends PicketError {
+    static readonly CODE: string;
+}
 /** 401: no token, or an unknown one. */
 export declare class Unauthorized extends PicketError {
     static readonly CODE: string;
@@ -170,6 +174,7 @@ export declare const ERROR_CLASSES: {
     readonly misdirected_request: typeof MisdirectedRequest;
     readonly limit_mismatch: typeof LimitMismatch;
     readonly lease_lost: typeof LeaseLost;
+    readonly leader_exists: typeof LeaderExists;
     readonly unauthenticated: typeof Unauthorized;
     readonly permission_denied: typeof Forbidden;
     readonly body_too_large: typeof BodyTooLarge;
@@ -199,6 +204,10 @@ export type LossReason = "expired" | "lease_lost" | "broken" | "taken" | "max_ho
 export declare class LockLost extends LeaseLost {
     readonly reason: LossReason;
     constructor(message: string, reason: LossReason);
+}
+/** The reason of a leadership's signal when it resigned (resign(), or the caller's signal). */
+export declare class Resigned extends PicketError {
+    static readonly CODE: string;
 }
 /** The reason of a held lock's signal when it was released (release(), withLock's end, or the caller's signal). */
 export declare class LockReleased extends PicketError {

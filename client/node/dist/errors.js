@@ -79,6 +79,10 @@ export class LimitMismatch extends PicketError {
 export class LeaseLost extends PicketError {
     static CODE = "lease_lost";
 }
+/** 409: another candidate leads the election (holder: its owner, retryAfterMs). */
+export class LeaderExists extends PicketError {
+    static CODE = "leader_exists";
+}
 /** 401: no token, or an unknown one. */
 export class Unauthorized extends PicketError {
     static CODE = "unauthenticated";
@@ -173,6 +177,7 @@ export const ERROR_CLASSES = {
     misdirected_request: MisdirectedRequest,
     limit_mismatch: LimitMismatch,
     lease_lost: LeaseLost,
+    leader_exists: LeaderExists,
     unauthenticated: Unauthorized,
     permission_denied: Forbidden,
     body_too_large: BodyTooLarge,
@@ -217,6 +222,10 @@ export class LockLost extends LeaseLost {
         super(message, "lease_lost");
         this.reason = reason;
     }
+}
+/** The reason of a leadership's signal when it resigned (resign(), or the caller's signal). */
+export class Resigned extends PicketError {
+    static CODE = "resigned";
 }
 /** The reason of a held lock's signal when it was released (release(), withLock's end, or the caller's signal). */
 export class LockReleased extends PicketError {

@@ -31,3 +31,8 @@ export declare class LockEvent {
 }
 /** The iterator of Client.watch(): opens the stream on the first next(). */
 export declare function openWatch(client: Client, path: string, opts: WatchOptions): AsyncGenerator<LockEvent, void, undefined>;
+/**
+ * @internal An event stream (GET path) as an async generator of make(type,
+ * data); lockEvents: a 404 is EventsUnsupported (a picketd without lock events).
+ */
+export declare function openStream<T>(client: Client, path: string, opts: WatchOptions, make: (kind: string, doc: object) => T, lockEvents: boolean): AsyncGenerator<T, void, undefined>;

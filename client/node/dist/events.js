@@ -35,7 +35,14 @@ export class LockEvent {
     }
 }
 /** The iterator of Client.watch(): opens the stream on the first next(). */
-export async function* openWatch(client, path, opts) {
+export function openWatch(client, path, opts) {
+    return openStream(client, path, opts, (kind, doc) => new LockEvent(kind, doc), true);
+}
+/**
+ * @internal An event stream (GET path) as an async generator of make(type,
+ * data); lockEvents: a 404 is EventsUnsupported (a picketd without lock events).
+ */
+export async function* openStream(client, path, opts, make, lockEvents) {
     const signal = opts.signal;
     const idleMs = opts.idleMs ?? 60000;
     if (signal?.aborted)
@@ -84,7 +91,7 @@ export async function* openWatch(client, path, opts) {
                 doc = undefined;
             }
             const e = replyError("GET", path, res.statusCode ?? 0, doc);
-            if (e instanceof NotFound)
+            if (e instanceof NotFound && lockEvents)
                 throw new EventsUnsupported(`this picketd has no lock events (${e.message})`, "not_found", { status: e.status });
             throw e;
         }
@@ -121,7 +128,7 @@ export async function* openWatch(client, path, opts) {
                             }
                             if (typeof doc !== "object" || doc === null)
                                 throw new TransportError(`GET ${path}: a ${kind} event whose data is not a JSON object`);
-                            yield new LockEvent(kind, doc);
+                            yield make(kind, doc);
                         }
                         kind = "message";
                         data = [];

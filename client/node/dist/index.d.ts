@@ -1,10 +1,12 @@
 export { Client, BODY_MAX } from "./client.js";
-export type { AcquireOptions, BreakResult, ClientOptions, LockListEntry, LockPage, LockStatus, RenewOptions, RwLockStatus, SemaphoreStatus, WhoAmI, } from "./client.js";
+export type { AcquireOptions, BreakResult, CampaignOptions, ClientOptions, ElectionBreak, ElectionStatus, LockListEntry, LockPage, LockStatus, RenewOptions, RwLockStatus, SemaphoreStatus, WhoAmI, } from "./client.js";
 export { HeldLock } from "./held.js";
 export type { LockOptions } from "./held.js";
 export { Lease, driftMarginMs } from "./lease.js";
 export type { LeaseKind, RwMode } from "./lease.js";
 export { LockEvent, LINE_MAX } from "./events.js";
+export { Leadership, LeaderEvent } from "./election.js";
+export type { Leader } from "./election.js";
 export type { LockEventType, WatchOptions } from "./events.js";
-export { lockName, rwlockName, semaphoreName, MAX_RWLOCK_NAME, MAX_SEMAPHORE_NAME } from "./names.js";
+export { electionName, lockName, rwlockName, semaphoreName, MAX_ELECTION_NAME, MAX_RWLOCK_NAME, MAX_SEMAPHORE_NAME } from "./names.js";
 export * from "./errors.js";

@@ -2,6 +2,8 @@
 export declare const MAX_SEMAPHORE_NAME = 180;
 /** A read/write lock's name leaves room for ":rw" (its fence lock). */
 export declare const MAX_RWLOCK_NAME = 197;
+/** The longest election name. */
+export declare const MAX_ELECTION_NAME = 198;
 /**
  * The picket lock name of a resource: a valid lock name (1..200 characters
  * of [A-Za-z0-9._:-], not "." or "..") as it is; any other string (a class
@@ -14,3 +16,5 @@ export declare function lockName(resource: string): string;
 export declare function semaphoreName(resource: string): string;
 /** lockName(resource), which must come to at most 197 characters (a mapped name always does). */
 export declare function rwlockName(resource: string): string;
+/** lockName(resource), which must come to at most 198 characters (a mapped name always does). */
+export declare function electionName(resource: string): string;

@@ -145,3 +145,65 @@ export interface LockListWire {
     locks: LockListEntryWire[];
     cursor: string | null;
 }
+/** POST /v1/elections/{name}/campaign. */
+export interface CampaignBody {
+    ttl_ms: number;
+    wait_ms?: number;
+    owner?: string;
+    lease: string;
+    value?: string | null;
+}
+export interface ProclaimBody {
+    lease: string;
+    value: string | null;
+    ttl_ms?: number;
+}
+export interface ResignBody {
+    lease: string;
+}
+export interface CampaignWire {
+    election: string;
+    lease: string;
+    term: number;
+    ttl_ms: number;
+    owner: string | null;
+    value: string | null;
+    token?: string;
+    /** The signed term as a lock's grant names it (the first elections picketd sends this). */
+    fence_token?: string;
+}
+/** A renewal or proclaim of a leadership: what the client reads of it. */
+export interface LeaderRenewalWire {
+    election: string;
+    term: number;
+    ttl_ms: number;
+    value?: string | null;
+    token?: string;
+    fence_token?: string;
+}
+export interface LeaderWire {
+    term: number;
+    value: string | null;
+    owner: string | null;
+    since: number;
+    ttl_ms: number;
+}
+export interface ElectionStatusWire {
+    election: string;
+    leader: LeaderWire | null;
+    term: number;
+    candidates: number;
+}
+export interface ElectionBreakWire {
+    election: string;
+    broken: boolean;
+    term: number;
+    owner: string | null;
+}
+/** The data of one leader event (GET /v1/elections/{name}/observe). */
+export interface LeaderEventWire {
+    election: string;
+    leader: LeaderWire | null;
+    term: number;
+    time: number;
+}

@@ -13,11 +13,12 @@ import {
   InvalidArgument, replyError, LeaseLost, StoreError, TransportError, Unavailable,
 } from "./errors.js";
 import { driftMarginMs, Lease, now, type RwMode } from "./lease.js";
-import { lockName, rwlockName, semaphoreName } from "./names.js";
+import { electionName, lockName, rwlockName, semaphoreName } from "./names.js";
 import { HeldLock, type LockOptions } from "./held.js";
-import { openWatch, type LockEvent, type WatchOptions } from "./events.js";
+import { openStream, openWatch, type LockEvent, type WatchOptions } from "./events.js";
+import { checkValue, LeaderEvent, Leadership } from "./election.js";
 import type {
-  AcquireBody, BreakResultWire, GrantWire, LockListEntryWire, LockListWire, LockStatusWire, PermitGrantWire, RenewalWire,
+  AcquireBody, BreakResultWire, CampaignBody, CampaignWire, ElectionBreakWire, ElectionStatusWire, LeaderEventWire, GrantWire, LockListEntryWire, LockListWire, LockStatusWire, PermitGrantWire, RenewalWire,
   RwGrantWire, RwLockStatusWire, SemaphoreStatusWire, WhoAmIWire,
 } from "./wire.js";
 
@@ -63,6 +64,26 @@ export interface RenewOptions {
   ttlMs?: number;
   signal?: AbortSignal | undefined;
 }
+
+export interface CampaignOptions {
+  /** Lease time of the leadership (ms), default 30000. */
+  ttlMs?: number;
+  /** How long to wait while another leads (ms; first come, first served on this picketd), default 0 (LeaderExists at once). */
+  waitMs?: number;
+  /** What observers are told (null or a string of at most 4096 bytes of UTF-8, no control characters). */
+  value?: string | null;
+  /** The owner label (default: the client's). */
+  owner?: string;
+  /** Your own lease id (32 lowercase hex): a retry with the same id gets the same term. */
+  lease?: string;
+  /** How often the keeper renews (ms); default ttl/3. */
+  renewEveryMs?: number;
+  /** Aborting it cancels a waiting campaign (the promise rejects with the signal's reason), or resigns once leading. */
+  signal?: AbortSignal | undefined;
+}
+
+export type ElectionStatus = ElectionStatusWire;
+export type ElectionBreak = ElectionBreakWire;
 
 export interface LockStatus extends LockStatusWire {}
 export type SemaphoreStatus = SemaphoreStatusWire;
@@ -491,6 +512,116 @@ export class Client {
     // A bad name throws here, at once.
     const path = Client.#path("locks", name, "events");
     return { [Symbol.asyncIterator]: () => openWatch(this, path, opts) };
+  }
+
+  // -- elections ---------------------------------------------------------------
+
+  static #electionPath(name: string, verb?: string): string {
+    return `/v1/elections/${encodeURIComponent(electionName(name))}${verb ? "/" + verb : ""}`;
+  }
+
+  /**
+   * Run for leader of election name (POST /v1/elections/{name}/campaign),
+   * waiting up to waitMs while another leads. Resolves to a Leadership
+   * (term: the fence for fenced storage, value, signal, lost) kept renewed
+   * every ttlMs/3; rejects with LeaderExists (holder, retryAfterMs) while
+   * another leads. Aborting opts.signal cancels the wait, or resigns once
+   * leading.
+   */
+  async campaign(name: string, opts: CampaignOptions = {}): Promise<Leadership> {
+    const path = Client.#electionPath(name, "campaign");
+    const ttlMs = intOpt(opts.ttlMs, "ttlMs", 1, 30000);
+    const waitMs = intOpt(opts.waitMs, "waitMs", 0, 0);
+    const owner = checkOwner(opts.owner) ?? this.owner;
+    const value = checkValue(opts.value);
+    const id = opts.lease ?? randomBytes(16).toString("hex");
+    if (typeof id !== "string" || !LEASE_ID.test(id)) throw new InvalidArgument("lease must be 32 lowercase hex digits");
+    if (opts.renewEveryMs !== undefined && !(Number.isFinite(opts.renewEveryMs) && opts.renewEveryMs > 0)) {
+      throw new InvalidArgument("renewEveryMs must be a positive number");
+    }
+    const body: CampaignBody = { ttl_ms: ttlMs, lease: id };
+    if (waitMs) body.wait_ms = waitMs;
+    if (owner !== undefined) body.owner = owner;
+    if (value !== null) body.value = value;
+    const stamp = { sent: 0 };
+    let doc: Record<string, unknown>;
+    try {
+      doc = await this.#call("POST", path, body, { extraMs: waitMs, signal: opts.signal, stamp });
+    } catch (e) {
+      if (opts.signal?.aborted) {
+        // The leadership may have been granted as the wait was cancelled: give it back.
+        this.#call("POST", Client.#electionPath(name, "resign"), { lease: id }, { retries: 0 }).catch(() => {});
+      }
+      throw e;
+    }
+    const g = doc as unknown as CampaignWire;
+    const what = `POST ${path}`;
+    if (typeof g.ttl_ms !== "number" || !(g.ttl_ms > 0)) throw new TransportError(`${what}: a leadership without ttl_ms`);
+    if (typeof g.term !== "number" || !Number.isSafeInteger(g.term) || g.term < 1) {
+      throw new TransportError(`${what}: a term that is not an exact integer`);
+    }
+    const lead = new Leadership(this.#leaderCalls, {
+      election: g.election, id, term: g.term, ttlMs: g.ttl_ms, owner: g.owner ?? null, value: g.value ?? null,
+      token: typeof (g.token ?? g.fence_token) === "string" ? (g.token ?? g.fence_token) : undefined, deadline: stamp.sent + g.ttl_ms - driftMarginMs(g.ttl_ms),
+    }, { renewEveryMs: opts.renewEveryMs, signal: opts.signal });
+    // A waited grant was made at some moment between send and reply: when
+    // that gap is over a tenth of the TTL, renew now so the deadline counts
+    // from a request sent after the grant.
+    if (waitMs && now() - stamp.sent > g.ttl_ms / 10) {
+      try {
+        await lead.renew();
+      } catch (e) {
+        if (!lead.valid()) {
+          await lead.resign().catch(() => {});
+          throw e;
+        }
+      }
+    }
+    return lead;
+  }
+
+  readonly #leaderCalls = {
+    post: (election: string, verb: string, body: Record<string, unknown>,
+      o: { deadline?: number; signal?: AbortSignal | undefined; stamp?: { sent: number } }): Promise<Record<string, unknown>> =>
+      this.#call("POST", Client.#electionPath(election, verb), body, o),
+  };
+
+  /**
+   * Who leads election name (GET /v1/elections/{name}): {election, leader
+   * (null, or {term, value, owner, since, ttl_ms}), term (the last issued,
+   * 0 if never), candidates (campaigns waiting on this picketd)}.
+   */
+  async leader(name: string): Promise<ElectionStatus> {
+    return await this.#call("GET", Client.#electionPath(name)) as unknown as ElectionStatus;
+  }
+
+  /**
+   * Follow election name (GET /v1/elections/{name}/observe): an async
+   * iterable of LeaderEvent, first the current state, then one per change
+   * of leader (leader null: nobody leads now) or of its value (a proclaim:
+   * same term); heartbeats are skipped. Ends when signal aborts (or the
+   * loop breaks); throws TransportError when the stream breaks or is
+   * silent for idleMs; Forbidden without the read verb.
+   */
+  observe(name: string, opts: WatchOptions = {}): AsyncIterable<LeaderEvent> {
+    const path = Client.#electionPath(name, "observe");
+    const client = this;
+    return {
+      async *[Symbol.asyncIterator]() {
+        const events = openStream(client, path, opts, (kind, doc) => new LeaderEvent(kind, doc as LeaderEventWire), false);
+        for await (const ev of events) {
+          if (ev.type === "leader") yield ev;
+        }
+      },
+    };
+  }
+
+  /**
+   * Break election name (POST /v1/elections/{name}/break; the admin verb):
+   * the leader's lease ends now and the term moves past it. Never retried.
+   */
+  async breakElection(name: string): Promise<ElectionBreak> {
+    return await this.#call("POST", Client.#electionPath(name, "break"), {}, { retries: 0 }) as unknown as ElectionBreak;
   }
 
   /**

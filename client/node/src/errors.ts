@@ -73,6 +73,8 @@ export class TooManyReaders extends LockHeld { static override readonly CODE: st
 export class LimitMismatch extends PicketError { static readonly CODE: string = "limit_mismatch"; }
 /** 409: this lease no longer holds the lock (or permit). */
 export class LeaseLost extends PicketError { static readonly CODE: string = "lease_lost"; }
+/** 409: another candidate leads the election (holder: its owner, retryAfterMs). */
+export class LeaderExists extends PicketError { static readonly CODE: string = "leader_exists"; }
 /** 401: no token, or an unknown one. */
 export class Unauthorized extends PicketError { static readonly CODE: string = "unauthenticated"; }
 /** 403: the token may not do this to this name. */
@@ -130,6 +132,7 @@ export const ERROR_CLASSES = {
   misdirected_request: MisdirectedRequest,
   limit_mismatch: LimitMismatch,
   lease_lost: LeaseLost,
+  leader_exists: LeaderExists,
   unauthenticated: Unauthorized,
   permission_denied: Forbidden,
   body_too_large: BodyTooLarge,
@@ -187,6 +190,11 @@ export class LockLost extends LeaseLost {
     super(message, "lease_lost");
     this.reason = reason;
   }
+}
+
+/** The reason of a leadership's signal when it resigned (resign(), or the caller's signal). */
+export class Resigned extends PicketError {
+  static readonly CODE: string = "resigned";
 }
 
 /** The reason of a held lock's signal when it was released (release(), withLock's end, or the caller's signal). */

@@ -53,7 +53,16 @@ export class LockEvent {
 }
 
 /** The iterator of Client.watch(): opens the stream on the first next(). */
-export async function* openWatch(client: Client, path: string, opts: WatchOptions): AsyncGenerator<LockEvent, void, undefined> {
+export function openWatch(client: Client, path: string, opts: WatchOptions): AsyncGenerator<LockEvent, void, undefined> {
+  return openStream(client, path, opts, (kind, doc) => new LockEvent(kind, doc as LockEventWire), true);
+}
+
+/**
+ * @internal An event stream (GET path) as an async generator of make(type,
+ * data); lockEvents: a 404 is EventsUnsupported (a picketd without lock events).
+ */
+export async function* openStream<T>(client: Client, path: string, opts: WatchOptions,
+  make: (kind: string, doc: object) => T, lockEvents: boolean): AsyncGenerator<T, void, undefined> {
   const signal = opts.signal;
   const idleMs = opts.idleMs ?? 60000;
   if (signal?.aborted) return;
@@ -92,7 +101,7 @@ export async function* openWatch(client: Client, path: string, opts: WatchOption
       let doc: unknown;
       try { doc = JSON.parse(raw); } catch { doc = undefined; }
       const e = replyError("GET", path, res.statusCode ?? 0, doc);
-      if (e instanceof NotFound) throw new EventsUnsupported(`this picketd has no lock events (${e.message})`, "not_found", { status: e.status });
+      if (e instanceof NotFound && lockEvents) throw new EventsUnsupported(`this picketd has no lock events (${e.message})`, "not_found", { status: e.status });
       throw e;
     }
     const arm = (): void => {
@@ -120,7 +129,7 @@ export async function* openWatch(client: Client, path: string, opts: WatchOption
               let doc: unknown;
               try { doc = JSON.parse(data.join("\n")); } catch { doc = undefined; }
               if (typeof doc !== "object" || doc === null) throw new TransportError(`GET ${path}: a ${kind} event whose data is not a JSON object`);
-              yield new LockEvent(kind, doc as LockEventWire);
+              yield make(kind, doc);
             }
             kind = "message";
             data = [];

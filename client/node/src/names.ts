@@ -8,6 +8,8 @@ const NAME = /^[A-Za-z0-9._:-]{1,200}$/;
 export const MAX_SEMAPHORE_NAME = 180;
 /** A read/write lock's name leaves room for ":rw" (its fence lock). */
 export const MAX_RWLOCK_NAME = 197;
+/** The longest election name. */
+export const MAX_ELECTION_NAME = 198;
 
 /**
  * The picket lock name of a resource: a valid lock name (1..200 characters
@@ -38,6 +40,15 @@ export function rwlockName(resource: string): string {
   const name = lockName(resource);
   if (name.length > MAX_RWLOCK_NAME) {
     throw new InvalidArgument(`a read/write lock name is at most ${MAX_RWLOCK_NAME} characters, not ${name.length}`);
+  }
+  return name;
+}
+
+/** lockName(resource), which must come to at most 198 characters (a mapped name always does). */
+export function electionName(resource: string): string {
+  const name = lockName(resource);
+  if (name.length > MAX_ELECTION_NAME) {
+    throw new InvalidArgument(`an election name is at most ${MAX_ELECTION_NAME} characters, not ${name.length}`);
   }
   return name;
 }

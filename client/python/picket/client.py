@@ -576,6 +576,55 @@ class Client:
         from .events import Watch
         return Watch(self, self._path(name, "events"), timeout=timeout, idle=idle)
 
+    # -- elections ---------------------------------------------------------------
+    def campaign(self, name, ttl=30.0, wait=0.0, owner=None, value=None, lease=None,
+                 renew_every=None, on_lost=None, keep=True):
+        """Run for leader of election name (POST /v1/elections/{name}/campaign)
+        with a lease of ttl seconds, waiting up to wait seconds (first come,
+        first served on this picketd) while another leads. Returns a
+        Leadership (term: the fence for fenced storage, value, deadline,
+        lost), kept renewed every ttl/3 by a keeper thread (keep=False: not
+        started; call .keep()); as a context manager it resigns on exit:
+        `with client.campaign("scheduler", ttl=10, value="host-a") as lead:`.
+        value: what observers are told (None or a string of at most 4096
+        bytes of UTF-8, no control characters); lease: your own id (32
+        lowercase hex), a retry with it gets the same term. Raises
+        LeaderExists (owner, retry_after) while another leads."""
+        from .election import campaign
+        return campaign(self, name, ttl=ttl, wait=wait, owner=owner, value=value, lease=lease,
+                        renew_every=renew_every, on_lost=on_lost, keep=keep)
+
+    def leader(self, name):
+        """Who leads election name (GET /v1/elections/{name}): {election,
+        leader (None, or {term, value, owner, since (unix ms of the grant),
+        ttl_ms, ttl (seconds)}), term (the last term issued, 0 if never),
+        candidates (campaigns waiting on this picketd)}; never a lease id."""
+        from .election import _path
+        doc = self._call("GET", _path(name))
+        if isinstance(doc.get("leader"), dict):
+            doc["leader"]["ttl"] = doc["leader"].get("ttl_ms", 0) / 1000.0
+        return doc
+
+    def observe(self, name, timeout=None, idle=60.0):
+        """Follow election name (GET /v1/elections/{name}/observe): a
+        generator of LeaderEvent, first the current state, then one per
+        change of leader (leader None: nobody leads now) or of its value
+        (a proclaim: same term). Heartbeats are not yielded. It ends after
+        timeout seconds (None: never) or close(); it raises
+        PicketTransportError when the stream breaks or stays silent for
+        idle seconds. The request is made here, so a refusal raises here
+        (PermissionDenied without the read verb, TooManyWatchers)."""
+        from .election import observe
+        return observe(self, name, timeout=timeout, idle=idle)
+
+    def break_election(self, name):
+        """Break election name (POST /v1/elections/{name}/break; the admin
+        verb): the leader's lease ends now and the term moves past it.
+        Returns {election, broken, term (the next term's floor), owner}.
+        Never retried."""
+        from .election import _path
+        return self._once("POST", _path(name, "break"), {}, self.timeout, None)
+
     def whoami(self):
         """What this client's token may do (GET /v1/whoami): {token (its name
         in picketd's --auth-file; None without --auth-file), verbs (of lock,

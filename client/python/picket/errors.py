@@ -11,9 +11,9 @@ class PicketError(Exception):
 
     code: the API's error code ("lock_held"), status: the HTTP status,
     message: the server's message, retry_after: seconds (float) when the
-    server said (lock_held, semaphore_full, rate_limited), else None;
-    owner: the holder (lock_held); limit: the live permits' limit
-    (limit_mismatch), else None.
+    server said (lock_held, leader_exists, semaphore_full, rate_limited),
+    else None; owner: the holder (lock_held) or the leader (leader_exists);
+    limit: the live permits' limit (limit_mismatch), else None.
     """
 
     code = None
@@ -61,7 +61,10 @@ _CODES = {
     "not_found": (PicketError, "404: no such path."),
     "method_not_allowed": (PicketError, "405: the path does not take this method."),
     "lock_held": (PicketError, "409: another lease holds the lock (owner, retry_after)."),
-    "lease_lost": (PicketError, "409: this lease no longer holds the lock (or permit)."),
+    "lease_lost": (PicketError, "409: this lease no longer holds the lock (or permit, or "
+                                "leadership)."),
+    "leader_exists": (PicketError, "409: another candidate leads the election (owner, "
+                                   "retry_after)."),
     "limit_mismatch": (PicketError, "409: the semaphore's live permits use another limit (limit)."),
     "unauthenticated": (PicketError, "401: no token, or an unknown one."),
     "permission_denied": (PicketError, "403: the token may not do this to this name."),

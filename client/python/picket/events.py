@@ -76,8 +76,9 @@ class Watch:
     of quiet by default), or on a line over 8 KiB. Usable as a context
     manager; close() is safe from any thread, and twice."""
 
-    def __init__(self, client, path, timeout=None, idle=60.0):
+    def __init__(self, client, path, timeout=None, idle=60.0, event=None, what="lock events"):
         self._path = path
+        self._make = event or LockEvent  # (type, data) -> the event object
         self._idle = float(idle)
         self._end = None if timeout is None else time.monotonic() + float(timeout)
         self._mu = threading.Lock()
@@ -106,7 +107,7 @@ class Watch:
                                        "stream", status=status)
         e = client._error("GET", path, status, doc)
         if isinstance(e, NotFound):
-            raise EventsUnsupported(f"this picketd has no lock events ({e.message})",
+            raise EventsUnsupported(f"this picketd has no {what} ({e.message})",
                                     code="not_found", status=status) from e
         raise e
 
@@ -213,7 +214,7 @@ class Watch:
             self._fail(f"a {kind} event whose data is not JSON", e)
         if not isinstance(doc, dict):
             self._fail(f"a {kind} event whose data is not a JSON object")
-        return LockEvent(kind, doc)
+        return self._make(kind, doc)
 
     def __repr__(self):
         return f"Watch({self._path!r}, closed={self._closed})"

@@ -87,6 +87,15 @@ static void gather_key(gathered *x, const etcd_kv *kv, const char *rest) {
   }
 }
 
+/* Whether a key's name is one picketd keeps: a name, or for a lock an
+ * election's "/e/NAME" (api_family.c). */
+static int listed_valid(char kind, const char *name, size_t len) {
+  const size_t el = strlen(PICKET_PROTO_ELECTION_STORE_PREFIX);
+  if (kind == 'l' && len > el && memcmp(name, PICKET_PROTO_ELECTION_STORE_PREFIX, el) == 0)
+    name += el, len -= el;
+  return picket_proto_name_valid(name, len);
+}
+
 /* One page being made. */
 typedef struct {
   int limit;
@@ -148,7 +157,7 @@ static int list_kind(etcd_client *c, page *p, char k, char *start, const char *e
         memset(&x, 0, sizeof x);
         x.on = 1;
         x.e.kind = k;
-        x.valid = len <= PICKET_PROTO_NAME_MAX && picket_proto_name_valid(name, len);
+        x.valid = len <= PICKET_PROTO_NAME_MAX && listed_valid(k, name, len);
         if (x.valid) memcpy(x.e.name, name, len);
       }
       if (x.valid) gather_key(&x, kv, name + len + (len < kv->key_len ? 1 : 0));

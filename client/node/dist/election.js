@@ -1,0 +1,277 @@
+// Leader elections (POST /v1/elections/{name}/campaign, ...): a Leadership is
+// a won campaign kept by a keeper, as a HeldLock keeps a lease. An election
+// is a lease with a term: the term is that grant's fence, checked by fenced
+// storage exactly like a lock's fence with the election's name as the lock
+// (Picket-Lock: NAME, Picket-Fence: TERM).
+import { inspect } from "node:util";
+import { InvalidArgument, LeaseLost, LockLost, Resigned, TransportError } from "./errors.js";
+import { driftMarginMs, now } from "./lease.js";
+const VALUE_MAX = 4096; // bytes of UTF-8
+/** @internal A value of a campaign or proclaim: null, or a string of at most 4096 bytes of UTF-8 without control characters. */
+export function checkValue(v) {
+    if (v === null || v === undefined)
+        return null;
+    if (typeof v !== "string")
+        throw new InvalidArgument(`a leader's value is a string or null, not ${typeof v}`);
+    if (Buffer.byteLength(v, "utf8") > VALUE_MAX)
+        throw new InvalidArgument(`a leader's value is at most ${VALUE_MAX} bytes of UTF-8`);
+    // eslint-disable-next-line no-control-regex
+    if (/[\x00-\x1f\x7f-\x9f]/.test(v))
+        throw new InvalidArgument("a leader's value has no control characters");
+    return v;
+}
+/** One "leader" event of an election's stream (Client.observe). */
+export class LeaderEvent {
+    type;
+    data;
+    constructor(type, data) {
+        this.type = type;
+        this.data = data;
+    }
+    get election() { return this.data.election; }
+    /** null when nobody leads now (resigned, expired, broken). */
+    get leader() { return this.data.leader ?? null; }
+    /** The last term issued. */
+    get term() { return this.data.term; }
+    get time() { return this.data.time; }
+    /** The leader's term, value and owner (undefined when nobody leads). */
+    get leaderTerm() { return this.data.leader?.term; }
+    get value() { return this.data.leader === null ? undefined : this.data.leader?.value; }
+    get owner() { return this.data.leader === null ? undefined : this.data.leader?.owner; }
+}
+/**
+ * A won campaign (Client.campaign). The keeper renews every ttl/3, retries
+ * a failed renewal until the local deadline, and aborts .signal (with a
+ * LockLost reason, a LeaseLost) the moment picketd says lease_lost or the
+ * deadline passes without a successful renewal; .lost resolves with that
+ * LockLost. resign() (or aborting the signal given to campaign) steps
+ * down: .signal aborts with a Resigned, .lost never resolves. While it
+ * leads, its timers keep the process alive: resign() lets it exit.
+ */
+export class Leadership {
+    /** The election's picket name (the lock name a fenced store checks the term under). */
+    election;
+    /** The fence to send with every write (strictly increasing per election). */
+    term;
+    owner;
+    /** The value last proclaimed (null: none). */
+    value;
+    /** The lease time granted or last renewed (ms). */
+    ttlMs;
+    /** The signed term (picketd with --fence-key-file), else undefined. */
+    token;
+    /** performance.now() at which this client must assume the leadership gone. */
+    deadline;
+    /** Aborts the moment the leadership is lost (reason: a LockLost) or resigned (reason: a Resigned). */
+    signal;
+    /** Resolves with the LockLost when the leadership is lost (never on resign). */
+    lost;
+    #calls;
+    #id;
+    #out = new AbortController();
+    #stop = new AbortController();
+    #renewEveryMs;
+    #resolveLost;
+    #renewTimer;
+    #deadlineTimer;
+    #lost;
+    #resigned;
+    #userSignal;
+    #onUserAbort;
+    /** @internal Made by Client.campaign(). */
+    constructor(calls, init, opts) {
+        this.#calls = calls;
+        this.election = init.election;
+        this.#id = init.id;
+        this.term = init.term;
+        this.ttlMs = init.ttlMs;
+        this.owner = init.owner;
+        this.value = init.value;
+        this.token = init.token;
+        this.deadline = init.deadline;
+        this.signal = this.#out.signal;
+        this.lost = new Promise((resolve) => { this.#resolveLost = resolve; });
+        if (opts.renewEveryMs !== undefined && !(Number.isFinite(opts.renewEveryMs) && opts.renewEveryMs > 0)) {
+            throw new InvalidArgument("renewEveryMs must be a positive number");
+        }
+        this.#renewEveryMs = opts.renewEveryMs;
+        if (opts.keep ?? true) {
+            this.#armDeadline();
+            this.#scheduleRenew();
+        }
+        if (opts.signal !== undefined) {
+            this.#userSignal = opts.signal;
+            this.#onUserAbort = () => { this.resign().catch(() => { }); };
+            if (opts.signal.aborted)
+                this.#onUserAbort();
+            else
+                opts.signal.addEventListener("abort", this.#onUserAbort, { once: true });
+        }
+    }
+    /** The lease id: the leadership's secret (hand it only to picketd). */
+    get id() { return this.#id; }
+    /** The term, as a lease calls its fence. */
+    get fence() { return this.term; }
+    /** The lock name a fenced store checks the term under: the election's name. */
+    get fenceLock() { return this.election; }
+    /** The LockLost the signal aborted with, when the leadership was lost. */
+    get lostReason() { return this.#lost; }
+    /** Milliseconds left before the local deadline (0 when past it). */
+    remainingMs() { return Math.max(0, this.deadline - now()); }
+    /** True while leading: not lost, not resigned, before the local deadline (this process's clock alone). */
+    valid() { return !this.signal.aborted && now() < this.deadline; }
+    /** Throws the signal's reason once it aborted (a LockLost or Resigned). */
+    throwIfLost() { this.signal.throwIfAborted(); }
+    /** The headers a fenced store (examples/fenced-kv) checks: Picket-Lock (the election), Picket-Fence (the term), Picket-Fence-Token when signed. */
+    fenceHeaders() {
+        const h = { "Picket-Lock": this.election, "Picket-Fence": String(this.term) };
+        if (this.token !== undefined)
+            h["Picket-Fence-Token"] = this.token;
+        return h;
+    }
+    describe() {
+        return `leadership of '${this.election}' (term ${this.term})`;
+    }
+    async #post(verb, body, signal) {
+        if (now() >= this.deadline) {
+            throw new LeaseLost(`${this.describe()} is past its local deadline`);
+        }
+        const stamp = { sent: 0 };
+        const doc = await this.#calls.post(this.election, verb, body, { deadline: this.deadline, signal, stamp });
+        if (typeof doc.ttl_ms !== "number" || !(doc.ttl_ms > 0))
+            throw new TransportError(`POST .../${verb}: a reply without ttl_ms`);
+        this.ttlMs = doc.ttl_ms;
+        this.deadline = Math.max(this.deadline, stamp.sent + doc.ttl_ms - driftMarginMs(doc.ttl_ms));
+        const token = doc.token ?? doc.fence_token;
+        if (typeof token === "string")
+            this.token = token;
+        return doc;
+    }
+    /**
+     * Extend the leadership to ttlMs from now (default: its ttl) and move its
+     * deadline (the keeper does this every ttl/3). Rejects with LeaseLost when
+     * it is no longer the leader. Never retried past the local deadline.
+     */
+    async renew(opts = {}) {
+        const ttlMs = opts.ttlMs ?? this.ttlMs;
+        if (!Number.isSafeInteger(ttlMs) || ttlMs < 1)
+            throw new InvalidArgument("ttlMs must be an integer of at least 1");
+        await this.#post("renew", { lease: this.#id, ttl_ms: ttlMs }, opts.signal);
+        return this;
+    }
+    /**
+     * Publish a new value (a string, or null for none) keeping the term:
+     * observers see a leader event with the same term. Renews too (to ttlMs,
+     * default the lease's current TTL). Rejects with LeaseLost when it is no
+     * longer the leader.
+     */
+    async proclaim(value, opts = {}) {
+        const body = { lease: this.#id, value: checkValue(value) };
+        if (opts.ttlMs !== undefined) {
+            if (!Number.isSafeInteger(opts.ttlMs) || opts.ttlMs < 1)
+                throw new InvalidArgument("ttlMs must be an integer of at least 1");
+            body["ttl_ms"] = opts.ttlMs;
+        }
+        const doc = await this.#post("proclaim", body, opts.signal);
+        this.value = doc.value === undefined ? checkValue(value) : doc.value;
+        return this;
+    }
+    #every() {
+        return this.#renewEveryMs ?? this.ttlMs / 3;
+    }
+    #armDeadline() {
+        clearTimeout(this.#deadlineTimer);
+        if (this.#stop.signal.aborted)
+            return;
+        this.#deadlineTimer = setTimeout(() => {
+            if (now() >= this.deadline)
+                this.#lose("expired");
+            else
+                this.#armDeadline();
+        }, Math.max(0, Math.ceil(this.deadline - now())));
+    }
+    #scheduleRenew(delayMs = this.#every()) {
+        clearTimeout(this.#renewTimer);
+        if (this.#stop.signal.aborted)
+            return;
+        this.#renewTimer = setTimeout(() => void this.#renew(), Math.max(0, delayMs));
+    }
+    async #renew() {
+        if (this.#stop.signal.aborted)
+            return;
+        try {
+            await this.renew({ signal: this.#stop.signal });
+            if (this.#stop.signal.aborted)
+                return;
+            this.#armDeadline();
+            this.#scheduleRenew();
+        }
+        catch (e) {
+            if (this.#stop.signal.aborted)
+                return;
+            if (e instanceof LeaseLost) {
+                this.#lose(now() >= this.deadline ? "expired" : "lease_lost");
+                return;
+            }
+            // transport, 503 (already retried), a quota: again soon, until the
+            // deadline timer says the leadership is gone.
+            this.#scheduleRenew(Math.min(250, Math.max(10, this.remainingMs() / 4)));
+        }
+    }
+    #halt() {
+        this.#stop.abort();
+        clearTimeout(this.#renewTimer);
+        clearTimeout(this.#deadlineTimer);
+        if (this.#userSignal !== undefined && this.#onUserAbort !== undefined) {
+            this.#userSignal.removeEventListener("abort", this.#onUserAbort);
+        }
+    }
+    #lose(reason) {
+        if (this.signal.aborted)
+            return;
+        const why = reason === "expired" ? "no renewal succeeded before its local deadline" : "picketd said the lease is lost";
+        this.#lost = new LockLost(`${this.describe()} was lost: ${why}`, reason);
+        this.#halt();
+        this.#out.abort(this.#lost);
+        this.#resolveLost(this.#lost);
+    }
+    /**
+     * Stop the keeper and step down: the next waiting candidate leads within
+     * milliseconds; the signal aborts (a Resigned) if it had not. Resolves
+     * true when resigned, false when the leadership had already been lost.
+     * Rejects when picketd could not be told (it then ends at its TTL). Safe
+     * to call twice.
+     */
+    resign() {
+        if (this.#resigned === undefined) {
+            const lost = this.signal.aborted;
+            this.#halt();
+            if (!lost)
+                this.#out.abort(new Resigned(`${this.describe()} was resigned`));
+            const done = this.#calls.post(this.election, "resign", { lease: this.#id }, {}).then(() => {
+                this.deadline = Math.min(this.deadline, now());
+            });
+            this.#resigned = lost
+                ? done.then(() => false, () => false)
+                : done.then(() => true, (e) => {
+                    if (e instanceof LeaseLost)
+                        return false;
+                    throw e;
+                });
+        }
+        return this.#resigned;
+    }
+    /** Resigns: `await using lead = await c.campaign(...)` where the syntax exists. */
+    async [Symbol.asyncDispose]() {
+        await this.resign();
+    }
+    toJSON() {
+        return { election: this.election, term: this.term, value: this.value, owner: this.owner, ttlMs: this.ttlMs, lost: this.#lost !== undefined };
+    }
+    toString() {
+        return `Leadership(${this.describe()}, ${Math.round(this.remainingMs())} ms left${this.signal.aborted ? ", ended" : ""})`;
+    }
+    [inspect.custom]() {
+        return this.toString();
+    }
+}
