@@ -217,29 +217,16 @@ static int64_t switch_ms(const rec *a, int n, int64_t t_fault, int64_t t_end) {
   return any ? worst : -1;
 }
 
-/* GET /v1/elections/NAME: its "term" (the last issued), -1 when the reply
- * has none; *status the HTTP status (0: no reply). */
+/* GET /v1/elections/NAME (through harness_http: the contract log checks
+ * it): its "term" (the last issued), -1 when the reply has none; *status
+ * the HTTP status (0: no reply). */
 static int64_t election_term(const char *base, long *status) {
-  cand q = {0};
-  char url[300];
-  snprintf(url, sizeof url, "%s/v1/elections/" NAME, base);
-  q.curl = curl_easy_init();
-  curl_easy_setopt(q.curl, CURLOPT_URL, url);
-  curl_easy_setopt(q.curl, CURLOPT_WRITEFUNCTION, on_data);
-  curl_easy_setopt(q.curl, CURLOPT_WRITEDATA, &q);
-  curl_easy_setopt(q.curl, CURLOPT_TIMEOUT_MS, 5000L);
-  curl_easy_setopt(q.curl, CURLOPT_NOSIGNAL, 1L);
-  int64_t term = -1;
+  harness_resp r;
   *status = 0;
-  if (curl_easy_perform(q.curl) == CURLE_OK) {
-    curl_easy_getinfo(q.curl, CURLINFO_RESPONSE_CODE, status);
-    json_t *j = json_loadb(q.buf ? q.buf : "", q.len, 0, NULL);
-    json_t *t = json_object_get(j, "term");
-    if (json_is_integer(t)) term = (int64_t)json_integer_value(t);
-    json_decref(j);
-  }
-  curl_easy_cleanup(q.curl);
-  free(q.buf);
+  if (harness_http(base, "GET", "/v1/elections/" NAME, NULL, &r) != 0) return -1;
+  *status = r.status;
+  int64_t term = harness_json_int(r.json, "term");
+  harness_resp_free(&r);
   return term;
 }
 
@@ -328,8 +315,6 @@ START_TEST(election_across_failovers) {
          "failovers), %d errors; terms twice %d, terms back %d, deposed leaders honoured %d\n",
          n, grants, g_before, g_mid, g_after, errors, dup, regress, stale);
 
-  /* GET through libcurl, as the load: harness_http would log it for the
-   * contract check, which proto/openapi.yaml does not cover yet. */
   long st = 0;
   int64_t last = election_term(base, &st);
   ck_assert_msg(st == 200 && last >= max_term, "GET: %ld term %lld, the last granted %lld", st,
