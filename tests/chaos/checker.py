@@ -45,7 +45,10 @@ an object with:
            events are never paired.
   f        the operation. Workers: acquire, renew, release, read, write,
            add, claim, final-read, and read-acquire, read-renew,
-           read-release (a read/write lock's read leases). Nemesis: start and stop of a fault
+           read-release (a read/write lock's read leases); and an
+           election's campaign, lead-renew, proclaim, resign and
+           lead-write (a leader's write to fenced-kv under its term).
+           Nemesis: start and stop of a fault
            (type info, no invoke), with value {"fault": KIND, "id": N,
            ...details}; the stop carries the same id. Its other events
            (run, schedule, healed) are ignored.
@@ -53,10 +56,13 @@ an object with:
 and, where they apply (absent or null means not given):
 
   lock     the lock name: of lock operations, and of writes, adds, claims
-           and reads (the lock whose fence guards the key).
+           and reads (the lock whose fence guards the key); of an
+           election's operations, the election's name (which is also the
+           Picket-Lock its leaders write under: a name no lock uses).
   lease    opaque string naming a lease (acquire, renew, release).
   fence    integer: on acquire ok the granted fence; on write, add and
-           claim (invoke and ok) the fence sent.
+           claim (invoke and ok) the fence sent; on campaign, lead-renew
+           and proclaim ok the term; on lead-write the term sent.
   ttl_ms   integer, on acquire and renew ok: the TTL as granted (on their
            invoke: as asked).
   key      the fenced-kv key of read, write, add, final-read.
@@ -76,8 +82,8 @@ line naming the line number.
 
 An operation is an invoke and its completion, merged: the completion's
 fields win (the reply says how it happened), except that the fence of a
-write, add or claim is the one its invoke sent (that is what fenced-kv
-judged). Harness slips are counted under info.history.anomalies, not
+write, add, claim or lead-write is the one its invoke sent (that is what
+fenced-kv judged). Harness slips are counted under info.history.anomalies, not
 fatal: a completion without an open invoke of the same f is still used,
 with no invoke time (so no rule below treats it as invoked after
 anything); an invoke while its process has one open counts the open one
@@ -168,6 +174,34 @@ no_lost_element  Per set key (a key with adds, or whose last ok final-read
   fail carried is "refused but present". Elements of info adds may or may
   not be there.
 
+Elections. A *leadership* is a grant as above, built from an election's
+operations: campaign for acquire (its fence the term), lead-renew and
+proclaim for renew (a proclaim renews too: its reply's term names the
+leadership, its ttl_ms extends it), resign for release. The election's
+rules are the lock rules' judgements over leaderships and a leader's
+writes (an election is a lease with a term, and storage checks the term
+as a fence):
+
+terms_rise  Per election, fences_follow_real_time over leaderships: a
+  leadership campaigned for after another had ended (resigned ok, or its
+  TTL past) has a higher term. Terms never repeat or go back, as the
+  store issued them.
+
+one_leader_per_term  Per election, no_fence_repeated over leaderships: no
+  two leases were ever given one term (at most one leader per term, as
+  the store saw it).
+
+deposed_leader_refused  Per election, no_stale_write over lead-write
+  operations alone (they are the writes and the barriers): a deposed
+  leader's write invoked after its successor's write was acknowledged is
+  refused (fenced-kv orders writes by term), and a key's admitted
+  versions carry non-decreasing terms.
+
+deposed_leader_stays_deposed  Per election, replaced_lease_stays_lost over
+  leaderships: no lead-renew, proclaim or resign of a leader succeeds
+  once a successor with a higher term was elected (it catches a resign
+  or renew that does not check the lease).
+
 Information only (never a failure, always printed):
 
 overlapping_leases  Pairs of grants of one lock with different leases whose
@@ -196,8 +230,13 @@ from collections import Counter, defaultdict
 from operator import attrgetter
 
 SAFETY_RULES = ("no_stale_write", "no_fence_repeated", "fences_follow_real_time",
-                "replaced_lease_stays_lost", "no_lost_element", "reads_follow_writes")
+                "replaced_lease_stays_lost", "no_lost_element", "reads_follow_writes",
+                "terms_rise", "one_leader_per_term", "deposed_leader_refused",
+                "deposed_leader_stays_deposed")
 READ_VERBS = ("read-acquire", "read-renew", "read-release")
+# An election's leaderships are grants too: a campaign makes one, a renew
+# or a proclaim extends it, a resign ends it (the fence is the term).
+ELECTION_VERBS = ("campaign", ("lead-renew", "proclaim"), "resign")
 INFO_RULES = ("overlapping_leases", "availability")
 MAX_EXAMPLES = 5
 NEMESIS = "nemesis"
@@ -209,6 +248,7 @@ STR_FIELDS = ("lock", "lease", "key", "element", "error")
 OP_FIELDS = INT_FIELDS + STR_FIELDS + ("value",)
 FENCED_WRITES = ("write", "add")
 FENCED_OPS = ("write", "add", "claim")
+LEADER_WRITES = ("lead-write",)
 NS_PER_MS = 1_000_000
 INF = float("inf")
 
@@ -297,7 +337,7 @@ def make_op(inv, comp):
         if v is None and inv is not None:
             v = getattr(inv, name)
         setattr(op, name, v)
-    if inv is not None and inv.fence is not None and op.f in FENCED_OPS:
+    if inv is not None and inv.fence is not None and op.f in FENCED_OPS + LEADER_WRITES:
         op.fence = inv.fence
     return op
 
@@ -339,10 +379,11 @@ def pair(events, anomalies):
 
 class Grant:
     __slots__ = ("lock", "lease", "lease_key", "fence", "first", "invoked", "ttl_end",
-                 "release", "end")
+                 "release", "end", "word")
 
-    def __init__(self, lock, lease, lease_key, fence):
+    def __init__(self, lock, lease, lease_key, fence, word="fence"):
         self.lock, self.lease, self.lease_key, self.fence = lock, lease, lease_key, fence
+        self.word = word           # "fence", or "term" for an election's leadership
         self.first = None          # the ok acquire that completed first: its start
         self.invoked = INF
         self.ttl_end = -INF
@@ -376,8 +417,11 @@ class Use:
 def build_grants(ops, anomalies, verbs=("acquire", "renew", "release")):
     """(grants in the order of their first ok acquire, the Uses of ok renews
     and releases in history order). verbs: the f of the acquires, renews
-    and releases that make them (read leases have their own)."""
+    and releases that make them (read leases have their own; an
+    election's renew is a tuple of two: lead-renew and proclaim)."""
     acquire, renew, release = verbs
+    renews = renew if isinstance(renew, tuple) else (renew,)
+    word = "term" if acquire == "campaign" else "fence"
     grants = {}
     maybe = {}      # (lock, lease) -> earliest invoke of an acquire that ended info
     for o in ops:
@@ -396,7 +440,7 @@ def build_grants(ops, anomalies, verbs=("acquire", "renew", "release")):
         k = (o.lock, lease_key, o.fence)
         g = grants.get(k)
         if g is None:
-            g = grants[k] = Grant(o.lock, o.lease, lease_key, o.fence)
+            g = grants[k] = Grant(o.lock, o.lease, lease_key, o.fence, word)
         if g.first is None or o.completed < g.first.completed:
             g.first = o
         g.invoked = min(g.invoked, -INF if o.invoked is None else o.invoked)
@@ -441,15 +485,15 @@ def build_grants(ops, anomalies, verbs=("acquire", "renew", "release")):
 
     uses = []
     for o in ops:
-        if o.type != "ok" or o.f not in (renew, release) or o.lease is None:
+        if o.type != "ok" or (o.f not in renews and o.f != release) or o.lease is None:
             continue
         g = None
-        if o.f == renew and o.fence is not None:
+        if o.f in renews and o.fence is not None:
             g = grants.get((o.lock, o.lease, o.fence))
         named = g is not None
         if not named:
             i, g = owner(o)
-        if o.f == renew:
+        if o.f in renews:
             if g is not None:
                 g.extend(o)
         elif g is not None and (g.release is None or o.completed < g.release.completed):
@@ -463,8 +507,9 @@ def build_grants(ops, anomalies, verbs=("acquire", "renew", "release")):
 
 
 def grant_desc(g):
-    return "lease %s fence %d (process %s, acquire ok t=%d)" % (
-        g.lease if g.lease is not None else "(none)", g.fence, g.first.process, g.start)
+    return "lease %s %s %d (process %s, %s ok t=%d)" % (
+        g.lease if g.lease is not None else "(none)", g.word, g.fence, g.first.process,
+        "campaign" if g.word == "term" else "acquire", g.start)
 
 
 def end_desc(g):
@@ -485,10 +530,13 @@ def verdict(findings):
             "examples": [text for _, text in findings[:MAX_EXAMPLES]]}
 
 
-def rule_no_stale_write(ops, anomalies):
+def rule_no_stale_write(ops, anomalies, writes_f=FENCED_WRITES, barriers_f=FENCED_OPS,
+                        noun="lock"):
+    """no_stale_write; also deposed_leader_refused, with a leader's writes
+    (lead-write) as both the writes and the barriers."""
     writes = []
     for o in ops:
-        if o.type == "ok" and o.f in FENCED_WRITES:
+        if o.type == "ok" and o.f in writes_f:
             if o.lock is None or o.fence is None:
                 anomalies["ok_missing_field"] += 1
             else:
@@ -526,7 +574,7 @@ def rule_no_stale_write(ops, anomalies):
     # be admitted with less.
     barriers = defaultdict(list)
     for o in ops:
-        if o.type == "ok" and o.f in FENCED_OPS and o.lock is not None and o.fence is not None:
+        if o.type == "ok" and o.f in barriers_f and o.lock is not None and o.fence is not None:
             barriers[o.lock].append(o)
     probes = defaultdict(list)
     for o in writes:
@@ -547,26 +595,26 @@ def rule_no_stale_write(ops, anomalies):
 
     findings = []
     for o, why in reasons.items():
-        findings.append((o.seq, "lock %s %s %s fence %d version %s by process %s (invoked %s, ok "
-                         "t=%d): %s" % (o.lock, o.f, o.key, o.fence, o.version, o.process,
+        findings.append((o.seq, "%s %s %s %s fence %d version %s by process %s (invoked %s, ok "
+                         "t=%d): %s" % (noun, o.lock, o.f, o.key, o.fence, o.version, o.process,
                                         "t=%d" % o.invoked if o.invoked is not None else "?",
                                         o.completed, "; ".join(why))))
     return verdict(findings)
 
 
-def rule_no_fence_repeated(grants):
+def rule_no_fence_repeated(grants, noun="lock"):
     by_fence = defaultdict(list)
     for g in grants:                   # in start order, so each list is too
         by_fence[(g.lock, g.fence)].append(g)
     findings = []
     for (lock, fence), gs in by_fence.items():
         if len(gs) > 1:
-            findings.append((gs[1].first.seq, "lock %s fence %d granted to %d leases: %s" % (
-                lock, fence, len(gs), "; ".join(grant_desc(g) for g in gs))))
+            findings.append((gs[1].first.seq, "%s %s %s %d granted to %d leases: %s" % (
+                noun, lock, gs[0].word, fence, len(gs), "; ".join(grant_desc(g) for g in gs))))
     return verdict(findings)
 
 
-def rule_fences_follow_real_time(grants):
+def rule_fences_follow_real_time(grants, noun="lock"):
     by_lock = defaultdict(list)
     for g in grants:
         by_lock[g.lock].append(g)
@@ -584,8 +632,8 @@ def rule_fences_follow_real_time(grants):
                     best = ended[i]
                 i += 1
             if best is not None and g2.fence <= best.fence:
-                findings.append((g2.first.seq, "lock %s: %s, invoked t=%d, came after %s had "
-                                 "ended (%s)" % (lock, grant_desc(g2), g2.invoked,
+                findings.append((g2.first.seq, "%s %s: %s, invoked t=%d, came after %s had "
+                                 "ended (%s)" % (noun, lock, grant_desc(g2), g2.invoked,
                                                  grant_desc(best), end_desc(best))))
     return verdict(findings)
 
@@ -622,7 +670,7 @@ def rule_reads_follow_writes(writes, reads):
     return verdict(findings)
 
 
-def rule_replaced_lease_stays_lost(grants, uses):
+def rule_replaced_lease_stays_lost(grants, uses, noun="lock"):
     by_lock = defaultdict(list)
     for g in grants:                   # in start order, so each list is too
         by_lock[g.lock].append(g)
@@ -651,9 +699,9 @@ def rule_replaced_lease_stays_lost(grants, uses):
                         (best is None or m.fence > best.fence)):
                     best = m
             if best is not None:
-                findings.append((o.seq, "lock %s: %s ok of %s%s by process %s (invoked t=%d, "
+                findings.append((o.seq, "%s %s: %s ok of %s%s by process %s (invoked t=%d, "
                                  "ok t=%d), after %s had replaced it" % (
-                                     lock, o.f, grant_desc(g),
+                                     noun, lock, o.f, grant_desc(g),
                                      " (named by its reply)" if u.named else "", o.process,
                                      o.invoked, o.completed, grant_desc(best))))
     return verdict(findings)
@@ -909,6 +957,7 @@ def judge(events):
     ops, nemesis, unfinished = pair(events, anomalies)
     grants, uses = build_grants(ops, anomalies)
     reads, _ = build_grants(ops, anomalies, READ_VERBS)
+    leaders, leader_uses = build_grants(ops, anomalies, ELECTION_VERBS)
     last_time = events[-1].time if events else 0
     rules = {
         "no_stale_write": rule_no_stale_write(ops, anomalies),
@@ -917,12 +966,20 @@ def judge(events):
         "replaced_lease_stays_lost": rule_replaced_lease_stays_lost(grants, uses),
         "no_lost_element": rule_no_lost_element(ops, anomalies),
         "reads_follow_writes": rule_reads_follow_writes(grants, reads),
+        # Elections: the same judgements over leaderships and terms.
+        "terms_rise": rule_fences_follow_real_time(leaders, "election"),
+        "one_leader_per_term": rule_no_fence_repeated(leaders, "election"),
+        "deposed_leader_refused": rule_no_stale_write(ops, anomalies, LEADER_WRITES,
+                                                      LEADER_WRITES, "election"),
+        "deposed_leader_stays_deposed": rule_replaced_lease_stays_lost(leaders, leader_uses,
+                                                                       "election"),
     }
     overlapping = info_overlapping_leases(grants, last_time)
     availability = info_availability(ops, nemesis, last_time, anomalies)
     # Last: every step above may have counted anomalies.
     history = {"events": len(events), "operations": len(ops), "unfinished": unfinished,
-               "grants": len(grants), "anomalies": dict(sorted(anomalies.items()))}
+               "grants": len(grants), "leaderships": len(leaders),
+               "anomalies": dict(sorted(anomalies.items()))}
     return {"rules": rules,
             "info": {"history": history, "overlapping_leases": overlapping,
                      "availability": availability}}
@@ -969,9 +1026,10 @@ def render(result, quiet=False):
     h = result["info"]["history"]
     if not quiet:
         anomalies = ", ".join("%s=%d" % kv for kv in sorted(h["anomalies"].items()))
-        out.append("history: %s, %s (%d never completed: counted as info), %s; anomalies: %s" % (
-            plural(h["events"], "event"), plural(h["operations"], "operation"), h["unfinished"],
-            plural(h["grants"], "grant"), anomalies or "none"))
+        out.append("history: %s, %s (%d never completed: counted as info), %s, %s; anomalies: %s"
+                   % (plural(h["events"], "event"), plural(h["operations"], "operation"),
+                      h["unfinished"], plural(h["grants"], "grant"),
+                      plural(h.get("leaderships", 0), "leadership"), anomalies or "none"))
     for name in SAFETY_RULES:
         r = result["rules"][name]
         if r["ok"]:

@@ -88,6 +88,30 @@ class H:
         return self.op("final", "final-read", t0, t1, outcome, {"lock": lock, "key": key},
                        None, done)
 
+    # An election's calls (lock: the election's name; fence: the term).
+    def campaign(self, p, name, lease, term, t0, t1, ttl=1000, outcome="ok",
+                 error="leader_exists"):
+        done = {"fence": term, "ttl_ms": ttl} if outcome == "ok" else {"error": error}
+        return self.op(p, "campaign", t0, t1, outcome, {"lock": name, "lease": lease},
+                       {"ttl_ms": ttl}, done)
+
+    def lead_renew(self, p, name, lease, term, t0, t1, ttl=1000, outcome="ok", f="lead-renew"):
+        done = {"fence": term, "ttl_ms": ttl} if outcome == "ok" else {"error": "lease_lost"}
+        return self.op(p, f, t0, t1, outcome, {"lock": name, "lease": lease}, {"ttl_ms": ttl},
+                       done)
+
+    def proclaim(self, p, name, lease, term, t0, t1, ttl=1000, outcome="ok"):
+        return self.lead_renew(p, name, lease, term, t0, t1, ttl, outcome, f="proclaim")
+
+    def resign(self, p, name, lease, t0, t1, outcome="ok"):
+        done = {} if outcome == "ok" else {"error": "lease_lost"}
+        return self.op(p, "resign", t0, t1, outcome, {"lock": name, "lease": lease}, None, done)
+
+    def lead_write(self, p, name, key, term, version, t0, t1, outcome="ok"):
+        done = {"version": version} if outcome == "ok" else {"error": "stale_fence"}
+        return self.op(p, "lead-write", t0, t1, outcome, {"lock": name, "key": key, "fence": term},
+                       None, done)
+
     def fault(self, kind, fid, t0, t1=None):
         self.ev(t0, "info", "nemesis", "start", value={"fault": kind, "id": fid})
         if t1 is not None:
@@ -692,6 +716,127 @@ class Anomalies(Base):
             run([{"time": 1, "type": "ok", "process": 1, "f": "claim", "fence": "7"}])
 
 
+def good_election():
+    """Two candidates: 1 leads (term 5), writes, proclaims, resigns; 2 was
+    waiting and leads next (term 6) and writes; 3 lost its campaign."""
+    h = H()
+    h.campaign(1, "lead", "E1", 5, 0, 2)
+    h.lead_write(1, "lead", "lead.log", 5, 1, 3, 4)
+    h.proclaim(1, "lead", "E1", 5, 5, 6)
+    h.lead_renew(1, "lead", "E1", 5, 7, 8)
+    h.campaign(2, "lead", "E2", 6, 4, 11)           # waited for 1's resign
+    h.campaign(3, "lead", "E3", None, 4.5, 5.5, outcome="fail")
+    h.resign(1, "lead", "E1", 9, 10)
+    h.lead_write(2, "lead", "lead.log", 6, 2, 12, 13)
+    h.resign(2, "lead", "E2", 14, 15)
+    return h
+
+
+class Elections(Base):
+    """The election rules: leaderships judged as grants (terms as fences),
+    a leader's writes as fenced writes; and apart from the lock rules."""
+
+    def test_correct_election_passes(self):
+        result = run(good_election().events)
+        self.assertAllPass(result)
+        self.assertEqual(result["info"]["history"]["leaderships"], 2)
+        self.assertEqual(result["info"]["history"]["grants"], 0)
+
+    def test_elections_and_locks_of_one_name_are_apart(self):
+        # Lock "lead" with fence 5 and election "lead" with term 5: no repeat.
+        h = good_election().acquire(7, "lead", "L", 5, 20, 21)
+        self.assertAllPass(run(h.events))
+
+    def test_terms_rise_fails_on_a_term_gone_back(self):
+        h = H().campaign(1, "e", "E1", 5, 0, 1).resign(1, "e", "E1", 2, 3)
+        h.campaign(2, "e", "E2", 4, 4, 5)
+        self.assertFails(run(h.events), "terms_rise", 1,
+                         ("election e:", "lease E2 term 4", "lease E1 term 5", "campaign ok"))
+        self.assertPasses(run(h.events), "fences_follow_real_time")
+
+    def test_terms_rise_fails_on_a_term_repeated_after_expiry(self):
+        h = H().campaign(1, "e", "E1", 5, 0, 1, ttl=100).campaign(2, "e", "E2", 5, 200, 201)
+        r = run(h.events)
+        self.assertFails(r, "terms_rise", 1)
+        self.assertFails(r, "one_leader_per_term", 1)
+
+    def test_terms_rise_counts_renew_and_proclaim(self):
+        # A proclaim extends the leadership: a campaign invoked before its
+        # end has no order with it.
+        h = H().campaign(1, "e", "E1", 5, 0, 1, ttl=100).proclaim(1, "e", "E1", 5, 50, 60, ttl=500)
+        h.campaign(2, "e", "E2", 5, 300, 301)
+        r = run(h.events)
+        self.assertPasses(r, "terms_rise")
+        self.assertFails(r, "one_leader_per_term", 1, ("election e term 5 granted to 2 leases",))
+
+    def test_one_leader_per_term_fails_on_two_leases(self):
+        h = H().campaign(1, "e", "E1", 9, 0, 1).campaign(2, "e", "E2", 9, 0.5, 1.5)
+        self.assertFails(run(h.events), "one_leader_per_term", 1)
+        self.assertPasses(run(h.events), "terms_rise")       # concurrent: no order
+        self.assertPasses(run(h.events), "no_fence_repeated")
+
+    def test_one_leader_per_term_allows_a_retry(self):
+        h = H().campaign(1, "e", "E1", 9, 0, 1).campaign(1, "e", "E1", 9, 2, 3)
+        self.assertPasses(run(h.events), "one_leader_per_term")
+
+    def test_deposed_leader_write_after_successor_wrote_fails(self):
+        h = H().campaign(1, "e", "E1", 5, 0, 1, ttl=100).lead_write(1, "e", "e.log", 5, 1, 2, 3)
+        h.campaign(2, "e", "E2", 6, 150, 151).lead_write(2, "e", "e.log", 6, 2, 152, 153)
+        h.lead_write(1, "e", "e.log", 5, 3, 300, 301)      # the zombie, admitted
+        r = run(h.events)
+        self.assertFails(r, "deposed_leader_refused", 1, ("election e lead-write e.log fence 5",
+                                                          "(a)", "(b)"))
+        self.assertPasses(r, "no_stale_write")
+
+    def test_deposed_leader_write_refused_passes(self):
+        h = H().campaign(1, "e", "E1", 5, 0, 1, ttl=100).lead_write(1, "e", "e.log", 5, 1, 2, 3)
+        h.campaign(2, "e", "E2", 6, 150, 151).lead_write(2, "e", "e.log", 6, 2, 152, 153)
+        h.lead_write(1, "e", "e.log", 5, None, 300, 301, outcome="fail")
+        self.assertPasses(run(h.events), "deposed_leader_refused")
+
+    def test_deposed_leader_write_before_successor_wrote_is_admitted(self):
+        # Fencing orders writes: before the successor's first write the
+        # store has not seen the new term.
+        h = H().campaign(1, "e", "E1", 5, 0, 1, ttl=100)
+        h.campaign(2, "e", "E2", 6, 150, 151)
+        h.lead_write(1, "e", "e.log", 5, 1, 160, 161)
+        h.lead_write(2, "e", "e.log", 6, 2, 170, 171)
+        self.assertPasses(run(h.events), "deposed_leader_refused")
+
+    def test_lock_writes_are_not_barriers_of_an_election(self):
+        h = H().write(1, "e", "e.reg", 9, 1, 0, 1).lead_write(2, "e", "e.log", 5, 1, 2, 3)
+        self.assertAllPass(run(h.events))
+
+    def test_resign_of_a_deposed_leader_fails(self):
+        h = H().campaign(1, "e", "E1", 5, 0, 1, ttl=100).campaign(2, "e", "E2", 6, 150, 151)
+        h.resign(1, "e", "E1", 200, 201)                    # ok: it freed E2's leadership
+        self.assertFails(run(h.events), "deposed_leader_stays_deposed", 1,
+                         ("election e: resign ok of lease E1 term 5",
+                          "after lease E2 term 6"))
+
+    def test_renew_and_proclaim_of_a_deposed_leader_fail(self):
+        h = H().campaign(1, "e", "E1", 5, 0, 1, ttl=100).campaign(2, "e", "E2", 6, 150, 151)
+        h.lead_renew(1, "e", "E1", 5, 200, 201).proclaim(1, "e", "E1", 5, 210, 211)
+        self.assertFails(run(h.events), "deposed_leader_stays_deposed", 2)
+
+    def test_deposed_leader_refused_calls_pass(self):
+        h = H().campaign(1, "e", "E1", 5, 0, 1, ttl=100).campaign(2, "e", "E2", 6, 150, 151)
+        h.resign(1, "e", "E1", 200, 201, outcome="fail").lead_renew(1, "e", "E1", 5, 210, 211,
+                                                                     outcome="fail")
+        self.assertPasses(run(h.events), "deposed_leader_stays_deposed")
+
+    def test_cli_names_the_election_rules(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "h.jsonl")
+            write_history(good_election().events, path)
+            p = cli(path)
+            self.assertEqual(p.returncode, 0, p.stdout)
+            for rule in ("terms_rise", "one_leader_per_term", "deposed_leader_refused",
+                         "deposed_leader_stays_deposed"):
+                self.assertIn("\n%s: PASS\n" % rule, p.stdout)
+            self.assertIn("2 leaderships", p.stdout)
+
+
 class Simulated(Base):
     """Long histories from simulate(): a correct system passes, each
     mutant fails the rule that should catch it."""
@@ -703,9 +848,11 @@ class Simulated(Base):
             h = result["info"]["history"]
             self.assertEqual(h["anomalies"], {})
             self.assertGreater(h["grants"], 100)
+            self.assertGreater(h["leaderships"], 20)
             ops = result["info"]["availability"]["ops"]
             self.assertGreater(ops["write"].get("fail", 0), 0, "no zombie was refused")
             self.assertGreater(ops["add"].get("info", 0), 0)
+            self.assertGreater(ops["lead-write"].get("fail", 0), 0, "no deposed leader refused")
 
     def test_mutants_are_caught(self):
         for bug, rule in (("reuse-fence", "no_fence_repeated"),
@@ -713,9 +860,26 @@ class Simulated(Base):
                           ("admit-stale", "no_stale_write"),
                           ("release-no-lease-check", "replaced_lease_stays_lost"),
                           ("renew-resurrects", "replaced_lease_stays_lost"),
-                          ("lose-element", "no_lost_element")):
+                          ("lose-element", "no_lost_element"),
+                          ("admit-stale", "deposed_leader_refused"),
+                          ("campaign-reuses-term", "one_leader_per_term"),
+                          ("campaign-reuses-term", "terms_rise"),
+                          ("resign-no-lease-check", "deposed_leader_stays_deposed")):
             with self.subTest(bug=bug):
                 self.assertFails(run(simulate(1, 6000, bug=bug)), rule)
+
+    def test_election_mutants_break_only_election_rules(self):
+        only = {"campaign-reuses-term": ("one_leader_per_term", "terms_rise"),
+                "resign-no-lease-check": ("deposed_leader_stays_deposed",)}
+        for bug, rules in sorted(only.items()):
+            for seed in (1, 2):
+                with self.subTest(bug=bug, seed=seed):
+                    result = run(simulate(seed, 6000, bug=bug))
+                    for rule in checker.SAFETY_RULES:
+                        if rule in rules:
+                            self.assertFails(result, rule)
+                        else:
+                            self.assertPasses(result, rule)
 
     def test_only_the_lease_rule_sees_a_release_without_lease_check(self):
         # Fencing shuts the freed holder out, so the other safety rules pass:
@@ -874,6 +1038,10 @@ class Cli(Base):
 # ---- a toy system that writes histories ------------------------------------
 
 LOCKS = ("job.a", "job.b", "job.c")
+ELECTIONS = ("lead.a", "lead.b")
+# An election's calls, as the lock calls they are in the store.
+AS_LOCK = {"campaign": "acquire", "lead-renew": "renew", "proclaim": "renew",
+           "resign": "release", "lead-write": "write"}
 FAULTS = ("pause-holder", "partition-halves", "clock-step", "kill-redis")
 
 
@@ -883,9 +1051,9 @@ class Store:
 
     def __init__(self, rng, bug):
         self.rng, self.bug = rng, bug
-        self.counter = {lock: 0 for lock in LOCKS}
-        self.holder = {}          # lock -> [lease, fence, expires]
-        self.highest = {lock: 0 for lock in LOCKS}
+        self.counter = {lock: 0 for lock in LOCKS + ELECTIONS}
+        self.holder = {}          # lock (or election) -> [lease, fence, expires]
+        self.highest = {lock: 0 for lock in LOCKS + ELECTIONS}
         self.kv = {}              # key -> (version, value)
         self.grants = 0
         self.fence_of = {}        # lease -> the fence it was granted
@@ -893,29 +1061,33 @@ class Store:
     def call(self, f, a, now):
         """(type, reply fields) of a call that happened."""
         lock = a.get("lock")
+        election = f in AS_LOCK
+        if election:
+            f = AS_LOCK[f]
         if f in ("acquire", "renew", "release"):
             cur = self.holder.get(lock)
             live = cur is not None and cur[2] > now
             mine = live and cur[0] == a["lease"]
             if f == "acquire":
                 if live and not mine:
-                    return "fail", {"error": "lock_held"}
+                    return "fail", {"error": "leader_exists" if election else "lock_held"}
                 if mine:
                     cur[2] = now + a["ttl_ms"] * MS
                     return "ok", {"fence": cur[1], "ttl_ms": a["ttl_ms"]}
                 self.grants += 1
                 if self.bug == "counter-reset" and self.grants % 150 == 0:
                     self.counter[lock] = max(0, self.counter[lock] - 3)   # a lossy failover
-                if not (self.bug == "reuse-fence" and self.counter[lock] and
-                        self.rng.random() < 0.05):
+                reuse = "campaign-reuses-term" if election else "reuse-fence"
+                if not (self.bug == reuse and self.counter[lock] and self.rng.random() < 0.05):
                     self.counter[lock] += 1
                 self.holder[lock] = [a["lease"], self.counter[lock], now + a["ttl_ms"] * MS]
                 self.fence_of[a["lease"]] = self.counter[lock]
                 return "ok", {"fence": self.counter[lock], "ttl_ms": a["ttl_ms"]}
-            if not mine and f == "release" and live and self.bug == "release-no-lease-check":
+            free_any = "resign-no-lease-check" if election else "release-no-lease-check"
+            if not mine and f == "release" and live and self.bug == free_any:
                 del self.holder[lock]             # whoever holds it: release.lua's `if cur then`
                 return "ok", {}
-            if not mine and f == "renew" and self.bug == "renew-resurrects":
+            if not mine and f == "renew" and self.bug == "renew-resurrects" and not election:
                 # The old lease is written back over whoever holds the lock.
                 fence = self.fence_of[a["lease"]]
                 self.holder[lock] = [a["lease"], fence, now + a["ttl_ms"] * MS]
@@ -949,6 +1121,9 @@ def worker(rng, wid, ttl_ms):
     yields (f, args) and gets back the reply (type plus fields)."""
     n = 0
     while True:
+        if rng.random() < 0.2:
+            yield from leader(rng, wid, ttl_ms)
+            continue
         lock = rng.choice(LOCKS)
         lease = "%016x" % rng.getrandbits(64)
         r = yield "acquire", {"lock": lock, "lease": lease, "ttl_ms": ttl_ms}
@@ -978,10 +1153,37 @@ def worker(rng, wid, ttl_ms):
             yield "release", {"lock": lock, "lease": lease}
 
 
+def leader(rng, wid, ttl_ms):
+    """An election round of the workload: campaign, write under the term
+    (sometimes after sleeping past the TTL: a deposed leader), sometimes
+    proclaim or renew, mostly resign."""
+    name = rng.choice(ELECTIONS)
+    lease = "%016x" % rng.getrandbits(64)
+    r = yield "campaign", {"lock": name, "lease": lease, "ttl_ms": ttl_ms}
+    if r["type"] != "ok":
+        yield "sleep", rng.randint(5, 50) * MS
+        return
+    term = r["fence"]
+    for i in range(rng.randint(1, 3)):
+        if rng.random() < 0.1:
+            yield "sleep", int(ttl_ms * MS * rng.uniform(1.3, 2.5))
+        yield "lead-write", {"lock": name, "key": name + ".log", "fence": term,
+                             "_new": "w%d:%d:%d" % (wid, term, i)}
+        if rng.random() < 0.3:
+            yield "proclaim", {"lock": name, "lease": lease, "ttl_ms": ttl_ms}
+        elif rng.random() < 0.3:
+            yield "lead-renew", {"lock": name, "lease": lease, "ttl_ms": ttl_ms}
+    if rng.random() < 0.8:
+        yield "resign", {"lock": name, "lease": lease}
+
+
 # The fields a completion repeats from its invoke, as the workload's do.
 ECHO = {"acquire": ("lock", "lease"), "renew": ("lock", "lease"), "release": ("lock", "lease"),
         "claim": ("lock", "fence"), "read": ("lock", "key"), "final-read": ("lock", "key"),
-        "write": ("lock", "key", "fence"), "add": ("lock", "key", "fence", "element")}
+        "write": ("lock", "key", "fence"), "add": ("lock", "key", "fence", "element"),
+        "campaign": ("lock", "lease"), "lead-renew": ("lock", "lease"),
+        "proclaim": ("lock", "lease"), "resign": ("lock", "lease"),
+        "lead-write": ("lock", "key", "fence")}
 
 
 def simulate(seed, n_events, workers=6, ttl_ms=200, bug=None):

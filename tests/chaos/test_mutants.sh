@@ -61,8 +61,10 @@ mutant acquire-reuses-fence fences_follow_real_time --topology single --seed 12 
   --faults pause-holder
 # fenced-kv without its fence check: zombies (paused past their TTL) write
 # under a fence below one already admitted.
-mutant fencedkv-admits-stale no_stale_write --topology single --seed 13 --schedules 3 \
-  --faults pause-holder
+# The same run shows deposed_leader_refused: a deposed leader's write (its
+# term below its successor's, already written) is admitted too.
+mutant fencedkv-admits-stale no_stale_write+deposed_leader_refused --topology single --seed 13 \
+  --schedules 3 --faults pause-holder
 # fenced-kv without If-Match: a zombie's admitted add is overwritten by the
 # next holder's read-modify-write. The workload is tilted to that path:
 # every holder adds first (with a think time) and none claims, and half of
@@ -77,6 +79,17 @@ case_run "control: real build, the same tilted workload" "$real" --topology sing
 mutant release-no-lease-check replaced_lease_stays_lost --topology single --seed 15 \
   --schedules 3 --faults pause-holder
 case_run "control: real build, single, pause-holder" "$real" --topology single --seed 15 \
+  --schedules 3 --faults pause-holder
+# Elections (issue 40; the election rules ride along in every run above,
+# and the controls hold them too). A campaign that reuses the election's
+# last term: two leases share a term, and a later leadership is not above
+# one that had ended. Locks keep their fences (no lock rule fails).
+mutant campaign-reuses-term one_leader_per_term+terms_rise --topology single --seed 21 \
+  --schedules 1 --faults pause-holder
+# A resign that does not check the lease: a deposed leader's late resign
+# (it slept or was paused past its TTL) ends its successor's leadership.
+# The same faults and seed as release-no-lease-check: its control serves.
+mutant resign-no-lease-check deposed_leader_stays_deposed --topology single --seed 15 \
   --schedules 3 --faults pause-holder
 # WAIT's answer ignored under --min-replicas 1, with --fence-floor none: a
 # lossy failover loses grants that were returned, and their fences are

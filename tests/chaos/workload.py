@@ -28,6 +28,16 @@ under the lock their fences are checked under (the grant's fence_lock:
 NAME:permit:I, NAME:rw); a read lease only reads the rwlock's register,
 and its calls are recorded as read-acquire, read-renew, read-release.
 
+Some rounds (elect_p) are an election's instead: campaign for one of a
+few elections (names no lock has) with a blocking wait_ms, and while
+leader write to fenced-kv under the term (Picket-Lock: the election's
+name, Picket-Fence: the term; NAME.log, no If-Match), one to three times,
+sometimes after sleeping past the TTL (a deposed leader by its own
+choice; the nemesis's pause-holder stops leaders too); sometimes proclaim
+a value or renew between writes; then resign, or walk away. The calls
+are recorded as campaign, proclaim, lead-renew, resign and lead-write,
+with the term as their fence.
+
 Every request is an invoke and one completion in the history: ok (it
 happened, with what the reply said), fail (it certainly did not happen:
 409 lock_held, lease_lost, stale_fence, 412 version_mismatch) or info
@@ -115,7 +125,7 @@ def error_code(doc):
 
 
 # Replies that say for certain the call did not happen.
-PICKETD_FAIL = {"lock_held", "lease_lost", "semaphore_full", "lock_delay"}
+PICKETD_FAIL = {"lock_held", "lease_lost", "semaphore_full", "lock_delay", "leader_exists"}
 FENCEDKV_FAIL = {"stale_fence", "version_mismatch"}
 
 
@@ -154,6 +164,29 @@ class Worker:
             return doc
         code = error_code(doc) or "http_%d" % status
         self.h.event("fail" if code in PICKETD_FAIL else "info", f, lock=lock, lease=tag,
+                     error=code)
+        return None
+
+    def elect_call(self, p, verb, name, lease, body, timeout, f=None):
+        """One call of election `name` (POST /v1/elections/NAME/VERB); the
+        history's f is f or verb, its fence the reply's term."""
+        tag = lease_tag(lease)
+        f = f or verb
+        self.h.event("invoke", f, lock=name, lease=tag, ttl_ms=body.get("ttl_ms"))
+        try:
+            status, doc = p.request("POST", "/v1/elections/%s/%s" % (name, verb),
+                                    json.dumps(body), {"Content-Type": "application/json"},
+                                    timeout=timeout)
+        except (OSError, http.client.HTTPException) as e:
+            self.h.event("info", f, lock=name, lease=tag, error=type(e).__name__)
+            return None
+        if status == 200 and isinstance(doc, dict):
+            term = doc.get("term")
+            self.h.event("ok", f, lock=name, lease=tag,
+                         fence=term if type(term) is int else None, ttl_ms=doc.get("ttl_ms"))
+            return doc
+        code = error_code(doc) or "http_%d" % status
+        self.h.event("fail" if code in PICKETD_FAIL else "info", f, lock=name, lease=tag,
                      error=code)
         return None
 
@@ -275,8 +308,47 @@ class Worker:
         finally:
             self.holding[self.wid] = 0
 
+    def lead(self):
+        """An election round: campaign (waiting), write under the term
+        while leader, sometimes proclaim or renew, resign or walk away."""
+        cfg, rng = self.cfg, self.rng
+        name = rng.choice(cfg["elections"])
+        p = rng.choice(self.picketd)
+        lease = secrets.token_hex(16)
+        ttl = cfg["ttl_ms"]
+        body = {"ttl_ms": ttl, "wait_ms": cfg["wait_ms"], "owner": "w%d" % self.wid,
+                "lease": lease, "value": "w%d" % self.wid}
+        grant = self.elect_call(p, "campaign", name, lease, body,
+                                timeout=cfg["wait_ms"] / 1000 + 3)
+        if grant is None or type(grant.get("term")) is not int:
+            time.sleep(rng.uniform(0.005, 0.05))
+            return
+        term = grant["term"]
+        self.holding[self.wid] = 1
+        try:
+            for i in range(rng.randint(1, 3)):
+                if rng.random() < cfg["zombie_p"]:
+                    self.sleep_past_ttl()
+                self.kv_put("lead-write", name, name + ".log", term,
+                            "w%d:%d:%d" % (self.wid, term, i))
+                x = rng.random()
+                if x < 0.25:
+                    self.elect_call(p, "proclaim", name, lease,
+                                    {"lease": lease, "value": "w%d:%d" % (self.wid, i)}, 3)
+                elif x < 0.25 + cfg["renew_p"] / 2:
+                    self.elect_call(p, "renew", name, lease, {"lease": lease, "ttl_ms": ttl}, 3,
+                                    f="lead-renew")
+            if rng.random() < cfg["release_p"]:
+                self.elect_call(rng.choice(self.picketd), "resign", name, lease,
+                                {"lease": lease}, 3)
+        finally:
+            self.holding[self.wid] = 0
+
     def once(self):
         cfg, rng = self.cfg, self.rng
+        if rng.random() < cfg.get("elect_p", 0):
+            self.lead()
+            return
         lock = rng.choice(cfg["locks"])
         p = rng.choice(self.picketd)
         lease = secrets.token_hex(16)
