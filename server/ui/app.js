@@ -6,11 +6,16 @@
  *   GET  /v1/locks/{name}        one lock's details
  *   GET  /v1/locks/{name}/events the selected lock's events (docs/events.md)
  *   POST /v1/locks/{name}/break  ends the lease and advances the fence
+ *   GET  /v1/elections/{name}    an election's leader (term, value, owner), candidates
+ *   GET  /v1/elections/{name}/observe  the selected election's `leader` events
+ *   POST /v1/elections/{name}/break    deposes the leader and moves the term on
  *
- * The list is refreshed by polling GET /v1/locks every POLL_MS. The lock
- * shown in detail follows its events stream instead: each grant, renewal,
- * release, expiry and break goes into its history, its TTL and its row as
- * it happens. One stream at a time, for the selected lock only: a browser
+ * The list (locks, semaphores, read/write locks and elections, whose fence
+ * is the leader's term) is refreshed by polling GET /v1/locks every
+ * POLL_MS. The lock or election shown in detail follows its stream
+ * instead: each grant, renewal, release, expiry and break of a lock, each
+ * change of an election's leader or value, goes into its history, its TTL
+ * and its row as it happens. One stream at a time, for the selected one only: a browser
  * opens at most 6 HTTP/1.1 connections to a host, and picketd bounds the
  * streams of a token (--max-watchers-per-client). The stream is read with
  * fetch(), not EventSource, which cannot send the Authorization header.
@@ -33,7 +38,10 @@
   const HISTORY_PER_LOCK = 100;
   const HISTORY_LOCKS = 1000;  // locks whose history is kept (the oldest are dropped)
   const TOKEN_KEY = 'picket.token';
-  const PATHS = { lock: '/v1/locks/', semaphore: '/v1/semaphores/', rwlock: '/v1/rwlocks/' };
+  const PATHS = { lock: '/v1/locks/', semaphore: '/v1/semaphores/', rwlock: '/v1/rwlocks/',
+    election: '/v1/elections/' };
+  // The kinds with a stream to follow (after their path) and a break.
+  const STREAMS = { lock: '/events', election: '/observe' };
 
   const $ = (id) => document.getElementById(id);
   const ui = {
@@ -42,7 +50,8 @@
     listNote: $('list-note'), body: $('locks-body'), empty: $('empty'),
     detail: $('detail'), detailHeading: $('detail-heading'), detailFields: $('detail-fields'),
     history: $('history'), detailClose: $('detail-close'), live: $('live'),
-    dialog: $('break-dialog'), breakName: $('break-name'), breakError: $('break-error'),
+    dialog: $('break-dialog'), breakTitle: $('break-title'), breakName: $('break-name'),
+    breakError: $('break-error'),
     breakCancel: $('break-cancel'), breakConfirm: $('break-confirm'),
   };
 
@@ -58,6 +67,7 @@
     opener: null,        // the button that opened the dialog, to give focus back
     selected: null,      // key of the lock in the detail panel
     inspect: null,       // the last GET of the selected lock
+    leader: null,        // the selected election's leader, from its last `leader` event
     stream: null,        // the selected lock's events stream (follow())
     ended: null,         // how the selected lock's last lease ended, from its events
     more: false,         // the last listing was cut at MAX_PAGES
@@ -173,6 +183,10 @@
   // ---- the list -------------------------------------------------------
 
   const keyOf = (row) => row.kind + ' ' + row.name;
+  const kindOf = (key) => key.slice(0, key.indexOf(' '));
+  const nameOf = (key) => key.slice(key.indexOf(' ') + 1);
+  // What a kind's fence is called: an election's is its leader's term.
+  const fenceWord = (kind) => (kind === 'election' ? 'term' : 'fence');
 
   /* Reads every page (up to MAX_PAGES) under the prefix. */
   async function readAll(prefix) {
@@ -271,14 +285,15 @@
       const r = cur.row;
       if (prev && prev.row.waiters !== r.waiters) note(key, 'Waiters: ' + prev.row.waiters + ' → ' + r.waiters + '.');
       if (key === followed) continue;
+      const fw = fenceWord(r.kind);
       if (!prev) {
-        note(key, (state.first ? 'Held when first seen' : 'Granted') + ': fence ' + r.fence +
+        note(key, (state.first ? 'Held when first seen' : 'Granted') + ': ' + fw + ' ' + r.fence +
           ', ' + ownerText(r) + (r.holders > 1 ? ', ' + r.holders + ' holders' : '') + '.');
         continue;
       }
       const p = prev.row;
       if (p.fence !== r.fence) {
-        note(key, 'Granted anew: fence ' + p.fence + ' → ' + r.fence + ', ' + ownerText(r) +
+        note(key, 'Granted anew: ' + fw + ' ' + p.fence + ' → ' + r.fence + ', ' + ownerText(r) +
           ' (the previous grant ended between two polls).');
       } else if (p.owner !== r.owner) {
         note(key, 'Owner changed to ' + ownerText(r) + '.');
@@ -291,7 +306,8 @@
     // out of view: say nothing of it.
     for (const [key, prev] of state.first ? [] : state.locks) {
       if (!next.has(key) && key !== followed) {
-        note(key, 'No longer held (released, expired or broken); last fence ' + prev.row.fence + '.');
+        note(key, 'No longer held (released, expired or broken); last ' + fenceWord(prev.row.kind) +
+          ' ' + prev.row.fence + '.');
       }
     }
   }
@@ -311,18 +327,20 @@
     ui.live.classList.toggle('error', !!isError);
   }
 
-  /* Follows key's events (locks only), ending any other stream first. */
+  /* Follows key's events (a lock's, an election's leader events), ending
+   * any other stream first. */
   function follow(key) {
     unfollow();
     state.ended = null;
-    const kind = key.slice(0, key.indexOf(' '));
-    if (kind !== 'lock') {
+    state.leader = null;
+    const kind = kindOf(key);
+    if (!STREAMS[kind]) {
       setText(ui.live, 'A ' + kind + ' has no events stream: this history is what changed ' +
         'between two refreshes of the list (every ' + POLL_MS / 1000 + ' s).');
       ui.live.classList.remove('error');
       return;
     }
-    const s = { key, name: key.slice(5), ctrl: null, live: false, seen: false, lastAt: 0,
+    const s = { key, kind, name: nameOf(key), ctrl: null, live: false, seen: false, lastAt: 0,
       retry: STREAM_RETRY_MS, timer: null };
     state.stream = s;
     connect(s);
@@ -345,7 +363,7 @@
     init.signal = s.ctrl.signal;
     let why = 'the events stream ended';
     try {
-      const r = await fetch(lockPath('lock', s.name) + '/events', init);
+      const r = await fetch(lockPath(s.kind, s.name) + STREAMS[s.kind], init);
       const type = r.headers.get('Content-Type') || '';
       if (r.status === 200 && type.startsWith('text/event-stream')) {
         await readEvents(s, r.body.getReader());
@@ -356,7 +374,7 @@
         if (r.status === 404 || r.status === 401 || r.status === 403) {
           showLive(s, (r.status === 404 ? 'This picketd has no events stream'
             : 'The events stream was refused (' + errorText(reply) + ')') +
-            ': this lock is refreshed with the list, every ' + POLL_MS / 1000 + ' s.', r.status !== 404);
+            ': this ' + s.kind + ' is refreshed with the list, every ' + POLL_MS / 1000 + ' s.', r.status !== 404);
           s.live = false;
           return;
         }
@@ -428,9 +446,58 @@
    * did not have it yet), counting its TTL down from now. */
   function setHeld(key, name, fields) {
     const prev = state.locks.get(key);
-    const base = { kind: 'lock', name, holders: 1, waiters: 0, acquired_at: null, renewals: null };
+    const base = { kind: kindOf(key), name, holders: 1, waiters: 0, acquired_at: null, renewals: null };
     state.locks.set(key, { row: Object.assign(base, prev && prev.row, fields), at: performance.now() });
     state.ended = null;
+  }
+
+  /* The stream's state (its first event, or the first after a reconnect:
+   * events in between may be missing, the state is the truth now): the
+   * stream is live. Returns whether it was live before. */
+  function nowLive(s) {
+    const again = s.seen;
+    s.live = s.seen = true;
+    s.retry = STREAM_RETRY_MS;
+    showLive(s, s.kind === 'election'
+      ? 'Live: this election follows its leader events; every new leader, proclaim, ' +
+        'resignation, expiry and break shows as it happens.'
+      : 'Live: this lock follows its events stream; every grant, renewal, release, ' +
+        'expiry and break shows as it happens.');
+    return again;
+  }
+
+  const valueText = (v) => (typeof v === 'string' ? 'value ' + JSON.stringify(v) : 'no value');
+
+  /* One `leader` event of the followed election: the first after a
+   * (re)connect says where it stands; then each new term, proclaim (same
+   * term, another value) and end of a leadership (leader: null, its
+   * cause untold). */
+  function leaderEvent(s, ev) {
+    const key = s.key, cur = state.locks.get(key), l = ev.leader;
+    const first = !s.live, again = first && nowLive(s);
+    // The term before this event: the last event's (a listing may already
+    // show the next term, or no leader); before the first, the list's.
+    const prev = first ? null : state.leader;
+    const was = first ? (cur ? cur.row.fence : null) : prev ? prev.term : null;
+    state.leader = l && typeof l === 'object' ? l : null;
+    if (state.leader) {
+      setHeld(key, s.name, { fence: l.term, owner: l.owner, ttl_ms: l.ttl_ms, acquired_at: l.since,
+        renewals: cur && cur.row.fence === l.term ? cur.row.renewals : null, holders: 1 });
+      const term = 'term ' + l.term, what = ownerText(l) + ', ' + valueText(l.value);
+      // The same leader and value told again (picketd read it anew): nothing happened.
+      const same = prev && prev.term === l.term && prev.value === l.value;
+      if (!same) note(key, first ? (again ? 'Following its leader again (changes may have been missed): '
+        : 'Following its leader: ') + term + ', ' + what + ', ' + secs(l.ttl_ms) + ' left.'
+        : was === l.term ? 'Proclaimed: ' + term + ', ' + valueText(l.value) + '.'
+        : 'New leader: ' + term + ', ' + what + ', TTL ' + secs(l.ttl_ms) + '.');
+    } else {
+      state.locks.delete(key);
+      if (was !== null) state.ended = { type: 'nolead', fence: was, at: new Date() };
+      note(key, first ? (again ? 'Following its leader again: ' : 'Following its leader: ') +
+        'no leader; last term issued ' + ev.term + '.'
+        : 'No leader: ' + (was !== null ? 'the leadership of term ' + was + ' ended' : 'it ended') +
+          ' (resigned, expired or broken).');
+    }
   }
 
   /* One event of the followed lock: into its history, its row and its
@@ -440,14 +507,12 @@
     const cur = state.locks.get(key);
     const fence = 'fence ' + ev.fence;
     switch (type) {
+      case 'leader':
+        if (s.kind !== 'election') return;
+        leaderEvent(s, ev);
+        break;
       case 'state': {
-        // The first, or the first after a reconnect (events in between
-        // may be missing: the state is the truth now).
-        const again = s.seen;
-        s.live = s.seen = true;
-        s.retry = STREAM_RETRY_MS;
-        showLive(s, 'Live: this lock follows its events stream; every grant, renewal, release, ' +
-          'expiry and break shows as it happens.');
+        const again = nowLive(s);
         if (ev.held) {
           const same = cur && cur.row.fence === ev.fence;
           setHeld(key, s.name, same ? { owner: ev.owner, ttl_ms: ev.ttl_ms }
@@ -535,23 +600,24 @@
       c[2].classList.remove('none');
     }
     setText(c[3], String(row.fence));
+    c[3].title = fenceWord(row.kind); // the column is "Fence / term"
     setText(c[5], String(row.waiters));
     fillActions(tr, key, row);
     tr.classList.toggle('selected', key === state.selected);
   }
 
-  /* The Break button: only for locks (the break endpoint is the lock's),
-   * and only when the token may break. */
+  /* The Break button: for locks and elections (the kinds with a break
+   * endpoint), and only when the token may break. */
   function fillActions(tr, key, row) {
     const td = tr.children[6];
     const existing = td.querySelector('button.break');
-    const want = state.canBreak && row.kind === 'lock';
+    const want = state.canBreak && !!STREAMS[row.kind];
     if (want && !existing) {
       const b = document.createElement('button');
       b.type = 'button';
       b.className = 'break';
       b.textContent = 'Break';
-      b.setAttribute('aria-label', 'Break lock ' + row.name);
+      b.setAttribute('aria-label', 'Break ' + row.kind + ' ' + row.name);
       b.addEventListener('click', () => askBreak(key));
       td.appendChild(b);
     } else if (!want && existing) {
@@ -623,10 +689,8 @@
   }
 
   async function inspect(key) {
-    const e = state.locks.get(key);
-    const kind = key.slice(0, key.indexOf(' ')), name = key.slice(key.indexOf(' ') + 1);
     let r;
-    try { r = await api('GET', lockPath(kind, name)); } catch (err) { return; }
+    try { r = await api('GET', lockPath(kindOf(key), nameOf(key))); } catch (err) { return; }
     if (state.selected !== key) return;
     state.inspect = r;
     renderDetail();
@@ -644,32 +708,48 @@
 
   const when = (ms) => (typeof ms === 'number' ? new Date(ms).toLocaleString() + ' (picketd\'s clock)' : '—');
 
+  /* The selected election's leader of this term, as its last `leader`
+   * event (while live) or else its last GET said; null if neither knows. */
+  function leaderOf(term) {
+    const i = state.inspect;
+    const l = live() === state.selected && state.leader ? state.leader
+      : i && i.status === 200 && i.body ? i.body.leader : null;
+    return l && l.term === term ? l : null;
+  }
+
   function renderDetail() {
     const key = state.selected;
-    const kind = key.slice(0, key.indexOf(' ')), name = key.slice(key.indexOf(' ') + 1);
+    const kind = kindOf(key), name = nameOf(key);
+    const election = kind === 'election';
     const e = state.locks.get(key);
     setText(ui.detailHeading, kind + ' ' + name);
     const dl = document.createElement('dl');
     dl.id = 'detail-fields';
     if (e) {
       const r = e.row;
-      field(dl, 'Owner', r.owner === null || r.owner === undefined ? '—' : r.owner);
-      field(dl, 'Fence', String(r.fence));
+      field(dl, election ? 'Leader' : 'Owner', r.owner === null || r.owner === undefined ? '—' : r.owner);
+      field(dl, election ? 'Term' : 'Fence', String(r.fence));
+      if (election) {
+        // What the leader published: text, whatever it looks like (field() sets textContent).
+        const l = leaderOf(r.fence);
+        field(dl, 'Value', !l ? '—' : typeof l.value === 'string' ? l.value : 'no value', 'value');
+      }
       field(dl, 'TTL left', ttlText(e, performance.now()), 'ttl');
-      field(dl, 'Holders', String(r.holders));
-      field(dl, 'Waiters', String(r.waiters));
-      field(dl, 'Acquired', when(r.acquired_at));
+      if (!election) field(dl, 'Holders', String(r.holders));
+      field(dl, election ? 'Candidates' : 'Waiters', String(r.waiters));
+      field(dl, election ? 'Leader since' : 'Acquired', when(r.acquired_at));
       field(dl, 'Renewals', typeof r.renewals === 'number' ? String(r.renewals) : '—');
     } else if (state.ended) {
-      const how = { released: 'released by its holder', expired: 'expired', broken: 'broken' };
-      field(dl, 'State', 'not held: ' + how[state.ended.type] + ' at ' +
-        state.ended.at.toLocaleTimeString() + ' (fence ' + state.ended.fence + ')', 'ended');
+      const how = { released: 'released by its holder', expired: 'expired', broken: 'broken',
+        nolead: 'its leadership ended (resigned, expired or broken)' };
+      field(dl, 'State', (election ? 'no leader: ' : 'not held: ') + how[state.ended.type] + ' at ' +
+        state.ended.at.toLocaleTimeString() + ' (' + fenceWord(kind) + ' ' + state.ended.fence + ')', 'ended');
     } else {
-      field(dl, 'State', 'not held now');
+      field(dl, 'State', election ? 'no leader now' : 'not held now');
     }
     const i = state.inspect;
     if (i && i.status === 200 && i.body) {
-      field(dl, 'Last fence issued', String(i.body.fence));
+      field(dl, election ? 'Last term issued' : 'Last fence issued', String(election ? i.body.term : i.body.fence));
     } else if (i) {
       field(dl, 'Details', 'GET ' + lockPath(kind, name) + ': ' + errorText(i));
     }
@@ -712,6 +792,11 @@
     if (!e) return;
     state.breaking = e.row;
     state.opener = document.activeElement;
+    // The dialog says what breaking this kind does (its other kinds' words hidden).
+    const kind = e.row.kind;
+    setText(ui.breakTitle, 'Break this ' + kind + '?');
+    setText(ui.breakConfirm, 'Break the ' + kind);
+    for (const el of ui.dialog.querySelectorAll('[data-kind]')) el.hidden = el.dataset.kind !== kind;
     ui.breakName.textContent = e.row.name;
     ui.breakError.textContent = '';
     ui.breakConfirm.disabled = false;
@@ -725,21 +810,24 @@
     ui.breakConfirm.disabled = true;
     let r;
     try {
-      r = await api('POST', lockPath('lock', row.name) + '/break', {});
+      r = await api('POST', lockPath(row.kind, row.name) + '/break', {});
     } catch (e) {
       ui.breakError.textContent = 'picketd is unreachable; nothing was broken.';
       ui.breakConfirm.disabled = false;
       return;
     }
-    const key = 'lock ' + row.name;
+    const key = keyOf(row), election = row.kind === 'election';
     if (r.status === 200 && r.body) {
-      // A followed lock's history gets the break from its events, with who broke it.
-      if (live() !== key) note(key, r.body.broken
-        ? 'Broken from this console: ' + ownerText(r.body) + ' lost the lease; the fence advanced to ' + r.body.fence + '.'
-        : 'Break from this console found nothing held.');
+      const word = fenceWord(row.kind), next = election ? r.body.term : r.body.fence;
+      // A followed lock's history gets the break from its events, with who
+      // broke it; an election's leader events do not say why a leader went.
+      if (live() !== key || election) note(key, r.body.broken
+        ? 'Broken from this console: ' + ownerText(r.body) + ' lost the ' + (election ? 'leadership' : 'lease') +
+          '; the ' + word + ' advanced to ' + next + '.'
+        : 'Break from this console found ' + (election ? 'no leader.' : 'nothing held.'));
       ui.dialog.close();
-      tell(r.body.broken ? "Broke '" + row.name + "'; its fence is now " + r.body.fence + '.'
-        : "'" + row.name + "' was not held; nothing was broken.");
+      tell(r.body.broken ? "Broke '" + row.name + "'; its " + word + ' is now ' + next + '.'
+        : "'" + row.name + "' " + (election ? 'had no leader' : 'was not held') + '; nothing was broken.');
       state.breaking = null;
       poll();
       return;

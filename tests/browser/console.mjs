@@ -19,6 +19,12 @@
 //   (e)       an admin breaks a lock through the dialog: the old holder's
 //             renew is 409 lease_lost, a new holder's fence is higher and
 //             fenced-kv admits its write, then refuses the old holder's
+//   (g)       an election campaigned through the API (its value HTML-like)
+//             shows as a row of kind election with its term; its details
+//             (GET /v1/elections/{name}) show the value as text, and follow
+//             its observe stream (one, with the token): a proclaim and a new
+//             leader show within a second; Break deposes the leader, whose
+//             renew is then lease_lost and whose term fenced-kv refuses
 //
 // Env: PICKETD_URL FKV_URL CHROMIUM BROWSER_DIR T_ADMIN T_READER, and
 // PICKET_SOURCE_DIR; PICKET_CONTRACT_LOG (every picketd exchange, the
@@ -159,11 +165,13 @@ async function openConsole(browser, token, label) {
     document.addEventListener('securitypolicyviolation', (e) =>
       console.error(`CSP violation: ${e.violatedDirective} blocked ${e.blockedURI}`));
   });
-  // The page's events streams: request -> {name, auth, open}.
+  // The page's streams (a lock's events, an election's observe): request
+  // -> {name, kind, auth, open}.
   c.streams = new Map();
   page.on('request', (req) => {
-    const m = /\/v1\/locks\/([^/?]+)\/events$/.exec(req.url());
-    if (m) c.streams.set(req, { name: decodeURIComponent(m[1]), auth: req.headers().authorization, open: true });
+    const m = /\/v1\/(locks\/([^/?]+)\/events|elections\/([^/?]+)\/observe)$/.exec(req.url());
+    if (m) c.streams.set(req, { name: decodeURIComponent(m[2] || m[3]), kind: m[2] ? 'lock' : 'election',
+      auth: req.headers().authorization, open: true });
   });
   const ended = (req) => { const s = c.streams.get(req); if (s) s.open = false; };
   page.on('requestfinished', ended);
@@ -204,24 +212,24 @@ async function openConsole(browser, token, label) {
 const rowSel = (kind, name) => `#locks-body tr[data-kind="${kind}"][data-name="${name}"]`;
 
 // The row's cells as text, or null when it is not there.
-function row(page, name) {
+function row(page, name, kind = 'lock') {
   return page.evaluate((sel) => {
     const tr = document.querySelector(sel);
     if (!tr) return null;
     return {
-      owner: tr.children[2].textContent, fence: tr.children[3].textContent,
+      kind: tr.children[0].textContent, owner: tr.children[2].textContent, fence: tr.children[3].textContent,
       ttl: tr.children[4].textContent, waiters: tr.children[5].textContent,
       breakButton: !!tr.querySelector('button.break'),
     };
-  }, rowSel('lock', name));
+  }, rowSel(kind, name));
 }
 
-async function waitRow(page, name, pred, what, timeout = 10000) {
+async function waitRow(page, name, pred, what, timeout = 10000, kind = 'lock') {
   try {
-    await page.waitForFunction(pred, { polling: 50, timeout: timeout * SCALE }, rowSel('lock', name));
+    await page.waitForFunction(pred, { polling: 50, timeout: timeout * SCALE }, rowSel(kind, name));
     return true;
   } catch (e) {
-    check(false, `${what}: not seen in ${timeout} ms (row: ${JSON.stringify(await row(page, name))}; ` +
+    check(false, `${what}: not seen in ${timeout} ms (row: ${JSON.stringify(await row(page, name, kind))}; ` +
       `status: ${await page.$eval('#status', (s) => s.textContent)})`);
     return false;
   }
@@ -459,6 +467,104 @@ async function main() {
       'the old holder\'s write refused by fenced-kv');
     await untilHistory(`Granted: fence ${next.json.fence}, owner 'new-holder'`, 'the new grant');
     await api('POST', '/v1/locks/console.e/release', { body: { lease: next.json.lease }, token: ADMIN });
+
+    // (g) an election: its row, its details (its value shown as text, never
+    // as HTML), its leader events as they come, and a break from the console.
+    const campaign = (owner, value, more = {}) => api('POST', '/v1/elections/console.g/campaign',
+      { body: { ttl_ms: 60000, owner, value, ...more }, token: ADMIN });
+    const VALUE = '<b>x</b>';
+    const g1 = await campaign('leader-1', VALUE);
+    must(g1.status === 200 && g1.json.term > 0, `(g) campaign console.g: ${show(g1)}`);
+    const gSel = rowSel('election', 'console.g');
+    if (await waitRow(admin.page, 'console.g', (sel) => !!document.querySelector(sel),
+      '(g) the row of election console.g', 10000, 'election')) {
+      const r = await row(admin.page, 'console.g', 'election');
+      if (check(r.kind === 'election' && r.owner === 'leader-1' && r.fence === String(g1.json.term) && r.breakButton,
+        `(g) console.g's row: ${JSON.stringify(r)}; want kind election, owner leader-1, term ${g1.json.term}, Break`)) ok(`(g) console.g listed as an election: owner ${r.owner}, term ${r.fence}, TTL ${r.ttl}`);
+    }
+    // Its details: where it stands from its leader events and its GET.
+    const fieldOf = (label) => admin.page.evaluate((l) => {
+      const dt = [...document.querySelectorAll('#detail-fields dt')].find((d) => d.textContent === l);
+      return dt ? dt.nextElementSibling.textContent : null;
+    }, label);
+    await admin.page.click(gSel + ' button.details');
+    try {
+      await admin.page.waitForFunction((v, t) => /^Live:/.test(document.getElementById('live').textContent) &&
+        document.getElementById('history').textContent.includes('Following its leader: term ' + t) &&
+        [...document.querySelectorAll('#detail-fields dt')].some((d) => d.textContent === 'Last term issued') &&
+        (document.querySelector('#detail-fields dd.value') || {}).textContent === v,
+      { polling: 50, timeout: 5000 * SCALE }, VALUE, g1.json.term);
+      const f = { leader: await fieldOf('Leader'), term: await fieldOf('Term'), last: await fieldOf('Last term issued') };
+      if (check(f.leader === 'leader-1' && f.term === String(g1.json.term) && f.last === String(g1.json.term),
+        `(g) console.g's details: ${JSON.stringify(f)}`)) ok(`(g) console.g's details are live and show its value ${VALUE} as text (${JSON.stringify(f)})`);
+    } catch {
+      check(false, `(g) the details of console.g: live '${await admin.page.$eval('#live', (l) => l.textContent)}', ` +
+        `fields '${await admin.page.$eval('#detail-fields', (d) => d.textContent)}', history '${await history()}'`);
+    }
+    const tags = await admin.page.$$eval('main b, main i', (els) => els.length);
+    check(tags === 0, `(g) the leader's value made ${tags} HTML elements in the page`);
+    const gStreams = [...admin.streams.values()].filter((x) => x.open);
+    check(gStreams.length === 1 && gStreams[0].kind === 'election' && gStreams[0].name === 'console.g' &&
+      gStreams[0].auth === 'Bearer ' + ADMIN,
+      `(g) open streams: ${JSON.stringify(gStreams.map((x) => [x.kind, x.name, !!x.auth]))}, want console.g's observe`);
+    // A proclaim shows within a second...
+    const VALUE2 = '<i>y</i> & z';
+    r = await api('POST', '/v1/elections/console.g/proclaim', { body: { lease: g1.json.lease, value: VALUE2 }, token: ADMIN });
+    must(r.status === 200, `(g) proclaim: ${show(r)}`);
+    const proclaimMs = await untilHistory(`Proclaimed: term ${g1.json.term}, value ${JSON.stringify(VALUE2)}.`, 'the proclaim');
+    if (proclaimMs !== null) {
+      check(proclaimMs <= 1000 * SCALE, `(g) the proclaim showed after ${proclaimMs} ms, want <= 1000`);
+      const v = await admin.page.$eval('#detail-fields dd.value', (d) => d.textContent);
+      check(v === VALUE2, `(g) the details show the proclaimed value: '${v}'`);
+      ok(`(g) console.g's proclaim showed ${proclaimMs} ms after its reply`);
+    }
+    // ...and a new leader: a waiting candidate takes over when leader-1 resigns.
+    const candidate = campaign('leader-2', 'second', { wait_ms: 20000 });
+    await new Promise((res) => setTimeout(res, 200));
+    r = await api('POST', '/v1/elections/console.g/resign', { body: { lease: g1.json.lease }, token: ADMIN });
+    must(r.status === 200, `(g) resign: ${show(r)}`);
+    const g2 = await candidate;
+    must(g2.status === 200 && g2.json.term > g1.json.term, `(g) the candidate's campaign: ${show(g2)}`);
+    const leaderMs = await untilHistory(`New leader: term ${g2.json.term}, owner 'leader-2'`, 'the new leader');
+    if (leaderMs !== null) {
+      check(leaderMs <= 1000 * SCALE, `(g) the new leader showed after ${leaderMs} ms, want <= 1000`);
+      const rr = await row(admin.page, 'console.g', 'election');
+      check(rr && rr.owner === 'leader-2' && rr.fence === String(g2.json.term), `(g) the row follows: ${JSON.stringify(rr)}`);
+      ok(`(g) console.g's new leader (term ${g1.json.term} -> ${g2.json.term}) showed ${leaderMs} ms after its grant`);
+    }
+    r = await fkvPut('console-g-data', 'console.g', g2.json.term, 'written by leader-2');
+    must(r.status === 200, `(g) leader-2's write: ${show(r)}`);
+    // Break it from the console.
+    await admin.page.click(gSel + ' button.break');
+    await admin.page.waitForSelector('#break-dialog[open]', { timeout: 5000 * SCALE });
+    const gDialog = await admin.page.$eval('#break-dialog', (d) => d.innerText.replace(/\s+/g, ' '));
+    check(/^Break this election\?/.test(gDialog) && gDialog.includes('console.g') && /term/.test(gDialog) &&
+      !/lock's fence/.test(gDialog), `(g) the dialog says what breaking an election does: ${gDialog}`);
+    await admin.page.click('#break-confirm');
+    await admin.page.waitForFunction(() => !document.getElementById('break-dialog').open,
+      { polling: 50, timeout: 5000 * SCALE }).catch(async () =>
+      must(false, '(g) the dialog stayed open: ' + await admin.page.$eval('#break-error', (e) => e.textContent)));
+    const gSaid = await admin.page.$eval('#notice', (s) => s.textContent);
+    const m = /^Broke 'console\.g'; its term is now (\d+)\.$/.exec(gSaid);
+    check(m && Number(m[1]) > g2.json.term, `(g) the console says it broke console.g: ${gSaid}`);
+    if (await untilHistory(`No leader: the leadership of term ${g2.json.term} ended`, 'the break') !== null &&
+        await untilHistory("Broken from this console: owner 'leader-2' lost the leadership", 'the break') !== null) {
+      const st = await admin.page.$eval('#detail-fields', (d) => d.textContent);
+      check(/no leader: its leadership ended/.test(st), `(g) the details say console.g has no leader: ${st}`);
+      check(!(await row(admin.page, 'console.g', 'election')), '(g) console.g is still listed after the break');
+    }
+    r = await api('POST', '/v1/elections/console.g/renew', { body: { lease: g2.json.lease }, token: ADMIN });
+    check(r.status === 409 && code(r) === 'lease_lost', `(g) the deposed leader's renew: ${show(r)}`);
+    const g3 = await campaign('leader-3', null);
+    must(g3.status === 200 && g3.json.term > g2.json.term, `(g) a new leader after the break: ${show(g3)}`);
+    r = await fkvPut('console-g-data', 'console.g', g3.json.term, 'written by leader-3');
+    check(r.status === 200, `(g) the new leader's write: ${show(r)}`);
+    r = await fkvPut('console-g-data', 'console.g', g2.json.term, 'the deposed leader\'s write');
+    check(r.status === 409 && code(r) === 'stale_fence', `(g) the deposed leader's write: ${show(r)}`);
+    ok(`(g) broken through the console: renew lease_lost, term ${g2.json.term} -> ${g3.json.term}, ` +
+      'the deposed leader\'s write refused by fenced-kv');
+    await untilHistory(`New leader: term ${g3.json.term}, owner 'leader-3', no value`, 'the next leader');
+    await api('POST', '/v1/elections/console.g/resign', { body: { lease: g3.json.lease }, token: ADMIN });
     // Closing the details ends the stream.
     await admin.page.click('#detail-close');
     await admin.page.waitForFunction(() => document.getElementById('detail').hidden, { timeout: 5000 * SCALE });
