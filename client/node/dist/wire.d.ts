@@ -130,7 +130,7 @@ export interface LockEventWire {
     by?: string;
 }
 export interface LockListEntryWire {
-    kind: "lock" | "semaphore" | "rwlock";
+    kind: "lock" | "semaphore" | "rwlock" | "election";
     name: string;
     holders: number;
     owner: string | null;

@@ -60,7 +60,7 @@ export interface LockEventWire {
 }
 
 export interface LockListEntryWire {
-  kind: "lock" | "semaphore" | "rwlock"; name: string; holders: number; owner: string | null;
+  kind: "lock" | "semaphore" | "rwlock" | "election"; name: string; holders: number; owner: string | null;
   fence: number | null; ttl_ms: number; acquired_at: number | null; renewals: number | null; waiters: number;
   limit?: number;
 }
