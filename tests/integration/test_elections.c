@@ -17,7 +17,8 @@
  *   for a proclaim, `leader: null` for a resign, and the next leader.
  * break_moves_term: an operator's break ends the leader's lease (its
  *   renew is lease_lost) and the next term is above the broken one.
- * listing: GET /v1/locks lists an election as kind "election" by its name.
+ * listing: GET /v1/locks lists an election as kind "election" by its name;
+ *   /metrics counts the election endpoints apart.
  * deposed_leader_in_fenced_kv: a leader that paused past its TTL writes
  *   with its term after the next leader did: fenced-kv refuses it.
  * bad_input: a value too long or with control characters, a name too
@@ -259,6 +260,11 @@ START_TEST(listing) {
   json_t *e = json_array_get(locks, 0);
   ck_assert_str_eq(harness_json_str(e, "kind"), "election");
   ck_assert_str_eq(harness_json_str(e, "name"), "listed.one");
+  harness_resp_free(&r);
+  call("GET", "/metrics", NULL, &r);
+  ck_assert_msg(r.body && strstr(r.body, "endpoint=\"election_campaign\",status=\"200\"") &&
+                    strstr(r.body, "endpoint=\"election_resign\",status=\"200\""),
+                "no election endpoints in /metrics");
   harness_resp_free(&r);
 }
 END_TEST
