@@ -230,8 +230,10 @@ static api_result store_call(api_call *call, store_op_kind kind) {
   call->op.name = call->store_name;
   call->op.lease = call->lease;
   call->op.owner = call->owner;
-  /* an election's value: kept by a campaign's grant, set by a proclaim */
-  call->op.value = call->family->values && call->has_value ? call->value : NULL;
+  /* an election's value: a campaign's (none: "") is its grant's, and a
+   * same-lease retry's sets it again; a proclaim's replaces it */
+  call->op.value = call->family->values && (call->has_value || kind == STORE_OP_ACQUIRE)
+                       ? call->value : NULL;
   call->op.ttl_ms = call->ttl_ms;
   call->op.lock_delay_ms = call->lock_delay_ms;
   call->op.max_hold_ms = call->max_hold_ms;

@@ -16,8 +16,8 @@
 -- ARGV[10] = the token whose max_leases counts this lease ("" none): kept
 -- in the lease as `qt`, so that a break (break.lua) can give its place back.
 -- ARGV[11] = the lease's value, optional (an election's leader's,
--- docs/elections.md): kept in the lease as `val` by a new grant; a retry
--- keeps the value the grant has (proclaim changes it: renew.lua).
+-- docs/elections.md; "" for none): kept in the lease as `val` by a new
+-- grant and set again by a retry (proclaim changes it: renew.lua).
 --
 -- Every reply has a fifth element: the TTL given (ms), which is ARGV[2]
 -- unless the hold cap cut it (0 in a reply that grants nothing).
@@ -96,6 +96,10 @@ if cur == ARGV[1] then
     redis.call('HSET', KEYS[1], 'ttl', ttl)
   end
   if quota then leases_add(quota, ARGV[9], given, now_ms) end
+  if ARGV[11] then
+    if ARGV[11] ~= '' then redis.call('HSET', KEYS[1], 'val', ARGV[11])
+    else redis.call('HDEL', KEYS[1], 'val') end
+  end
   local px = counter_px((hold.delay or 0) + given)
   if px then redis.call('PEXPIRE', KEYS[2], px) end
   return {1, live, 0, tamper, given}

@@ -85,11 +85,21 @@ START_TEST(campaign_and_leader) {
   ck_assert_int_gt(harness_json_int(e, "retry_after_ms"), 0);
   ck_assert_str_eq(harness_json_str(e, "owner"), "node-a");
   harness_resp_free(&r);
-  /* the same lease again: the same term (a retry after a lost reply) */
-  char body[120];
-  snprintf(body, sizeof body, "{\"ttl_ms\":20000,\"lease\":\"%s\"}", a.lease);
+  /* the same lease again: the same term (a retry after a lost reply), and
+   * the value its campaign says, as the reply says */
+  char body[160];
+  snprintf(body, sizeof body, "{\"ttl_ms\":20000,\"lease\":\"%s\",\"value\":\"10.0.0.9:8080\"}",
+           a.lease);
   leadership again = win("sched", body);
   ck_assert_int_eq(again.term, a.term);
+  l = leader_now("sched", &r);
+  ck_assert_str_eq(harness_json_str(l, "value"), "10.0.0.9:8080");
+  harness_resp_free(&r);
+  snprintf(body, sizeof body, "{\"ttl_ms\":20000,\"lease\":\"%s\"}", a.lease);
+  again = win("sched", body);
+  l = leader_now("sched", &r);
+  ck_assert_msg(json_is_null(json_object_get(l, "value")), "a retry without a value: %s", r.body);
+  harness_resp_free(&r);
   ck_assert_int_eq(lease_call("sched", "resign", a.lease), 200);
   l = leader_now("sched", &r);
   ck_assert_msg(json_is_null(l), "%s", r.body);

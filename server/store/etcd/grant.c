@@ -85,8 +85,9 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *
   }
   store_etcd_grant ng = *g;
   ng.renewals += renewal;
-  /* a proclaim: the new value, in the same guarded write as the renewal */
-  if (renewal && op->value) snprintf(ng.value, sizeof ng.value, "%s", op->value);
+  /* a proclaim's value, or a campaign retry's again, in the same guarded
+   * write as the renewal (only an election's calls carry one) */
+  if (op->value) snprintf(ng.value, sizeof ng.value, "%s", op->value);
   int rc;
   if (want_s * 1000 == g->ttl_ms) {
     /* The same TTL: keep the etcd leases alive. First the grant is written
