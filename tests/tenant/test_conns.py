@@ -21,8 +21,14 @@ picketd runs --auth-file --max-connections 64 --max-connections-per-ip 8
      SIGHUP: reader's idle connections, a-lock's stream and its waiting
      acquire (answered 401 unauthenticated first) all end within seconds;
      other's connection serves its next request.
+  watchers) a-lock opens event streams of locks and observe streams of
+     elections (issue 40) on connections of their own, up to
+     --max-watchers-per-client 4 in all: the next of either kind is 429
+     too_many_watchers with Retry-After, while other (another token, the
+     same address) observes at once; when one of a-lock's streams ends,
+     another may open.
 
-Usage: test_conns.py PORT [all|cap|revoke] (env T_READ, T_ALOCK, T_OTHER,
+Usage: test_conns.py PORT [all|cap|revoke|watchers] (env T_READ, T_ALOCK, T_OTHER,
 T_OPS: the tokens; REVOKE_CMD: a shell command that removes reader and
 a-lock from the auth file and sends picketd SIGHUP).
 """
@@ -40,6 +46,7 @@ PORT = int(sys.argv[1])
 ONLY = sys.argv[2] if len(sys.argv) > 2 else "all"
 READ, ALOCK, OTHER, OPS = (os.environ[k] for k in ("T_READ", "T_ALOCK", "T_OTHER", "T_OPS"))
 CAP = 16
+WATCHERS = 4  # --max-watchers-per-client
 SCALE = float(os.environ.get("PICKET_TIME_SCALE", "1"))
 
 
@@ -141,13 +148,13 @@ def still_open(s):
         return False
 
 
-def metric(name, labels):
+def metric(name, labels=None):
     s = connect()
     send(s, "GET", "/metrics", OPS)
     status, _, text = Reader(s).response()
     s.close()
     check(status == 200, "/metrics: %s" % status)
-    want = "%s{%s} " % (name, labels)
+    want = "%s{%s} " % (name, labels) if labels is not None else name + " "
     for line in text.splitlines():
         if line.startswith(want):
             return int(float(line[len(want):]))
@@ -296,7 +303,62 @@ def part_revoke(held):
         s.close()
 
 
+def open_stream(path, token):
+    """A stream's GET on a connection of its own: (the open socket, or
+    None when refused, the status, the refusal's JSON, the headers)."""
+    s = connect(timeout=30)
+    rd = Reader(s)
+    send(s, "GET", path, token)
+    st, hdrs = rd.head()
+    if st == 200:
+        return s, st, None, hdrs
+    n = int(hdrs.get("content-length", "0"))
+    while len(rd.buf) < n:
+        rd.more()
+    s.close()
+    return None, st, json.loads(rd.buf[:n].decode()), hdrs
+
+
+def streams_open(n):
+    """Waits until picketd counts n open streams (it sees hang-ups soon)."""
+    end = time.monotonic() + 10 * SCALE
+    while metric("picket_event_streams") != n:
+        check(time.monotonic() < end, "picket_event_streams: %s, want %d"
+              % (metric("picket_event_streams"), n))
+        time.sleep(0.05)
+
+
+def part_watchers():
+    print("(watchers) a-lock's event and observe streams (--max-watchers-per-client %d)"
+          % WATCHERS, flush=True)
+    paths = ["/v1/locks/a.s%d/events" % i for i in range(WATCHERS // 2)]
+    paths += ["/v1/elections/a.e%d/observe" % i for i in range(WATCHERS - len(paths))]
+    mine = []
+    for path in paths:
+        s, st, _, _ = open_stream(path, ALOCK)
+        check(st == 200, "a-lock's stream %s: %s" % (path, st))
+        mine.append(s)
+    for path in ("/v1/elections/a.e9/observe", "/v1/elections/a.e0/observe", "/v1/locks/a.s9/events"):
+        s, st, doc, hdrs = open_stream(path, ALOCK)
+        check(st == 429 and code_of(doc) == "too_many_watchers" and hdrs.get("retry-after") == "1",
+              "a-lock's stream %s past %d: %s %s %s" % (path, WATCHERS, st, doc, hdrs))
+    theirs, st, _, _ = open_stream("/v1/elections/b.e0/observe", OTHER)
+    check(st == 200, "other's observe while a-lock is at its cap: %s" % st)
+    print("    a-lock's %d streams open, the next of either kind 429; other observes" % WATCHERS,
+          flush=True)
+    mine.pop().close()
+    streams_open(WATCHERS)
+    s, st, _, _ = open_stream("/v1/elections/a.e9/observe", ALOCK)
+    check(st == 200, "a-lock's observe after one of its streams ended: %s" % st)
+    for s in mine + [s, theirs]:
+        s.close()
+    streams_open(0)
+    print("    one of a-lock's streams ends: another opens", flush=True)
+
+
 held = part_cap() if ONLY in ("all", "cap") else []
+if ONLY in ("all", "watchers"):
+    part_watchers()
 if ONLY in ("all", "revoke"):
     part_revoke(held)
 print("test_conns: ok", flush=True)

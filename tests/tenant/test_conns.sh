@@ -8,8 +8,11 @@
 # tenant's acquire is served at once. Then the token (and a lock token of
 # a.) leave the auth file, SIGHUP, and every connection of theirs ends: the
 # idle ones, a waiting acquire (401 first) and an event stream; the other
-# tenant's keep-alive connection serves on.
-# TEST_CONNS_ONLY=cap|revoke runs one part (to see each fail on old code).
+# tenant's keep-alive connection serves on. Between the two, a-lock's
+# event streams and election observe streams stop at
+# --max-watchers-per-client 4 (429 too_many_watchers) while the other
+# tenant's open.
+# TEST_CONNS_ONLY=cap|revoke|watchers runs one part (to see each fail on old code).
 set -u
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 . "$PICKET_SOURCE_DIR/tests/tenant/tenant.sh"
@@ -28,7 +31,7 @@ for bad in "--max-connections-per-token -1" "--max-connections-per-token 4"; do
   [ "$rc" -eq 2 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] || h_fail "picketd $bad: exit $rc: $out"
 done
 h_start_picketd --auth-file "$H_DIR/auth" --max-connections 64 --max-connections-per-ip 8 \
-  --max-connections-per-token 16 --events-heartbeat-ms 1000
+  --max-connections-per-token 16 --events-heartbeat-ms 1000 --max-watchers-per-client 4
 # test_conns.py calls this to drop reader and a-lock from the file and reload it.
 export REVOKE_CMD="printf '%s\n' '$stay' > '$H_DIR/auth.new' && mv '$H_DIR/auth.new' '$H_DIR/auth' && kill -HUP $PICKETD_PID"
 python3 "$PICKET_SOURCE_DIR/tests/tenant/test_conns.py" "$PICKETD_PORT" "${TEST_CONNS_ONLY:-all}" ||

@@ -9,6 +9,10 @@
 #  2. a tenant whose prefix covers SEM:permit: (but not the semaphore SEM)
 #     takes a plain lock named SEM:permit:0; its token must not pass as
 #     the permit's: fenced-kv refuses it, the permit holder writes on.
+#  3. an election's term is signed as a lock token for the election's
+#     name (issue 40): fenced-kv admits it there and under no other name;
+#     the side tenant cannot campaign jobs.el (403, no token), and its own
+#     elections named like the permit or the writer get tokens refused.
 set -u
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 . "$PICKET_SOURCE_DIR/tests/tenant/tenant.sh"
@@ -29,6 +33,8 @@ for _ in $(seq 1 250); do [ -s "$H_DIR/kv.port" ] && break; sleep 0.02; done
 KV="http://127.0.0.1:$(cat "$H_DIR/kv.port")"
 
 json() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], ""))' "$1"; }
+# fields KEY...: the members on one line (one python3 for several)
+fields() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(*(d.get(k, "-") for k in sys.argv[1:]))' "$@"; }
 # call TOKEN PATH BODY: picketd's reply body
 call() { curl -s -X POST "$PICKETD_URL$2" -H "Authorization: Bearer $1" -H 'Content-Type: application/json' -d "$3"; }
 # put KEY LOCK FENCE TOKEN: the status of a write to fenced-kv (KEY "" is a claim)
@@ -76,6 +82,38 @@ st=$(put slot "$plock" "$lfence" "$ltok")
 [ "$(curl -s "$KV/fence/$plock" | json highest)" = "$pfence" ] || h_fail "the permit's highest moved"
 [ "$(put slot "$plock" "$pfence" "$ptok")" = 200 ] || h_fail "the permit holder was shut out: $(cat "$H_DIR/kv.body")"
 echo "ok: a plain lock named like a permit gets tokens the permit's store refuses; the permit holder writes on"
+
+# 3. an election's term (issue 40): a lock token for the election's name,
+# and only for it; no tenant gets one for a name outside its prefixes
+e=$(call "$T_JOBS" /v1/elections/jobs.el/campaign '{"ttl_ms":30000,"value":"v"}')
+read -r eterm etok elease <<<"$(fields term fence_token lease <<<"$e")"
+[ "${etok:0:8}" = v2.lock. ] || h_fail "an election's term has no lock token: $e"
+[ "$(put eldoc jobs.el "$eterm" "$etok")" = 200 ] || h_fail "the leader's write: $(cat "$H_DIR/kv.body")"
+[ "$(json fence_token <<<"$(call "$T_JOBS" /v1/elections/jobs.el/renew "{\"lease\":\"$elease\"}")")" = "$etok" ] ||
+  h_fail "a renewal's token is not the term's"
+i=0 # (a key of its own each: no key's binding to a lock refuses the write)
+for other in jobs.el2 JOBS.el other.el jobs.el:rw /e/jobs.el; do
+  st=$(put "eldoc$((i += 1))" "$other" "$eterm" "$etok")
+  [ "$st" != 200 ] && { [ "$other" = /e/jobs.el ] || grep -q fence_invalid "$H_DIR/kv.body"; } ||
+    h_fail "the term of jobs.el wrote under $other: $st $(cat "$H_DIR/kv.body")"
+  [ "$(put "" "$other" "$eterm" "$etok")" != 200 ] || h_fail "the term of jobs.el claimed $other"
+done
+for path in jobs.el jobs%2Eel %6Aobs.el jobs.other; do
+  out=$(call "$T_SIDE" "/v1/elections/$path/campaign" '{"ttl_ms":30000}')
+  grep -q permission_denied <<<"$out" && ! grep -q fence_token <<<"$out" ||
+    h_fail "side campaigned $path: $out"
+done
+for n in jobs.sem:permit:0 jobs.rw:rw; do # side's own names, like the permit's and the writer's
+  x=$(call "$T_SIDE" "/v1/elections/$n/campaign" '{"ttl_ms":30000}')
+  read -r xterm xtok <<<"$(fields term fence_token <<<"$x")"
+  [ "${xtok:0:8}" = v2.lock. ] || h_fail "side's election $n: $x"
+  st=$(put slot "$n" "$xterm" "$xtok")
+  [ "$st" = 403 ] && grep -q fence_invalid "$H_DIR/kv.body" ||
+    h_fail "the term of an election named $n wrote: $st $(cat "$H_DIR/kv.body")"
+  [ "$(put "" "$n" "$xterm" "$xtok")" = 403 ] || h_fail "the term of an election named $n claimed"
+done
+[ "$(curl -s "$KV/fence/$plock" | json highest)" = "$pfence" ] || h_fail "the permit's highest moved"
+echo "ok: a term's token is a lock token for its election's name only; none for another's prefix"
 
 kill -TERM "$PICKETD_PID"; wait "$PICKETD_PID"; rc=$?
 [ "$rc" -eq 0 ] || h_fail "picketd exited $rc on SIGTERM"

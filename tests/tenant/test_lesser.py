@@ -23,14 +23,13 @@ with --max-waiters 1.
 
 Usage: test_lesser.py PORT ONE_PORT (env T_*: the tokens).
 """
-import http.client
 import json
 import os
 import socket
 import sys
 import time
 
-from tenant_http import request
+from tenant_http import Stream, request
 
 PORT, ONE_PORT = int(sys.argv[1]), int(sys.argv[2])
 ALPHA, ADMIN, MET_B, MET_ALL, HOG, WRITER, READER = (
@@ -61,60 +60,33 @@ def message(doc):
 
 # ---- event streams ------------------------------------------------------
 
-class Stream:
+def stream(name, token):
     """GET /v1/locks/NAME/events, read an event at a time."""
+    s = Stream(PORT, "/v1/locks/%s/events" % name, token)
+    check(s.status == 200, "events of %s: %s" % (name, s.status))
+    return s
 
-    def __init__(self, name, token):
-        self.conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
-        self.conn.request("GET", "/v1/locks/%s/events" % name,
-                          headers={"Authorization": "Bearer " + token})
-        self.resp = self.conn.getresponse()
-        check(self.resp.status == 200, "events of %s: %s" % (name, self.resp.status))
-        self.raw = ""  # every byte read, to search for names
 
-    def next(self):
-        """The next event but heartbeats: (type, data)."""
-        while True:
-            typ, data = None, None
-            while True:
-                line = self.resp.readline().decode()
-                check(line != "", "the event stream ended")
-                self.raw += line
-                line = line.rstrip("\n")
-                if line == "":
-                    break
-                if line.startswith("event: "):
-                    typ = line[7:]
-                elif line.startswith("data: "):
-                    data = json.loads(line[6:])
-            if typ and typ != "heartbeat":
-                return typ, data
-
-    def until(self, want):
-        for _ in range(20):
-            typ, data = self.next()
-            if typ == want:
-                return data
-        check(False, "no %s event" % want)
-
-    def close(self):
-        self.conn.close()
+def until(s, want):
+    data = s.until(want)
+    check(data is not None, "no %s event" % want)
+    return data
 
 
 def part_a():
     st, g = call("POST", "/v1/locks/a.lock/acquire", ALPHA, {"ttl_ms": 60000, "owner": "job-1"})
     check(st == 200, "tenant-alpha acquires a.lock: %s %s" % (st, g))
-    plain, admin = Stream("a.lock", ALPHA), Stream("a.lock", ADMIN)
+    plain, admin = stream("a.lock", ALPHA), stream("a.lock", ADMIN)
     for s in (plain, admin):
-        state = s.until("state")
+        state = until(s, "state")
         check(state["held"] and state["fence"] == g["fence"], "state: %s" % (state,))
     st, b = call("POST", "/v1/locks/a.lock/break", ADMIN, {})
     check(st == 200 and b["broken"] is True, "ops-zulu breaks a.lock: %s %s" % (st, b))
-    got = plain.until("broken")
+    got = until(plain, "broken")
     check(got["by"] == "an operator" and got["next_fence"] == b["fence"],
           "a plain reader's broken event: %s" % (got,))
     check("zulu" not in plain.raw, "the plain reader's stream names the admin: %r" % plain.raw)
-    got = admin.until("broken")
+    got = until(admin, "broken")
     check(got["by"] == "token 'ops-zulu'", "the admin reader's broken event: %s" % (got,))
     plain.close()
     admin.close()

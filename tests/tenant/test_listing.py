@@ -8,7 +8,11 @@ Locks are held under a., b., c., c.x. and names with ':' by the ops token.
     (no prefix of its own covers b.), and unfiltered paging with limit 1
     returns every name of a. and c.x. exactly once, and no cursor ever
     contains a name (or a part of one) outside them; a cursor that names
-    another tenant's lock is 400, before the store is asked;
+    another tenant's lock is 400, before the store is asked; the same for
+    elections (issue 40, held as the locks "/e/NAME" and listed with kind
+    "election"): b.'s, held throughout, are in no page, cursor or error
+    of tenant-a's, and a cursor naming one ("0-l-/e/b.x", "0~/e/b.") is
+    400;
   * item 5: prefix and cursor are percent-decoded (the console's
     URLSearchParams sends ':' as %3A); --list-rate answers 429 with
     Retry-After past its rate; a lock call's 503 with the store gone does
@@ -29,7 +33,7 @@ from tenant_http import request
 
 PORT = int(sys.argv[1])
 SLOW_PORT = int(sys.argv[2])  # its --list-rate is 5
-A, AC, OPS, MET = (os.environ[k] for k in ("T_A", "T_AC", "T_OPS", "T_MET"))
+A, AC, OPS, MET, LONG = (os.environ[k] for k in ("T_A", "T_AC", "T_OPS", "T_MET", "T_LONG"))
 BACKEND = os.environ.get("PICKET_TEST_BACKEND") or "redis"
 
 
@@ -81,57 +85,114 @@ hold("semaphore", "a.sem", limit=2)
 hold("rwlock", "c.x.rw", mode="read")
 hold("lock", "c:colon.one")
 
+# elections (kept as the locks "/e/NAME"), held throughout by ops: other
+# tenants' (one of 197 bytes, the longest) and a's own
+el_others = ["b.x", "b.elect", "b:el", "c.y.el", "ab.el", "b." + "q" * 195]
+el_mine = ["a.el", "c.x.el"]
+for n in el_others + el_mine:
+    st, doc, _ = call("POST", "/v1/elections/%s/campaign" % n, OPS,
+                      {"ttl_ms": 120000, "owner": "owner-of-" + n[:40], "value": "value-of-" + n})
+    check(st == 200 and doc["term"] > 0, "campaign %s: %s %s" % (n, st, doc))
+# what no reply to tenant-a may hold: words of others' names (either kind)
+others_words = ("alpha", "beta", "gamma", "zz", "near", "b.x", "elect", "b:el", "c.y", "ab.el",
+                "qqqq", "value-of", "owner-of-b")
+
 
 def cursor_visible(c, prefixes):
     """Whether every name a cursor carries starts with one of prefixes:
-    "SLOT", "SLOT-K-NAME" or "SLOT~RANGE" (api_admin.c)."""
+    "SLOT", "SLOT-K-NAME" or "SLOT~RANGE" (api_admin.c), where an
+    election's NAME or RANGE is "/e/" and its own."""
     rest = c.lstrip("0123456789")
     if rest == "":
         return True
+    el = lambda n: n[3:] if n.startswith("/e/") else n
     if rest.startswith("~"):
-        return rest[1:] in prefixes
-    return rest[:1] == "-" and rest[3:].startswith(prefixes)
+        return el(rest[1:]).startswith(prefixes)
+    return rest[:1] == "-" and el(rest[3:]).startswith(prefixes)
 
+
+
+
+def long_prefix():
+    """KNOWN HOLE, run by the disabled ctest tenant_listing_long_prefix
+    (LISTING_LONG_PREFIX=1) until picketd is fixed: long-b's prefix P is
+    198 bytes ("b." + 195 q + "r"), so it covers no election at all (names
+    are at most 197 bytes), yet the elections' twin of P ("/e/" + P, 201
+    bytes) is cut to 200 (api_admin.c, list_ranges_twin) and so is the
+    range of the election "b." + 195 q, held by ops: on Redis, a page of
+    limit 1 hands back the cursor "0-l-/e/b.qqq..." while that election is
+    held (whether it is, is what leaks); on etcd the cursor "0~/e/b.qqq..."
+    names that range; and the crafted cursor "0-l-/e/b.qqq..." is accepted
+    (200, not 400) on both."""
+    x = "b." + "q" * 195
+    for pre in (None, "b.", "b.q", x + "r"):
+        names, cursors = page_all(LONG, pre, 1)
+        check(all(n.startswith(("a.", x + "r")) for _, n in names), "long-b lists %s" % names)
+        for c in cursors:
+            check("qqqq" not in c, "long-b's cursor (prefix %r) names b.qqq...: %r" % (pre, c))
+    st, doc, _ = call("GET", "/v1/locks?limit=1&cursor=" + urllib.parse.quote("0-l-/e/" + x), LONG)
+    check(st == 400, "long-b's cursor naming the election %s...: %s %s" % (x[:8], st, doc))
+
+
+if os.environ.get("LISTING_LONG_PREFIX"):
+    long_prefix()
 
 # item 1: a prefix no token prefix covers is 403, and names nothing
-for pre in ("b.", "b", "ab.", "c.y", "c:"):
+for pre in ("b.", "b", "ab.", "c.y", "c:", "e", "b.x", "b.q"):
     st, doc, _ = call("GET", "/v1/locks?limit=1&prefix=" + urllib.parse.quote(pre, safe=""), A)
     check(st == 403 and doc["error"]["code"] == "permission_denied",
           "prefix %r as tenant-a: %s %s" % (pre, st, doc))
-    check(not any(s in json.dumps(doc) for s in ("alpha", "beta", "gamma", "zz", "near")),
+    check(not any(s in json.dumps(doc).replace("'%s'" % pre, "") for s in others_words),
           "403 names a lock: %s" % doc)
+# and "/e/" (as the store keeps elections) is no prefix at all
+for pre in ("/e/b.", "/e/", "%2Fe%2Fb."):
+    st, doc, _ = call("GET", "/v1/locks?limit=1&prefix=" + pre, A)
+    check(st == 400 and not any(s in json.dumps(doc) for s in others_words),
+          "prefix %r as tenant-a: %s %s" % (pre, st, doc))
 
 # every visible name once, with limits 1, 2 and 100; no cursor names another's
-want_a = sorted([("lock", n) for n in mine_a] + [("semaphore", "a.sem"), ("rwlock", "c.x.rw")])
+want_a = sorted([("lock", n) for n in mine_a] + [("semaphore", "a.sem"), ("rwlock", "c.x.rw")]
+                + [("election", n) for n in el_mine])
 for limit in (1, 2, 100):
-    for pre in (None, "", "c", "c.", "a."):
+    for pre in (None, "", "c", "c.", "a.", "a.e", "c.x.e", "c.x.el"):
         names, cursors = page_all(A, pre, limit)
         expect = [e for e in want_a if e[1].startswith(pre or "")]
         check(sorted(names) == expect and len(set(names)) == len(names),
               "tenant-a limit %d prefix %r: %s, want %s" % (limit, pre, names, expect))
         for c in cursors:
-            check(cursor_visible(c, ("a.", "c.x.")), "cursor %r names another tenant's lock" % c)
+            check(cursor_visible(c, ("a.", "c.x.")) and not any(s in c for s in others_words),
+                  "cursor %r names another tenant's lock" % c)
             check(len(c) <= 220, "cursor %r longer than PICKET_LIST_CURSOR_MAX" % c)
 
 # overlapping token prefixes (a. and a.b.) list a.b.three once
 names, _ = page_all(AC, None, 1)
 check(names.count(("lock", "a.b.three")) == 1, "a.b.three listed %d times" % names.count(("lock", "a.b.three")))
 check(sorted(n for _, n in names) == sorted(["a.one", "a.two", "a.b.three", "a.sem", "c.x.four", "c.x.five",
-                                              "c.x.rw", "c.y1", "c.zz", "c:colon.one"]),
+                                              "c.x.rw", "c.y1", "c.zz", "c:colon.one", "a.el",
+                                              "c.x.el", "c.y.el"]),
       "tenant-ac lists %s" % names)
 
 # a crafted cursor that names another tenant's lock is refused (400)
-for cur in ("0-l-b.alpha", "0-l-b.beta", "0~b.", "0-l-c.y1"):
-    st, doc, _ = call("GET", "/v1/locks?limit=1&cursor=" + urllib.parse.quote(cur, safe=""), A)
-    check(st == 400 and doc["error"]["code"] == "invalid_argument", "cursor %r: %s %s" % (cur, st, doc))
+# (elections: the store's "/e/NAME", and a range's "/e/" twin)
+for cur in ("0-l-b.alpha", "0-l-b.beta", "0~b.", "0-l-c.y1", "0-l-/e/b.x", "0~/e/b.", "0~/e/",
+            "0-l-/e/b.elect", "0-l-/e/c.y.el", "0-e-b.x", "0-l-/e/a./e/b.x", "0-s-/e/a.el"):
+    for pre in ("", "&prefix=a.", "&prefix=c"):
+        st, doc, _ = call("GET", "/v1/locks?limit=1%s&cursor=%s" % (pre, urllib.parse.quote(cur, safe="")), A)
+        check(st == 400 and doc["error"]["code"] == "invalid_argument"
+              and not any(s in json.dumps(doc) for s in others_words),
+              "cursor %r%s: %s %s" % (cur, pre, st, doc))
 
 # the operator's token still sees everything, and percent-encoded ':' decodes
 names, _ = page_all(OPS, "b:", 1)
-check(names == [("lock", "b:colon")], "ops prefix b: lists %s" % names)
+check(sorted(names) == [("election", "b:el"), ("lock", "b:colon")], "ops prefix b: lists %s" % names)
 st, doc, _ = call("GET", "/v1/locks?limit=1&prefix=c%3A", AC)
 check(st == 200 and [l["name"] for l in doc["locks"]] == ["c:colon.one"], "prefix c%%3A: %s %s" % (st, doc))
 names, _ = page_all(OPS, None, 3)
-check(len(names) == len(set(names)) == len(others) + len(mine_a) + 5, "ops lists %d: %s" % (len(names), names))
+check(len(names) == len(set(names)) == len(others) + len(mine_a) + 5 + len(el_others) + len(el_mine),
+      "ops lists %d: %s" % (len(names), names))
+names, _ = page_all(OPS, "b.", 1)
+check(sorted(n for k, n in names if k == "election") == sorted(n for n in el_others if n.startswith("b.")),
+      "ops lists b.'s elections: %s" % names)
 st, doc, _ = call("GET", "/v1/locks?prefix=%ZZ", OPS)
 check(st == 400, "a bad escape is 400: %s %s" % (st, doc))
 

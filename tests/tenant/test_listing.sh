@@ -9,12 +9,13 @@ set -u
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 . "$PICKET_SOURCE_DIR/tests/tenant/tenant.sh"
 h_start_redis
-export T_A=$(tok) T_AC=$(tok) T_OPS=$(tok) T_MET=$(tok)
+export T_A=$(tok) T_AC=$(tok) T_OPS=$(tok) T_MET=$(tok) T_LONG=$(tok)
 cat > "$H_DIR/auth" <<AUTH
 tenant-a sha256:$(sha "$T_A") a.,c.x. lock,read,list
 tenant-ac sha256:$(sha "$T_AC") a.,a.b.,c.,c: lock,read,list
 ops sha256:$(sha "$T_OPS") * lock,read,list,admin
 watch sha256:$(sha "$T_MET") b. lock,metrics
+long-b sha256:$(sha "$T_LONG") b.$(printf 'q%.0s' $(seq 195))r,a. lock,read,list
 AUTH
 # a second picketd on the same store paces listings tightly (item 5)
 h_start_picketd --auth-file "$H_DIR/auth" --list-rate 5
