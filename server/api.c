@@ -191,8 +191,8 @@ static int authorize(api_call *call, auth_verb verb, const char *name, api_respo
     return -1;
   }
   if (name && !auth_covers(call->who, name)) {
-    snprintf(msg, sizeof msg, "token '%s' may not use lock '%s' (outside its prefixes)",
-             auth_name(call->who), name);
+    snprintf(msg, sizeof msg, "token '%s' may not use %s '%s' (outside its prefixes)",
+             auth_name(call->who), call->family ? call->family->noun : "lock", name);
     deny(call, resp, PICKET_PROTO_ERR_PERMISSION_DENIED, QUOTA_DENY_PREFIX, msg);
     return -1;
   }

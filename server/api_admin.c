@@ -109,11 +109,14 @@ static void list_ranges_of(const auth_principal *who, const char *prefix, list_r
 }
 
 /* Adds each range's elections' twin (prefix's own ranges, from
- * list_ranges_of), in name order again. */
+ * list_ranges_of), in name order again. A range longer than an election
+ * name holds no election and gets none: its twin would not fit, and cut
+ * short it would hold another tenant's election (tenant_listing_long_prefix). */
 static void list_ranges_twin(list_ranges *out) {
   int n = out->n;
   if (n == 1 && out->at[0][0] == '\0') return; /* "" holds every name */
   for (int i = 0; i < n; i++) {
+    if (strlen(out->at[i]) > PICKET_PROTO_ELECTION_NAME_MAX) continue;
     snprintf(out->twin[i], sizeof out->twin[i], "%s%s", EL, out->at[i]);
     out->at[out->n++] = out->twin[i];
   }
@@ -151,7 +154,10 @@ static int cursor_parse(const char *s, const list_ranges *ranges, store_cursor *
   const char *name = end + 3; /* (an election's: "/e/NAME") */
   if (end[0] != '-' || end[1] == '\0' || strchr("lsr", end[1]) == NULL || end[2] != '-')
     return -1;
-  if (end[1] == 'l' && strncmp(name, EL, EL_LEN) == 0) name += EL_LEN;
+  if (end[1] == 'l' && strncmp(name, EL, EL_LEN) == 0) {
+    name += EL_LEN;
+    if (strlen(name) > PICKET_PROTO_ELECTION_NAME_MAX) return -1;
+  }
   if (!picket_proto_name_valid(name, strlen(name))) return -1;
   for (int i = 0; i < ranges->n; i++)
     if (strncmp(end + 3, ranges->at[i], strlen(ranges->at[i])) == 0) {

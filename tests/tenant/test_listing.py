@@ -129,7 +129,9 @@ def long_prefix():
         names, cursors = page_all(LONG, pre, 1)
         check(all(n.startswith(("a.", x + "r")) for _, n in names), "long-b lists %s" % names)
         for c in cursors:
-            check("qqqq" not in c, "long-b's cursor (prefix %r) names b.qqq...: %r" % (pre, c))
+            # (its own prefix, "b.qqq...r", may stand in a cursor; an
+            # election's range or name may not)
+            check("/e/b." not in c, "long-b's cursor (prefix %r) names an election of b.: %r" % (pre, c))
     st, doc, _ = call("GET", "/v1/locks?limit=1&cursor=" + urllib.parse.quote("0-l-/e/" + x), LONG)
     check(st == 400, "long-b's cursor naming the election %s...: %s %s" % (x[:8], st, doc))
 
