@@ -279,7 +279,9 @@ final class Leadership
             throw new LockStorageException(sprintf('Failed to %s %s.', $verb, $this->describe()), 0, Transport::error($status, $doc));
         }
         $this->ttlMs = $doc['ttl_ms'];
-        $this->deadline = max($this->deadline, $sent + self::lifetimeNs($this->ttlMs));
+        // picketd's expiry is now + ttl_ms, also when that is sooner than
+        // before (a renewal or proclaim with a shorter TTL): the deadline follows.
+        $this->deadline = $sent + self::lifetimeNs($this->ttlMs);
         $this->renewedAt = $sent;
         $this->fenceToken = self::token($doc) ?? $this->fenceToken;
 
