@@ -7,8 +7,9 @@
 # with --auth-file and --fence-key-file) and PICKET_KV_URL (a fenced-kv, for
 # the leader elections of issue 40). Then examples/php/inventory-sync.php
 # runs against a third picketd and that fenced-kv, and the final stock
-# must be exact; then examples/php/leader-scheduler.php. A missing php, phpunit, symfony/lock or symfony/semaphore
-# fails the test (scripts/deps installs them); it never skips.
+# must be exact; then examples/php/leader-scheduler.php. A missing php,
+# phpunit, symfony/lock or symfony/semaphore fails the test (scripts/deps
+# installs them); it never skips.
 set -u
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 PHPDIR="$PICKET_SOURCE_DIR/client/php"

@@ -103,10 +103,11 @@ final class ElectionTest extends TestCase
             $this->assertSame('leader_exists', $e->getPrevious()->errorCode);
             $this->assertSame(409, $e->getPrevious()->status);
         }
-        // a short wait that runs out: still leader_exists, after the wait
+        // a wait that runs out: still leader_exists, after the whole wait,
+        // asked of picketd in waits of at most max_wait_ms (100 ms here)
         $t0 = hrtime(true);
         try {
-            $this->elections()->campaign($name, ['wait_ms' => 300]);
+            $this->elections(['max_wait_ms' => 100])->campaign($name, ['wait_ms' => 300]);
             $this->fail('a second leader after a wait');
         } catch (LeaderExistsException) {
             $this->assertGreaterThanOrEqual(0.29, (hrtime(true) - $t0) / 1e9);
@@ -127,8 +128,9 @@ final class ElectionTest extends TestCase
         $rest = stream_get_contents($pipes[1]);
         fclose($pipes[1]);
         $this->assertSame(0, proc_close($p));
-        $this->assertMatchesRegularExpression('/^resigning (\d+\.\d+)\nresigned$/', trim($rest));
-        preg_match('/^resigning (\d+\.\d+)/', $rest, $m);
+        $this->assertMatchesRegularExpression('/^resigning (\d+\.\d+) candidates=(\d+)\nresigned$/', trim($rest));
+        preg_match('/^resigning (\d+\.\d+) candidates=(\d+)/', $rest, $m);
+        $this->assertSame('1', $m[2], 'the candidate waited in picketd (wait_ms), it did not poll');
         $this->assertGreaterThan($first, $l->term, 'the next leader has a higher term');
         $this->assertLessThan(1.0, $got - (float) $m[1], 'led within a second of the resign (picketd: milliseconds)');
         $this->assertGreaterThan(4.0, $l->remaining(), 'the deadline counts from the grant');
@@ -166,7 +168,8 @@ final class ElectionTest extends TestCase
         $name = picket_resource('observe');
         $e = $this->elections(['owner' => 'obs-a']);
         $a = $this->campaign($name, ['ttl_ms' => 10000, 'value' => 'a1'], $e);
-        $events = $this->elections()->observe($name, ['idle' => 20]);
+        // idle 3 s: an event that never comes fails the test, not the suite's timeout
+        $events = $this->elections()->observe($name, ['idle' => 3]);
         /** @var LeaderEvent $ev */
         $ev = $events->current();
         $this->assertInstanceOf(LeaderEvent::class, $ev);
@@ -175,10 +178,14 @@ final class ElectionTest extends TestCase
         $this->assertSame('a1', $ev->value());
         $this->assertSame('obs-a', $ev->owner());
         $a->proclaim('a2');
+        $a->proclaim('a3'); // two events, likely in one read: both come out
         $events->next();
         $ev = $events->current();
         $this->assertSame($a->term, $ev->leaderTerm(), 'a proclaim: the same term');
         $this->assertSame('a2', $ev->value());
+        $events->next();
+        $this->assertSame('a3', $events->current()->value());
+        $this->assertSame($a->term, $events->current()->leaderTerm());
         $a->renew();
         $a->resign();
         $events->next();
