@@ -175,9 +175,10 @@ final class Transport
      * $buf: [type, data], the data lines joined by "\n". Comments and
      * blocks without data are skipped; null when no complete event is left.
      *
+     * @internal public for the tests
      * @return array{0: string, 1: string}|null
      */
-    private static function sseEvent(string &$buf): ?array
+    public static function sseEvent(string &$buf): ?array
     {
         while (($end = strpos($buf, "\n\n")) !== false) {
             $block = substr($buf, 0, $end);
