@@ -1,8 +1,8 @@
 <?php
 // Use without Composer: loads Debian's symfony/lock (php-symfony-lock) and
 // symfony/semaphore (php-symfony-semaphore) when they are installed, then
-// maps Picket\Lock\* to src/ and Picket\Semaphore\* to src/Semaphore/
-// (PSR-4). With Composer, use vendor/autoload.php instead.
+// maps Picket\Lock\* to src/, Picket\Semaphore\* to src/Semaphore/ and
+// Picket\Election\* to src/Election/ (PSR-4). With Composer, use vendor/autoload.php instead.
 declare(strict_types=1);
 
 $debianLock = '/usr/share/php/Symfony/Component/Lock/autoload.php';
@@ -15,7 +15,7 @@ if (!interface_exists('Symfony\Component\Semaphore\PersistingStoreInterface') &&
 }
 
 spl_autoload_register(static function (string $class): void {
-    foreach (['Picket\\Semaphore\\' => '/src/Semaphore/', 'Picket\\Lock\\' => '/src/'] as $prefix => $dir) {
+    foreach (['Picket\\Semaphore\\' => '/src/Semaphore/', 'Picket\\Election\\' => '/src/Election/', 'Picket\\Lock\\' => '/src/'] as $prefix => $dir) {
         if (strncmp($class, $prefix, strlen($prefix)) === 0) {
             $file = __DIR__ . $dir . str_replace('\\', '/', substr($class, strlen($prefix))) . '.php';
             if (is_file($file)) {

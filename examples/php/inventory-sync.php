@@ -15,6 +15,7 @@
 declare(strict_types=1);
 
 require __DIR__ . '/../../client/php/autoload.php';
+require __DIR__ . '/fenced-kv.php';
 
 use Picket\Lock\PicketStore;
 use Symfony\Component\Lock\Key;
@@ -35,23 +36,6 @@ $workers = (int) ($o['workers'] ?? 3);
 $rounds = (int) ($o['rounds'] ?? 4);
 $initial = (int) ($o['initial'] ?? 100);
 $lockName = PicketStore::lockName(RESOURCE);
-
-/** One fenced-kv call: [status, decoded body]. */
-function kv(string $method, string $url, array $headers = [], ?string $body = null): array
-{
-    $c = curl_init($url);
-    curl_setopt_array($c, [CURLOPT_CUSTOMREQUEST => $method, CURLOPT_RETURNTRANSFER => true,
-        CURLOPT_TIMEOUT_MS => 10000, CURLOPT_HTTPHEADER => array_merge(['Expect:'], $headers)]);
-    if ($body !== null) {
-        curl_setopt($c, CURLOPT_POSTFIELDS, $body);
-    }
-    $raw = curl_exec($c);
-    if ($raw === false) {
-        throw new RuntimeException("$method $url: " . curl_error($c));
-    }
-
-    return [curl_getinfo($c, CURLINFO_RESPONSE_CODE), json_decode((string) $raw, true)];
-}
 
 if (isset($o['worker'])) {
     // --- one worker ------------------------------------------------------

@@ -1,7 +1,8 @@
 # client/php (issue 18): PicketStore, a symfony/lock store, and
 # PicketSemaphoreStore, a symfony/semaphore store (issue 26), under phpunit
 # against real picketd processes (one with --auth-file and --fence-key-file),
-# and examples/php/inventory-sync.php through a real fenced-kv.
+# leader elections (issue 40, Picket\Election), and examples/php/inventory-sync.php
+# and leader-scheduler.php through a real fenced-kv.
 if(NOT TARGET picketd OR NOT TARGET fenced-kv)
   return()
 endif()

@@ -3,11 +3,13 @@
 # symfony/semaphore store, issue 26, with symfony's own store test cases in
 # client/php/tests/upstream) against real redis-server and picketd
 # processes: phpunit runs client/php/tests with
-# PICKET_URL (a plain picketd) and PICKET_AUTH_URL + PICKET_TEST_TOKEN (one
-# with --auth-file and --fence-key-file). Then examples/php/inventory-sync.php
-# runs against a third picketd and a real fenced-kv, and the final stock
-# must be exact. A missing php, phpunit, symfony/lock or symfony/semaphore
-# fails the test (scripts/deps installs them); it never skips.
+# PICKET_URL (a plain picketd), PICKET_AUTH_URL + PICKET_TEST_TOKEN (one
+# with --auth-file and --fence-key-file) and PICKET_KV_URL (a fenced-kv, for
+# the leader elections of issue 40). Then examples/php/inventory-sync.php
+# runs against a third picketd and that fenced-kv, and the final stock
+# must be exact; then examples/php/leader-scheduler.php. A missing php,
+# phpunit, symfony/lock or symfony/semaphore fails the test (scripts/deps
+# installs them); it never skips.
 set -u
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 PHPDIR="$PICKET_SOURCE_DIR/client/php"
@@ -20,6 +22,9 @@ php -r 'exit(function_exists("curl_init") ? 0 : 1);' || h_fail "php has no curl 
 h_start_redis
 h_start_picketd
 export PICKET_URL=$PICKETD_URL
+# One fenced-kv for the election tests (terms as fences) and the examples.
+h_start_fenced_kv
+export PICKET_KV_URL=$KV_URL
 
 # A token whose SHA-256 is in the auth file (never the token), for the names
 # the tests use and the mapped ones; and a fence key, so grants are signed.
@@ -33,9 +38,8 @@ export PICKET_AUTH_URL=$PICKETD_URL
 unset PICKET_TOKEN
 (cd "$PHPDIR" && phpunit --configuration phpunit.xml.dist) || h_fail "phpunit (see above)"
 
-# The example: its own picketd and fenced-kv on this Redis.
+# The examples: their own picketd on this Redis, the fenced-kv above.
 h_start_picketd
-h_start_fenced_kv
 KV=$KV_URL
 out=$(php "$PICKET_SOURCE_DIR/examples/php/inventory-sync.php" --picket "$PICKETD_URL" --kv "$KV" \
   --workers 3 --rounds 4 --initial 100 2>&1) || h_fail "inventory-sync.php: $out"
@@ -44,4 +48,13 @@ last=$(tail -n 1 <<<"$out")
 [ "$last" = "final stock=88 expected=88 applied=12" ] || h_fail "inventory-sync.php: last line '$last'"
 stock=$(curl -sS "$KV/kv/stock" | sed -n 's/.*"value":"\([0-9]*\)".*/\1/p')
 [ "$stock" = 88 ] || h_fail "fenced-kv holds stock '$stock', want 88"
+# Leader elections (issue 40): two candidate processes, each leading in
+# turn and counting its runs in fenced-kv under its term; the first
+# leader's write replayed at the end is refused.
+out=$(php "$PICKET_SOURCE_DIR/examples/php/leader-scheduler.php" --picket "$PICKETD_URL" --kv "$KV" \
+  --candidates 2 --ticks 3 2>&1) || h_fail "leader-scheduler.php: $out"
+echo "$out"
+grep -q '^stale write refused: 409 stale_fence' <<<"$out" || h_fail "leader-scheduler.php: the stale write was not refused"
+last=$(tail -n 1 <<<"$out")
+[ "$last" = "final runs=6 expected=6 leaders=2" ] || h_fail "leader-scheduler.php: last line '$last'"
 echo "PASS: php"

@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Picket\Lock;
 
+use Picket\Lock\Exception\LeaseLostException;
 use Picket\Lock\Exception\PicketHttpException;
 use Symfony\Component\Lock\BlockingSharedLockStoreInterface;
 use Symfony\Component\Lock\BlockingStoreInterface;
@@ -260,7 +261,7 @@ final class PicketStore implements BlockingStoreInterface, BlockingSharedLockSto
             $this->keepGrant($key, $mode, $body);
         } elseif ($status === 409 && Transport::code($body) === 'lease_lost') {
             $key->removeState(self::GRANT);
-            throw new LockConflictedException(sprintf('The "%s" lock was lost: its lease expired or another holder has it.', $key),
+            throw new LeaseLostException(sprintf('The "%s" lock was lost: its lease expired or another holder has it.', $key),
                 0, Transport::error($status, $body));
         } else {
             throw new LockStorageException(sprintf('Failed to renew the "%s" lock.', $key), 0, Transport::error($status, $body));
