@@ -26,7 +26,8 @@ Prints each topology's measured hand-over figures and a summary.
 
 Env: PICKET_BIN_DIR, PICKET_SOURCE_DIR, PICKET_TIME_SCALE; HARNESS_KEEP
 keeps the temp dirs; PICKET_ELECT_TOPOLOGIES (default "sentinel cluster")
-picks the topologies.
+picks the topologies; PICKET_ELECT_PICKETD names another picketd binary to
+put in front (a mutant of tests/chaos/mutants, to see the test fail).
 """
 
 import ctypes
@@ -50,6 +51,7 @@ from redis_cluster import Cluster, RedisError, call  # noqa: E402
 
 SCENARIO = os.path.join(SRC, "tests", "integration", "test_cli_elect.sh")
 MASTER = "picket-elect"
+PICKETD = os.environ.get("PICKET_ELECT_PICKETD") or os.path.join(BIN, "picketd")
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -143,7 +145,7 @@ class Topology:
     def start_front(self, store_flags):
         log = os.path.join(self.dir, "picketd.log")
         pf = os.path.join(self.dir, "picketd.port")
-        self.picketd = self.procs.spawn([os.path.join(BIN, "picketd"), "--listen", "127.0.0.1:0",
+        self.picketd = self.procs.spawn([PICKETD, "--listen", "127.0.0.1:0",
                                          "--port-file", pf] + store_flags, log)
         self.picketd_log = log
         self.logs.append(log)
