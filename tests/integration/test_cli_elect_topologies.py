@@ -254,8 +254,10 @@ def run_scenario(t):
                PICKET_ELECT_PICKETD_LOG=t.picketd_log, PICKET_ELECT_TAG="%s: " % t.name)
     env.pop("PICKET_SERVER", None)
     t0 = time.monotonic()
+    # SIGTERM if this script dies: the scenario's EXIT trap then ends its candidates and jobs.
     p = subprocess.Popen(["bash", SCENARIO], env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
+                         stderr=subprocess.STDOUT, text=True,
+                         preexec_fn=lambda: _libc.prctl(1, signal.SIGTERM, 0, 0, 0))
     figures = []
     for line in p.stdout:
         print(line, end="", flush=True)
