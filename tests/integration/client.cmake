@@ -27,6 +27,12 @@
 #                   keep exactly one job running; hand-over on resign
 #                   (SIGTERM) and on SIGKILL within the TTL; fenced-kv
 #                   refuses the deposed leader's term (figures printed)
+#   client_elect_etcd the same on a one-member etcd (PICKET_TEST_BACKEND=etcd)
+#   client_elect_topologies  the same scenario on Redis Sentinel (a primary,
+#                   a replica, three sentinels) and Redis Cluster (three
+#                   primaries with a replica each), a picketd with its
+#                   defaults in front of each (test_cli_elect_topologies.py);
+#                   SERIAL: eleven redis-servers, and hand-over bounds
 if(NOT TARGET picket_static OR NOT TARGET picketd)
   return()
 endif()
@@ -64,4 +70,14 @@ add_dependencies(client_election picketd)
 if(TARGET fenced-kv)
   picket_shell_test(client_elect ${CMAKE_CURRENT_LIST_DIR}/test_cli_elect.sh
                     LABELS integration client TIMEOUT 120)
+  add_test(NAME client_elect_etcd COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/test_cli_elect.sh)
+  set_tests_properties(client_elect_etcd PROPERTIES TIMEOUT 120 LABELS "integration;client;etcd"
+                       FIXTURES_REQUIRED contract
+                       ENVIRONMENT "${PICKET_TEST_ENV};PICKET_TEST_BACKEND=etcd")
+  add_test(NAME client_elect_topologies
+           COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/test_cli_elect_topologies.py)
+  set_tests_properties(client_elect_topologies PROPERTIES TIMEOUT 180
+                       LABELS "integration;client" RUN_SERIAL TRUE
+                       ENVIRONMENT "${PICKET_TEST_ENV}")
+  picket_contract_fixture(client_elect_topologies "integration;client")
 endif()

@@ -11,9 +11,29 @@
 # resigns the lease id it campaigned with (a grant that landed as the
 # signal came would otherwise lead with no job until its TTL).
 # The measured hand-over times are printed.
+#
+# Servers started by a caller (tests/integration/test_cli_elect_topologies.py
+# runs this against Sentinel and Cluster): with PICKET_ELECT_SERVER (a
+# picketd's URL) and PICKET_ELECT_KV (a fenced-kv's URL, fresh: its key
+# "leader" unwritten) set, nothing is started and those are used; the
+# picketd must be the only one its candidates reach and its store fresh
+# (elections el-job and el-stop unused). PICKET_ELECT_PICKETD_LOG names that
+# picketd's log for section 6's check that the stopped candidate resigned
+# (without it, that check is left out); PICKET_ELECT_TAG prefixes the
+# printed figures (e.g. "sentinel: ").
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
-h_start_servers
-h_start_fenced_kv
+TAG=${PICKET_ELECT_TAG-${PICKET_TEST_BACKEND:+$PICKET_TEST_BACKEND: }}
+if [ -n "${PICKET_ELECT_SERVER:-}" ] && [ -n "${PICKET_ELECT_KV:-}" ]; then
+  export PICKET_SERVER=$PICKET_ELECT_SERVER
+  KV_URL=$PICKET_ELECT_KV
+  PICKETD_LOG=${PICKET_ELECT_PICKETD_LOG:-}
+  [ -z "${PICKET_ELECT_PICKETD_LOG+x}" ] || [ -r "$PICKETD_LOG" ] ||
+    h_fail "PICKET_ELECT_PICKETD_LOG=$PICKETD_LOG is not readable"
+else
+  h_start_servers
+  h_start_fenced_kv
+  PICKETD_LOG="$H_DIR/picketd.log"
+fi
 P="$PICKET_BIN_DIR/picket" D=$H_DIR KV=$KV_URL
 SCALE=${PICKET_TIME_SCALE:-1} TTL_MS=2000
 
@@ -58,7 +78,7 @@ wait_starts() {
 }
 alive() { # alive PID: running and not a zombie (bash builtins only: it is sampled often)
   local _pid _comm st
-  read -r _pid _comm st _ < "/proc/$1/stat" 2>/dev/null || return 1
+  read -r _pid _comm st _ 2>/dev/null < "/proc/$1/stat" || return 1
   [ "$st" != Z ]
 }
 # running: how many started jobs are alive now (in RUNNING).
@@ -144,7 +164,7 @@ kill -TERM "$leader"
 took=$(wait_starts 2)
 rc=0; wait "$leader" || rc=$?
 [ "$rc" = 0 ] || h_fail "the resigned leader's picket exited $rc: $(cat "$D"/elect*.err)"
-echo "resign (SIGTERM) to the next leader's job: $took ms"
+echo "${TAG}resign (SIGTERM) to the next leader's job: $took ms"
 [ "$took" -lt $(( 1000 * SCALE )) ] || h_fail "resign handed over after $took ms"
 grep -q "^stop $term1 $job" "$LOG" || h_fail "the old job did not get SIGTERM: $(cat "$LOG")"
 alive "$job" && h_fail "the old job $job still runs"
@@ -162,7 +182,7 @@ for _ in $(seq 1 100); do [ "$(kv_fence)" = "$term2" ] && break; sleep 0.02; don
 kill -KILL "$leader"
 kill -KILL -- "-$job"
 took=$(wait_starts 3)
-echo "SIGKILL of the leader (ttl $TTL_MS ms) to the next leader's job: $took ms"
+echo "${TAG}SIGKILL of the leader (ttl $TTL_MS ms) to the next leader's job: $took ms"
 [ "$took" -lt $(( TTL_MS + 1500 * SCALE )) ] || h_fail "SIGKILL handed over after $took ms"
 [ "$took" -ge 300 ] || h_fail "SIGKILL handed over after $took ms: before the lease could expire"
 term3=$(last_term)
@@ -177,7 +197,7 @@ code=$(curl -s -o "$D/stale" -w '%{http_code}' -X PUT "$KV/kv/leader" -H "Picket
 [ "$code" = 409 ] && grep -q stale_fence "$D/stale" ||
   h_fail "a write with the deposed term $term2: $code $(cat "$D/stale")"
 curl -s "$KV/kv/leader" | grep -q "term $term3" || h_fail "fenced-kv lost the leader's value"
-echo "fenced-kv refused the deposed term $term2 after term $term3 wrote"
+echo "${TAG}fenced-kv refused the deposed term $term2 after term $term3 wrote"
 
 # 5. `picket resign` with the lease id: the last job is stopped (its picket
 #    sees the leadership lost: exit 76) and nobody leads.
@@ -201,7 +221,10 @@ for _ in $(seq 1 100); do "$P" leader el-stop | grep -q '"term"' && break; sleep
 cand=$!
 for _ in $(seq 1 100); do "$P" leader el-stop | grep -q '"candidates":1' && break; sleep 0.05; done
 "$P" leader el-stop | grep -q '"candidates":1' || h_fail "the candidate never waited"
-before=$(grep -c 'release of el-stop by lease' "$H_DIR/picketd.log" || true)
+count_released() { # how often picketd logged a release of el-stop by lease (0: no log)
+  if [ -n "$PICKETD_LOG" ]; then grep -c 'release of el-stop by lease' "$PICKETD_LOG" || true; else echo 0; fi
+}
+before=$(count_released)
 t0=$(h_now_ms)
 kill -TERM "$cand"
 rc=0; wait "$cand" || rc=$?
@@ -209,7 +232,7 @@ took=$(( $(h_now_ms) - t0 ))
 [ "$rc" = 143 ] || h_fail "the stopped candidate: exit $rc, want 143: $(cat "$D/stop-cand.err")"
 [ "$took" -lt $(( 3000 * SCALE )) ] || h_fail "the stopped candidate took $took ms to exit"
 [ -e "$D/never2" ] && h_fail "the stopped candidate ran its command"
-after=$(grep -c 'release of el-stop by lease' "$H_DIR/picketd.log" || true)
-[ "$after" -gt "$before" ] || h_fail "the stopped candidate resigned nothing"
+after=$(count_released)
+[ -z "$PICKETD_LOG" ] || [ "$after" -gt "$before" ] || h_fail "the stopped candidate resigned nothing"
 kill -TERM "$stop_leader"; wait "$stop_leader" || true
-echo "ok"
+echo "${TAG}ok"
