@@ -493,11 +493,9 @@ func (c *Client) grant(ctx context.Context, kind Kind, name string, body map[str
 	case o.MaxHold < 0:
 		return nil, invalid("max hold must not be negative, not %v", o.MaxHold)
 	}
-	id := o.Lease
-	if id == "" {
-		id = NewLeaseID()
-	} else if !leaseRE.MatchString(id) {
-		return nil, invalid("a lease id is 32 lowercase hex digits")
+	id, err := leaseIDOf(o.Lease)
+	if err != nil {
+		return nil, err
 	}
 	body["ttl_ms"] = ms(ttl)
 	body["lease"] = id
@@ -510,11 +508,7 @@ func (c *Client) grant(ctx context.Context, kind Kind, name string, body map[str
 	if h := ms(o.MaxHold); h > 0 {
 		body["max_hold_ms"] = h
 	}
-	owner := o.Owner
-	if owner == "" {
-		owner = c.owner
-	}
-	if owner != "" {
+	if owner := c.ownerOf(o.Owner); owner != "" {
 		body["owner"] = owner
 	}
 	var doc grantDoc
@@ -538,8 +532,8 @@ func (c *Client) grant(ctx context.Context, kind Kind, name string, body map[str
 		l.Owner = *doc.Owner
 	}
 	t := time.Duration(doc.TTLMS) * time.Millisecond
-	l.s = &leaseState{id: id, ttl: t, token: doc.FenceToken, deadline: sent.Add(t - driftMargin(t)),
-		capped: doc.TTLMS < ms(ttl), maxHold: o.MaxHold > 0}
+	l.s = newLeaseState(id, sent, t, doc.FenceToken)
+	l.s.capped, l.s.maxHold = doc.TTLMS < ms(ttl), o.MaxHold > 0
 	// A waited grant was made somewhere between send and reply: when that
 	// gap is over a tenth of the TTL, renew now so the deadline counts
 	// from a request sent after the grant.
@@ -550,6 +544,27 @@ func (c *Client) grant(ctx context.Context, kind Kind, name string, body map[str
 		}
 	}
 	return l, nil
+}
+
+// leaseIDOf is the lease id a grant or campaign asks for: id, checked,
+// or a new one when id is "".
+func leaseIDOf(id string) (string, error) {
+	if id == "" {
+		return NewLeaseID(), nil
+	}
+	if !leaseRE.MatchString(id) {
+		return "", invalid("a lease id is 32 lowercase hex digits")
+	}
+	return id, nil
+}
+
+// ownerOf is the owner label a grant or campaign sends: owner, else the
+// client's WithOwner ("": none).
+func (c *Client) ownerOf(owner string) string {
+	if owner == "" {
+		return c.owner
+	}
+	return owner
 }
 
 // driftMargin is what a lease's local deadline keeps back from its TTL:
@@ -580,33 +595,30 @@ func (c *Client) Renew(ctx context.Context, l *Lease, ttl time.Duration) (time.D
 	if ms(ttl) < 1 {
 		return 0, invalid("the ttl must be 1ms or more, not %v", ttl)
 	}
-	deadline := l.Deadline()
-	if !time.Now().Before(deadline) {
-		return 0, &APIError{Code: "lease_lost", Message: l.String() + " is past its local deadline"}
-	}
 	path, err := kindPath(l.Kind, l.Name, "renew")
 	if err != nil {
 		return 0, err
 	}
 	var doc renewDoc
-	sent, err := c.call(ctx, "POST", path, map[string]interface{}{"lease": l.s.id, "ttl_ms": ms(ttl)}, 0, deadline, &doc)
+	sent, err := c.renewal(ctx, path, map[string]interface{}{"lease": l.s.id, "ttl_ms": ms(ttl)}, l.s, l.String, &doc)
 	if err != nil {
 		return 0, err
 	}
 	t := time.Duration(doc.TTLMS) * time.Millisecond
-	l.s.mu.Lock()
-	defer l.s.mu.Unlock()
-	if doc.TTLMS < ms(ttl) {
-		l.s.capped = true
-	}
-	l.s.ttl = t
-	if d := sent.Add(t - driftMargin(t)); d.After(l.s.deadline) {
-		l.s.deadline = d
-	}
-	if doc.FenceToken != "" {
-		l.s.token = doc.FenceToken
-	}
+	l.s.renewed(sent, t, doc.FenceToken, doc.TTLMS < ms(ttl))
 	return t, nil
+}
+
+// renewal POSTs a request that renews the lease in s (a renew; an
+// election's proclaim): never past its local deadline (then nothing is
+// sent and the error is lease_lost, naming what()), which also bounds the
+// retries. The caller records the reply with s.renewed.
+func (c *Client) renewal(ctx context.Context, path string, body map[string]interface{}, s *leaseState, what func() string, doc interface{}) (time.Time, error) {
+	deadline := s.Deadline()
+	if !time.Now().Before(deadline) {
+		return time.Time{}, &APIError{Code: "lease_lost", Message: what() + " is past its local deadline"}
+	}
+	return c.call(ctx, "POST", path, body, 0, deadline, doc)
 }
 
 // Release gives the lease up (ErrLeaseLost if it had already ended).
@@ -624,11 +636,7 @@ func (c *Client) Release(ctx context.Context, l *Lease) error {
 	var doc map[string]interface{}
 	_, err = c.call(ctx, "POST", path, map[string]interface{}{"lease": l.s.id}, 0, time.Time{}, &doc)
 	if err == nil {
-		l.s.mu.Lock()
-		if now := time.Now(); l.s.deadline.After(now) {
-			l.s.deadline = now
-		}
-		l.s.mu.Unlock()
+		l.s.ended()
 	}
 	return err
 }

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
-	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -78,15 +76,6 @@ func WithLeaseOwner(owner string) LockOption { return func(c *lockConfig) { c.o.
 // campaign or acquire with it gets the same grant (term, fence).
 func WithLeaseID(id string) LockOption { return func(c *lockConfig) { c.o.Lease = id } }
 
-type leaderState struct {
-	mu       sync.Mutex
-	id       string
-	ttl      time.Duration
-	token    string
-	deadline time.Time
-	value    *string
-}
-
 // Leadership is a won campaign, kept renewed by a keeper goroutine (every
 // ttl/3; a failed renewal is retried until the local deadline). Context is
 // cancelled the moment the leadership is lost (picketd answered
@@ -98,21 +87,9 @@ type Leadership struct {
 	Term     int64  // the fence of fenced storage: send it with every write
 	Owner    string
 
-	c      *Client
-	s      *leaderState
-	cfg    lockConfig
-	ctx    context.Context
-	cancel context.CancelFunc
-	kctx   context.Context // the keeper's requests: ended by Resign or a loss
-	kstop  context.CancelFunc
-	lostCh chan struct{}
-	wg     sync.WaitGroup
-
-	mu       sync.Mutex
-	err      error
-	resignMu sync.Mutex
-	resigned bool
-	resErr   error
+	c *Client
+	s *leaseState
+	k keeper
 }
 
 type campaignDoc struct {
@@ -163,21 +140,15 @@ func (c *Client) Campaign(ctx context.Context, name string, opts ...LockOption) 
 	if err != nil {
 		return nil, err
 	}
-	id := cfg.o.Lease
-	if id == "" {
-		id = NewLeaseID()
-	} else if !leaseRE.MatchString(id) {
-		return nil, invalid("a lease id is 32 lowercase hex digits")
+	id, err := leaseIDOf(cfg.o.Lease)
+	if err != nil {
+		return nil, err
 	}
 	body := map[string]interface{}{"ttl_ms": ms(cfg.o.TTL), "lease": id}
 	if w := ms(cfg.o.Wait); w > 0 {
 		body["wait_ms"] = w
 	}
-	owner := cfg.o.Owner
-	if owner == "" {
-		owner = c.owner
-	}
-	if owner != "" {
+	if owner := c.ownerOf(cfg.o.Owner); owner != "" {
 		body["owner"] = owner
 	}
 	if cfg.value != nil {
@@ -195,25 +166,26 @@ func (c *Client) Campaign(ctx context.Context, name string, opts ...LockOption) 
 		return nil, &TransportError{Op: "POST " + path, Status: 200, Err: errors.New("a leadership without its lease, term or ttl")}
 	}
 	t := time.Duration(doc.TTLMS) * time.Millisecond
-	l := &Leadership{Election: doc.Election, Term: doc.Term, c: c, cfg: cfg, lostCh: make(chan struct{}),
-		s: &leaderState{id: id, ttl: t, token: firstOf(doc.Token, doc.FToken), deadline: sent.Add(t - driftMargin(t)), value: doc.Value}}
+	l := &Leadership{Election: doc.Election, Term: doc.Term, c: c, s: newLeaseState(id, sent, t, firstOf(doc.Token, doc.FToken))}
+	l.s.value = doc.Value
 	if doc.Owner != nil {
 		l.Owner = *doc.Owner
 	}
-	l.ctx, l.cancel = context.WithCancel(ctx)
-	l.kctx, l.kstop = context.WithCancel(context.Background())
+	l.k.s = l.s
+	l.k.what = l.describe()
+	l.k.renew = l.Renew
+	l.k.init(ctx, cfg)
 	// A waited grant was made somewhere between send and reply: when that
 	// gap is over a tenth of the TTL, renew now so the deadline counts
 	// from a request sent after the grant.
 	if cfg.o.Wait > 0 && time.Since(sent) > t/10 {
-		if err := l.Renew(ctx); err != nil && !l.s.valid() {
-			l.cancel()
+		if err := l.Renew(ctx); err != nil && !l.s.Valid() {
+			l.k.cancel()
 			_, _ = l.post(context.Background(), "resign", map[string]interface{}{"lease": id}, false)
 			return nil, err
 		}
 	}
-	l.wg.Add(1)
-	go l.keep()
+	l.k.start()
 	return l, nil
 }
 
@@ -224,12 +196,6 @@ func firstOf(token, fenceToken string) string {
 		return token
 	}
 	return fenceToken
-}
-
-func (s *leaderState) valid() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return time.Now().Before(s.deadline)
 }
 
 // ID is the lease id: keep it secret; renew, proclaim and resign need it.
@@ -243,18 +209,10 @@ func (l *Leadership) FenceLock() string { return l.Election }
 
 // Token is the signed term (picketd with --fence-key-file; "" otherwise):
 // a lock token for the election's name.
-func (l *Leadership) Token() string {
-	l.s.mu.Lock()
-	defer l.s.mu.Unlock()
-	return l.s.token
-}
+func (l *Leadership) Token() string { return l.s.Token() }
 
 // TTL is the lease time last granted.
-func (l *Leadership) TTL() time.Duration {
-	l.s.mu.Lock()
-	defer l.s.mu.Unlock()
-	return l.s.ttl
-}
+func (l *Leadership) TTL() time.Duration { return l.s.TTL() }
 
 // Value is the value last proclaimed (ok false: none).
 func (l *Leadership) Value() (value string, ok bool) {
@@ -268,60 +226,33 @@ func (l *Leadership) Value() (value string, ok bool) {
 
 // Deadline is when this client must assume the leadership gone: the last
 // campaign's or renewal's send time + its TTL - a drift margin (1% + 2ms).
-func (l *Leadership) Deadline() time.Time {
-	l.s.mu.Lock()
-	defer l.s.mu.Unlock()
-	return l.s.deadline
-}
+func (l *Leadership) Deadline() time.Time { return l.s.Deadline() }
 
 // Remaining is the time left before the local deadline (0 past it).
-func (l *Leadership) Remaining() time.Duration {
-	if d := time.Until(l.Deadline()); d > 0 {
-		return d
-	}
-	return 0
-}
+func (l *Leadership) Remaining() time.Duration { return l.s.Remaining() }
 
 // Valid: not lost, not resigned, and before the local deadline (by this
 // process's monotonic clock). Check it before a write, and send the term
 // with it all the same.
-func (l *Leadership) Valid() bool {
-	l.mu.Lock()
-	e := l.err
-	l.mu.Unlock()
-	return e == nil && l.s.valid()
-}
+func (l *Leadership) Valid() bool { return l.k.Valid() }
 
 // Context is cancelled the moment the leadership is lost or resigned, or
 // the ctx given to Campaign ends.
-func (l *Leadership) Context() context.Context { return l.ctx }
+func (l *Leadership) Context() context.Context { return l.k.ctx }
 
 // Lost is closed when the leadership is lost (not on Resign).
-func (l *Leadership) Lost() <-chan struct{} { return l.lostCh }
+func (l *Leadership) Lost() <-chan struct{} { return l.k.lostCh }
 
 // Err is nil while leading; then why Context was cancelled: a *LostError
 // (matches ErrLeaseLost; Reason "lease_lost" or "deadline"), ErrResigned,
 // or the error of the ctx given to Campaign.
-func (l *Leadership) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err != nil {
-		return l.err
-	}
-	return l.ctx.Err()
-}
+func (l *Leadership) Err() error { return l.k.Err() }
 
 // SetFenceHeaders sets the headers a fenced store (examples/fenced-kv)
 // checks on a write: Picket-Lock (the election), Picket-Fence (the term)
 // and, when signed, Picket-Fence-Token.
 func (l *Leadership) SetFenceHeaders(req *http.Request) {
-	req.Header.Set("Picket-Lock", l.Election)
-	req.Header.Set("Picket-Fence", strconv.FormatInt(l.Term, 10))
-	if t := l.Token(); t != "" {
-		req.Header.Set("Picket-Fence-Token", t)
-	} else {
-		req.Header.Del("Picket-Fence-Token")
-	}
+	setFenceHeaders(req, l.Election, l.Term, l.Token())
 }
 
 func (l *Leadership) describe() string {
@@ -355,31 +286,19 @@ func (l *Leadership) post(ctx context.Context, verb string, body map[string]inte
 	if err != nil {
 		return nil, err
 	}
-	var dl time.Time
-	if deadline {
-		dl = l.Deadline()
-		if !time.Now().Before(dl) {
-			return nil, &APIError{Code: "lease_lost", Message: l.describe() + " is past its local deadline"}
-		}
-	}
 	var doc leaderRenewDoc
-	sent, err := l.c.call(ctx, "POST", path, body, 0, dl, &doc)
-	if err != nil || !deadline {
+	if !deadline {
+		_, err = l.c.call(ctx, "POST", path, body, 0, time.Time{}, &doc)
+		return &doc, err
+	}
+	sent, err := l.c.renewal(ctx, path, body, l.s, l.describe, &doc)
+	if err != nil {
 		return &doc, err
 	}
 	if doc.TTLMS < 1 {
 		return nil, &TransportError{Op: "POST " + path, Status: 200, Err: errors.New("a reply without its ttl")}
 	}
-	t := time.Duration(doc.TTLMS) * time.Millisecond
-	l.s.mu.Lock()
-	l.s.ttl = t
-	if d := sent.Add(t - driftMargin(t)); d.After(l.s.deadline) {
-		l.s.deadline = d
-	}
-	if t := firstOf(doc.Token, doc.FToken); t != "" {
-		l.s.token = t
-	}
-	l.s.mu.Unlock()
+	l.s.renewed(sent, time.Duration(doc.TTLMS)*time.Millisecond, firstOf(doc.Token, doc.FToken), false)
 	return &doc, nil
 }
 
@@ -416,129 +335,19 @@ func (l *Leadership) proclaim(ctx context.Context, value *string) error {
 	return nil
 }
 
-func (l *Leadership) lose(reason string, cause error) {
-	l.mu.Lock()
-	if l.err != nil {
-		l.mu.Unlock()
-		return
-	}
-	l.err = &LostError{What: l.describe(), Reason: reason, Err: cause}
-	err := l.err
-	l.mu.Unlock()
-	close(l.lostCh)
-	l.cancel()
-	l.kstop()
-	if l.cfg.onLost != nil {
-		go l.cfg.onLost(err) // its own goroutine: it may call Resign, which waits for the keeper
-	}
-}
-
-func (l *Leadership) keep() {
-	defer l.wg.Done()
-	every := l.cfg.renewEvery
-	if every == 0 {
-		every = l.TTL() / 3
-	}
-	next := time.Now().Add(every)
-	var last error
-	for {
-		deadline := l.Deadline()
-		now := time.Now()
-		if !now.Before(deadline) {
-			l.lose("deadline", last)
-			return
-		}
-		wake := next
-		if deadline.Before(wake) {
-			wake = deadline
-		}
-		t := time.NewTimer(wake.Sub(now))
-		select {
-		case <-l.kctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		now = time.Now()
-		if !now.Before(l.Deadline()) {
-			l.lose("deadline", last)
-			return
-		}
-		if now.Before(next) {
-			continue
-		}
-		err := l.Renew(l.kctx)
-		if l.kctx.Err() != nil {
-			return
-		}
-		if err == nil {
-			last = nil
-			if every = l.cfg.renewEvery; every == 0 {
-				every = l.TTL() / 3
-			}
-			next = time.Now().Add(every)
-			continue
-		}
-		last = err
-		if !l.s.valid() {
-			l.lose("deadline", err)
-			return
-		}
-		if errors.Is(err, ErrLeaseLost) {
-			l.lose("lease_lost", err)
-			return
-		}
-		// transport, 503 (already retried), a quota: again soon, until the
-		// deadline says the leadership is gone.
-		pause := l.Remaining() / 4
-		if pause > 250*time.Millisecond {
-			pause = 250 * time.Millisecond
-		}
-		if pause < 10*time.Millisecond {
-			pause = 10 * time.Millisecond
-		}
-		next = time.Now().Add(pause)
-	}
-}
-
 // Resign stops the keeper and steps down: the next waiting candidate
 // leads within milliseconds. Context is cancelled (Err: ErrResigned). If
 // the leadership had been lost while held, it returns that *LostError
 // (matches ErrLeaseLost): the work ran for a while without it. A second
 // Resign returns the first's result.
 func (l *Leadership) Resign(ctx context.Context) error {
-	l.resignMu.Lock()
-	defer l.resignMu.Unlock()
-	if l.resigned {
-		return l.resErr
-	}
-	l.resigned = true
-	l.mu.Lock()
-	lost := l.err
-	if lost == nil {
-		l.err = ErrResigned
-	}
-	l.mu.Unlock()
-	l.kstop()
-	l.wg.Wait()
-	l.cancel()
-	_, err := l.post(ctx, "resign", map[string]interface{}{"lease": l.s.id}, false)
-	if err == nil {
-		l.s.mu.Lock()
-		if now := time.Now(); l.s.deadline.After(now) {
-			l.s.deadline = now
+	return l.k.end(ctx, ErrResigned, func(ctx context.Context) error {
+		_, err := l.post(ctx, "resign", map[string]interface{}{"lease": l.s.id}, false)
+		if err == nil {
+			l.s.ended()
 		}
-		l.s.mu.Unlock()
-	}
-	switch {
-	case lost != nil:
-		l.resErr = lost
-	case err != nil && !l.s.valid() && errors.Is(err, ErrLeaseLost):
-		l.resErr = &LostError{What: l.describe(), Reason: "deadline", Err: err}
-	default:
-		l.resErr = err
-	}
-	return l.resErr
+		return err
+	})
 }
 
 // LeaderInfo is the leader of an election (never its lease id).

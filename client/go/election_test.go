@@ -95,8 +95,8 @@ func TestSecondCampaignLeaderExists(t *testing.T) {
 	if err != nil || again.Term != lead.Term {
 		t.Fatalf("same lease id: %v %v", again, err)
 	}
-	again.kstop()
-	again.wg.Wait()
+	again.k.kstop()
+	again.k.wg.Wait()
 }
 
 func TestWaitingCandidateTakesOverOnResign(t *testing.T) {

@@ -32,6 +32,9 @@ type Lease struct {
 	s *leaseState // behind a pointer: a copy or a %v of a Lease shows no id
 }
 
+// leaseState is the mutable half of a held lease, a Lock's or a
+// Leadership's: what its renewals move. Its methods are what the keeper
+// (keeper.go) and the grant's own accessors read.
 type leaseState struct {
 	mu       sync.Mutex
 	id       string
@@ -40,52 +43,102 @@ type leaseState struct {
 	deadline time.Time
 	capped   bool
 	maxHold  bool
+	value    *string // a Leadership's proclaimed value (nil: none)
+}
+
+func newLeaseState(id string, sent time.Time, ttl time.Duration, token string) *leaseState {
+	return &leaseState{id: id, ttl: ttl, token: token, deadline: sent.Add(ttl - driftMargin(ttl))}
+}
+
+// Deadline is the local deadline: the last grant's or renewal's send time
+// + its TTL - a drift margin.
+func (s *leaseState) Deadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deadline
+}
+
+// TTL is the lease time last granted.
+func (s *leaseState) TTL() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ttl
+}
+
+// Token is the signed fence or term last granted ("" unsigned).
+func (s *leaseState) Token() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.token
+}
+
+// Capped: see Lease.Capped.
+func (s *leaseState) Capped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.capped
+}
+
+// Remaining is the time left before the local deadline (0 past it).
+func (s *leaseState) Remaining() time.Duration {
+	if d := time.Until(s.Deadline()); d > 0 {
+		return d
+	}
+	return 0
+}
+
+// Valid: the local deadline has not passed.
+func (s *leaseState) Valid() bool { return time.Now().Before(s.Deadline()) }
+
+// renewed records a renewal sent at sent that granted ttl: the deadline
+// only moves on, and a token replaces the last only when there is one.
+func (s *leaseState) renewed(sent time.Time, ttl time.Duration, token string, capped bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if capped {
+		s.capped = true
+	}
+	s.ttl = ttl
+	if d := sent.Add(ttl - driftMargin(ttl)); d.After(s.deadline) {
+		s.deadline = d
+	}
+	if token != "" {
+		s.token = token
+	}
+}
+
+// ended records a release or resignation: the lease is gone from now on.
+func (s *leaseState) ended() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now := time.Now(); s.deadline.After(now) {
+		s.deadline = now
+	}
 }
 
 // ID is the lease id: keep it secret; renew and release need it.
 func (l *Lease) ID() string { return l.s.id }
 
 // FenceToken is the signed fence (picketd with --fence-key-file; "" otherwise).
-func (l *Lease) FenceToken() string {
-	l.s.mu.Lock()
-	defer l.s.mu.Unlock()
-	return l.s.token
-}
+func (l *Lease) FenceToken() string { return l.s.Token() }
 
 // TTL is the lease time last granted.
-func (l *Lease) TTL() time.Duration {
-	l.s.mu.Lock()
-	defer l.s.mu.Unlock()
-	return l.s.ttl
-}
+func (l *Lease) TTL() time.Duration { return l.s.TTL() }
 
 // Deadline is when this client must assume the lease gone: the last
 // grant's or renewal's send time + its TTL - a drift margin (1% + 2ms).
-func (l *Lease) Deadline() time.Time {
-	l.s.mu.Lock()
-	defer l.s.mu.Unlock()
-	return l.s.deadline
-}
+func (l *Lease) Deadline() time.Time { return l.s.Deadline() }
 
 // Capped says a grant or renewal was cut short by MaxHold: no renewal can
 // carry the lease past its deadline.
-func (l *Lease) Capped() bool {
-	l.s.mu.Lock()
-	defer l.s.mu.Unlock()
-	return l.s.capped
-}
+func (l *Lease) Capped() bool { return l.s.Capped() }
 
 // Remaining is the time left before the local deadline (0 past it).
-func (l *Lease) Remaining() time.Duration {
-	if d := time.Until(l.Deadline()); d > 0 {
-		return d
-	}
-	return 0
-}
+func (l *Lease) Remaining() time.Duration { return l.s.Remaining() }
 
 // Valid: the local deadline has not passed (by this process's monotonic
 // clock). Check it before a write, and send the fence with it all the same.
-func (l *Lease) Valid() bool { return time.Now().Before(l.Deadline()) }
+func (l *Lease) Valid() bool { return l.s.Valid() }
 
 func (l *Lease) describe() string {
 	switch l.Kind {
@@ -113,10 +166,16 @@ func (l Lease) GoString() string { return l.String() }
 // checks on a write: Picket-Lock (FenceLock), Picket-Fence and, when
 // signed, Picket-Fence-Token.
 func (l *Lease) SetFenceHeaders(req *http.Request) {
-	req.Header.Set("Picket-Lock", l.FenceLock)
-	req.Header.Set("Picket-Fence", strconv.FormatInt(l.Fence, 10))
-	if t := l.FenceToken(); t != "" {
-		req.Header.Set("Picket-Fence-Token", t)
+	setFenceHeaders(req, l.FenceLock, l.Fence, l.FenceToken())
+}
+
+// setFenceHeaders is SetFenceHeaders of a Lease and of a Leadership (whose
+// lock is the election and whose fence is the term).
+func setFenceHeaders(req *http.Request, lock string, fence int64, token string) {
+	req.Header.Set("Picket-Lock", lock)
+	req.Header.Set("Picket-Fence", strconv.FormatInt(fence, 10))
+	if token != "" {
+		req.Header.Set("Picket-Fence-Token", token)
 	} else {
 		req.Header.Del("Picket-Fence-Token")
 	}

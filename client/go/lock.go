@@ -63,23 +63,11 @@ func WithOnLost(fn func(error)) LockOption { return func(c *lockConfig) { c.onLo
 type Lock struct {
 	c     *Client
 	lease *Lease
-	cfg   lockConfig
-	ttl   time.Duration
+	k     keeper
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	kctx   context.Context // the keeper's requests: ended by Release or a loss
-	kstop  context.CancelFunc
-	lostCh chan struct{}
-	wg     sync.WaitGroup
-
-	mu        sync.Mutex
-	err       error
-	watching  bool
-	watchErr  error
-	releaseMu sync.Mutex
-	released  bool
-	relErr    error
+	mu       sync.Mutex // the watch's state
+	watching bool
+	watchErr error
 }
 
 // Lock takes lock name for ttl and keeps it: the three lines are
@@ -138,13 +126,17 @@ func (c *Client) hold(ctx context.Context, kind Kind, name string, ttl time.Dura
 	if err != nil {
 		return nil, err
 	}
-	l := &Lock{c: c, lease: lease, cfg: cfg, ttl: ttl, lostCh: make(chan struct{})}
-	l.ctx, l.cancel = context.WithCancel(ctx)
-	l.kctx, l.kstop = context.WithCancel(context.Background())
-	l.wg.Add(1)
-	go l.keep()
+	l := &Lock{c: c, lease: lease}
+	l.k.s = lease.s
+	l.k.what = fmt.Sprintf("%s (fence %d)", lease.describe(), lease.Fence)
+	l.k.renew = func(ctx context.Context) error {
+		_, err := c.Renew(ctx, lease, ttl)
+		return err
+	}
+	l.k.init(ctx, cfg)
+	l.k.start()
 	if kind == KindLock && cfg.events {
-		l.wg.Add(1)
+		l.k.wg.Add(1)
 		go l.watch()
 	}
 	return l, nil
@@ -169,30 +161,18 @@ func (l *Lock) SetFenceHeaders(req *http.Request) { l.lease.SetFenceHeaders(req)
 // Context is cancelled the moment the lease is lost (a renewal refused, no
 // renewal before the local deadline, an event saying it ended), the hold
 // cap is reached, the lock is released, or the ctx given to Lock ends.
-func (l *Lock) Context() context.Context { return l.ctx }
+func (l *Lock) Context() context.Context { return l.k.ctx }
 
 // Lost is closed when the lease is lost (not on Release).
-func (l *Lock) Lost() <-chan struct{} { return l.lostCh }
+func (l *Lock) Lost() <-chan struct{} { return l.k.lostCh }
 
 // Err is nil while the lock is held; then why Context was cancelled: a
 // *LostError (matches ErrLeaseLost; ErrMaxHold at the hold cap),
 // ErrReleased, or the error of the ctx given to Lock.
-func (l *Lock) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err != nil {
-		return l.err
-	}
-	return l.ctx.Err()
-}
+func (l *Lock) Err() error { return l.k.Err() }
 
 // Valid: not lost, not released, and before the local deadline.
-func (l *Lock) Valid() bool {
-	l.mu.Lock()
-	e := l.err
-	l.mu.Unlock()
-	return e == nil && l.lease.Valid()
-}
+func (l *Lock) Valid() bool { return l.k.Valid() }
 
 // Watching says an event stream has told where the lock stands (the
 // keeper hears of a loss at once); WatchErr is the refusal after which
@@ -214,111 +194,14 @@ func (l *Lock) WatchErr() error {
 // String describes the lock without its lease id.
 func (l *Lock) String() string { return "picket.Lock(" + l.lease.String() + ")" }
 
-func (l *Lock) lose(reason string, cause error) { l.loseBy(reason, cause, nil) }
-
-func (l *Lock) loseBy(reason string, cause error, ev *Event) {
-	if l.lease.Capped() && (reason == "deadline" || reason == "expired" || reason == "lease_lost") {
-		reason = "max_hold"
-	}
-	l.mu.Lock()
-	if l.err != nil {
-		l.mu.Unlock()
-		return
-	}
-	l.err = &LostError{What: fmt.Sprintf("%s (fence %d)", l.lease.describe(), l.lease.Fence), Reason: reason, Err: cause, Event: ev}
-	err := l.err
-	l.mu.Unlock()
-	close(l.lostCh)
-	l.cancel()
-	l.kstop()
-	if l.cfg.onLost != nil {
-		go l.cfg.onLost(err) // its own goroutine: it may call Release, which waits for the keeper
-	}
-}
-
-func (l *Lock) keep() {
-	defer l.wg.Done()
-	lease := l.lease
-	every := l.cfg.renewEvery
-	if every == 0 {
-		every = lease.TTL() / 3
-	}
-	next := time.Now().Add(every)
-	var last error
-	for {
-		deadline := lease.Deadline()
-		now := time.Now()
-		if !now.Before(deadline) {
-			l.lose("deadline", last)
-			return
-		}
-		wake := next
-		if deadline.Before(wake) {
-			wake = deadline
-		}
-		t := time.NewTimer(wake.Sub(now))
-		select {
-		case <-l.kctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		now = time.Now()
-		if !now.Before(lease.Deadline()) {
-			l.lose("deadline", last)
-			return
-		}
-		if now.Before(next) {
-			continue
-		}
-		if lease.Capped() {
-			// max_hold cut the last grant or renewal: no renewal can carry
-			// the lease further; it ends at its deadline.
-			next = lease.Deadline()
-			continue
-		}
-		_, err := l.c.Renew(l.kctx, lease, l.ttl)
-		if l.kctx.Err() != nil {
-			return
-		}
-		if err == nil {
-			last = nil
-			if every = l.cfg.renewEvery; every == 0 {
-				every = lease.TTL() / 3
-			}
-			next = time.Now().Add(every)
-			continue
-		}
-		last = err
-		if !lease.Valid() {
-			l.lose("deadline", err)
-			return
-		}
-		if errors.Is(err, ErrLeaseLost) {
-			l.lose("lease_lost", err)
-			return
-		}
-		// transport, 503 (already retried), a quota: again soon, until the
-		// deadline says the lease is gone.
-		pause := lease.Remaining() / 4
-		if pause > 250*time.Millisecond {
-			pause = 250 * time.Millisecond
-		}
-		if pause < 10*time.Millisecond {
-			pause = 10 * time.Millisecond
-		}
-		next = time.Now().Add(pause)
-	}
-}
-
 func (l *Lock) watch() {
-	defer l.wg.Done()
+	defer l.k.wg.Done()
 	fence := l.lease.Fence
 	retry := watchRetry
-	for l.kctx.Err() == nil {
-		w, err := l.c.Watch(l.kctx, l.lease.Name)
+	for l.k.kctx.Err() == nil {
+		w, err := l.c.Watch(l.k.kctx, l.lease.Name)
 		if err != nil {
-			if l.kctx.Err() != nil {
+			if l.k.kctx.Err() != nil {
 				return
 			}
 			if errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnauthenticated) ||
@@ -342,7 +225,7 @@ func (l *Lock) watch() {
 				}
 				if ev.Ends(fence) {
 					w.Close()
-					l.loseBy(ev.Type, nil, &ev)
+					l.k.loseBy(ev.Type, nil, &ev)
 					return
 				}
 			}
@@ -353,7 +236,7 @@ func (l *Lock) watch() {
 		}
 		t := time.NewTimer(retry)
 		select {
-		case <-l.kctx.Done():
+		case <-l.k.kctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
@@ -369,29 +252,5 @@ func (l *Lock) watch() {
 // that *LostError (matches ErrLeaseLost): the work ran for a while without
 // the lock. A second Release returns the first's result.
 func (l *Lock) Release(ctx context.Context) error {
-	l.releaseMu.Lock()
-	defer l.releaseMu.Unlock()
-	if l.released {
-		return l.relErr
-	}
-	l.released = true
-	l.mu.Lock()
-	lost := l.err
-	if lost == nil {
-		l.err = ErrReleased
-	}
-	l.mu.Unlock()
-	l.kstop()
-	l.wg.Wait()
-	l.cancel()
-	err := l.c.Release(ctx, l.lease)
-	switch {
-	case lost != nil:
-		l.relErr = lost
-	case err != nil && !l.lease.Valid() && errors.Is(err, ErrLeaseLost):
-		l.relErr = &LostError{What: fmt.Sprintf("%s (fence %d)", l.lease.describe(), l.lease.Fence), Reason: "deadline", Err: err}
-	default:
-		l.relErr = err
-	}
-	return l.relErr
+	return l.k.end(ctx, ErrReleased, func(ctx context.Context) error { return l.c.Release(ctx, l.lease) })
 }

@@ -80,13 +80,21 @@ static inline long fault_lease_call(const char *base, const char *name, const ch
   return fault_lock(base, name, action, body, out);
 }
 
-/* 32 lowercase hex from /dev/urandom into out[33]. */
-static inline void fault_lease_id(char out[33]) {
+/* 32 lowercase hex from /dev/urandom into out[33]: 0, or -1 when
+ * urandom fails. No Check assert, so load threads may call it. */
+static inline int fault_random_lease(char out[33]) {
   unsigned char b[16] = {0};
   int fd = open("/dev/urandom", O_RDONLY);
-  ck_assert_msg(fd >= 0 && read(fd, b, sizeof b) == (ssize_t)sizeof b, "urandom");
-  close(fd);
+  int ok = fd >= 0 && read(fd, b, sizeof b) == (ssize_t)sizeof b;
+  if (fd >= 0) close(fd);
+  if (!ok) return -1;
   for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+  return 0;
+}
+
+/* fault_random_lease, asserting (Check) that urandom answered. */
+static inline void fault_lease_id(char out[33]) {
+  ck_assert_msg(fault_random_lease(out) == 0, "urandom");
 }
 
 /* 1 while our child `pid` runs (not exited, not reaped). */

@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "fault_http.h"
 #include "fault_util.h"
 #include "sentinel_group.h"
 
@@ -57,10 +58,7 @@ typedef struct {
   int id;
   const char *base;
   unsigned seed;
-  CURL *curl;
-  struct curl_slist *hdr;
-  char *buf;
-  size_t len;
+  fault_http h;
   rec *recs;
   int n;
 } cand;
@@ -69,57 +67,23 @@ static cand C[CANDS];
 static pthread_t T[CANDS];
 static atomic_int stop_load;
 
-static size_t on_data(char *d, size_t size, size_t n, void *ud) {
-  cand *c = ud;
-  char *nb = realloc(c->buf, c->len + size * n + 1);
-  if (nb == NULL) return 0;
-  memcpy(nb + c->len, d, size * n);
-  c->buf = nb;
-  c->len += size * n;
-  c->buf[c->len] = '\0';
-  return size * n;
-}
-
 /* POST /v1/elections/NAME/VERB with body; fills r (status, code, term when
  * the reply has one, times). */
 static void post(cand *c, const char *verb, const char *body, long timeout_ms, rec *r) {
   char url[300];
+  json_t *j;
   snprintf(url, sizeof url, "%s/v1/elections/" NAME "/%s", c->base, verb);
-  if (c->curl == NULL) c->curl = curl_easy_init();
-  if (c->hdr == NULL) c->hdr = curl_slist_append(NULL, "Content-Type: application/json");
-  c->len = 0;
-  curl_easy_setopt(c->curl, CURLOPT_URL, url);
-  curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->hdr);
-  curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body);
-  curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-  curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_data);
-  curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, c);
-  curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, timeout_ms);
-  curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
-  r->code[0] = '\0';
-  r->t0 = harness_now_ms();
-  CURLcode rc = curl_easy_perform(c->curl);
-  r->t1 = harness_now_ms();
-  r->status = 0;
-  if (rc != CURLE_OK) {
-    snprintf(r->code, sizeof r->code, "transport");
-    return;
-  }
-  curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &r->status);
-  json_t *j = json_loadb(c->buf ? c->buf : "", c->len, 0, NULL);
-  const char *code = json_string_value(json_object_get(json_object_get(j, "error"), "code"));
-  if (code) snprintf(r->code, sizeof r->code, "%s", code);
+  r->status = fault_http_post(&c->h, url, body, timeout_ms, &r->t0, &r->t1, r->code, sizeof r->code, &j);
+  if (r->status == 0) return;
   json_t *t = json_object_get(j, "term");
   if (r->status == 200 && json_is_integer(t)) r->term = (int64_t)json_integer_value(t);
   json_decref(j);
 }
 
+/* A new lease id; fault_random_lease's failure aborts (no Check assert:
+ * it runs in the candidate threads). */
 static void lease_id(char out[33]) {
-  unsigned char b[16] = {0};
-  int fd = open("/dev/urandom", O_RDONLY);
-  if (fd < 0 || read(fd, b, sizeof b) != (ssize_t)sizeof b) abort();
-  close(fd);
-  for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+  if (fault_random_lease(out) != 0) abort();
 }
 
 static rec *next_rec(cand *c) {
@@ -192,9 +156,7 @@ static void load_stop(void) {
   atomic_store(&stop_load, 1);
   for (int i = 0; i < CANDS; i++) {
     pthread_join(T[i], NULL);
-    if (C[i].curl) curl_easy_cleanup(C[i].curl);
-    curl_slist_free_all(C[i].hdr);
-    free(C[i].buf);
+    fault_http_done(&C[i].h);
   }
 }
 

@@ -75,6 +75,7 @@
 #include <stdatomic.h>
 #include <strings.h>
 
+#include "fault_http.h"
 #include "fault_util.h"
 #include "sentinel_group.h"
 #include "sse.h"
@@ -109,55 +110,16 @@ typedef struct {
   int64_t deadline; /* renew/release: sent time of the lease's last success + TTL */
 } rec;
 
-typedef struct {
-  CURL *curl;
-  struct curl_slist *json; /* Content-Type: application/json */
-  char *buf;
-  size_t len;
-} http;
-
-static size_t on_data(char *d, size_t size, size_t n, void *ud) {
-  http *h = ud;
-  char *nb = realloc(h->buf, h->len + size * n + 1);
-  if (nb == NULL) return 0;
-  memcpy(nb + h->len, d, size * n);
-  h->buf = nb;
-  h->len += size * n;
-  h->buf[h->len] = '\0';
-  return size * n;
-}
-
 /* POST base/v1/locks/NAME/ACTION with body, at most timeout_ms. Fills
  * status, code, fence (when the reply has one), t0, t1 of *r; the lease of
  * an acquire reply into r->lease. Keeps the connection for the next call. */
-static void post(http *h, const char *base, const char *name, const char *action,
+static void post(fault_http *h, const char *base, const char *name, const char *action,
                  const char *body, long timeout_ms, rec *r) {
   char url[300];
+  json_t *j;
   snprintf(url, sizeof url, "%s/v1/locks/%s/%s", base, name, action);
-  if (h->curl == NULL) h->curl = curl_easy_init();
-  if (h->json == NULL) h->json = curl_slist_append(NULL, "Content-Type: application/json");
-  h->len = 0;
-  curl_easy_setopt(h->curl, CURLOPT_URL, url);
-  curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, h->json);
-  curl_easy_setopt(h->curl, CURLOPT_POSTFIELDS, body);
-  curl_easy_setopt(h->curl, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-  curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, on_data);
-  curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, h);
-  curl_easy_setopt(h->curl, CURLOPT_TIMEOUT_MS, timeout_ms);
-  curl_easy_setopt(h->curl, CURLOPT_NOSIGNAL, 1L);
-  r->code[0] = '\0';
-  r->t0 = harness_now_ms();
-  CURLcode rc = curl_easy_perform(h->curl);
-  r->t1 = harness_now_ms();
-  r->status = 0;
-  if (rc != CURLE_OK) {
-    snprintf(r->code, sizeof r->code, "transport");
-    return;
-  }
-  curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &r->status);
-  json_t *j = json_loadb(h->buf ? h->buf : "", h->len, 0, NULL);
-  const char *code = json_string_value(json_object_get(json_object_get(j, "error"), "code"));
-  if (code) snprintf(r->code, sizeof r->code, "%s", code);
+  r->status = fault_http_post(h, url, body, timeout_ms, &r->t0, &r->t1, r->code, sizeof r->code, &j);
+  if (r->status == 0) return;
   json_t *f = json_object_get(j, "fence");
   if (json_is_integer(f)) r->fence = (int64_t)json_integer_value(f);
   const char *lease = json_string_value(json_object_get(j, "lease"));
@@ -165,20 +127,10 @@ static void post(http *h, const char *base, const char *name, const char *action
   json_decref(j);
 }
 
-static void http_done(http *h) {
-  if (h->curl) curl_easy_cleanup(h->curl);
-  curl_slist_free_all(h->json);
-  free(h->buf);
-  memset(h, 0, sizeof *h);
-}
-
-/* 32 hex from /dev/urandom; no Check assert: it runs in the load threads. */
+/* A new lease id; fault_random_lease's failure aborts (no Check assert:
+ * it runs in the load threads). */
 static void lease_id(char out[33]) {
-  unsigned char b[16] = {0};
-  int fd = open("/dev/urandom", O_RDONLY);
-  if (fd < 0 || read(fd, b, sizeof b) != (ssize_t)sizeof b) abort();
-  close(fd);
-  for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+  if (fault_random_lease(out) != 0) abort();
 }
 
 /* ---- the load ------------------------------------------------------------ */
@@ -187,7 +139,7 @@ typedef struct {
   int id;
   const char *base;
   unsigned seed;
-  http h;
+  fault_http h;
   rec *recs;
   int n;
 } client;
@@ -290,7 +242,7 @@ static void load_stop(void) {
   atomic_store(&stop_load, 1);
   for (int i = 0; i < CLIENTS; i++) {
     pthread_join(threads[i], NULL);
-    http_done(&clients[i].h);
+    fault_http_done(&clients[i].h);
   }
   load_running = 0;
 }
@@ -671,13 +623,13 @@ static int W_running;
 
 static void *waiter_main(void *arg) {
   waiter *w = arg;
-  http h = {0};
+  fault_http h = {0};
   char body[160];
   snprintf(body, sizeof body, "{\"ttl_ms\":10000,\"wait_ms\":20000,\"lease\":\"%s\"}", w->lease);
   w->r.op = OP_ACQUIRE;
   w->r.fence = -1;
   post(&h, w->base, "sen-waiter", "acquire", body, 40000L * (long)harness_time_scale(), &w->r);
-  http_done(&h);
+  fault_http_done(&h);
   atomic_store(&w->done, 1);
   return NULL;
 }

@@ -20,6 +20,13 @@ import { checkValue, LeaderEvent, Leadership } from "./election.js";
 export const BODY_MAX = 65536;
 const RETRY_DELAYS_MS = [50, 200, 800];
 const LEASE_ID = /^[0-9a-f]{32}$/;
+/** A grant's or campaign's lease option: the id given (checked), else a new one. */
+function leaseIdOpt(v) {
+    const id = v ?? randomBytes(16).toString("hex");
+    if (typeof id !== "string" || !LEASE_ID.test(id))
+        throw new InvalidArgument("lease must be 32 lowercase hex digits");
+    return id;
+}
 const OWNER_MAX = 128;
 const PREFIX = /^[A-Za-z0-9._:-]{0,200}$/;
 const LIST_MAX = 1000;
@@ -261,15 +268,29 @@ export class Client {
             throw new InvalidArgument("mode must be 'read' or 'write'");
         return await this.#grant("rwlock", _a.#path("rwlocks", name, "acquire"), { mode }, opts);
     }
+    /**
+     * POST a grant (acquire, campaign): body.lease is its lease id, and the
+     * call may wait waitMs beyond the timeout. When signal cancelled the
+     * wait, the grant may have been made all the same: POST giveBack
+     * (release, resign) for it, unawaited, and rethrow.
+     */
+    async #grantCall(path, body, waitMs, signal, stamp, giveBack) {
+        try {
+            return await this.#call("POST", path, body, { extraMs: waitMs, signal, stamp });
+        }
+        catch (e) {
+            if (signal?.aborted)
+                this.#call("POST", giveBack, { lease: body.lease }, { retries: 0 }).catch(() => { });
+            throw e;
+        }
+    }
     async #grant(kind, path, extra, opts) {
         const ttlMs = intOpt(opts.ttlMs, "ttlMs", 1, 30000);
         const waitMs = intOpt(opts.waitMs, "waitMs", 0, 0);
         const lockDelayMs = intOpt(opts.lockDelayMs, "lockDelayMs", 0, 0);
         const maxHoldMs = opts.maxHoldMs === undefined ? undefined : intOpt(opts.maxHoldMs, "maxHoldMs", 0, 0);
         const owner = checkOwner(opts.owner) ?? this.owner;
-        const id = opts.lease ?? randomBytes(16).toString("hex");
-        if (typeof id !== "string" || !LEASE_ID.test(id))
-            throw new InvalidArgument("lease must be 32 lowercase hex digits");
+        const id = leaseIdOpt(opts.lease);
         const body = { ...extra, ttl_ms: ttlMs, lease: id };
         if (waitMs)
             body.wait_ms = waitMs;
@@ -280,17 +301,7 @@ export class Client {
         if (owner !== undefined)
             body.owner = owner;
         const stamp = { sent: 0 };
-        let doc;
-        try {
-            doc = await this.#call("POST", path, body, { extraMs: waitMs, signal: opts.signal, stamp });
-        }
-        catch (e) {
-            if (opts.signal?.aborted) {
-                // The grant may have been made as the wait was cancelled: give it back.
-                this.#call("POST", path.replace(/\/acquire$/, "/release"), { lease: id }, { retries: 0 }).catch(() => { });
-            }
-            throw e;
-        }
+        const doc = await this.#grantCall(path, body, waitMs, opts.signal, stamp, path.replace(/\/acquire$/, "/release"));
         const what = `POST ${path}`;
         const ttl = doc["ttl_ms"];
         if (typeof ttl !== "number" || !(ttl > 0))
@@ -461,9 +472,7 @@ export class Client {
         const waitMs = intOpt(opts.waitMs, "waitMs", 0, 0);
         const owner = checkOwner(opts.owner) ?? this.owner;
         const value = checkValue(opts.value);
-        const id = opts.lease ?? randomBytes(16).toString("hex");
-        if (typeof id !== "string" || !LEASE_ID.test(id))
-            throw new InvalidArgument("lease must be 32 lowercase hex digits");
+        const id = leaseIdOpt(opts.lease);
         if (opts.renewEveryMs !== undefined && !(Number.isFinite(opts.renewEveryMs) && opts.renewEveryMs > 0)) {
             throw new InvalidArgument("renewEveryMs must be a positive number");
         }
@@ -475,17 +484,7 @@ export class Client {
         if (value !== null)
             body.value = value;
         const stamp = { sent: 0 };
-        let doc;
-        try {
-            doc = await this.#call("POST", path, body, { extraMs: waitMs, signal: opts.signal, stamp });
-        }
-        catch (e) {
-            if (opts.signal?.aborted) {
-                // The leadership may have been granted as the wait was cancelled: give it back.
-                this.#call("POST", _a.#electionPath(name, "resign"), { lease: id }, { retries: 0 }).catch(() => { });
-            }
-            throw e;
-        }
+        const doc = await this.#grantCall(path, body, waitMs, opts.signal, stamp, _a.#electionPath(name, "resign"));
         const g = doc;
         const what = `POST ${path}`;
         if (typeof g.ttl_ms !== "number" || !(g.ttl_ms > 0))

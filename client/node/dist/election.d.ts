@@ -1,21 +1,18 @@
 import { inspect } from "node:util";
 import { LockLost } from "./errors.js";
+import { StreamEvent } from "./events.js";
 import type { LeaderEventWire, LeaderWire } from "./wire.js";
 /** @internal A value of a campaign or proclaim: null, or a string of at most 4096 bytes of UTF-8 without control characters. */
 export declare function checkValue(v: unknown): string | null;
 /** The leader of an election: its term, value, owner, since (unix ms of the grant) and ttl_ms. Never its lease id. */
 export type Leader = LeaderWire;
 /** One "leader" event of an election's stream (Client.observe). */
-export declare class LeaderEvent {
-    readonly type: string;
-    readonly data: LeaderEventWire;
-    constructor(type: string, data: LeaderEventWire);
+export declare class LeaderEvent extends StreamEvent<LeaderEventWire> {
     get election(): string;
     /** null when nobody leads now (resigned, expired, broken). */
     get leader(): Leader | null;
     /** The last term issued. */
     get term(): number;
-    get time(): number;
     /** The leader's term, value and owner (undefined when nobody leads). */
     get leaderTerm(): number | undefined;
     get value(): string | null | undefined;

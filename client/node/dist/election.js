@@ -5,6 +5,8 @@
 // (Picket-Lock: NAME, Picket-Fence: TERM).
 import { inspect } from "node:util";
 import { InvalidArgument, LeaseLost, LockLost, Resigned, TransportError } from "./errors.js";
+import { StreamEvent } from "./events.js";
+import { Keeper } from "./keeper.js";
 import { driftMarginMs, now } from "./lease.js";
 const VALUE_MAX = 4096; // bytes of UTF-8
 /** @internal A value of a campaign or proclaim: null, or a string of at most 4096 bytes of UTF-8 without control characters. */
@@ -21,19 +23,12 @@ export function checkValue(v) {
     return v;
 }
 /** One "leader" event of an election's stream (Client.observe). */
-export class LeaderEvent {
-    type;
-    data;
-    constructor(type, data) {
-        this.type = type;
-        this.data = data;
-    }
+export class LeaderEvent extends StreamEvent {
     get election() { return this.data.election; }
     /** null when nobody leads now (resigned, expired, broken). */
     get leader() { return this.data.leader ?? null; }
     /** The last term issued. */
     get term() { return this.data.term; }
-    get time() { return this.data.time; }
     /** The leader's term, value and owner (undefined when nobody leads). */
     get leaderTerm() { return this.data.leader?.term; }
     get value() { return this.data.leader === null ? undefined : this.data.leader?.value; }
@@ -68,16 +63,7 @@ export class Leadership {
     lost;
     #calls;
     #id;
-    #out = new AbortController();
-    #stop = new AbortController();
-    #renewEveryMs;
-    #resolveLost;
-    #renewTimer;
-    #deadlineTimer;
-    #lost;
-    #resigned;
-    #userSignal;
-    #onUserAbort;
+    #keeper;
     /** @internal Made by Client.campaign(). */
     constructor(calls, init, opts) {
         this.#calls = calls;
@@ -89,24 +75,22 @@ export class Leadership {
         this.value = init.value;
         this.token = init.token;
         this.deadline = init.deadline;
-        this.signal = this.#out.signal;
-        this.lost = new Promise((resolve) => { this.#resolveLost = resolve; });
-        if (opts.renewEveryMs !== undefined && !(Number.isFinite(opts.renewEveryMs) && opts.renewEveryMs > 0)) {
-            throw new InvalidArgument("renewEveryMs must be a positive number");
-        }
-        this.#renewEveryMs = opts.renewEveryMs;
-        if (opts.keep ?? true) {
-            this.#armDeadline();
-            this.#scheduleRenew();
-        }
-        if (opts.signal !== undefined) {
-            this.#userSignal = opts.signal;
-            this.#onUserAbort = () => { this.resign().catch(() => { }); };
-            if (opts.signal.aborted)
-                this.#onUserAbort();
-            else
-                opts.signal.addEventListener("abort", this.#onUserAbort, { once: true });
-        }
+        this.#keeper = new Keeper({
+            deadline: () => this.deadline,
+            ttlMs: () => this.ttlMs,
+            remainingMs: () => this.remainingMs(),
+            capped: () => false,
+            renew: (signal) => this.renew({ signal }),
+            lost: (reason) => {
+                const why = reason === "expired" ? "no renewal succeeded before its local deadline" : "picketd said the lease is lost";
+                return new LockLost(`${this.describe()} was lost: ${why}`, reason);
+            },
+        }, opts.renewEveryMs);
+        this.signal = this.#keeper.signal;
+        this.lost = this.#keeper.lost;
+        if (opts.keep ?? true)
+            this.#keeper.start();
+        this.#keeper.endOn(opts.signal, () => this.resign());
     }
     /** The lease id: the leadership's secret (hand it only to picketd). */
     get id() { return this.#id; }
@@ -115,7 +99,7 @@ export class Leadership {
     /** The lock name a fenced store checks the term under: the election's name. */
     get fenceLock() { return this.election; }
     /** The LockLost the signal aborted with, when the leadership was lost. */
-    get lostReason() { return this.#lost; }
+    get lostReason() { return this.#keeper.lostReason; }
     /** Milliseconds left before the local deadline (0 when past it). */
     remainingMs() { return Math.max(0, this.deadline - now()); }
     /** True while leading: not lost, not resigned, before the local deadline (this process's clock alone). */
@@ -176,65 +160,6 @@ export class Leadership {
         this.value = doc.value === undefined ? checkValue(value) : doc.value;
         return this;
     }
-    #every() {
-        return this.#renewEveryMs ?? this.ttlMs / 3;
-    }
-    #armDeadline() {
-        clearTimeout(this.#deadlineTimer);
-        if (this.#stop.signal.aborted)
-            return;
-        this.#deadlineTimer = setTimeout(() => {
-            if (now() >= this.deadline)
-                this.#lose("expired");
-            else
-                this.#armDeadline();
-        }, Math.max(0, Math.ceil(this.deadline - now())));
-    }
-    #scheduleRenew(delayMs = this.#every()) {
-        clearTimeout(this.#renewTimer);
-        if (this.#stop.signal.aborted)
-            return;
-        this.#renewTimer = setTimeout(() => void this.#renew(), Math.max(0, delayMs));
-    }
-    async #renew() {
-        if (this.#stop.signal.aborted)
-            return;
-        try {
-            await this.renew({ signal: this.#stop.signal });
-            if (this.#stop.signal.aborted)
-                return;
-            this.#armDeadline();
-            this.#scheduleRenew();
-        }
-        catch (e) {
-            if (this.#stop.signal.aborted)
-                return;
-            if (e instanceof LeaseLost) {
-                this.#lose(now() >= this.deadline ? "expired" : "lease_lost");
-                return;
-            }
-            // transport, 503 (already retried), a quota: again soon, until the
-            // deadline timer says the leadership is gone.
-            this.#scheduleRenew(Math.min(250, Math.max(10, this.remainingMs() / 4)));
-        }
-    }
-    #halt() {
-        this.#stop.abort();
-        clearTimeout(this.#renewTimer);
-        clearTimeout(this.#deadlineTimer);
-        if (this.#userSignal !== undefined && this.#onUserAbort !== undefined) {
-            this.#userSignal.removeEventListener("abort", this.#onUserAbort);
-        }
-    }
-    #lose(reason) {
-        if (this.signal.aborted)
-            return;
-        const why = reason === "expired" ? "no renewal succeeded before its local deadline" : "picketd said the lease is lost";
-        this.#lost = new LockLost(`${this.describe()} was lost: ${why}`, reason);
-        this.#halt();
-        this.#out.abort(this.#lost);
-        this.#resolveLost(this.#lost);
-    }
     /**
      * Stop the keeper and step down: the next waiting candidate leads within
      * milliseconds; the signal aborts (a Resigned) if it had not. Resolves
@@ -243,30 +168,16 @@ export class Leadership {
      * to call twice.
      */
     resign() {
-        if (this.#resigned === undefined) {
-            const lost = this.signal.aborted;
-            this.#halt();
-            if (!lost)
-                this.#out.abort(new Resigned(`${this.describe()} was resigned`));
-            const done = this.#calls.post(this.election, "resign", { lease: this.#id }, {}).then(() => {
-                this.deadline = Math.min(this.deadline, now());
-            });
-            this.#resigned = lost
-                ? done.then(() => false, () => false)
-                : done.then(() => true, (e) => {
-                    if (e instanceof LeaseLost)
-                        return false;
-                    throw e;
-                });
-        }
-        return this.#resigned;
+        return this.#keeper.end(() => new Resigned(`${this.describe()} was resigned`), () => this.#calls.post(this.election, "resign", { lease: this.#id }, {}).then(() => {
+            this.deadline = Math.min(this.deadline, now());
+        }));
     }
     /** Resigns: `await using lead = await c.campaign(...)` where the syntax exists. */
     async [Symbol.asyncDispose]() {
         await this.resign();
     }
     toJSON() {
-        return { election: this.election, term: this.term, value: this.value, owner: this.owner, ttlMs: this.ttlMs, lost: this.#lost !== undefined };
+        return { election: this.election, term: this.term, value: this.value, owner: this.owner, ttlMs: this.ttlMs, lost: this.#keeper.lostReason !== undefined };
     }
     toString() {
         return `Leadership(${this.describe()}, ${Math.round(this.remainingMs())} ms left${this.signal.aborted ? ", ended" : ""})`;

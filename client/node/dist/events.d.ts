@@ -9,11 +9,18 @@ export interface WatchOptions {
     idleMs?: number;
 }
 export type LockEventType = "state" | "granted" | "renewed" | "released" | "expired" | "broken" | "heartbeat" | string;
+/** One event of a stream (a lock's, an election's): its type, and data, the whole JSON object, for fields newer than this client. */
+export declare class StreamEvent<W extends {
+    time: number;
+}, T extends string = string> {
+    readonly type: T;
+    readonly data: W;
+    constructor(type: T, data: W);
+    /** ms since the Unix epoch. */
+    get time(): number;
+}
 /** One event of a lock's stream; data is the whole JSON object, for fields newer than this client. */
-export declare class LockEvent {
-    readonly type: LockEventType;
-    readonly data: LockEventWire;
-    constructor(type: LockEventType, data: LockEventWire);
+export declare class LockEvent extends StreamEvent<LockEventWire, LockEventType> {
     get name(): string | undefined;
     get held(): boolean | undefined;
     get fence(): number | undefined;
@@ -21,7 +28,6 @@ export declare class LockEvent {
     get owner(): string | null | undefined;
     get ttlMs(): number | undefined;
     get by(): string | undefined;
-    get time(): number;
     /**
      * True when this event says the lease granted with fence is gone: an
      * expired, broken or released event with that fence, a granted or state

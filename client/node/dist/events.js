@@ -2,14 +2,19 @@ import { EventsUnsupported, NotFound, replyError, TransportError } from "./error
 /** Bytes of one line (its end not counted), and of one event's data. */
 export const LINE_MAX = 8192;
 const ERROR_BODY_MAX = 65536;
-/** One event of a lock's stream; data is the whole JSON object, for fields newer than this client. */
-export class LockEvent {
+/** One event of a stream (a lock's, an election's): its type, and data, the whole JSON object, for fields newer than this client. */
+export class StreamEvent {
     type;
     data;
     constructor(type, data) {
         this.type = type;
         this.data = data;
     }
+    /** ms since the Unix epoch. */
+    get time() { return this.data.time; }
+}
+/** One event of a lock's stream; data is the whole JSON object, for fields newer than this client. */
+export class LockEvent extends StreamEvent {
     get name() { return this.data.name; }
     get held() { return this.data.held; }
     get fence() { return this.data.fence; }
@@ -17,7 +22,6 @@ export class LockEvent {
     get owner() { return this.data.owner; }
     get ttlMs() { return this.data.ttl_ms; }
     get by() { return this.data.by; }
-    get time() { return this.data.time; }
     /**
      * True when this event says the lease granted with fence is gone: an
      * expired, broken or released event with that fence, a granted or state

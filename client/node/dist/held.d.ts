@@ -1,6 +1,6 @@
 import type { AcquireOptions, Client } from "./client.js";
 import { LockLost, PicketError } from "./errors.js";
-import { type Lease } from "./lease.js";
+import type { Lease } from "./lease.js";
 import { inspect } from "node:util";
 export interface LockOptions extends AcquireOptions {
     /** How often the keeper renews (ms); default ttl/3. */

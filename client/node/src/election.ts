@@ -4,7 +4,9 @@
 // storage exactly like a lock's fence with the election's name as the lock
 // (Picket-Lock: NAME, Picket-Fence: TERM).
 import { inspect } from "node:util";
-import { InvalidArgument, LeaseLost, LockLost, Resigned, TransportError, type LossReason } from "./errors.js";
+import { InvalidArgument, LeaseLost, LockLost, Resigned, TransportError } from "./errors.js";
+import { StreamEvent } from "./events.js";
+import { Keeper } from "./keeper.js";
 import { driftMarginMs, now } from "./lease.js";
 import type { LeaderEventWire, LeaderRenewalWire, LeaderWire } from "./wire.js";
 
@@ -24,19 +26,12 @@ export function checkValue(v: unknown): string | null {
 export type Leader = LeaderWire;
 
 /** One "leader" event of an election's stream (Client.observe). */
-export class LeaderEvent {
-  readonly type: string;
-  readonly data: LeaderEventWire;
-  constructor(type: string, data: LeaderEventWire) {
-    this.type = type;
-    this.data = data;
-  }
+export class LeaderEvent extends StreamEvent<LeaderEventWire> {
   get election(): string { return this.data.election; }
   /** null when nobody leads now (resigned, expired, broken). */
   get leader(): Leader | null { return this.data.leader ?? null; }
   /** The last term issued. */
   get term(): number { return this.data.term; }
-  get time(): number { return this.data.time; }
   /** The leader's term, value and owner (undefined when nobody leads). */
   get leaderTerm(): number | undefined { return this.data.leader?.term; }
   get value(): string | null | undefined { return this.data.leader === null ? undefined : this.data.leader?.value; }
@@ -83,16 +78,7 @@ export class Leadership {
   readonly lost: Promise<LockLost>;
   readonly #calls: LeaderCalls;
   readonly #id: string;
-  readonly #out = new AbortController();
-  readonly #stop = new AbortController();
-  readonly #renewEveryMs: number | undefined;
-  #resolveLost!: (l: LockLost) => void;
-  #renewTimer: NodeJS.Timeout | undefined;
-  #deadlineTimer: NodeJS.Timeout | undefined;
-  #lost: LockLost | undefined;
-  #resigned: Promise<boolean> | undefined;
-  #userSignal: AbortSignal | undefined;
-  #onUserAbort: (() => void) | undefined;
+  readonly #keeper: Keeper;
 
   /** @internal Made by Client.campaign(). */
   constructor(calls: LeaderCalls, init: LeadershipInit, opts: { renewEveryMs?: number | undefined; signal?: AbortSignal | undefined; keep?: boolean }) {
@@ -105,22 +91,21 @@ export class Leadership {
     this.value = init.value;
     this.token = init.token;
     this.deadline = init.deadline;
-    this.signal = this.#out.signal;
-    this.lost = new Promise<LockLost>((resolve) => { this.#resolveLost = resolve; });
-    if (opts.renewEveryMs !== undefined && !(Number.isFinite(opts.renewEveryMs) && opts.renewEveryMs > 0)) {
-      throw new InvalidArgument("renewEveryMs must be a positive number");
-    }
-    this.#renewEveryMs = opts.renewEveryMs;
-    if (opts.keep ?? true) {
-      this.#armDeadline();
-      this.#scheduleRenew();
-    }
-    if (opts.signal !== undefined) {
-      this.#userSignal = opts.signal;
-      this.#onUserAbort = () => { this.resign().catch(() => {}); };
-      if (opts.signal.aborted) this.#onUserAbort();
-      else opts.signal.addEventListener("abort", this.#onUserAbort, { once: true });
-    }
+    this.#keeper = new Keeper({
+      deadline: () => this.deadline,
+      ttlMs: () => this.ttlMs,
+      remainingMs: () => this.remainingMs(),
+      capped: () => false,
+      renew: (signal) => this.renew({ signal }),
+      lost: (reason) => {
+        const why = reason === "expired" ? "no renewal succeeded before its local deadline" : "picketd said the lease is lost";
+        return new LockLost(`${this.describe()} was lost: ${why}`, reason);
+      },
+    }, opts.renewEveryMs);
+    this.signal = this.#keeper.signal;
+    this.lost = this.#keeper.lost;
+    if (opts.keep ?? true) this.#keeper.start();
+    this.#keeper.endOn(opts.signal, () => this.resign());
   }
 
   /** The lease id: the leadership's secret (hand it only to picketd). */
@@ -130,7 +115,7 @@ export class Leadership {
   /** The lock name a fenced store checks the term under: the election's name. */
   get fenceLock(): string { return this.election; }
   /** The LockLost the signal aborted with, when the leadership was lost. */
-  get lostReason(): LockLost | undefined { return this.#lost; }
+  get lostReason(): LockLost | undefined { return this.#keeper.lostReason; }
   /** Milliseconds left before the local deadline (0 when past it). */
   remainingMs(): number { return Math.max(0, this.deadline - now()); }
   /** True while leading: not lost, not resigned, before the local deadline (this process's clock alone). */
@@ -192,62 +177,6 @@ export class Leadership {
     return this;
   }
 
-  #every(): number {
-    return this.#renewEveryMs ?? this.ttlMs / 3;
-  }
-
-  #armDeadline(): void {
-    clearTimeout(this.#deadlineTimer);
-    if (this.#stop.signal.aborted) return;
-    this.#deadlineTimer = setTimeout(() => {
-      if (now() >= this.deadline) this.#lose("expired");
-      else this.#armDeadline();
-    }, Math.max(0, Math.ceil(this.deadline - now())));
-  }
-
-  #scheduleRenew(delayMs = this.#every()): void {
-    clearTimeout(this.#renewTimer);
-    if (this.#stop.signal.aborted) return;
-    this.#renewTimer = setTimeout(() => void this.#renew(), Math.max(0, delayMs));
-  }
-
-  async #renew(): Promise<void> {
-    if (this.#stop.signal.aborted) return;
-    try {
-      await this.renew({ signal: this.#stop.signal });
-      if (this.#stop.signal.aborted) return;
-      this.#armDeadline();
-      this.#scheduleRenew();
-    } catch (e) {
-      if (this.#stop.signal.aborted) return;
-      if (e instanceof LeaseLost) {
-        this.#lose(now() >= this.deadline ? "expired" : "lease_lost");
-        return;
-      }
-      // transport, 503 (already retried), a quota: again soon, until the
-      // deadline timer says the leadership is gone.
-      this.#scheduleRenew(Math.min(250, Math.max(10, this.remainingMs() / 4)));
-    }
-  }
-
-  #halt(): void {
-    this.#stop.abort();
-    clearTimeout(this.#renewTimer);
-    clearTimeout(this.#deadlineTimer);
-    if (this.#userSignal !== undefined && this.#onUserAbort !== undefined) {
-      this.#userSignal.removeEventListener("abort", this.#onUserAbort);
-    }
-  }
-
-  #lose(reason: LossReason): void {
-    if (this.signal.aborted) return;
-    const why = reason === "expired" ? "no renewal succeeded before its local deadline" : "picketd said the lease is lost";
-    this.#lost = new LockLost(`${this.describe()} was lost: ${why}`, reason);
-    this.#halt();
-    this.#out.abort(this.#lost);
-    this.#resolveLost(this.#lost);
-  }
-
   /**
    * Stop the keeper and step down: the next waiting candidate leads within
    * milliseconds; the signal aborts (a Resigned) if it had not. Resolves
@@ -256,21 +185,10 @@ export class Leadership {
    * to call twice.
    */
   resign(): Promise<boolean> {
-    if (this.#resigned === undefined) {
-      const lost = this.signal.aborted;
-      this.#halt();
-      if (!lost) this.#out.abort(new Resigned(`${this.describe()} was resigned`));
-      const done = this.#calls.post(this.election, "resign", { lease: this.#id }, {}).then(() => {
+    return this.#keeper.end(() => new Resigned(`${this.describe()} was resigned`),
+      () => this.#calls.post(this.election, "resign", { lease: this.#id }, {}).then(() => {
         this.deadline = Math.min(this.deadline, now());
-      });
-      this.#resigned = lost
-        ? done.then(() => false, () => false)
-        : done.then(() => true, (e: unknown) => {
-          if (e instanceof LeaseLost) return false;
-          throw e;
-        });
-    }
-    return this.#resigned;
+      }));
   }
 
   /** Resigns: `await using lead = await c.campaign(...)` where the syntax exists. */
@@ -279,7 +197,7 @@ export class Leadership {
   }
 
   toJSON(): Record<string, unknown> {
-    return { election: this.election, term: this.term, value: this.value, owner: this.owner, ttlMs: this.ttlMs, lost: this.#lost !== undefined };
+    return { election: this.election, term: this.term, value: this.value, owner: this.owner, ttlMs: this.ttlMs, lost: this.#keeper.lostReason !== undefined };
   }
 
   toString(): string {

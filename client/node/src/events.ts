@@ -20,14 +20,20 @@ export interface WatchOptions {
 
 export type LockEventType = "state" | "granted" | "renewed" | "released" | "expired" | "broken" | "heartbeat" | string;
 
-/** One event of a lock's stream; data is the whole JSON object, for fields newer than this client. */
-export class LockEvent {
-  readonly type: LockEventType;
-  readonly data: LockEventWire;
-  constructor(type: LockEventType, data: LockEventWire) {
+/** One event of a stream (a lock's, an election's): its type, and data, the whole JSON object, for fields newer than this client. */
+export class StreamEvent<W extends { time: number }, T extends string = string> {
+  readonly type: T;
+  readonly data: W;
+  constructor(type: T, data: W) {
     this.type = type;
     this.data = data;
   }
+  /** ms since the Unix epoch. */
+  get time(): number { return this.data.time; }
+}
+
+/** One event of a lock's stream; data is the whole JSON object, for fields newer than this client. */
+export class LockEvent extends StreamEvent<LockEventWire, LockEventType> {
   get name(): string | undefined { return this.data.name; }
   get held(): boolean | undefined { return this.data.held; }
   get fence(): number | undefined { return this.data.fence; }
@@ -35,7 +41,6 @@ export class LockEvent {
   get owner(): string | null | undefined { return this.data.owner; }
   get ttlMs(): number | undefined { return this.data.ttl_ms; }
   get by(): string | undefined { return this.data.by; }
-  get time(): number { return this.data.time; }
 
   /**
    * True when this event says the lease granted with fence is gone: an

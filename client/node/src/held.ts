@@ -11,14 +11,23 @@
 import type { AcquireOptions, Client } from "./client.js";
 import { sleep } from "./client.js";
 import {
-  EventsUnsupported, Forbidden, InvalidArgument, LeaseLost, LockLost, LockReleased, PicketError,
+  EventsUnsupported, Forbidden, InvalidArgument, LockLost, LockReleased, PicketError,
   Unauthorized, type LossReason,
 } from "./errors.js";
-import { now, type Lease } from "./lease.js";
+import { Keeper } from "./keeper.js";
+import type { Lease } from "./lease.js";
 import { inspect } from "node:util";
 
 const WATCH_RETRY_MS = 100;
 const WATCH_RETRY_MAX_MS = 10000;
+
+const WHY: Record<LossReason, string> = {
+  expired: "no renewal succeeded before its local deadline",
+  lease_lost: "picketd said the lease is lost",
+  broken: "it was broken",
+  taken: "the lock was released, expired or granted to another",
+  max_hold: "its hold cap (maxHoldMs) was reached",
+};
 
 export interface LockOptions extends AcquireOptions {
   /** How often the keeper renews (ms); default ttl/3. */
@@ -37,35 +46,29 @@ export class HeldLock {
   /** The refusal after which the keeper only renews (EventsUnsupported, Forbidden), else undefined. */
   watchError: PicketError | undefined;
   readonly #client: Client;
-  readonly #out = new AbortController();   // .signal
-  readonly #stop = new AbortController();  // ends the keeper's renewals and watch
-  readonly #renewEveryMs: number | undefined;
-  #renewTimer: NodeJS.Timeout | undefined;
-  #deadlineTimer: NodeJS.Timeout | undefined;
-  #lost: LockLost | undefined;
-  #released: Promise<boolean> | undefined;
-  #userSignal: AbortSignal | undefined;
-  #onUserAbort: (() => void) | undefined;
+  readonly #keeper: Keeper;
 
   /** @internal Made by Client.lock(), semaphore() and rwlock(). */
   constructor(client: Client, lease: Lease, opts: { renewEveryMs?: number; signal?: AbortSignal | undefined }, watch: boolean) {
     this.#client = client;
     this.lease = lease;
-    this.signal = this.#out.signal;
-    if (opts.renewEveryMs !== undefined && !(Number.isFinite(opts.renewEveryMs) && opts.renewEveryMs > 0)) {
-      throw new InvalidArgument("renewEveryMs must be a positive number");
-    }
-    this.#renewEveryMs = opts.renewEveryMs;
-    this.#armDeadline();
-    this.#scheduleRenew();
+    this.#keeper = new Keeper({
+      deadline: () => lease.deadline,
+      ttlMs: () => lease.ttlMs,
+      remainingMs: () => lease.remainingMs(),
+      capped: () => lease.capped,
+      renew: (signal) => client.renew(lease, { signal }),
+      lost: (reason) => {
+        const lost = new LockLost(`${lease.describe()} (fence ${lease.fence}) was lost: ${WHY[reason]}`, reason);
+        lease.markLost();
+        return lost;
+      },
+    }, opts.renewEveryMs);
+    this.signal = this.#keeper.signal;
+    this.#keeper.start();
     if (watch && lease.kind === "lock") void this.#watch();
     // Aborting the caller's signal releases (node-redlock's pattern, done right).
-    if (opts.signal !== undefined) {
-      this.#userSignal = opts.signal;
-      this.#onUserAbort = () => { this.release().catch(() => {}); };
-      if (opts.signal.aborted) this.#onUserAbort();
-      else opts.signal.addEventListener("abort", this.#onUserAbort, { once: true });
-    }
+    this.#keeper.endOn(opts.signal, () => this.release());
   }
 
   get name(): string { return this.lease.name; }
@@ -73,7 +76,7 @@ export class HeldLock {
   get fenceToken(): string | undefined { return this.lease.fenceToken; }
   get fenceLock(): string { return this.lease.fenceLock; }
   /** The LockLost the signal aborted with, when the lease was lost. */
-  get lostReason(): LockLost | undefined { return this.#lost; }
+  get lostReason(): LockLost | undefined { return this.#keeper.lostReason; }
   /** True while held: not lost, not released, before the local deadline. */
   valid(): boolean { return !this.signal.aborted && this.lease.valid(); }
   /** Picket-Lock, Picket-Fence (+ Picket-Fence-Token when signed) for a fenced store. */
@@ -81,49 +84,9 @@ export class HeldLock {
   /** Throws the signal's reason once it aborted (a LockLost or LockReleased). */
   throwIfLost(): void { this.signal.throwIfAborted(); }
 
-  #every(): number {
-    return this.#renewEveryMs ?? this.lease.ttlMs / 3;
-  }
-
-  #armDeadline(): void {
-    clearTimeout(this.#deadlineTimer);
-    this.#deadlineTimer = setTimeout(() => {
-      if (now() >= this.lease.deadline) {
-        this.#lose(this.lease.capped ? "max_hold" : "expired");
-      } else {
-        this.#armDeadline();
-      }
-    }, Math.max(0, Math.ceil(this.lease.deadline - now())));
-  }
-
-  #scheduleRenew(delayMs = this.#every()): void {
-    clearTimeout(this.#renewTimer);
-    if (this.#stop.signal.aborted || this.lease.capped) return; // capped: it ends at its deadline
-    this.#renewTimer = setTimeout(() => void this.#renew(), Math.max(0, delayMs));
-  }
-
-  async #renew(): Promise<void> {
-    if (this.#stop.signal.aborted) return;
-    try {
-      await this.#client.renew(this.lease, { signal: this.#stop.signal });
-      if (this.#stop.signal.aborted) return;
-      this.#armDeadline();
-      this.#scheduleRenew();
-    } catch (e) {
-      if (this.#stop.signal.aborted) return;
-      if (e instanceof LeaseLost) {
-        this.#lose(now() >= this.lease.deadline ? (this.lease.capped ? "max_hold" : "expired") : "lease_lost");
-        return;
-      }
-      // transport, 503 (already retried), a quota: again soon, until the
-      // deadline timer says the lease is gone.
-      this.#scheduleRenew(Math.min(250, Math.max(10, this.lease.remainingMs() / 4)));
-    }
-  }
-
   async #watch(): Promise<void> {
     let retry = WATCH_RETRY_MS;
-    const stop = this.#stop.signal;
+    const stop = this.#keeper.stopSignal;
     const fence = this.lease.fence;
     while (!stop.aborted) {
       try {
@@ -133,7 +96,7 @@ export class HeldLock {
             retry = WATCH_RETRY_MS;
           }
           if (ev.ends(fence)) {
-            this.#lose(ev.type === "broken" ? "broken" : ev.type === "expired" ? "expired" : "taken");
+            this.#keeper.lose(ev.type === "broken" ? "broken" : ev.type === "expired" ? "expired" : "taken");
             return;
           }
         }
@@ -153,30 +116,6 @@ export class HeldLock {
     }
   }
 
-  #halt(): void {
-    this.#stop.abort();
-    clearTimeout(this.#renewTimer);
-    clearTimeout(this.#deadlineTimer);
-    if (this.#userSignal !== undefined && this.#onUserAbort !== undefined) {
-      this.#userSignal.removeEventListener("abort", this.#onUserAbort);
-    }
-  }
-
-  #lose(reason: LossReason): void {
-    if (this.signal.aborted) return;
-    const why = {
-      expired: "no renewal succeeded before its local deadline",
-      lease_lost: "picketd said the lease is lost",
-      broken: "it was broken",
-      taken: "the lock was released, expired or granted to another",
-      max_hold: "its hold cap (maxHoldMs) was reached",
-    }[reason];
-    this.#lost = new LockLost(`${this.lease.describe()} (fence ${this.lease.fence}) was lost: ${why}`, reason);
-    this.lease.markLost();
-    this.#halt();
-    this.#out.abort(this.#lost);
-  }
-
   /**
    * Stop renewing and give the lease up; the signal aborts (a LockReleased)
    * if it had not. Resolves true when released, false when the lease had
@@ -184,21 +123,8 @@ export class HeldLock {
    * not be told (the lease then ends at its TTL). Safe to call twice.
    */
   release(): Promise<boolean> {
-    if (this.#released === undefined) {
-      const lost = this.signal.aborted;
-      this.#halt();
-      if (!lost) this.#out.abort(new LockReleased(`${this.lease.describe()} was released`));
-      this.#released = lost
-        ? this.#client.release(this.lease).then(() => false, () => false)
-        : this.#client.release(this.lease).then(() => true, (e: unknown) => {
-          if (e instanceof LeaseLost) {
-            this.lease.markLost();
-            return false;
-          }
-          throw e;
-        });
-    }
-    return this.#released;
+    return this.#keeper.end(() => new LockReleased(`${this.lease.describe()} was released`),
+      () => this.#client.release(this.lease), () => this.lease.markLost());
   }
 
   /**

@@ -11,6 +11,7 @@ import time
 import urllib.parse
 
 from .errors import InvalidArgument, LeaseLost, PicketError
+from .keeper import keep_renewed
 
 _MAX_ELECTION_NAME = 198
 _VALUE_MAX = 4096  # bytes of UTF-8
@@ -116,6 +117,8 @@ class Leadership:
     resigns on exit (also when the body raised); if the body finished
     normally but the leadership was lost on the way, exit raises LeaseLost:
     the block ran for a while without it."""
+
+    capped = False  # for keep_renewed: max_hold is a lock's, never an election's
 
     def __init__(self, client, election, lease_id, term, ttl, owner, value, token, deadline,
                  renew_every=None, on_lost=None):
@@ -260,33 +263,8 @@ class Leadership:
                 pass
 
     def _keep(self):
-        every = self.renew_every or self.ttl / 3.0
-        next_at = time.monotonic() + every
-        while not self._done.is_set():
-            now = time.monotonic()
-            if now >= self.deadline:
-                self._lose()
-                return
-            if self._done.wait(max(0.0, min(next_at, self.deadline) - now)):
-                return
-            now = time.monotonic()
-            if now >= self.deadline:
-                self._lose()
-                return
-            if now < next_at:
-                continue
-            try:
-                self.renew()
-                every = self.renew_every or self.ttl / 3.0
-                next_at = time.monotonic() + every
-            except LeaseLost:
-                if not self._done.is_set():
-                    self._lose()
-                return
-            except PicketError:
-                # transport, 503 (already retried), a quota: again soon,
-                # until the deadline says the leadership is gone.
-                next_at = time.monotonic() + min(0.25, max(0.01, self.remaining() / 4))
+        keep_renewed(self, self._done, self.renew_every, self.renew, self._lose,
+                     lost_by_renewal=lambda: self._done.is_set() or self._lose())
 
     def stop(self):
         """Stop renewing (waits for a renewal in flight, bounded by the

@@ -18,6 +18,46 @@ _WATCH_RETRY_MAX = 10.0
 _WATCH_REFUSED = (EventsUnsupported, Unauthenticated, PermissionDenied, InvalidArgument)
 
 
+def keep_renewed(kept, done, renew_every, renew, lose, lost_by_renewal=None):
+    """The keeper thread's loop, of a Held lease and of a Leadership (kept):
+    renew() every renew_every seconds (None: kept.ttl / 3), a failed
+    renewal again soon until kept.deadline (time.monotonic()), and lose()
+    at the deadline, or lost_by_renewal() (default lose) when a renewal
+    says LeaseLost. Returns then, or once done is set. A capped kept
+    (max_hold) is not renewed: it ends at its deadline."""
+    every = renew_every or kept.ttl / 3.0
+    next_at = time.monotonic() + every
+    while not done.is_set():
+        now = time.monotonic()
+        if now >= kept.deadline:
+            lose()
+            return
+        if done.wait(max(0.0, min(next_at, kept.deadline) - now)):
+            return
+        now = time.monotonic()
+        if now >= kept.deadline:
+            lose()
+            return
+        if now < next_at:
+            continue
+        if kept.capped:
+            # max_hold cut the last renewal: no renewal can carry the
+            # lease further; it ends at its deadline.
+            next_at = kept.deadline
+            continue
+        try:
+            renew()
+            every = renew_every or kept.ttl / 3.0
+            next_at = time.monotonic() + every
+        except LeaseLost:
+            (lost_by_renewal or lose)()
+            return
+        except PicketError:
+            # transport, 503 (already retried), a quota: try again soon,
+            # until the deadline says the lease is gone.
+            next_at = time.monotonic() + min(0.25, max(0.01, kept.remaining() / 4))
+
+
 class Held:
     """The context manager of Client.lock(), Client.semaphore() (whose
     acquire is Client.acquire_permit) and RWLock.read()/write() (whose
@@ -126,38 +166,8 @@ class Held:
             retry = min(retry * 2, _WATCH_RETRY_MAX)
 
     def _keep(self):
-        lease = self.lease
-        every = self.renew_every or lease.ttl / 3.0
-        next_at = time.monotonic() + every
-        while not self._done.is_set():
-            now = time.monotonic()
-            if now >= lease.deadline:
-                self._lose()
-                return
-            if self._done.wait(max(0.0, min(next_at, lease.deadline) - now)):
-                return
-            now = time.monotonic()
-            if now >= lease.deadline:
-                self._lose()
-                return
-            if now < next_at:
-                continue
-            if lease.capped:
-                # max_hold cut the last renewal: no renewal can carry the
-                # lease further; it ends at its deadline.
-                next_at = lease.deadline
-                continue
-            try:
-                self.client.renew(lease)
-                every = self.renew_every or lease.ttl / 3.0
-                next_at = time.monotonic() + every
-            except LeaseLost:
-                self._lose()
-                return
-            except PicketError:
-                # transport, 503 (already retried), a quota: try again soon,
-                # until the deadline says the lease is gone.
-                next_at = time.monotonic() + min(0.25, max(0.01, lease.remaining() / 4))
+        keep_renewed(self.lease, self._done, self.renew_every,
+                     lambda: self.client.renew(self.lease), self._lose)
 
     def stop(self):
         """Stop renewing and watching (waits for a renewal in flight,

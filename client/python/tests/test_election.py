@@ -4,14 +4,12 @@ on resign), proclaim, Client.leader, Client.observe, the keeper's loss
 signal (a break, a paused picketd), terms strictly increasing, and a term
 checked by a real fenced-kv as a fence."""
 import http.client
-import os
-import signal
 import threading
 import time
 import unittest
 import urllib.parse
 
-from tests.env import SCALE, env, uniq, until
+from tests.env import SCALE, ClientCase, check_lost_at_the_deadline, env, uniq, until
 import picket
 
 
@@ -27,11 +25,7 @@ def kv_put(kv, key, value, headers):
         c.close()
 
 
-class Campaign(unittest.TestCase):
-    def setUp(self):
-        self.c = picket.Client(env("URL"))
-        self.addCleanup(self.c.close)
-
+class Campaign(ClientCase):
     def test_campaign_term_value(self):
         name = uniq()
         with self.c.campaign(name, ttl=10, owner="py-a", value="host-a:8080") as lead:
@@ -170,11 +164,7 @@ class Campaign(unittest.TestCase):
         self.assertEqual(picket.election_name("a b"), picket.lock_name("a b"))
 
 
-class Observe(unittest.TestCase):
-    def setUp(self):
-        self.c = picket.Client(env("URL"))
-        self.addCleanup(self.c.close)
-
+class Observe(ClientCase):
     def test_current_state_first_then_changes(self):
         name = uniq()
         lead = self.c.campaign(name, ttl=10, owner="obs", value="one", keep=False)
@@ -213,11 +203,7 @@ class Observe(unittest.TestCase):
         self.assertLess(time.monotonic() - t0, 3.0)
 
 
-class Keeper(unittest.TestCase):
-    def setUp(self):
-        self.c = picket.Client(env("URL"))
-        self.addCleanup(self.c.close)
-
+class Keeper(ClientCase):
     def test_renews_past_several_ttls(self):
         name = uniq()
         with self.c.campaign(name, ttl=0.6) as lead:
@@ -244,19 +230,10 @@ class Keeper(unittest.TestCase):
     def test_lost_at_the_deadline_when_renewals_fail(self):
         # picketd stopped: renewals time out; the deadline passes, lost is
         # set at it (not a client timeout later).
-        pid = int(env("PICKETD_PID"))
         c = picket.Client(env("URL"), timeout=5)
         self.addCleanup(c.close)
         lead = c.campaign(uniq(), ttl=1.0)
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            self.assertTrue(lead.lost.wait(3 * SCALE))
-            late = time.monotonic() - lead.deadline
-            self.assertGreaterEqual(late, 0)
-            self.assertLess(late, 0.5 * SCALE, "lost set long after the deadline")
-            self.assertFalse(lead.valid())
-        finally:
-            os.kill(pid, signal.SIGCONT)
+        check_lost_at_the_deadline(self, lead)
         with self.assertRaises(picket.LeaseLost):
             lead.renew()
 

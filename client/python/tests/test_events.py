@@ -13,7 +13,7 @@ import time
 import unittest
 import urllib.parse
 
-from tests.env import SCALE, env, uniq, until
+from tests.env import SCALE, ClientCase, env, uniq, until
 import picket
 
 
@@ -74,11 +74,7 @@ NOT_FOUND = json.dumps({"error": {"code": "not_found", "message": "no such lock 
                                   "acquire, renew or release"}}).encode()
 
 
-class Watch(unittest.TestCase):
-    def setUp(self):
-        self.c = picket.Client(env("URL"))
-        self.addCleanup(self.c.close)
-
+class Watch(ClientCase):
     def test_each_event_with_its_fence(self):
         name = uniq("py.ev.")
         with self.c.watch(name, timeout=10 * SCALE) as w:
@@ -257,11 +253,7 @@ class Proxy:
         self.url = self.server.url
 
 
-class KeeperWatches(unittest.TestCase):
-    def setUp(self):
-        self.c = picket.Client(env("URL"))
-        self.addCleanup(self.c.close)
-
+class KeeperWatches(ClientCase):
     def test_break_is_known_at_once(self):
         # ttl 30 s: the next renewal is 10 s away, so only the watch can
         # tell the keeper of the break this soon.

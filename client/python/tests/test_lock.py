@@ -8,15 +8,11 @@ import sys
 import time
 import unittest
 
-from tests.env import SCALE, HERE, env, uniq, until
+from tests.env import HERE, SCALE, ClientCase, check_lost_at_the_deadline, env, uniq, until
 import picket
 
 
-class Keeper(unittest.TestCase):
-    def setUp(self):
-        self.c = picket.Client(env("URL"))
-        self.addCleanup(self.c.close)
-
+class Keeper(ClientCase):
     def test_renews_past_several_ttls(self):
         name = uniq()
         with self.c.lock(name, ttl=0.6, owner="keeper") as lease:
@@ -99,19 +95,9 @@ class Keeper(unittest.TestCase):
     def test_lost_when_renewals_fail_until_the_deadline(self):
         # picketd stopped: renewals time out; the deadline passes, lost is set
         # at it (not a client timeout later).
-        pid = int(env("PICKETD_PID"))
         c = picket.Client(env("URL"), timeout=5)
         held = c.lock(uniq(), ttl=1.0)
-        lease = held.__enter__()
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            self.assertTrue(lease.lost.wait(3 * SCALE))
-            late = time.monotonic() - lease.deadline
-            self.assertGreaterEqual(late, 0)
-            self.assertLess(late, 0.5 * SCALE, "lost set long after the deadline")
-            self.assertFalse(lease.valid())
-        finally:
-            os.kill(pid, signal.SIGCONT)
+        check_lost_at_the_deadline(self, held.__enter__())
         with self.assertRaises(picket.LeaseLost):
             held.__exit__(None, None, None)
         c.close()

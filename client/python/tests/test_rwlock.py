@@ -7,17 +7,11 @@ import threading
 import time
 import unittest
 
-from tests.env import SCALE, env, uniq, until
+from tests.env import SCALE, ClientCase, env, uniq, until
 import picket
 
 
-class _Client(unittest.TestCase):
-    def setUp(self):
-        self.c = picket.Client(env("URL"))
-        self.addCleanup(self.c.close)
-
-
-class Modes(_Client):
+class Modes(ClientCase):
     def test_readers_share(self):
         name = uniq()
         w = self.c.acquire_rwlock(name, "write", ttl=30)
@@ -125,7 +119,7 @@ class Modes(_Client):
         self.assertEqual(cm.exception.status, 400)
 
 
-class Keeper(_Client):
+class Keeper(ClientCase):
     def test_keeps_a_read_lease_past_several_ttls(self):
         name = uniq()
         rw = self.c.rwlock(name)

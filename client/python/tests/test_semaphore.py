@@ -6,17 +6,11 @@ import threading
 import time
 import unittest
 
-from tests.env import SCALE, env, uniq
+from tests.env import SCALE, ClientCase, env, uniq
 import picket
 
 
-class _Client(unittest.TestCase):
-    def setUp(self):
-        self.c = picket.Client(env("URL"))
-        self.addCleanup(self.c.close)
-
-
-class Permits(_Client):
+class Permits(ClientCase):
     def test_n_permits_then_full(self):
         name = uniq()
         ps = [self.c.acquire_permit(name, 3, ttl=30, owner=f"w{i}") for i in range(3)]
@@ -129,7 +123,7 @@ class Permits(_Client):
         self.assertEqual(cm.exception.status, 400)
 
 
-class Keeper(_Client):
+class Keeper(ClientCase):
     def test_keeps_a_permit_past_several_ttls(self):
         name = uniq()
         other = self.c.acquire_permit(name, 2, ttl=30)
