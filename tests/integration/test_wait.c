@@ -83,7 +83,11 @@ START_TEST(release_wakes_waiter_at_once) {
     harness_resp_free(&r);
     harness_resp_free(&w.resp);
   }
-  assert_median("release -> grant", lat, 50);
+  /* the holder's TTL is 30 s: a wake at once is what is checked. 250 ms
+   * is several times what etcd takes (a release and a grant, each a Raft
+   * round and an fsync: median 10-20 ms), which a loaded 2-core machine
+   * stretched past the 50 ms bound it had (67 ms, CHANGELOG) */
+  assert_median("release -> grant", lat, 250);
 }
 END_TEST
 
