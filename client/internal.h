@@ -10,6 +10,7 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,6 +33,15 @@ struct picket_lease {
   _Atomic int64_t ttl_ms;
   _Atomic int64_t sent_ms;     /* when the last successful grant/renew was sent */
   _Atomic int64_t deadline_ms; /* local deadline; 0 when unknown */
+  /* When the grant or renewal that last set deadline_ms was sent
+   * (INT64_MAX once released) and its number (renewals are numbered as
+   * they start: the tie-break within a millisecond), and the lock that
+   * keeps them in step while renewals on several threads move the
+   * deadline (picket.c, move_deadline). */
+  int64_t deadline_sent_ms;
+  uint64_t deadline_seq;
+  _Atomic uint64_t renewals_started;
+  pthread_mutex_t deadline_mu;
   atomic_int capped;           /* a grant or renewal was cut by max_hold_ms */
   /* What the lease is of, which says where its calls go: a lock's
    * (/v1/locks/), a semaphore's permit (/v1/semaphores/; lock is then the

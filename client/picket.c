@@ -625,6 +625,10 @@ static int lease_new(int kind, const char *name, const char *lease_id, picket_le
     return PICKET_EINVAL;
   picket_lease *l = calloc(1, sizeof *l);
   if (l == NULL) return PICKET_ENOMEM;
+  if (pthread_mutex_init(&l->deadline_mu, NULL) != 0) {
+    free(l);
+    return PICKET_ENOMEM;
+  }
   strcpy(l->lock, name);
   strcpy(l->id, lease_id);
   l->kind = kind;
@@ -654,7 +658,11 @@ int picket_rw_lease_new(const char *rwlock, const char *lease_id, picket_lease *
   return lease_new(PICKET__KIND_RW, rwlock, lease_id, out);
 }
 
-void picket_lease_free(picket_lease *l) { free(l); }
+void picket_lease_free(picket_lease *l) {
+  if (l == NULL) return;
+  pthread_mutex_destroy(&l->deadline_mu);
+  free(l);
+}
 const char *picket_lease_lock(const picket_lease *l) { return l->lock; }
 const char *picket_lease_id(const picket_lease *l) { return l->id; }
 int64_t picket_lease_fence(const picket_lease *l) { return l->fence; }
@@ -833,6 +841,7 @@ static int acquire(picket_client *c, int kind, const char *name, int64_t arg,
   atomic_store(&l->ttl_ms, ttl);
   atomic_store(&l->sent_ms, sent);
   atomic_store(&l->deadline_ms, sent + ttl - drift_ms(c, ttl));
+  l->deadline_sent_ms = sent; /* no other thread has l yet */
   if (opts->ttl_ms > 0 && ttl < opts->ttl_ms) atomic_store(&l->capped, 1);
   json_decref(reply);
   /* A waited grant was made at some moment between sending and the reply
@@ -877,6 +886,29 @@ int picket__acquire(picket_client *c, int kind, const char *name, int64_t arg,
 
 /* A renew, or a call by another verb whose reply is a renew's (an
  * election's proclaim), with extra's members (stolen) in the request. */
+/* A successful renewal (number seq) sent at `sent` ends the lease, at
+ * picketd, at about sent + its TTL: `d`. The local deadline follows the
+ * NEWEST-SENT successful renewal, not the largest deadline: a renewal that
+ * asked for a shorter TTL than before moves it back (picketd expires the
+ * lease sooner now), so a reply to a renewal sent after the one that last
+ * set the deadline (later, or in the same millisecond and started after
+ * it) sets it to its own d, earlier or later. A late reply to an older
+ * renewal (the keeper's and the caller's renewals may cross) may only
+ * lower it, never raise it: picketd may have applied that renewal after
+ * the newer one. Both ways are conservative. After a release
+ * (deadline_sent_ms INT64_MAX) nothing raises it again. */
+static void move_deadline(picket_lease *l, int64_t sent, uint64_t seq, int64_t d) {
+  pthread_mutex_lock(&l->deadline_mu);
+  if (sent > l->deadline_sent_ms || (sent == l->deadline_sent_ms && seq > l->deadline_seq)) {
+    l->deadline_sent_ms = sent;
+    l->deadline_seq = seq;
+    atomic_store(&l->deadline_ms, d);
+  } else if (d < atomic_load(&l->deadline_ms)) {
+    atomic_store(&l->deadline_ms, d);
+  }
+  pthread_mutex_unlock(&l->deadline_mu);
+}
+
 static int renew(picket_client *c, picket_lease *l, const char *verb, json_t *extra,
                  int64_t ttl_ms, int64_t until_ms) {
   call_t call = {0};
@@ -902,6 +934,7 @@ static int renew(picket_client *c, picket_lease *l, const char *verb, json_t *ex
 
   int64_t sent = 0;
   int repeated;
+  uint64_t seq = atomic_fetch_add(&l->renewals_started, 1) + 1; /* the grant's is 0 */
   err = perform(c, &call, &reply, &sent, &repeated);
   free(call.body);
   if (err != 0) return err;
@@ -923,11 +956,7 @@ static int renew(picket_client *c, picket_lease *l, const char *verb, json_t *ex
   atomic_store(&l->ttl_ms, ttl);
   atomic_store(&l->sent_ms, sent);
   if (ttl_ms > 0 && ttl < ttl_ms) atomic_store(&l->capped, 1); /* max_hold_ms reached */
-  /* Never move a deadline backwards: a slower reply to an older renew
-   * must not shorten what a newer one granted (both are true). */
-  int64_t d = sent + ttl - drift_ms(c, ttl), old = atomic_load(&l->deadline_ms);
-  while (d > old && !atomic_compare_exchange_weak(&l->deadline_ms, &old, d)) {
-  }
+  move_deadline(l, sent, seq, sent + ttl - drift_ms(c, ttl));
   return 0;
 }
 
@@ -959,8 +988,12 @@ int picket_release(picket_client *c, picket_lease *l) {
   int repeated;
   err = perform(c, &call, &reply, &sent, &repeated);
   free(call.body);
-  /* Whatever happens the caller must stop using the lease now. */
+  /* Whatever happens the caller must stop using the lease now, and no
+   * renewal's late reply may give it a deadline again. */
+  pthread_mutex_lock(&l->deadline_mu);
+  l->deadline_sent_ms = INT64_MAX;
   atomic_store(&l->deadline_ms, 0);
+  pthread_mutex_unlock(&l->deadline_mu);
   if (err == PICKET_ELOST && repeated) {
     /* An earlier attempt may have released it: the goal is reached. */
     clear_detail(c);

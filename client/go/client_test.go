@@ -317,3 +317,31 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("fences %v", fences)
 	}
 }
+
+// A renewal with a shorter TTL: picketd ends the lease at about its send
+// time + the new TTL, so the local deadline comes down with it.
+func TestShorterRenewalMovesTheDeadlineBack(t *testing.T) {
+	ctx := bg(t)
+	c := New(env(t, "URL"))
+	l, err := c.Acquire(ctx, uniq("go."), AcquireOptions{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := l.Remaining(); r <= 9*time.Second {
+		t.Fatalf("remaining %v", r)
+	}
+	before := time.Now()
+	if _, err := c.Renew(ctx, l, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	if d := l.Deadline(); d.Before(before.Add(time.Second-driftMargin(time.Second))) || d.After(after.Add(time.Second-driftMargin(time.Second))) || l.Remaining() > time.Second {
+		t.Fatalf("deadline %v after a 1 s renewal sent in [%v, %v] (remaining %v)", d, before, after, l.Remaining())
+	}
+	if _, err := c.Renew(ctx, l, 10*time.Second); err != nil || l.Remaining() <= 9*time.Second {
+		t.Fatalf("renewed to 10 s: %v, remaining %v", err, l.Remaining())
+	}
+	if err := c.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -224,8 +224,9 @@ func (l *Leadership) Value() (value string, ok bool) {
 	return *l.s.value, true
 }
 
-// Deadline is when this client must assume the leadership gone: the last
-// campaign's or renewal's send time + its TTL - a drift margin (1% + 2ms).
+// Deadline is when this client must assume the leadership gone: the
+// newest-sent campaign's or renewal's send time + its TTL - a drift margin
+// (1% + 2ms); a renewal or proclaim with a shorter TTL moves it back.
 func (l *Leadership) Deadline() time.Time { return l.s.Deadline() }
 
 // Remaining is the time left before the local deadline (0 past it).

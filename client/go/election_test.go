@@ -405,3 +405,34 @@ func TestTermGuardsFencedKV(t *testing.T) {
 		t.Fatalf("a deposed leader's write: %d, want 409", s)
 	}
 }
+
+// A leadership renewed, or proclaimed, with a shorter TTL (ttl_ms; the API
+// here renews with its last TTL, so the bodies are sent by hand): the
+// local deadline comes down to the new one.
+func TestShorterLeadershipRenewalMovesTheDeadlineBack(t *testing.T) {
+	ctx := bg(t)
+	c := New(env(t, "URL"))
+	lead, err := c.Campaign(ctx, uniq("go."), WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lead.Resign(ctx)
+	if r := lead.Remaining(); r <= 9*time.Second {
+		t.Fatalf("remaining %v", r)
+	}
+	for _, verb := range []string{"renew", "proclaim"} {
+		body := map[string]interface{}{"lease": lead.s.id, "ttl_ms": 1000}
+		if verb == "proclaim" {
+			body["value"] = "shorter"
+		}
+		if _, err := lead.post(ctx, verb, body, true); err != nil {
+			t.Fatal(err)
+		}
+		if r := lead.Remaining(); r > time.Second || lead.TTL() != time.Second {
+			t.Fatalf("%s with ttl_ms 1000: remaining %v, ttl %v", verb, r, lead.TTL())
+		}
+		if _, err := lead.post(ctx, "renew", map[string]interface{}{"lease": lead.s.id, "ttl_ms": 10000}, true); err != nil || lead.Remaining() <= 9*time.Second {
+			t.Fatalf("renewed to 10 s: %v, remaining %v", err, lead.Remaining())
+		}
+	}
+}

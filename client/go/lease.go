@@ -41,17 +41,20 @@ type leaseState struct {
 	ttl      time.Duration
 	token    string
 	deadline time.Time
-	capped   bool
-	maxHold  bool
-	value    *string // a Leadership's proclaimed value (nil: none)
+	// deadlineSent is when the grant or renewal that last set deadline was
+	// sent (far in the future once ended): see renewed.
+	deadlineSent time.Time
+	capped       bool
+	maxHold      bool
+	value        *string // a Leadership's proclaimed value (nil: none)
 }
 
 func newLeaseState(id string, sent time.Time, ttl time.Duration, token string) *leaseState {
-	return &leaseState{id: id, ttl: ttl, token: token, deadline: sent.Add(ttl - driftMargin(ttl))}
+	return &leaseState{id: id, ttl: ttl, token: token, deadline: sent.Add(ttl - driftMargin(ttl)), deadlineSent: sent}
 }
 
-// Deadline is the local deadline: the last grant's or renewal's send time
-// + its TTL - a drift margin.
+// Deadline is the local deadline: the newest-sent grant's or renewal's
+// send time + its TTL - a drift margin (see renewed).
 func (s *leaseState) Deadline() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -90,8 +93,16 @@ func (s *leaseState) Remaining() time.Duration {
 // Valid: the local deadline has not passed.
 func (s *leaseState) Valid() bool { return time.Now().Before(s.Deadline()) }
 
-// renewed records a renewal sent at sent that granted ttl: the deadline
-// only moves on, and a token replaces the last only when there is one.
+// renewed records a renewal sent at sent that granted ttl; a token
+// replaces the last only when there is one.
+//
+// The deadline follows the NEWEST-SENT successful renewal, not the largest
+// deadline: a renewal that asked for a shorter TTL than before moves it
+// back (picketd expires the lease sooner now), so a reply to a renewal sent
+// after the one that last set the deadline sets it to its own value,
+// earlier or later. A late reply to an older renewal (the keeper's and the
+// caller's may cross) may only lower it, never raise it: picketd may have
+// applied that one after the newer. Both ways are conservative.
 func (s *leaseState) renewed(sent time.Time, ttl time.Duration, token string, capped bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -99,7 +110,9 @@ func (s *leaseState) renewed(sent time.Time, ttl time.Duration, token string, ca
 		s.capped = true
 	}
 	s.ttl = ttl
-	if d := sent.Add(ttl - driftMargin(ttl)); d.After(s.deadline) {
+	if d := sent.Add(ttl - driftMargin(ttl)); sent.After(s.deadlineSent) {
+		s.deadlineSent, s.deadline = sent, d
+	} else if d.Before(s.deadline) {
 		s.deadline = d
 	}
 	if token != "" {
@@ -107,14 +120,19 @@ func (s *leaseState) renewed(sent time.Time, ttl time.Duration, token string, ca
 	}
 }
 
-// ended records a release or resignation: the lease is gone from now on.
+// ended records a release or resignation: the lease is gone from now on,
+// and no renewal's late reply moves its deadline on again.
 func (s *leaseState) ended() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if now := time.Now(); s.deadline.After(now) {
 		s.deadline = now
 	}
+	s.deadlineSent = endOfTime
 }
+
+// endOfTime is the deadlineSent of an ended lease: no renewal is sent after it.
+var endOfTime = time.Unix(1<<62, 0)
 
 // ID is the lease id: keep it secret; renew and release need it.
 func (l *Lease) ID() string { return l.s.id }
@@ -125,8 +143,10 @@ func (l *Lease) FenceToken() string { return l.s.Token() }
 // TTL is the lease time last granted.
 func (l *Lease) TTL() time.Duration { return l.s.TTL() }
 
-// Deadline is when this client must assume the lease gone: the last
-// grant's or renewal's send time + its TTL - a drift margin (1% + 2ms).
+// Deadline is when this client must assume the lease gone: the newest-sent
+// grant's or renewal's send time + its TTL - a drift margin (1% + 2ms). A
+// renewal with a shorter TTL moves it back; a late reply to an older
+// renewal only ever lowers it.
 func (l *Lease) Deadline() time.Time { return l.s.Deadline() }
 
 // Capped says a grant or renewal was cut short by MaxHold: no renewal can

@@ -252,6 +252,33 @@ START_TEST(deadline_before_server_expiry) {
 }
 END_TEST
 
+/* A renewal that asks for a shorter TTL than the lease had: picketd
+ * expires the lease at about its send time + the new TTL, so the local
+ * deadline must come down with it (it used to stay at the longer one). */
+START_TEST(deadline_follows_shorter_renewal) {
+  picket_client *c = client();
+  picket_lease *l = NULL;
+  picket_acquire_opts o = {.ttl_ms = 10000};
+  ck_assert_int_eq(picket_acquire(c, "lib-shorter", &o, &l), 0);
+  ck_assert_int_gt(picket_lease_remaining_ms(l), 9000);
+  int64_t before = picket_now_ms();
+  ck_assert_int_eq(picket_renew(c, l, 1000), 0);
+  int64_t after = picket_now_ms();
+  ck_assert_int_eq(picket_lease_ttl_ms(l), 1000);
+  ck_assert_int_ge(picket_lease_deadline_ms(l), before + 1000 - drift(1000));
+  ck_assert_int_le(picket_lease_deadline_ms(l), after + 1000 - drift(1000));
+  ck_assert_int_le(picket_lease_remaining_ms(l), 1000);
+  ck_assert_int_le(picket_lease_deadline_ms(l), picket_now_ms() + redis_pttl("lib-shorter"));
+  /* and back up with a longer one */
+  ck_assert_int_eq(picket_renew(c, l, 10000), 0);
+  ck_assert_int_gt(picket_lease_remaining_ms(l), 9000);
+  ck_assert_int_eq(picket_release(c, l), 0);
+  ck_assert(!picket_lease_valid(l));
+  picket_lease_free(l);
+  picket_client_free(c);
+}
+END_TEST
+
 START_TEST(renew_and_lost) {
   picket_client *c = client();
   picket_lease *l = NULL;
@@ -1418,6 +1445,7 @@ static Suite *lib_suite(void) {
   tcase_add_test(t, held_and_fences);
   tcase_add_test(t, client_lease_id);
   tcase_add_test(t, deadline_before_server_expiry);
+  tcase_add_test(t, deadline_follows_shorter_renewal);
   tcase_add_test(t, renew_and_lost);
   tcase_add_test(t, expiry);
   tcase_add_test(t, invalid_arguments);

@@ -319,6 +319,33 @@ static void on_lost(picket_lease *lease, int err, void *arg) {
   atomic_store(&lost_err, err);
 }
 
+/* A leadership renewed, or proclaimed, with a shorter TTL: the local
+ * deadline comes down to the new one (picketd's expiry), not kept at the
+ * longer one. */
+START_TEST(election_shorter_renewal) {
+  picket_client *c = client();
+  picket_leadership *l = campaign(c, "el-shorter", 10000, "first", NULL);
+  picket_lease *lease = picket_leadership_lease(l);
+  ck_assert_int_gt(picket_lease_remaining_ms(lease), 9000);
+  int64_t before = picket_now_ms();
+  ck_assert_int_eq(picket_renew_leadership(c, l, 1000), 0);
+  int64_t after = picket_now_ms();
+  ck_assert_int_eq(picket_lease_ttl_ms(lease), 1000);
+  ck_assert_int_ge(picket_leadership_deadline_ms(l), before + 1000 - 12);
+  ck_assert_int_le(picket_leadership_deadline_ms(l), after + 1000);
+  ck_assert_int_le(picket_lease_remaining_ms(lease), 1000);
+
+  ck_assert_int_eq(picket_renew_leadership(c, l, 10000), 0);
+  ck_assert_int_gt(picket_lease_remaining_ms(lease), 9000);
+  ck_assert_int_eq(picket_proclaim(c, l, "shorter", 1000), 0);
+  ck_assert_int_eq(picket_lease_ttl_ms(lease), 1000);
+  ck_assert_int_le(picket_lease_remaining_ms(lease), 1000);
+  ck_assert_int_eq(picket_resign(c, l), 0);
+  picket_leadership_free(l);
+  picket_client_free(c);
+}
+END_TEST
+
 START_TEST(election_lost) {
   picket_client *c = client(), *d = client();
   /* Left to expire: lost, and another leads with a higher term. */
@@ -441,7 +468,8 @@ END_TEST
 
 static Suite *election_suite(void) {
   const TTest *const tests[] = {election_campaign,     election_leader_exists, election_proclaim,
-                                election_renew_resign, election_lost,          election_observe};
+                                election_renew_resign, election_lost,          election_observe,
+                                election_shorter_renewal};
   Suite *s = suite_create("election");
   TCase *t = tcase_create("election");
   tcase_set_timeout(t, 60);

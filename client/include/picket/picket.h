@@ -302,8 +302,11 @@ PICKET_EXTERN int picket_rw_acquire(picket_client *c, const char *name, int mode
                                     const picket_acquire_opts *opts, picket_lease **out);
 
 /* Extends the lease by ttl_ms (0: the server's default, 30000) and moves its
- * local deadline. PICKET_ELOST when the server no longer has it. Retries
- * never run past the lease's local deadline. */
+ * local deadline to this renewal's send time + the TTL granted (less the
+ * drift margin), earlier too when ttl_ms is shorter than before; a late
+ * reply to an older renewal only ever lowers it. PICKET_ELOST when the
+ * server no longer has it. Retries never run past the lease's local
+ * deadline. */
 PICKET_EXTERN int picket_renew(picket_client *c, picket_lease *lease, int64_t ttl_ms);
 
 /* Releases the lease; its local deadline is cleared (the lease stays

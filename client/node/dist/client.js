@@ -310,7 +310,7 @@ export class Client {
             id, fence: fenceOf(doc, what), ttlMs: ttl,
             owner: (doc["owner"] ?? null),
             fenceToken: typeof doc["fence_token"] === "string" ? doc["fence_token"] : undefined,
-            deadline: stamp.sent + ttl - driftMarginMs(ttl),
+            deadline: stamp.sent + ttl - driftMarginMs(ttl), deadlineSent: stamp.sent,
         };
         let lease;
         if (kind === "permit") {
@@ -370,7 +370,7 @@ export class Client {
         if (r.ttl_ms < ttlMs)
             lease.capped = true;
         lease.ttlMs = r.ttl_ms;
-        lease.deadline = Math.max(lease.deadline, stamp.sent + r.ttl_ms - driftMarginMs(r.ttl_ms));
+        lease.renewed(stamp.sent, stamp.sent + r.ttl_ms - driftMarginMs(r.ttl_ms));
         if (typeof r.fence_token === "string")
             lease.fenceToken = r.fence_token;
         return lease;
@@ -378,7 +378,7 @@ export class Client {
     /** Give the lease up. Rejects with LeaseLost if it had already ended. */
     async release(lease, opts = {}) {
         await this.#call("POST", _a.#leasePath(lease, "release"), { lease: lease.id }, { signal: opts.signal });
-        lease.deadline = Math.min(lease.deadline, now());
+        lease.ended();
     }
     /** Where lock name stands: {lock, held, fence (the last issued), ttl_ms, owner, ...}; never a lease id. */
     async inspect(name) {
@@ -495,6 +495,7 @@ export class Client {
         const lead = new Leadership(this.#leaderCalls, {
             election: g.election, id, term: g.term, ttlMs: g.ttl_ms, owner: g.owner ?? null, value: g.value ?? null,
             token: typeof (g.token ?? g.fence_token) === "string" ? (g.token ?? g.fence_token) : undefined, deadline: stamp.sent + g.ttl_ms - driftMarginMs(g.ttl_ms),
+            deadlineSent: stamp.sent,
         }, { renewEveryMs: opts.renewEveryMs, signal: opts.signal });
         // A waited grant was made at some moment between send and reply: when
         // that gap is over a tenth of the TTL, renew now so the deadline counts

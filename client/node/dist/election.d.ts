@@ -37,6 +37,8 @@ export interface LeadershipInit {
     value: string | null;
     token: string | undefined;
     deadline: number;
+    /** When the campaign was sent (performance.now()): renewals sent later set the deadline. */
+    deadlineSent?: number | undefined;
 }
 /**
  * A won campaign (Client.campaign). The keeper renews every ttl/3, retries

@@ -7,7 +7,7 @@ import { inspect } from "node:util";
 import { InvalidArgument, LeaseLost, LockLost, Resigned, TransportError } from "./errors.js";
 import { StreamEvent } from "./events.js";
 import { Keeper } from "./keeper.js";
-import { driftMarginMs, now } from "./lease.js";
+import { driftMarginMs, followRenewal, now } from "./lease.js";
 const VALUE_MAX = 4096; // bytes of UTF-8
 /** @internal A value of a campaign or proclaim: null, or a string of at most 4096 bytes of UTF-8 without control characters. */
 export function checkValue(v) {
@@ -64,6 +64,7 @@ export class Leadership {
     #calls;
     #id;
     #keeper;
+    #deadlineSent;
     /** @internal Made by Client.campaign(). */
     constructor(calls, init, opts) {
         this.#calls = calls;
@@ -75,6 +76,7 @@ export class Leadership {
         this.value = init.value;
         this.token = init.token;
         this.deadline = init.deadline;
+        this.#deadlineSent = init.deadlineSent ?? -Infinity;
         this.#keeper = new Keeper({
             deadline: () => this.deadline,
             ttlMs: () => this.ttlMs,
@@ -125,7 +127,8 @@ export class Leadership {
         if (typeof doc.ttl_ms !== "number" || !(doc.ttl_ms > 0))
             throw new TransportError(`POST .../${verb}: a reply without ttl_ms`);
         this.ttlMs = doc.ttl_ms;
-        this.deadline = Math.max(this.deadline, stamp.sent + doc.ttl_ms - driftMarginMs(doc.ttl_ms));
+        // the deadline follows the newest-sent renewal (followRenewal)
+        ({ deadline: this.deadline, sent: this.#deadlineSent } = followRenewal({ deadline: this.deadline, sent: this.#deadlineSent }, stamp.sent, stamp.sent + doc.ttl_ms - driftMarginMs(doc.ttl_ms)));
         const token = doc.token ?? doc.fence_token;
         if (typeof token === "string")
             this.token = token;
@@ -169,6 +172,7 @@ export class Leadership {
      */
     resign() {
         return this.#keeper.end(() => new Resigned(`${this.describe()} was resigned`), () => this.#calls.post(this.election, "resign", { lease: this.#id }, {}).then(() => {
+            this.#deadlineSent = Infinity;
             this.deadline = Math.min(this.deadline, now());
         }));
     }

@@ -5,6 +5,26 @@ export type RwMode = "read" | "write";
 export declare function driftMarginMs(ttlMs: number): number;
 /** The monotonic clock the deadlines are on (ms). */
 export declare const now: () => number;
+/**
+ * @internal A holder's local deadline after a successful renewal sent at
+ * `sent` whose grant ends at `deadline`; `cur` is its deadline now and the
+ * send time of the grant or renewal that set it. The deadline follows the
+ * NEWEST-SENT successful renewal, not the largest deadline: a renewal that
+ * asked for a shorter TTL than before moves it back (picketd expires the
+ * lease sooner now), so a reply to a renewal sent after the one that last
+ * set the deadline sets it to its own value, earlier or later. A late reply
+ * to an older renewal (the keeper's and the caller's may cross) may only
+ * lower it, never raise it: picketd may have applied that one after the
+ * newer. Both ways are conservative. After a release (cur.sent Infinity)
+ * nothing raises it again.
+ */
+export declare function followRenewal(cur: {
+    deadline: number;
+    sent: number;
+}, sent: number, deadline: number): {
+    deadline: number;
+    sent: number;
+};
 export interface LeaseInit {
     kind: LeaseKind;
     name: string;
@@ -14,6 +34,8 @@ export interface LeaseInit {
     ttlMs: number;
     owner: string | null;
     deadline: number;
+    /** When the grant was sent (performance.now()): renewals sent later set the deadline. */
+    deadlineSent?: number | undefined;
     fenceLock: string;
     permit?: number | undefined;
     limit?: number | undefined;
@@ -50,6 +72,10 @@ export declare class Lease {
     get lost(): boolean;
     /** @internal */
     markLost(): void;
+    /** @internal A successful renewal sent at `sent` whose grant ends at `deadline` (followRenewal). */
+    renewed(sent: number, deadline: number): void;
+    /** @internal Released: gone from now on, and no renewal's late reply moves the deadline on again. */
+    ended(): void;
     /** Milliseconds left before the local deadline (0 when past it). */
     remainingMs(): number;
     /** True while not known lost and before the local deadline, by this process's clock alone. */

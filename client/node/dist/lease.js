@@ -9,6 +9,22 @@ export function driftMarginMs(ttlMs) {
 }
 /** The monotonic clock the deadlines are on (ms). */
 export const now = () => performance.now();
+/**
+ * @internal A holder's local deadline after a successful renewal sent at
+ * `sent` whose grant ends at `deadline`; `cur` is its deadline now and the
+ * send time of the grant or renewal that set it. The deadline follows the
+ * NEWEST-SENT successful renewal, not the largest deadline: a renewal that
+ * asked for a shorter TTL than before moves it back (picketd expires the
+ * lease sooner now), so a reply to a renewal sent after the one that last
+ * set the deadline sets it to its own value, earlier or later. A late reply
+ * to an older renewal (the keeper's and the caller's may cross) may only
+ * lower it, never raise it: picketd may have applied that one after the
+ * newer. Both ways are conservative. After a release (cur.sent Infinity)
+ * nothing raises it again.
+ */
+export function followRenewal(cur, sent, deadline) {
+    return sent > cur.sent ? { deadline, sent } : { deadline: Math.min(cur.deadline, deadline), sent: cur.sent };
+}
 export class Lease {
     /** "lock", "permit" (of a semaphore) or "rwlock" (a read or write lease). */
     kind;
@@ -34,6 +50,7 @@ export class Lease {
     mode;
     #id;
     #lost = false;
+    #deadlineSent;
     constructor(init) {
         this.kind = init.kind;
         this.name = init.name;
@@ -43,6 +60,7 @@ export class Lease {
         this.ttlMs = init.ttlMs;
         this.owner = init.owner;
         this.deadline = init.deadline;
+        this.#deadlineSent = init.deadlineSent ?? -Infinity;
         this.fenceLock = init.fenceLock;
         this.permit = init.permit;
         this.limit = init.limit;
@@ -59,6 +77,15 @@ export class Lease {
     /** @internal */
     markLost() {
         this.#lost = true;
+    }
+    /** @internal A successful renewal sent at `sent` whose grant ends at `deadline` (followRenewal). */
+    renewed(sent, deadline) {
+        ({ deadline: this.deadline, sent: this.#deadlineSent } = followRenewal({ deadline: this.deadline, sent: this.#deadlineSent }, sent, deadline));
+    }
+    /** @internal Released: gone from now on, and no renewal's late reply moves the deadline on again. */
+    ended() {
+        this.#deadlineSent = Infinity;
+        this.deadline = Math.min(this.deadline, now());
     }
     /** Milliseconds left before the local deadline (0 when past it). */
     remainingMs() {

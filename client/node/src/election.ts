@@ -7,7 +7,7 @@ import { inspect } from "node:util";
 import { InvalidArgument, LeaseLost, LockLost, Resigned, TransportError } from "./errors.js";
 import { StreamEvent } from "./events.js";
 import { Keeper } from "./keeper.js";
-import { driftMarginMs, now } from "./lease.js";
+import { driftMarginMs, followRenewal, now } from "./lease.js";
 import type { LeaderEventWire, LeaderRenewalWire, LeaderWire } from "./wire.js";
 
 const VALUE_MAX = 4096; // bytes of UTF-8
@@ -47,6 +47,8 @@ export interface LeaderCalls {
 export interface LeadershipInit {
   election: string; id: string; term: number; ttlMs: number; owner: string | null; value: string | null;
   token: string | undefined; deadline: number;
+  /** When the campaign was sent (performance.now()): renewals sent later set the deadline. */
+  deadlineSent?: number | undefined;
 }
 
 /**
@@ -79,6 +81,7 @@ export class Leadership {
   readonly #calls: LeaderCalls;
   readonly #id: string;
   readonly #keeper: Keeper;
+  #deadlineSent: number;
 
   /** @internal Made by Client.campaign(). */
   constructor(calls: LeaderCalls, init: LeadershipInit, opts: { renewEveryMs?: number | undefined; signal?: AbortSignal | undefined; keep?: boolean }) {
@@ -91,6 +94,7 @@ export class Leadership {
     this.value = init.value;
     this.token = init.token;
     this.deadline = init.deadline;
+    this.#deadlineSent = init.deadlineSent ?? -Infinity;
     this.#keeper = new Keeper({
       deadline: () => this.deadline,
       ttlMs: () => this.ttlMs,
@@ -142,7 +146,9 @@ export class Leadership {
     const doc = await this.#calls.post(this.election, verb, body, { deadline: this.deadline, signal, stamp }) as unknown as LeaderRenewalWire;
     if (typeof doc.ttl_ms !== "number" || !(doc.ttl_ms > 0)) throw new TransportError(`POST .../${verb}: a reply without ttl_ms`);
     this.ttlMs = doc.ttl_ms;
-    this.deadline = Math.max(this.deadline, stamp.sent + doc.ttl_ms - driftMarginMs(doc.ttl_ms));
+    // the deadline follows the newest-sent renewal (followRenewal)
+    ({ deadline: this.deadline, sent: this.#deadlineSent } = followRenewal({ deadline: this.deadline, sent: this.#deadlineSent },
+      stamp.sent, stamp.sent + doc.ttl_ms - driftMarginMs(doc.ttl_ms)));
     const token = doc.token ?? doc.fence_token;
     if (typeof token === "string") this.token = token;
     return doc;
@@ -187,6 +193,7 @@ export class Leadership {
   resign(): Promise<boolean> {
     return this.#keeper.end(() => new Resigned(`${this.describe()} was resigned`),
       () => this.#calls.post(this.election, "resign", { lease: this.#id }, {}).then(() => {
+        this.#deadlineSent = Infinity;
         this.deadline = Math.min(this.deadline, now());
       }));
   }

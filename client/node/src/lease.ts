@@ -15,6 +15,23 @@ export function driftMarginMs(ttlMs: number): number {
 /** The monotonic clock the deadlines are on (ms). */
 export const now = (): number => performance.now();
 
+/**
+ * @internal A holder's local deadline after a successful renewal sent at
+ * `sent` whose grant ends at `deadline`; `cur` is its deadline now and the
+ * send time of the grant or renewal that set it. The deadline follows the
+ * NEWEST-SENT successful renewal, not the largest deadline: a renewal that
+ * asked for a shorter TTL than before moves it back (picketd expires the
+ * lease sooner now), so a reply to a renewal sent after the one that last
+ * set the deadline sets it to its own value, earlier or later. A late reply
+ * to an older renewal (the keeper's and the caller's may cross) may only
+ * lower it, never raise it: picketd may have applied that one after the
+ * newer. Both ways are conservative. After a release (cur.sent Infinity)
+ * nothing raises it again.
+ */
+export function followRenewal(cur: { deadline: number; sent: number }, sent: number, deadline: number): { deadline: number; sent: number } {
+  return sent > cur.sent ? { deadline, sent } : { deadline: Math.min(cur.deadline, deadline), sent: cur.sent };
+}
+
 export interface LeaseInit {
   kind: LeaseKind;
   name: string;
@@ -24,6 +41,8 @@ export interface LeaseInit {
   ttlMs: number;
   owner: string | null;
   deadline: number;
+  /** When the grant was sent (performance.now()): renewals sent later set the deadline. */
+  deadlineSent?: number | undefined;
   fenceLock: string;
   permit?: number | undefined;
   limit?: number | undefined;
@@ -55,6 +74,7 @@ export class Lease {
   readonly mode: RwMode | undefined;
   #id: string;
   #lost = false;
+  #deadlineSent: number;
 
   constructor(init: LeaseInit) {
     this.kind = init.kind;
@@ -65,6 +85,7 @@ export class Lease {
     this.ttlMs = init.ttlMs;
     this.owner = init.owner;
     this.deadline = init.deadline;
+    this.#deadlineSent = init.deadlineSent ?? -Infinity;
     this.fenceLock = init.fenceLock;
     this.permit = init.permit;
     this.limit = init.limit;
@@ -84,6 +105,17 @@ export class Lease {
   /** @internal */
   markLost(): void {
     this.#lost = true;
+  }
+
+  /** @internal A successful renewal sent at `sent` whose grant ends at `deadline` (followRenewal). */
+  renewed(sent: number, deadline: number): void {
+    ({ deadline: this.deadline, sent: this.#deadlineSent } = followRenewal({ deadline: this.deadline, sent: this.#deadlineSent }, sent, deadline));
+  }
+
+  /** @internal Released: gone from now on, and no renewal's late reply moves the deadline on again. */
+  ended(): void {
+    this.#deadlineSent = Infinity;
+    this.deadline = Math.min(this.deadline, now());
   }
 
   /** Milliseconds left before the local deadline (0 when past it). */

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import {
   Client, Lease, LockHeld, LockDelay, LeaseLost, TransportError, InvalidArgument, SemaphoreFull, LimitMismatch,
-  lockName, semaphoreName, rwlockName, LockEvent,
+  lockName, semaphoreName, rwlockName, LockEvent, driftMarginMs,
 } from "@picket/client";
 import { env, fresh, sleep } from "./env.mjs";
 
@@ -37,6 +37,22 @@ test("acquire, renew, release; the fence increases", async () => {
   const b = await c.acquire(name, { ttlMs: 5000 });
   assert.ok(b.fence > a.fence, `fence ${b.fence} after ${a.fence}`);
   await c.release(b);
+});
+
+test("a renewal with a shorter TTL moves the local deadline back", async () => {
+  // picketd ends the lease at about the renewal's send + its new TTL
+  const a = await c.acquire(fresh(), { ttlMs: 10000 });
+  assert.ok(a.remainingMs() > 9000);
+  const t0 = performance.now();
+  await c.renew(a, { ttlMs: 1000 });
+  const t1 = performance.now();
+  assert.equal(a.ttlMs, 1000);
+  assert.ok(a.deadline >= t0 + 1000 - driftMarginMs(1000) - 1 && a.deadline <= t1 + 1000 - driftMarginMs(1000) + 1,
+    `deadline ${a.deadline} after a 1 s renewal sent in [${t0}, ${t1}]`);
+  assert.ok(a.remainingMs() <= 1000, `remaining ${a.remainingMs()} ms`);
+  await c.renew(a, { ttlMs: 10000 });
+  assert.ok(a.remainingMs() > 9000);
+  await c.release(a);
 });
 
 test("a retry with the same lease id gets the same grant", async () => {

@@ -196,6 +196,19 @@ test("a leadership not renewed is lost at its local deadline (reason expired)", 
   await assert.rejects(lead.renew(), LeaseLost);
 });
 
+test("a leadership renewed or proclaimed with a shorter TTL: the local deadline moves back", async () => {
+  const lead = await c.campaign(fresh(), { ttlMs: 10000 });
+  assert.ok(lead.remainingMs() > 9000);
+  await lead.renew({ ttlMs: 1000 });
+  assert.equal(lead.ttlMs, 1000);
+  assert.ok(lead.remainingMs() <= 1000, `remaining ${lead.remainingMs()} ms after renew`);
+  await lead.renew({ ttlMs: 10000 });
+  assert.ok(lead.remainingMs() > 9000);
+  await lead.proclaim("shorter", { ttlMs: 1000 });
+  assert.ok(lead.remainingMs() <= 1000, `remaining ${lead.remainingMs()} ms after proclaim`);
+  assert.equal(await lead.resign(), true);
+});
+
 test("terms strictly increase across campaigns", async () => {
   const name = fresh();
   const terms = [];

@@ -164,6 +164,21 @@ final class ElectionTest extends TestCase
         $l->proclaim(str_repeat('x', 4097));
     }
 
+    /** A renewal with a shorter TTL: the local deadline follows it down (picketd's expiry). */
+    public function testShorterRenewalMovesTheDeadlineBack(): void
+    {
+        $l = $this->campaign(picket_resource('shorter'), ['ttl_ms' => 10000]);
+        $this->assertGreaterThan(9.0, $l->remaining());
+        $l->renew(1000);
+        $this->assertSame(1000, $l->ttlMs());
+        $this->assertLessThanOrEqual(1.0, $l->remaining());
+        $l->renew(10000);
+        $this->assertGreaterThan(9.0, $l->remaining());
+        $l->proclaim('shorter', 1000);
+        $this->assertLessThanOrEqual(1.0, $l->remaining());
+        $this->assertTrue($l->resign());
+    }
+
     public function testObserveYieldsTheStateThenChanges(): void
     {
         $name = picket_resource('observe');

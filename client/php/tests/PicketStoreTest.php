@@ -144,6 +144,19 @@ final class PicketStoreTest extends TestCase
         }
     }
 
+    /** A renewal with a shorter TTL: the Key's lifetime follows it down, as picketd's expiry does. */
+    public function testShorterRenewalShortensTheLifetime(): void
+    {
+        $s = $this->store(['ttl' => 10.0]);
+        $k = new Key(picket_resource('shorter'));
+        $s->save($k);
+        $this->assertGreaterThan(9.0, $k->getRemainingLifetime());
+        $s->putOffExpiration($k, 1.0);
+        $this->assertLessThanOrEqual(1.0, $k->getRemainingLifetime());
+        $this->assertLessThanOrEqual(1000, $this->status((string) $k)['ttl_ms']);
+        $s->delete($k);
+    }
+
     public function testLostLeaseMakesPutOffExpirationRaise(): void
     {
         $r = picket_resource('lost');

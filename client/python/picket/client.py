@@ -4,6 +4,7 @@ import collections
 import http.client
 import hashlib
 import json
+import math
 import os
 import random
 import re
@@ -91,6 +92,37 @@ def drift_margin(ttl):
     return ttl * 0.01 + 0.002
 
 
+def _follow_renewal(holder, sent, deadline):
+    """Move holder.deadline (a Lease's or a Leadership's) for a successful
+    renewal sent at `sent` (time.monotonic()) whose grant ends at `deadline`.
+    The deadline follows the NEWEST-SENT successful renewal, not the
+    largest deadline: a renewal that asked for a shorter TTL than before
+    moves it back (picketd expires the lease sooner now), so a reply to a
+    renewal sent after the one that last set the deadline sets it to its
+    own value, earlier or later. A late reply to an older renewal (the
+    keeper's and the caller's may cross) may only lower it, never raise it:
+    picketd may have applied that one after the newer. Both ways are
+    conservative. Once released (_deadline_sent infinite) nothing raises it."""
+    with _DEADLINE_MU:
+        if sent > holder._deadline_sent:
+            holder._deadline_sent = sent
+            holder.deadline = deadline
+        else:
+            holder.deadline = min(holder.deadline, deadline)
+
+
+def _deadline_ended(holder):
+    """A release or resignation: the deadline is now at the latest, and no
+    renewal's late reply moves it on again."""
+    with _DEADLINE_MU:
+        holder._deadline_sent = math.inf
+        holder.deadline = min(holder.deadline, time.monotonic())
+
+
+# one lock for every holder's (deadline, _deadline_sent): held for a compare
+_DEADLINE_MU = threading.Lock()
+
+
 class Lease:
     """A grant. fence: the fencing token to send with every write; fence_token:
     the signed fence (None unless picketd has --fence-key-file); deadline:
@@ -119,6 +151,7 @@ class Lease:
         self.owner = owner
         self.fence_token = fence_token
         self.deadline = deadline
+        self._deadline_sent = -math.inf  # set with the grant (_follow_renewal)
         self.lost = threading.Event()
         self.capped = False  # a grant or renewal was cut by max_hold
         self.permit = permit
@@ -417,6 +450,7 @@ class Client:
         else:
             g = Lease(doc["lock"], doc["lease"], doc["fence"], ttl_s, doc.get("owner"),
                       doc.get("fence_token"), deadline)
+        g._deadline_sent = sent
         g.capped = doc["ttl_ms"] < body["ttl_ms"]
         # A waited grant was made at some moment between send and reply: when
         # that gap is over a tenth of the TTL, renew now so the deadline
@@ -456,7 +490,7 @@ class Client:
         if doc["ttl_ms"] < body["ttl_ms"]:
             lease.capped = True  # max_hold: no renewal can carry it further
         lease.ttl = t
-        lease.deadline = max(lease.deadline, stamp["sent"] + t - drift_margin(t))
+        _follow_renewal(lease, stamp["sent"], stamp["sent"] + t - drift_margin(t))
         if "fence_token" in doc:
             lease.fence_token = doc["fence_token"]
         return lease
@@ -465,7 +499,7 @@ class Client:
         """Give the lock (or the permit) up. Raises LeaseLost if the lease had
         already ended."""
         self._call("POST", self._lease_path(lease, "release"), {"lease": lease.id})
-        lease.deadline = min(lease.deadline, time.monotonic())
+        _deadline_ended(lease)
         return True
 
     def inspect(self, name):

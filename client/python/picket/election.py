@@ -5,6 +5,7 @@ term is that grant's fence, checked by fenced storage exactly like a lock's
 fence with the election's name as the lock (Picket-Lock: NAME,
 Picket-Fence: TERM)."""
 
+import math
 import secrets
 import threading
 import time
@@ -131,6 +132,7 @@ class Leadership:
         self.value = value
         self.token = token
         self.deadline = deadline
+        self._deadline_sent = -math.inf  # campaign() sets it to the grant's send
         self.lost = threading.Event()
         self.renew_every = renew_every
         self.on_lost = on_lost
@@ -191,10 +193,10 @@ class Leadership:
             self.lost.set()
             raise
         t = doc["ttl_ms"] / 1000.0
-        from .client import drift_margin
+        from .client import _follow_renewal, drift_margin
         with self._mu:
             self.ttl = t
-            self.deadline = max(self.deadline, stamp["sent"] + t - drift_margin(t))
+            _follow_renewal(self, stamp["sent"], stamp["sent"] + t - drift_margin(t))
             if _token(doc):
                 self.token = _token(doc)
         return doc
@@ -236,7 +238,8 @@ class Leadership:
             self.lost.set()
             return False
         finally:
-            self.deadline = min(self.deadline, time.monotonic())
+            from .client import _deadline_ended
+            _deadline_ended(self)
         return True
 
     # -- the keeper --------------------------------------------------------------
@@ -319,6 +322,7 @@ def campaign(client, name, ttl=30.0, wait=0.0, owner=None, value=None, lease=Non
     lead = Leadership(client, doc["election"], doc["lease"], doc["term"], ttl_s, doc.get("owner"),
                       doc.get("value"), _token(doc), sent + ttl_s - drift_margin(ttl_s),
                       renew_every=renew_every, on_lost=on_lost)
+    lead._deadline_sent = sent
     # A waited grant was made at some moment between send and reply: when
     # that gap is over a tenth of the TTL, renew now so the deadline counts
     # from a request sent after the grant.

@@ -59,6 +59,23 @@ class Calls(unittest.TestCase):
         self.assertGreater(g2.fence, g.fence)
         self.c.release(g2)
 
+    def test_shorter_renewal_moves_the_deadline_back(self):
+        # picketd ends the lease at about the renewal's send + its new TTL:
+        # the local deadline must come down with a shorter one.
+        name = uniq()
+        g = self.c.acquire(name, ttl=10.0)
+        self.assertGreater(g.remaining(), 9.0)
+        t0 = time.monotonic()
+        self.c.renew(g, ttl=1.0)
+        t1 = time.monotonic()
+        self.assertEqual(g.ttl, 1.0)
+        self.assertGreaterEqual(g.deadline, t0 + 1.0 - picket.drift_margin(1.0) - 1e-6)
+        self.assertLessEqual(g.deadline, t1 + 1.0 - picket.drift_margin(1.0) + 1e-6)
+        self.assertLessEqual(g.remaining(), 1.0)
+        self.c.renew(g, ttl=10.0)  # and up again
+        self.assertGreater(g.remaining(), 9.0)
+        self.c.release(g)
+
     def test_conflict_lock_held(self):
         name = uniq()
         g = self.c.acquire(name, ttl=30, owner="first")

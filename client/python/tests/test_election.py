@@ -135,6 +135,22 @@ class Campaign(ClientCase):
             with self.assertRaises(picket.InvalidArgument):
                 lead.proclaim("x" * 4097)
 
+    def test_shorter_renewal_or_proclaim_moves_the_deadline_back(self):
+        name = uniq()
+        lead = self.c.campaign(name, ttl=10, keep=False)
+        self.assertGreater(lead.remaining(), 9.0)
+        t0 = time.monotonic()
+        lead.renew(ttl=1.0)
+        t1 = time.monotonic()
+        self.assertAlmostEqual(lead.ttl, 1.0)
+        self.assertGreaterEqual(lead.deadline, t0 + 1.0 - picket.drift_margin(1.0) - 1e-6)
+        self.assertLessEqual(lead.deadline, t1 + 1.0 - picket.drift_margin(1.0) + 1e-6)
+        lead.renew(ttl=10.0)
+        self.assertGreater(lead.remaining(), 9.0)
+        lead.proclaim("shorter", ttl=1.0)
+        self.assertLessEqual(lead.remaining(), 1.0)
+        self.assertTrue(lead.resign())
+
     def test_terms_strictly_increase(self):
         name = uniq()
         terms = []
