@@ -363,6 +363,42 @@ static void check_family_ok(const request_ctx *ctx, const api_response *resp,
   }
 }
 
+/* The checks on a 200 from an election endpoint: its name, and a
+ * leadership's term against the store, which keeps the election as the
+ * lock "/e/NAME" (api_family.c). */
+static void check_election_ok(const request_ctx *ctx, const api_response *resp,
+                              const api_call *call, json_t *j) {
+  CHECK(strlen(call->name) <= PICKET_PROTO_ELECTION_NAME_MAX &&
+            json_is_string(json_object_get(j, "election")) &&
+            strcmp(json_string_value(json_object_get(j, "election")), call->name) == 0,
+        "'election' is not the name in the path");
+  char key[PICKET_PROTO_NAME_MAX + 3], lease[PICKET_PROTO_LEASE_LEN + 1] = "";
+  snprintf(key, sizeof key, "%s%s", PICKET_PROTO_ELECTION_STORE_PREFIX, call->name);
+  int64_t fence = 0;
+  int held = 0, known = stub_lookup(key, &fence, &held, lease);
+  json_t *leader = json_object_get(j, "leader");
+  if (json_object_get(j, "lease")) { /* a campaign won */
+    int64_t term = int_member(ctx, resp, j, "term", 1);
+    const char *l = json_string_value(json_object_get(j, "lease"));
+    CHECK(l && strcmp(l, call->client_lease) == 0, "the reply's lease is not the client's");
+    CHECK(known && held && strcmp(lease, call->lease) == 0 && fence == term,
+          "a leadership the store does not hold (term %lld, store %lld)", (long long)term,
+          (long long)fence);
+    check_owner(ctx, resp, j);
+    check_fence_token(ctx, resp, j, call->name, PICKET_PROTO_FENCE_KIND_LOCK);
+  } else if (json_object_get(j, "ttl_ms")) { /* renewed or proclaimed */
+    int_member(ctx, resp, j, "term", 1);
+    check_fence_token(ctx, resp, j, call->name, PICKET_PROTO_FENCE_KIND_LOCK);
+  } else if (json_object_get(j, "candidates")) { /* GET */
+    CHECK(json_is_null(leader) || json_is_object(leader), "'leader' is neither null nor an object");
+    CHECK(json_is_null(leader) == !held, "'leader' disagrees with the store");
+    int_member(ctx, resp, j, "term", 0);
+  } else {
+    CHECK(json_is_true(json_object_get(j, "resigned")) || json_object_get(j, "broken"),
+          "an election reply of no known shape");
+  }
+}
+
 /* The checks on a 200 from a lock endpoint, against the store. */
 static void check_lock_ok(const request_ctx *ctx, const api_response *resp, const api_call *call,
                           json_t *j) {
@@ -514,7 +550,9 @@ static void check_reply(const request_ctx *ctx, const api_response *resp, const 
       int held = 0;
       char lease[PICKET_PROTO_LEASE_LEN + 1], key[PICKET_PROTO_NAME_MAX + 3];
       snprintf(key, sizeof key, "%s%s", strcmp(kind, "semaphore") == 0 ? "s/"
-                                        : strcmp(kind, "rwlock") == 0  ? "r/" : "", n);
+                                        : strcmp(kind, "rwlock") == 0  ? "r/"
+                                        : strcmp(kind, "election") == 0
+                                            ? PICKET_PROTO_ELECTION_STORE_PREFIX : "", n);
       CHECK(stub_lookup(key, &fence, &held, lease) && held, "listed %s, which is not held", n);
       int_member(ctx, resp, e, "holders", 1);
       int_member(ctx, resp, e, "ttl_ms", 1);
@@ -527,6 +565,9 @@ static void check_reply(const request_ctx *ctx, const api_response *resp, const 
   } else if (is_semaphore_path(path) || strncmp(path, "/v1/rwlocks/", 12) == 0) {
     CHECK(resp->allow == NULL && resp->retry_after[0] == '\0', "a 200 with Allow or Retry-After");
     check_family_ok(ctx, resp, call, j);
+  } else if (strncmp(path, "/v1/elections/", 14) == 0) {
+    CHECK(resp->allow == NULL && resp->retry_after[0] == '\0', "a 200 with Allow or Retry-After");
+    check_election_ok(ctx, resp, call, j);
   } else {
     CHECK(resp->allow == NULL && resp->retry_after[0] == '\0', "a 200 with Allow or Retry-After");
     check_lock_ok(ctx, resp, call, j);
