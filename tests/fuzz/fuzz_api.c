@@ -375,7 +375,8 @@ static void check_election_ok(const request_ctx *ctx, const api_response *resp,
   char key[PICKET_PROTO_NAME_MAX + 3], lease[PICKET_PROTO_LEASE_LEN + 1] = "";
   snprintf(key, sizeof key, "%s%s", PICKET_PROTO_ELECTION_STORE_PREFIX, call->name);
   int64_t fence = 0;
-  int held = 0, known = stub_lookup(key, &fence, &held, lease);
+  int held = 0;
+  int known = stub_lookup(key, &fence, &held, lease); /* the store holds the election */
   json_t *leader = json_object_get(j, "leader");
   if (json_object_get(j, "lease")) { /* a campaign won */
     int64_t term = int_member(ctx, resp, j, "term", 1);
