@@ -372,7 +372,8 @@ static void check_election_ok(const request_ctx *ctx, const api_response *resp,
             json_is_string(json_object_get(j, "election")) &&
             strcmp(json_string_value(json_object_get(j, "election")), call->name) == 0,
         "'election' is not the name in the path");
-  char key[PICKET_PROTO_NAME_MAX + 3], lease[PICKET_PROTO_LEASE_LEN + 1] = "";
+  char key[sizeof PICKET_PROTO_ELECTION_STORE_PREFIX + PICKET_PROTO_NAME_MAX],
+      lease[PICKET_PROTO_LEASE_LEN + 1] = "";
   snprintf(key, sizeof key, "%s%s", PICKET_PROTO_ELECTION_STORE_PREFIX, call->name);
   int64_t fence = 0;
   int held = 0;
