@@ -69,6 +69,9 @@ static int query_int(const api_request *req, const char *key, int64_t lo, int64_
  * locks, issue 39.) It also bounds a scoped token's listing by its own
  * names, not by everybody's. */
 
+#define CURSOR_WHY                                                                     \
+  "cursor is not one this listing returned (pass it back unchanged, with the same prefix and " \
+  "token)"
 #define LIST_RANGES 64 /* an auth line has at most 64 prefixes (auth.c) */
 #define EL PICKET_PROTO_ELECTION_STORE_PREFIX
 #define EL_LEN (sizeof EL - 1)
@@ -132,51 +135,37 @@ static const char *listed_name(const store_entry *e, char *kind) {
   return e->name + EL_LEN;
 }
 
-/* The cursor is where the last page stopped, in one of three forms:
- * "SLOT-K-NAME" (after the index member "NAME K" in hash slot SLOT, 0
- * outside Redis Cluster), "SLOT" (the slot's first name: one range) or
- * "SLOT~RANGE" (the slot's first name of that range, when there are
- * several). Clients treat it as opaque. It names nothing the caller could
- * not list: a NAME or RANGE outside the ranges is refused before the
- * store is asked. Returns the range it resumes in, or -1. */
+/* The API's cursor is the store's (opaque to this file: store.h) with the
+ * range it is in: the store's text alone when there is one range, else
+ * "I~" and the store's text for range I. Clients treat it as opaque. It
+ * names nothing the caller could not list: the store reads a cursor back
+ * only within the range it is given (else STORE_EARG, a 400 here), and a
+ * range is one of the caller's own. Returns the range it resumes in, or
+ * -1. */
 static int cursor_parse(const char *s, const list_ranges *ranges, store_cursor *at) {
-  char *end;
-  long slot = strtol(s, &end, 10);
-  if (s[0] < '0' || s[0] > '9' || slot < 0 || slot > 16383) return -1;
-  at->slot = (int)slot;
-  at->after[0] = '\0';
-  if (end[0] == '\0') return ranges->n == 1 ? 0 : -1;
-  if (end[0] == '~') {
-    for (int i = 0; i < ranges->n; i++)
-      if (strcmp(end + 1, ranges->at[i]) == 0) return i;
+  const char *text = s;
+  int i = 0;
+  if (ranges->n > 1) {
+    char *end;
+    long n = strtol(s, &end, 10);
+    if (s[0] < '0' || s[0] > '9' || n >= ranges->n || end[0] != '~') return -1;
+    i = (int)n;
+    text = end + 1;
+  } else if (s[0] == '\0') {
     return -1;
   }
-  const char *name = end + 3; /* (an election's: "/e/NAME") */
-  if (end[0] != '-' || end[1] == '\0' || strchr("lsr", end[1]) == NULL || end[2] != '-')
-    return -1;
-  if (end[1] == 'l' && strncmp(name, EL, EL_LEN) == 0) {
-    name += EL_LEN;
-    if (strlen(name) > PICKET_PROTO_ELECTION_NAME_MAX) return -1;
-  }
-  if (!picket_proto_name_valid(name, strlen(name))) return -1;
-  for (int i = 0; i < ranges->n; i++)
-    if (strncmp(end + 3, ranges->at[i], strlen(ranges->at[i])) == 0) {
-      snprintf(at->after, sizeof at->after, "%s %c", end + 3, end[1]);
-      return i;
-    }
-  return -1;
+  if (strlen(text) >= sizeof at->text) return -1;
+  memcpy(at->text, text, strlen(text) + 1);
+  return i;
 }
 
 /* The cursor of the page that stops at *at in range i (cursor_parse). */
 static json_t *cursor_of(const list_ranges *ranges, int i, const store_cursor *at) {
-  char c[PICKET_PROTO_NAME_MAX + 16];
-  size_t n = strlen(at->after);
-  if (n >= 2) /* "NAME K" -> "SLOT-K-NAME" */
-    snprintf(c, sizeof c, "%d-%c-%.*s", at->slot, at->after[n - 1], (int)(n - 2), at->after);
-  else if (ranges->n == 1) /* the slot's first */
-    snprintf(c, sizeof c, "%d", at->slot);
+  char c[STORE_CURSOR_MAX + 16];
+  if (ranges->n == 1)
+    snprintf(c, sizeof c, "%s", at->text[0] ? at->text : "0");
   else
-    snprintf(c, sizeof c, "%d~%s", at->slot, ranges->at[i]);
+    snprintf(c, sizeof c, "%d~%s", i, at->text);
   return json_string(c);
 }
 
@@ -238,12 +227,10 @@ api_result api_admin_list(const api_request *req, api_call *call, api_response *
     api_error(resp, PICKET_PROTO_ERR_PERMISSION_DENIED, msg);
     return API_DONE;
   }
-  store_cursor at = {0, ""};
+  store_cursor at = {""};
   int i = 0;
   if (cursor && (bad_cursor || (i = cursor_parse(cursor, &ranges, &at)) < 0)) {
-    api_error(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
-              "cursor is not one this listing returned (pass it back unchanged, with the same "
-              "prefix and token)");
+    api_error(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, CURSOR_WHY);
     return API_DONE;
   }
   if (list_rate_refused(call, resp)) return API_DONE;
@@ -253,6 +240,11 @@ api_result api_admin_list(const api_request *req, api_call *call, api_response *
     store_result r;
     int more;
     store_status st = store_list(ranges.at[i], (int)limit - got, &at, &more, &r);
+    if (st == STORE_EARG) {
+      json_decref(locks);
+      api_error(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, CURSOR_WHY);
+      return API_DONE;
+    }
     if (st != STORE_OK) {
       json_decref(locks);
       api_json_store_failure(resp, st, &r, call);
@@ -270,7 +262,7 @@ api_result api_admin_list(const api_request *req, api_call *call, api_response *
       next = cursor_of(&ranges, i, &at);
       break;
     }
-    at = (store_cursor){0, ""};
+    at = (store_cursor){""};
     if (got >= limit && i + 1 < ranges.n) { /* full: the next range's start */
       next = cursor_of(&ranges, i + 1, &at);
       break;

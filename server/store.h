@@ -36,7 +36,8 @@ typedef enum {
   STORE_ENOTREPL,     /* fewer than --min-replicas acknowledged (grant undone) */
   STORE_ETAMPERED,    /* another writer changed a lock's fence state beyond a certain repair */
   STORE_EQUOTA,       /* acquire: the op's token holds its max_leases (nothing granted) */
-  STORE_ELIMIT        /* semaphore acquire: live permits use another limit (r.limit) */
+  STORE_ELIMIT,       /* semaphore acquire: live permits use another limit (r.limit) */
+  STORE_EARG          /* list: a cursor this store did not write for this prefix */
 } store_status;
 
 /* One live permit of a semaphore, as inspect sees it. */
@@ -265,22 +266,22 @@ void store_pipe_expire(store_pipe *p);
 
 /* ---- operators: listing and breaking ---------------------------------- */
 
-/* Where a listing goes on: the hash slot (0 outside Redis Cluster) and the
- * index member ("NAME k") after which it resumes ("" from the slot's
- * first). */
+/* Where a listing goes on, as the backend wrote it (store/cursor.h): text
+ * that the HTTP side never parses, only hands back (inside the API's own
+ * cursor). "" is the first page. The backend reads back only what it could
+ * have written for the same prefix (else STORE_EARG), so a cursor made up
+ * by a client starts a listing somewhere in that prefix or nowhere. */
+#define STORE_CURSOR_MAX (PICKET_PROTO_NAME_MAX + 16)
 typedef struct {
-  int slot;
-  char after[PICKET_PROTO_NAME_MAX + 3];
+  char text[STORE_CURSOR_MAX];
 } store_cursor;
 
 /* Up to `limit` held names that start with `prefix`, from *at on, into
  * r->entries (the caller frees them with store_result_clear). On return
  * *at is where the next page starts, and *more is 0 when there is none.
- * Direct calls on the calling thread: one under one Redis; under Redis
- * Cluster one per hash slot visited, at most STORE_LIST_SLOTS per call
- * (so a page may come back short, with *more set). Names that expired
- * are dropped from the index as they are met (proto/redis/list.lua). */
-#define STORE_LIST_SLOTS 512
+ * A backend may come back with a short page and *more set (one that
+ * keeps many indexes bounds how many one call looks at). Names that
+ * expired are dropped from the index as they are met. */
 store_status store_list(const char *prefix, int limit, store_cursor *at, int *more,
                         store_result *r);
 

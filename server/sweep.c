@@ -36,7 +36,7 @@ static int64_t every_ms;
 
 static void *sweep_main(void *arg) {
   (void)arg;
-  store_cursor at = {0, ""};
+  store_cursor at = {""};
   pthread_mutex_lock(&mu);
   while (!stopping) {
     struct timespec until;
@@ -52,7 +52,7 @@ static void *sweep_main(void *arg) {
     int more = 0;
     /* a failure (Redis away) just waits for the next turn */
     if (store_list("", SWEEP_PAGE, &at, &more, &r) == STORE_OK) store_result_clear(&r);
-    if (!more) at = (store_cursor){0, ""}; /* around again */
+    if (!more) at = (store_cursor){""}; /* around again */
     pthread_mutex_lock(&mu);
   }
   pthread_mutex_unlock(&mu);

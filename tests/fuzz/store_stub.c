@@ -15,6 +15,8 @@
  * already spent a fence. */
 #include "store_stub.h"
 
+#include "cursor.h"
+
 #include "auth.h"
 
 #include <stdio.h>
@@ -374,16 +376,18 @@ store_status store_list(const char *prefix, int limit, store_cursor *at, int *mo
   *more = 0;
   stub_fault f = enter(NULL);
   if (f != STUB_FAULT_NONE) return failed(f, STORE_HELD, r);
+  int slot, start = 0;
+  char after[PICKET_PROTO_NAME_MAX + 3];
+  if (store_cursor_read(at, prefix, 0, &slot, after) < 0) return STORE_EARG;
   r->entries = calloc(STUB_LOCKS, sizeof *r->entries);
   if (r->entries == NULL) return STORE_EUNAVAIL;
-  int start = 0;
-  if (at->after[0]) /* after the entry whose "NAME K" member is at->after */
+  if (after[0]) /* after the entry whose "NAME K" member is after */
     for (int i = 0; i < nlocks; i++) {
       const char *n = locks[i].name;
       int fam = n[0] && n[1] == '/' && (n[0] == 's' || n[0] == 'r');
       char member[PICKET_PROTO_NAME_MAX + 3];
       snprintf(member, sizeof member, "%.200s %c", fam ? n + 2 : n, fam ? n[0] : 'l');
-      if (strcmp(member, at->after) == 0) start = i + 1;
+      if (strcmp(member, after) == 0) start = i + 1;
     }
   for (int i = start; i < nlocks; i++) {
     stub_lock *l = lookup(locks[i].name, 0);
@@ -402,9 +406,10 @@ store_status store_list(const char *prefix, int limit, store_cursor *at, int *mo
     e->ttl_ms = pttl(l) > 0 ? pttl(l) : 1;
     e->limit = e->kind == 's' ? 1 : 0;
     memcpy(e->owner, l->owner, sizeof e->owner);
-    snprintf(at->after, sizeof at->after, "%s %c", name, e->kind);
+    snprintf(after, sizeof after, "%s %c", name, e->kind);
   }
-  if (!*more) at->after[0] = '\0';
+  if (*more) store_cursor_write(at, 0, after);
+  else at->text[0] = '\0';
   return STORE_OK;
 }
 

@@ -100,14 +100,15 @@ others_words = ("alpha", "beta", "gamma", "zz", "near", "b.x", "elect", "b:el", 
 
 def cursor_visible(c, prefixes):
     """Whether every name a cursor carries starts with one of prefixes:
-    "SLOT", "SLOT-K-NAME" or "SLOT~RANGE" (api_admin.c), where an
-    election's NAME or RANGE is "/e/" and its own."""
+    "I~" (the range, when the token lists several: api_admin.c), then the
+    store's "SLOT" or "SLOT-K-NAME" (server/store/cursor.c), where an
+    election's NAME is "/e/" and its own."""
     rest = c.lstrip("0123456789")
+    if rest.startswith("~"):
+        rest = rest[1:].lstrip("0123456789")
     if rest == "":
         return True
     el = lambda n: n[3:] if n.startswith("/e/") else n
-    if rest.startswith("~"):
-        return el(rest[1:]).startswith(prefixes)
     return rest[:1] == "-" and el(rest[3:]).startswith(prefixes)
 
 

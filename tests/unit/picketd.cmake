@@ -6,3 +6,7 @@ picket_check_test(unit_proto SOURCES ${_d}/test_proto.c LABELS unit TIMEOUT 30)
 # store side has no include cycle and includes nothing of the HTTP side.
 add_test(NAME unit_seam COMMAND python3 ${_d}/seam_check.py ${CMAKE_SOURCE_DIR})
 set_tests_properties(unit_seam PROPERTIES LABELS unit TIMEOUT 30)
+# The listing cursor's text (server/store/cursor.c), which both backends
+# write and check.
+picket_check_test(unit_cursor SOURCES ${_d}/test_cursor.c LIBS picketd_store_cursor LABELS unit
+                  TIMEOUT 30)

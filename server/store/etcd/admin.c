@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "cursor.h"
 #include "store_etcd.h"
 
 #define BROKEN_KEEP_S 60
@@ -203,23 +204,21 @@ store_status store_etcd_list(const char *prefix, int limit, store_cursor *at, in
                              store_result *r) {
   memset(r, 0, sizeof *r);
   *more = 0;
-  at->slot = 0;
+  /* the cursor's member "NAME k": the kind it is in and the name it is past */
+  int from = 0, slot;
+  char member[PICKET_PROTO_NAME_MAX + 3], after[PICKET_PROTO_NAME_MAX + 3] = "";
+  if (store_cursor_read(at, prefix, 0, &slot, member) < 0) {
+    snprintf(r->err, sizeof r->err, "not a cursor of this listing");
+    return STORE_EARG;
+  }
   etcd_client *c = store_etcd_client(r);
   if (c == NULL) return STORE_EUNAVAIL;
   r->entries = limit > 0 ? calloc((size_t)limit, sizeof *r->entries) : NULL;
   if (limit > 0 && r->entries == NULL) return store_etcd_no_memory(r);
-  /* the cursor "NAME k": the kind it is in and the name it is past */
-  int from = 0;
-  char after[PICKET_PROTO_NAME_MAX + 3] = "";
-  size_t alen = strlen(at->after);
-  if (alen >= 3 && at->after[alen - 2] == ' ') {
-    const char *k = memchr(list_kinds, at->after[alen - 1], sizeof list_kinds);
-    if (k == NULL) {
-      snprintf(r->err, sizeof r->err, "not a listing cursor");
-      return STORE_EREPLY;
-    }
-    from = (int)(k - list_kinds);
-    snprintf(after, sizeof after, "%.*s", (int)(alen - 2), at->after);
+  size_t alen = strlen(member);
+  if (alen >= 3) {
+    from = (int)((const char *)memchr(list_kinds, member[alen - 1], sizeof list_kinds) - list_kinds);
+    snprintf(after, sizeof after, "%.*s", (int)(alen - 2), member);
   }
   page p = {.limit = limit, .r = r};
   int64_t now = clock_wall_ms();
@@ -251,8 +250,8 @@ store_status store_etcd_list(const char *prefix, int limit, store_cursor *at, in
     }
   }
   *more = p.more;
-  if (p.more) snprintf(at->after, sizeof at->after, "%s", p.last);
-  else at->after[0] = '\0';
+  if (p.more) store_cursor_write(at, 0, p.last);
+  else at->text[0] = '\0';
   return STORE_OK;
 }
 

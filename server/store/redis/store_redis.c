@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "cursor.h"
 #include "log.h"
 #include "metrics.h"
 #include "cluster.h"
@@ -1313,15 +1314,23 @@ static void store_redis_run(store_op *op) {
 
 /* ---- operators: listing and breaking ----------------------------------- */
 
+/* A listing call looks at most this many hash slots of Redis Cluster (a
+ * page may come back short, with more set). */
+#define LIST_SLOTS 512
+
 static store_status store_redis_list(const char *prefix, int limit, store_cursor *at, int *more,
                         store_result *r) {
   memset(r, 0, sizeof *r);
   *more = 0;
-  int cluster = node_is_cluster();
-  if (!cluster) at->slot = 0;
-  for (int visited = 0; visited < STORE_LIST_SLOTS; visited++) {
-    store_op op = {.kind = STORE_OP_LIST, .name = prefix, .after = at->after,
-                   .index_slot = at->slot, .limit = limit - r->nentries};
+  int cluster = node_is_cluster(), slot;
+  char after[PICKET_PROTO_NAME_MAX + 3];
+  if (store_cursor_read(at, prefix, cluster ? NODE_SLOTS - 1 : 0, &slot, after) < 0) {
+    set_err(r, "not a cursor of this %s", "listing");
+    return STORE_EARG;
+  }
+  for (int visited = 0; visited < LIST_SLOTS; visited++) {
+    store_op op = {.kind = STORE_OP_LIST, .name = prefix, .after = after,
+                   .index_slot = slot, .limit = limit - r->nentries};
     store_redis_run(&op);
     if (op.st != STORE_OK) {
       store_result_clear(r);
@@ -1342,16 +1351,20 @@ static store_status store_redis_list(const char *prefix, int limit, store_cursor
     }
     store_result_clear(&op.r);
     if (op.r.next[0]) { /* this index has more */
-      snprintf(at->after, sizeof at->after, "%s", op.r.next);
+      store_cursor_write(at, slot, op.r.next);
       *more = 1;
       return STORE_OK;
     }
-    at->after[0] = '\0';
-    if (!cluster || at->slot + 1 >= NODE_SLOTS) return STORE_OK;
-    at->slot++;
+    after[0] = '\0';
+    if (!cluster || slot + 1 >= NODE_SLOTS) {
+      at->text[0] = '\0';
+      return STORE_OK;
+    }
+    slot++;
     if (r->nentries >= limit) break;
   }
-  *more = 1; /* a full page, or STORE_LIST_SLOTS slots looked at */
+  store_cursor_write(at, slot, ""); /* a full page, or LIST_SLOTS slots looked at */
+  *more = 1;
   return STORE_OK;
 }
 
