@@ -1227,9 +1227,10 @@ static int prefix_valid(const char *s) {
 }
 
 /* 1 when s may be a listing's cursor: 1..PICKET_LIST_CURSOR_MAX bytes of
- * the lock-name bytes (what picketd makes; it checks the rest). */
+ * the lock-name bytes, '~' and '/' (what picketd makes, proto/openapi.yaml
+ * ListCursor; it checks the rest). */
 static int cursor_valid(const char *s, size_t n) {
-  return n > 0 && n <= PICKET_LIST_CURSOR_MAX && strspn(s, NAME_BYTES) == n;
+  return n > 0 && n <= PICKET_LIST_CURSOR_MAX && strspn(s, NAME_BYTES "~/") == n;
 }
 
 /* Appends "&key=" and value, percent-encoded, to url (cap bytes). */

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "auth.h"
+#include "call.h"
 #include "clock.h"
 #include "conns.h"
 #include "conns_token.h"
@@ -57,6 +58,35 @@ static void reply_limit_mismatch(api_response *resp, const api_call *call) {
   api_json_reply(resp, 409, json_pack("{s:o}", "error", err));
 }
 
+/* A store call that outlives its request (the undo of a grant nobody
+ * received, a writer's forget): a copy of what it names, handed to the
+ * runner and freed when it is done. Its outcome changes nothing: a
+ * failure leaves the lease to its TTL, the mark to its wait's end. */
+typedef struct {
+  store_op op;
+  char name[PICKET_PROTO_NAME_MAX + 1];
+  char lease[PICKET_PROTO_LEASE_LEN + 1];
+  char token[AUTH_NAME_MAX + 1];
+} detached_call;
+
+static void detached_done(store_op *op) {
+  store_result_clear(&op->r);
+  free(op); /* the first member of its detached_call */
+}
+
+static void submit_detached(store_op_kind kind, const char *name, const char *lease,
+                            const char *token, int64_t max_leases) {
+  detached_call *d = calloc(1, sizeof *d);
+  if (d == NULL) return; /* as a failure would: left to the TTL */
+  snprintf(d->name, sizeof d->name, "%s", name);
+  snprintf(d->lease, sizeof d->lease, "%s", lease);
+  snprintf(d->token, sizeof d->token, "%s", token ? token : "");
+  d->op = (store_op){.kind = kind, .name = d->name, .lease = d->lease,
+                     .token = token ? d->token : NULL, .max_leases = max_leases,
+                     .done = detached_done};
+  call_submit(&d->op);
+}
+
 /* The store keeps a writer that waits as a mark that keeps new readers
  * out (until its wait would end, at the latest): any end of the call but a
  * grant, which takes the mark out itself, must take it out too, or one
@@ -71,8 +101,8 @@ void api_wait_left(api_call *call) {
    * writer's last try is only unavailable at its wait's end). */
   if (call->op.st == STORE_EUNAVAIL) return;
   call->forgotten = 1;
-  store_op forget = {.kind = STORE_OP_RW_FORGET, .name = call->store_name, .lease = call->lease};
-  store_run(&forget); /* a failure leaves it to its wait's end */
+  /* a failure leaves it to its wait's end */
+  submit_detached(STORE_OP_RW_FORGET, call->store_name, call->lease, NULL, 0);
 }
 
 /* Maps a failed store call to its reply. */
@@ -200,6 +230,7 @@ static int authorize(api_call *call, auth_verb verb, const char *name, api_respo
 }
 
 void api_call_end(api_call *call) {
+  api_admin_end(call);
   if (call->waiter_counted) quota_waiter_leave(call->subject);
   call->waiter_counted = 0;
   quota_put(call->subject);
@@ -247,7 +278,7 @@ static api_result store_call(api_call *call, store_op_kind kind) {
   return API_STORE;
 }
 
-void api_run_store(api_call *call) { store_run(&call->op); }
+void api_run_store(api_call *call) { call_run(&call->op); }
 
 /* An attempt at the grant: API_DONE (granted or failed) or API_WAIT. */
 static api_result acquire_outcome(api_call *call, api_response *resp) {
@@ -322,22 +353,17 @@ int api_granted(const api_call *call) {
   return store_op_base(op->kind) == STORE_OP_ACQUIRE && op->st == STORE_OK && op->r.created;
 }
 
-api_result api_retry_acquire(api_call *call, api_response *resp) {
-  memset(resp, 0, sizeof *resp);
-  resp->endpoint = call->endpoint;
+api_result api_retry_acquire(api_call *call) {
   store_call(call, STORE_OP_ACQUIRE);
-  api_run_store(call);
   call->retrying = 1;
-  return acquire_outcome(call, resp);
+  return API_STORE;
 }
 
 void api_undo_grant(api_call *call) {
-  store_op undo = {.kind = store_op_release_of(call->op.kind), .name = call->store_name,
-                   .lease = call->lease, .token = call->op.token,
-                   .max_leases = call->op.max_leases};
-  store_run(&undo); /* a failure leaves the lease to its TTL */
+  submit_detached(store_op_release_of(call->op.kind), call->store_name, call->lease,
+                  call->op.token, call->op.max_leases);
   char lease_log[16];
-  LOG(LOG_INFO, "grant of %s (lease %s) was not delivered; released it", call->name,
+  LOG(LOG_INFO, "grant of %s (lease %s) was not delivered; releasing it", call->name,
       log_lease(call->client_lease, lease_log));
 }
 
@@ -521,6 +547,8 @@ api_result api_finish(api_call *call, api_response *resp) {
   memset(resp, 0, sizeof *resp);
   resp->endpoint = call->endpoint;
   switch (store_op_base(call->op.kind)) {
+    case STORE_OP_LIST: return api_admin_list_page(call, resp);
+    case STORE_OP_BREAK: return api_admin_break_outcome(call, resp);
     case STORE_OP_ACQUIRE: return acquire_outcome(call, resp);
     case STORE_OP_RENEW: return renew_outcome(call, resp);
     case STORE_OP_RELEASE: return release_outcome(call, resp);
@@ -598,9 +626,11 @@ static api_result wrong_method(api_response *resp, const char *allow) {
 
 api_result api_handle(const api_request *req, api_call *call, api_response *resp) {
   api_result res = api_prepare(req, call, resp);
-  if (res != API_STORE) return res;
-  api_run_store(call);
-  return api_finish(call, resp);
+  while (res == API_STORE) {
+    api_run_store(call);
+    res = api_finish(call, resp);
+  }
+  return res;
 }
 
 api_result api_prepare(const api_request *req, api_call *call, api_response *resp) {

@@ -15,21 +15,24 @@ void api_init(const config *cfg);
  * wait and was not granted stops keeping new readers out, whatever ended
  * it (a refusal such as 429 or 503, its wait's timeout, its client
  * leaving, shutdown). Runs a store call on the calling thread when there
- * is something to undo, at most once per call; else does nothing. */
+ * is something to undo, at most once per call (handed to the runner,
+ * call.c, which outlives the request); else does nothing. */
 void api_wait_left(api_call *call);
 
-/* Handles a complete request, its store call included (on the calling
- * thread). Returns API_DONE with *resp filled, or API_WAIT when an acquire
+/* Handles a complete request, its store calls included (on the calling
+ * thread, which must not be a loop's: the fuzzer's). Returns API_DONE with *resp filled, or API_WAIT when an acquire
  * with wait_ms must wait: call->name, deadline_ms and retry_at_ms say for
  * what and until when; the caller parks it and later calls
  * api_retry_acquire or api_wait_expired. */
 api_result api_handle(const api_request *req, api_call *call, api_response *resp);
-/* api_handle in halves, so the store call can be run elsewhere (the
- * pipeline): api_prepare returns API_DONE with *resp filled (an error, or
- * an endpoint without a lock call), or API_STORE with call->op describing
- * the one store call to make. Once call->op.st and .r are set (store_submit,
- * or api_run_store), api_finish gives API_DONE or API_WAIT as api_handle
- * does. call->op points into *call: call must not move in between. */
+/* api_handle in halves, so that the store calls run elsewhere (the
+ * runner, call.c): api_prepare returns API_DONE with *resp filled (an
+ * error, or an endpoint without a store call), or API_STORE with call->op
+ * describing the store call to make. Once call->op.st and .r are set
+ * (call_submit's done, or api_run_store), api_finish gives API_DONE,
+ * API_WAIT as api_handle does, or API_STORE again: the request's next
+ * store call (a listing's next range). call->op points into *call: call
+ * must not move in between. */
 api_result api_prepare(const api_request *req, api_call *call, api_response *resp);
 void api_run_store(api_call *call);
 api_result api_finish(api_call *call, api_response *resp);
@@ -44,9 +47,10 @@ void api_undo_grant(api_call *call);
 /* The end of a call, whatever happened: gives back what api_prepare took
  * (the principal, the quota subject, a waiter's place). */
 void api_call_end(api_call *call);
-/* Tries a parked acquire again: API_DONE (granted, or an error, or the
- * wait is over) or API_WAIT (still held; retry_at_ms updated). */
-api_result api_retry_acquire(api_call *call, api_response *resp);
+/* Tries a parked acquire again: API_STORE with the acquire's store call
+ * in call->op; api_finish then gives API_DONE (granted, or an error, or
+ * the wait is over) or API_WAIT (still held; retry_at_ms updated). */
+api_result api_retry_acquire(api_call *call);
 /* The reply to a wait that ran out: 409 lock_held. */
 void api_wait_expired(api_call *call, api_response *resp);
 

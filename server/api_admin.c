@@ -201,6 +201,36 @@ static int list_rate_refused(api_call *call, api_response *resp) {
   return 1;
 }
 
+/* What a listing or a break keeps between its store calls, which the
+ * runner (call.c) makes while the request waits. */
+struct api_admin_state {
+  char prefix[PICKET_PROTO_NAME_MAX + 1]; /* a listing's prefix... */
+  list_ranges ranges;  /* ...its ranges (they point into it: it never moves)... */
+  int i;               /* ...the one being read */
+  int64_t limit, got;  /* the page's size, and the names in it so far */
+  store_cursor at;     /* where the store goes on in range i */
+  json_t *locks;       /* the page so far */
+  char who[AUTH_NAME_MAX + 80]; /* a break's caller, as the broken holder is told */
+};
+
+void api_admin_end(api_call *call) {
+  if (call->admin == NULL) return;
+  json_decref(call->admin->locks);
+  free(call->admin);
+  call->admin = NULL;
+}
+
+/* The store call for range i's next page (API_STORE). */
+static api_result list_next(api_call *call) {
+  struct api_admin_state *st = call->admin;
+  memset(&call->op, 0, sizeof call->op);
+  call->op.kind = STORE_OP_LIST;
+  call->op.name = st->ranges.at[st->i];
+  call->op.limit = st->limit - st->got;
+  call->op.cursor = &st->at;
+  return API_STORE;
+}
+
 api_result api_admin_list(const api_request *req, api_call *call, api_response *resp) {
   int64_t limit;
   if (query_int(req, "limit", 1, LIST_MAX, LIST_DEFAULT, &limit, resp) < 0) return API_DONE;
@@ -216,10 +246,15 @@ api_result api_admin_list(const api_request *req, api_call *call, api_response *
               "prefix must be up to 200 bytes of A-Z a-z 0-9 . _ : -");
     return API_DONE;
   }
-  list_ranges ranges;
-  list_ranges_of(call->who, prefix, &ranges);
-  list_ranges_twin(&ranges);
-  if (ranges.n == 0) {
+  struct api_admin_state *st = call->admin = calloc(1, sizeof *call->admin);
+  if (st == NULL) {
+    api_error(resp, PICKET_PROTO_ERR_INTERNAL, "out of memory");
+    return API_DONE;
+  }
+  memcpy(st->prefix, prefix, plen + 1);
+  list_ranges_of(call->who, st->prefix, &st->ranges);
+  list_ranges_twin(&st->ranges);
+  if (st->ranges.n == 0) {
     char msg[300];
     snprintf(msg, sizeof msg, "token '%s' may list no name that starts with '%s' (outside its "
              "prefixes)", auth_name(call->who), prefix);
@@ -227,48 +262,50 @@ api_result api_admin_list(const api_request *req, api_call *call, api_response *
     api_error(resp, PICKET_PROTO_ERR_PERMISSION_DENIED, msg);
     return API_DONE;
   }
-  store_cursor at = {""};
-  int i = 0;
-  if (cursor && (bad_cursor || (i = cursor_parse(cursor, &ranges, &at)) < 0)) {
+  if (cursor && (bad_cursor || (st->i = cursor_parse(cursor, &st->ranges, &st->at)) < 0)) {
     api_error(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, CURSOR_WHY);
     return API_DONE;
   }
   if (list_rate_refused(call, resp)) return API_DONE;
-  json_t *locks = json_array(), *next = json_null();
-  int got = 0;
-  for (; i < ranges.n; i++) {
-    store_result r;
-    int more;
-    store_status st = store_list(ranges.at[i], (int)limit - got, &at, &more, &r);
-    if (st == STORE_EARG) {
-      json_decref(locks);
-      api_error(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, CURSOR_WHY);
-      return API_DONE;
-    }
-    if (st != STORE_OK) {
-      json_decref(locks);
-      api_json_store_failure(resp, st, &r, call);
-      return API_DONE;
-    }
-    for (int k = 0; locks && k < r.nentries; k++) {
-      char kind;
-      if (call->who == NULL || auth_covers(call->who, listed_name(&r.entries[k], &kind))) {
-        json_array_append_new(locks, entry_json(&r.entries[k]));
-        got++;
-      }
-    }
-    store_result_clear(&r);
-    if (more) {
-      next = cursor_of(&ranges, i, &at);
-      break;
-    }
-    at = (store_cursor){""};
-    if (got >= limit && i + 1 < ranges.n) { /* full: the next range's start */
-      next = cursor_of(&ranges, i + 1, &at);
-      break;
+  st->limit = limit;
+  if ((st->locks = json_array()) == NULL) {
+    api_error(resp, PICKET_PROTO_ERR_INTERNAL, "out of memory");
+    return API_DONE;
+  }
+  return list_next(call);
+}
+
+api_result api_admin_list_page(api_call *call, api_response *resp) {
+  struct api_admin_state *st = call->admin;
+  store_result *r = &call->op.r;
+  if (call->op.st == STORE_EARG) {
+    api_error(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, CURSOR_WHY);
+    return API_DONE;
+  }
+  if (call->op.st != STORE_OK) {
+    api_json_store_failure(resp, call->op.st, r, call);
+    return API_DONE;
+  }
+  for (int k = 0; k < r->nentries; k++) {
+    char kind;
+    if (call->who == NULL || auth_covers(call->who, listed_name(&r->entries[k], &kind))) {
+      json_array_append_new(st->locks, entry_json(&r->entries[k]));
+      st->got++;
     }
   }
-  api_json_reply(resp, 200, json_pack("{s:o, s:o}", "locks", locks, "cursor", next));
+  store_result_clear(r);
+  json_t *next = NULL;
+  if (r->more) {
+    next = cursor_of(&st->ranges, st->i, &st->at);
+  } else {
+    st->at = (store_cursor){""};
+    if (st->got >= st->limit && st->i + 1 < st->ranges.n) /* full: the next range's start */
+      next = cursor_of(&st->ranges, st->i + 1, &st->at);
+    else if (++st->i < st->ranges.n)
+      return list_next(call);
+  }
+  api_json_reply(resp, 200, json_pack("{s:O, s:o}", "locks", st->locks, "cursor",
+                                      next ? next : json_null()));
   return API_DONE;
 }
 
@@ -281,30 +318,43 @@ api_result api_admin_break(const api_request *req, api_call *call, api_response 
   json_t *b = api_json_body(req, allowed, resp);
   if (b == NULL) return API_DONE;
   json_decref(b);
-  char who[AUTH_NAME_MAX + 80];
-  if (call->who)
-    snprintf(who, sizeof who, "token '%s'", auth_name(call->who));
-  else
-    snprintf(who, sizeof who, "address %.64s", req->peer && req->peer[0] ? req->peer : "local");
-  store_result r;
-  store_status st = store_break(call->store_name, who, &r);
-  if (st != STORE_OK) {
-    api_json_store_failure(resp, st, &r, call);
+  struct api_admin_state *st = call->admin = calloc(1, sizeof *call->admin);
+  if (st == NULL) {
+    api_error(resp, PICKET_PROTO_ERR_INTERNAL, "out of memory");
     return API_DONE;
   }
-  metrics_inc(r.held ? M_BREAK_BROKEN : M_BREAK_NOT_HELD);
-  if (r.held) holds_ended(call->key, r.at, HOLD_BROKEN);
-  if (r.held)
+  if (call->who)
+    snprintf(st->who, sizeof st->who, "token '%s'", auth_name(call->who));
+  else
+    snprintf(st->who, sizeof st->who, "address %.64s",
+             req->peer && req->peer[0] ? req->peer : "local");
+  memset(&call->op, 0, sizeof call->op);
+  call->op.kind = STORE_OP_BREAK;
+  call->op.name = call->store_name;
+  call->op.who = st->who;
+  return API_STORE;
+}
+
+api_result api_admin_break_outcome(api_call *call, api_response *resp) {
+  const store_result *r = &call->op.r;
+  const char *who = call->admin->who;
+  if (call->op.st != STORE_OK) {
+    api_json_store_failure(resp, call->op.st, r, call);
+    return API_DONE;
+  }
+  metrics_inc(r->held ? M_BREAK_BROKEN : M_BREAK_NOT_HELD);
+  if (r->held) holds_ended(call->key, r->at, HOLD_BROKEN);
+  if (r->held)
     LOG(LOG_WARN, "%s %s broken by %s: the lease of owner '%s' ended; its fence is now %lld",
-        call->family->noun, call->name, who, r.owner, (long long)r.fence);
+        call->family->noun, call->name, who, r->owner, (long long)r->fence);
   else
     LOG(LOG_INFO, "break of %s by %s: no lease was held; its fence is now %lld", call->name, who,
-        (long long)r.fence);
+        (long long)r->fence);
   /* (an election's fence is its term) */
   api_json_reply(resp, 200,
-                 json_pack("{s:s, s:b, s:I, s:o}", call->family->noun, call->name, "broken", r.held,
-                           call->family->values ? "term" : "fence", (json_int_t)r.fence, "owner",
-                           api_json_owner(r.held ? r.owner : NULL)));
+                 json_pack("{s:s, s:b, s:I, s:o}", call->family->noun, call->name, "broken", r->held,
+                           call->family->values ? "term" : "fence", (json_int_t)r->fence, "owner",
+                           api_json_owner(r->held ? r->owner : NULL)));
   return API_DONE;
 }
 

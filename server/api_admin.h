@@ -8,10 +8,17 @@
 #include "api_types.h"
 
 /* GET /v1/locks?prefix=&limit=&cursor=: under --auth-file only the names
- * the token's prefixes cover are shown. */
+ * the token's prefixes cover are shown. A page takes one store call per
+ * range at least: API_STORE with call->op a page's call, after which
+ * api_admin_list_page takes the result (and may ask for the next call). */
 api_result api_admin_list(const api_request *req, api_call *call, api_response *resp);
-/* POST /v1/locks/{call->name}/break (the body is checked here). */
+api_result api_admin_list_page(api_call *call, api_response *resp);
+/* POST /v1/locks/{call->name}/break (the body is checked here): API_STORE
+ * with the break's call, then api_admin_break_outcome. */
 api_result api_admin_break(const api_request *req, api_call *call, api_response *resp);
+api_result api_admin_break_outcome(api_call *call, api_response *resp);
+/* Frees what a listing or a break kept (call->admin). */
+void api_admin_end(api_call *call);
 /* GET /v1/locks/{call->name}/events: API_STREAM with resp->stream, or
  * an error when the caller has too many streams open (events.h). */
 api_result api_admin_events(const api_request *req, api_call *call, api_response *resp);

@@ -92,6 +92,8 @@ typedef struct {
   int waiter_counted;     /* 1: counted as one of the subject's waiters */
   int retrying;           /* 1: a waiting acquire's retry (api_retry_acquire) */
   int unavailable;        /* 1: its last try found the store unavailable */
+  struct api_admin_state *admin; /* a listing's pages so far, a break's caller (api_admin.c):
+                                    malloc'd, freed by api_call_end */
 } api_call;
 
 /* API_STREAM: a 200 whose body is resp->stream's events, for as long as

@@ -96,14 +96,17 @@ static const config_option options[] = {
     {"key-prefix", STR(key_prefix), PICKET_PROTO_KEY_PREFIX_DEFAULT, NULL,
      "prefix of every Redis key and of the release channel"},
     {"threads", INT_AUTO(threads, 1, 256), "auto", NULL,
-     "HTTP event loops, each a thread with its own Redis connections (pipelined, and one "
-     "direct). auto: one per online CPU (at most 64): a loop waits on Redis only for a direct "
-     "call, so more loops than cores mostly add switching"},
+     "HTTP event loops, each a thread with its own pipelined Redis connection. auto: one per "
+     "online CPU (at most 64): a loop never waits on the store, so more loops than cores "
+     "mostly add switching"},
     {"redis-pipeline", ENUM(redis_pipeline), "auto", pipeline_choices,
-     "auto: lock calls share their loop's pipelined Redis connection while other requests are being "
-     "handled or more connections are open than --threads; on: always; off: each call waits "
-     "on its loop's direct connection. With --min-replicas, one WAIT follows each batch that "
-     "grants or renews"},
+     "auto and on: lock calls share their loop's pipelined Redis connection; off: each call "
+     "goes to a --store-workers thread and waits there on that thread's own connection. With "
+     "--min-replicas, one WAIT follows each batch that grants or renews"},
+    {"store-workers", INT(store_workers, 1, 256), "8", NULL,
+     "threads that make the store calls no loop pipelines (listings, breaks; on etcd, or with "
+     "--redis-pipeline off, every call), each on a store connection of its own: a loop never "
+     "waits on the store, and this many such calls are in flight at once"},
     {"max-ttl-ms", INT(max_ttl_ms, 1, 86400000LL * 365), "3600000", NULL,
      "largest ttl_ms a client may ask for"},
     {"max-wait-ms", INT(max_wait_ms, 0, 86400000LL), "60000", NULL,

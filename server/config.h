@@ -70,6 +70,7 @@ typedef struct {
   int min_replicas;
   int64_t replica_timeout_ms;
   int redis_pipeline;        /* PIPELINE_AUTO, _ON or _OFF */
+  int store_workers;         /* call.c's threads for calls no loop pipelines */
   int fence_floor;           /* FENCE_FLOOR_CLOCK or _NONE */
   int64_t fence_idle_ttl_ms; /* 0: fence counters never expire (default 1 day, 0 under floor none) */
   /* --sentinel: the data nodes are found through these (0: --redis) */

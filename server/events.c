@@ -65,6 +65,7 @@
 #include "api_json.h"
 #include "auth.h"
 #include "clock.h"
+#include "call.h"
 #include "log.h"
 #include "metrics.h"
 #include "store.h"
@@ -458,7 +459,7 @@ static const store_events_hooks hooks = {on_ready, on_event, on_lost};
 /* Reads lock w (the thread, mu not held): 0 with r filled, or -1. */
 static int inspect(watched *w, store_result *r) {
   store_op op = {.kind = STORE_OP_INSPECT, .name = w->name};
-  store_run(&op);
+  call_run(&op); /* on the events thread: it may wait */
   *r = op.r;
   if (op.st != STORE_OK) {
     LOG(LOG_DEBUG, "events: reading %s failed: %s", w->name, op.r.err);

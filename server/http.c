@@ -38,6 +38,7 @@
 
 #include "api.h"
 #include "api_json.h"
+#include "call.h"
 #include "conns.h"
 #include "events.h"
 #include "log.h"
@@ -60,7 +61,6 @@ typedef struct http_req {
   int waiting;          /* parked in wait.c at least once */
   int piped;            /* its store call is with the pipeline */
   int replied;          /* a response was queued */
-  int handling;         /* counted in `handling` */
   char *body;
   size_t len, cap;
   int too_large;
@@ -88,17 +88,6 @@ static atomic_long piped_waiting; /* piped calls not yet done, all loops */
 static const config *cfg;
 static atomic_long inflight;
 static atomic_long connections; /* open client connections */
-/* Requests between "complete" and "reply queued": the ones that may call
- * the store now. Unlike `inflight`, it leaves out parked waiters and replies
- * still being sent, so a lone client's next request never sees its last
- * one as company. */
-static atomic_long handling;
-
-static void handling_set(http_req *r, int on) {
-  if (r->handling == on) return;
-  r->handling = on;
-  atomic_fetch_add(&handling, on ? 1 : -1);
-}
 
 long http_inflight(void) { return atomic_load(&inflight); }
 
@@ -239,6 +228,9 @@ static void leave_wait(http_req *r, int granted) {
   api_wait_left(&r->call);
 }
 
+static enum MHD_Result go_on(struct MHD_Connection *conn, http_req *r, api_result res,
+                             api_response *resp);
+
 /* A resumed waiter: act on why it was woken. */
 static enum MHD_Result resumed(struct MHD_Connection *conn, http_req *r) {
   api_response resp = {0};
@@ -263,9 +255,7 @@ static enum MHD_Result resumed(struct MHD_Connection *conn, http_req *r) {
         leave_wait(r, 0);
         return MHD_NO;
       }
-      if (api_retry_acquire(&r->call, &resp) == API_WAIT) return park(conn, r);
-      leave_wait(r, api_granted(&r->call));
-      return send_response(conn, r, &resp);
+      return go_on(conn, r, api_retry_acquire(&r->call), &resp);
     case WAKE_TIMEOUT:
       leave_wait(r, 0);
       api_wait_expired(&r->call, &resp);
@@ -489,20 +479,33 @@ static enum MHD_Result refuse(struct MHD_Connection *conn, http_req *r, const ch
   return refuse_as(conn, r, PICKET_PROTO_ERR_INVALID_ARGUMENT, msg, NULL);
 }
 
-/* Whether a lock call goes through the loop's pipe. It pays when other
- * calls can share its round trip; a lone client is served faster on the
- * loop's direct connection (no suspend and resume: 6-24% more ops/s at
- * one connection). Other requests being handled say there is company; so
- * do more open connections than loops, because a loop that waits on a
- * direct call serves none of its other connections meanwhile (with
- * --threads 1, only one request is ever being handled). */
-static int use_pipeline(void) {
-  return loop_pipe_pays(atomic_load(&handling) > 1 || atomic_load(&connections) > cfg->threads);
-}
-
 static void piped_done(store_op *op);
 static enum MHD_Result reply(struct MHD_Connection *conn, http_req *r, api_result res,
                              api_response *resp);
+
+/* Goes on with a request after api.c's answer: API_STORE hands the
+ * request's store call to the runner (call.c) and suspends the connection
+ * until piped_done resumes it, when on_request calls api_finish and comes
+ * back here; anything else is the reply, or a wait. Off a loop (picketd
+ * stopping) the runner makes the call here and now. */
+static enum MHD_Result go_on(struct MHD_Connection *conn, http_req *r, api_result res,
+                             api_response *resp) {
+  while (res == API_STORE) {
+    if (loop_current() != NULL) {
+      r->call.op.done = piped_done;
+      r->call.op.arg = r;
+      r->piped = 1;
+      atomic_fetch_add(&piped_waiting, 1);
+      MHD_suspend_connection(conn);
+      call_submit(&r->call.op); /* done comes from a later pass of this loop */
+      return MHD_YES;
+    }
+    api_run_store(&r->call);
+    res = api_finish(&r->call, resp);
+  }
+  if (r->waiting && res != API_WAIT) leave_wait(r, api_granted(&r->call));
+  return reply(conn, r, res, resp);
+}
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload,
@@ -545,9 +548,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return MHD_NO;
   }
   api_response resp;
-  if (r->piped) {
+  if (r->piped) { /* its store call is done (piped_done) */
     r->piped = 0;
-    return reply(conn, r, api_finish(&r->call, &resp), &resp);
+    return go_on(conn, r, api_finish(&r->call, &resp), &resp);
   }
   if (r->waiting) return resumed(conn, r);
 
@@ -562,34 +565,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       .host = header(conn, MHD_HTTP_HEADER_HOST), .origin = header(conn, "Origin"),
       .sec_fetch_site = header(conn, "Sec-Fetch-Site"),
       .content_type = header(conn, MHD_HTTP_HEADER_CONTENT_TYPE), .conn = r->sock};
-  handling_set(r, 1); /* until reply(), or the end of the request */
   if (target_has_nul(r, url, version)) {
-    handling_set(r, 0);
     memset(&resp, 0, sizeof resp);
     resp.endpoint = EP_OTHER;
     api_error(&resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, "the request target contains a NUL byte");
     return send_response(conn, r, &resp);
   }
-  api_result res = api_prepare(&req, &r->call, &resp);
-  if (res == API_STORE) {
-    if (use_pipeline()) {
-      r->call.op.done = piped_done;
-      r->call.op.arg = r;
-      if (loop_pipe_call(&r->call.op) == 0) {
-        /* done() comes from a later pass of this loop, never before this
-         * suspend. */
-        r->piped = 1;
-        atomic_fetch_add(&piped_waiting, 1);
-        MHD_suspend_connection(conn);
-        return MHD_YES;
-      }
-      /* over at once (the store unreachable): op.st says why */
-    } else {
-      api_run_store(&r->call);
-    }
-    res = api_finish(&r->call, &resp);
-  }
-  return reply(conn, r, res, &resp);
+  return go_on(conn, r, api_prepare(&req, &r->call, &resp), &resp);
 }
 
 /* A piped call's reply is in (on its loop's thread): answer it. */
@@ -631,7 +613,6 @@ static enum MHD_Result stream_start(struct MHD_Connection *conn, http_req *r, ap
 /* Sends what the handler decided, or parks a waiting acquire. */
 static enum MHD_Result reply(struct MHD_Connection *conn, http_req *r, api_result res,
                              api_response *resp) {
-  handling_set(r, 0);
   if (res == API_WAIT) return park(conn, r);
   if (res == API_STREAM) return stream_start(conn, r, resp);
   if (api_granted(&r->call)) {
@@ -653,7 +634,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
   http_req *r = *state;
   conns_request_finished(r ? r->sock : sock_of(conn));
   if (r == NULL) return;
-  handling_set(r, 0); /* a piped call whose client left while suspended */
   events_close(r->stream);
   r->stream = NULL;
   if (r->waiting) leave_wait(r, api_granted(&r->call));

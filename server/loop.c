@@ -15,6 +15,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+
 struct loop {
   loop_hooks hooks;
   void *ctx;
@@ -26,8 +27,10 @@ struct loop {
   conns_loop *conns;        /* its connections' deadlines (their sockets are in ep too) */
   pthread_t thread;
   int started;
-  pthread_mutex_t mu;       /* guards the resume queue */
+  pthread_mutex_t mu;       /* guards the resume and done queues */
   loop_resume *resume_head, *resume_tail;
+  store_op *done_head, *done_tail; /* calls other threads made for it (loop_done_soon) */
+  atomic_long owed;         /* ...and how many it still waits for */
 };
 
 static const config *cfg;
@@ -90,8 +93,32 @@ loop *loop_current(void) { return cur; }
 
 conns_loop *loop_conns(loop *l) { return l->conns; }
 
-int loop_pipe_pays(int company) {
-  return cur && cur->pipe && !atomic_load(&pipes_closed) && (company || store_pipeline_forced());
+int loop_pipe_open(void) { return cur && cur->pipe && !atomic_load(&pipes_closed); }
+
+void loop_owe(loop *l) { atomic_fetch_add(&l->owed, 1); }
+
+void loop_done_soon(loop *l, store_op *op) {
+  op->next = NULL;
+  pthread_mutex_lock(&l->mu);
+  int first = l->resume_head == NULL && l->done_head == NULL;
+  if (l->done_tail) l->done_tail->next = op;
+  else l->done_head = op;
+  l->done_tail = op;
+  pthread_mutex_unlock(&l->mu);
+  if (first) loop_wake(l);
+}
+
+/* Completes the calls other threads finished for l. */
+static void take_dones(loop *l) {
+  pthread_mutex_lock(&l->mu);
+  store_op *op = l->done_head;
+  l->done_head = l->done_tail = NULL;
+  pthread_mutex_unlock(&l->mu);
+  for (store_op *next; op; op = next) {
+    next = op->next; /* done may free op */
+    atomic_fetch_sub(&l->owed, 1);
+    op->done(op);
+  }
 }
 
 int loop_pipe_call(store_op *op) { return store_pipe_append(cur->pipe, op); }
@@ -137,7 +164,12 @@ static void take_resumes(loop *l) {
     next = r->next; /* the request may end once resumed */
     l->hooks.resume(r);
   }
+  take_dones(l);
 }
+
+/* How long loop_stop waits for the calls workers make for a loop: longer
+ * than any store call may take (every store timeout is at most 60 s). */
+#define LOOP_OWED_WAIT_MS 65000
 
 /* Events taken from a loop's epoll set per call. */
 #define LOOP_EVENTS 32
@@ -197,6 +229,13 @@ void loop_stop(loop *l) {
   }
   store_pipe_free(l->pipe); /* fails any call still waiting; nothing should */
   l->pipe = NULL;
+  /* Calls a worker still makes for l end within the store's timeout: their
+   * requests are answered (or their undo freed) here, on this thread. */
+  for (int64_t waited = 0; atomic_load(&l->owed) > 0 && waited < LOOP_OWED_WAIT_MS; waited++) {
+    take_dones(l);
+    if (atomic_load(&l->owed) > 0) usleep(1000);
+  }
+  take_dones(l);
 }
 
 void loop_free(loop *l) {

@@ -62,17 +62,24 @@ void loop_resume_soon(loop *l, loop_resume *item);
 /* Wakes l for one pass now (any thread). */
 void loop_wake(loop *l);
 
-/* 1 when a store call made on this thread should go through its loop's
- * pipe: it is a loop thread, its loop has a pipe, pipes are not closed,
- * and the pipe pays: `company` (other calls may share its round trip) or
- * the store's pipelining is forced on (store_pipeline_forced). */
-int loop_pipe_pays(int company);
+/* ---- for call.c, the runner of store calls ---------------------------- */
+
+/* 1 when the calling thread is a loop whose pipe takes calls now (it has
+ * one, and pipes are not closed). */
+int loop_pipe_open(void);
 /* Queues op on the calling thread's loop's pipe: 0, after which op->done
  * is called once from a later pass of this loop (never before the caller
  * returns to the loop), or -1 when the call is over at once (op->st and
  * op->r say why, and done is not called). */
 int loop_pipe_call(store_op *op);
-/* Stopping: new store calls go direct from now on (loop_can_pipe 0). */
+/* Stopping: new store calls go to the runner's workers from now on. */
 void loop_close_pipes(void);
+/* A call for l went to another thread (call.c's workers): l owes it a
+ * done. loop_stop waits for what l is owed before it returns. */
+void loop_owe(loop *l);
+/* Calls op->done(op) on l's thread, from its next pass; any thread may
+ * call it, once per loop_owe. (After l's thread has stopped, loop_stop
+ * calls it on the stopping thread.) */
+void loop_done_soon(loop *l, store_op *op);
 
 #endif

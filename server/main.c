@@ -19,6 +19,7 @@
 
 #include "api.h"
 #include "auth.h"
+#include "call.h"
 #include "config.h"
 #include "conns_token.h"
 #include "events.h"
@@ -129,6 +130,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   api_init(&cfg);
+  if (call_start(&cfg) < 0) {
+    LOG(LOG_ERROR, "cannot start the store workers: %s", strerror(errno));
+    return 1;
+  }
   if (wait_start(&cfg, http_resume) < 0) {
     LOG(LOG_ERROR, "cannot start the waiter threads: %s", strerror(errno));
     return 1;
@@ -190,14 +195,16 @@ int main(int argc, char **argv) {
   if (http_inflight() > 0)
     LOG(LOG_WARN, "%ld requests still running after %lld ms; closing them", http_inflight(),
         (long long)waited);
-  /* A connection suspended on a pipelined call must be resumed before the
+  /* A connection suspended on a store call must be resumed before the
    * loops stop: let the pipes answer what they hold (bounded by
-   * --redis-timeout-ms; later calls run on their loop's direct connection),
-   * then give the loops a moment to send those replies. */
+   * --redis-timeout-ms; later calls go to the store workers), then give
+   * the loops a moment to send those replies. */
   loop_close_pipes();
-  drain(http_piped, cfg.redis_timeout_ms + SHUTDOWN_GRACE_MS); /* the limit: a safety net */
+  int64_t store_timeout_ms = cfg.etcd_list[0] ? cfg.etcd_timeout_ms : cfg.redis_timeout_ms;
+  drain(http_piped, store_timeout_ms + SHUTDOWN_GRACE_MS); /* the limit: a safety net */
   drain(http_inflight, SHUTDOWN_GRACE_MS);
   http_stop();
+  call_stop(); /* after the loops: what they handed the workers is done */
   tls_stop();
   sweep_stop();
   events_stop();

@@ -62,7 +62,7 @@ static struct {
   atomic_ulong sum_us; /* microseconds, so the sum stays an integer atomic */
 } hists[H_COUNT];
 
-static metrics_family_fn *families[4];
+static metrics_family_fn *families[8];
 static int nfamilies;
 
 void metrics_add_families(metrics_family_fn *fn) {

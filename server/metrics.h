@@ -91,7 +91,7 @@ typedef struct metrics_buf metrics_buf;
 void metrics_put(metrics_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A subsystem's own families (quota.c: per-token rows), appended to every
  * scrape after picketd's. Registered at start, before the HTTP server
- * runs, so that metrics.c depends on nothing above it; at most 4.
+ * runs, so that metrics.c depends on nothing above it; at most 8.
  * all_tenants is metrics_render's: 0 leaves out every series that names
  * a tenant's token. (No series names a lock: see docs/security.md.) */
 typedef void metrics_family_fn(metrics_buf *b, int all_tenants);

@@ -49,6 +49,16 @@ typedef struct {
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
 } store_permit;
 
+/* Where a listing goes on, as the backend wrote it (store/cursor.h): text
+ * that the HTTP side never parses, only hands back (inside the API's own
+ * cursor). "" is the first page. The backend reads back only what it could
+ * have written for the same prefix (else STORE_EARG), so a cursor made up
+ * by a client starts a listing somewhere in that prefix or nowhere. */
+#define STORE_CURSOR_MAX (PICKET_PROTO_NAME_MAX + 16)
+typedef struct {
+  char text[STORE_CURSOR_MAX];
+} store_cursor;
+
 /* One held name in a listing (store_list). */
 typedef struct {
   char kind;         /* 'l' a lock, 's' a semaphore, 'r' a read/write lock */
@@ -85,6 +95,7 @@ typedef struct {
   char why[160];     /* renew or release LOST: why, when known ("broken by ... at ...") */
   char token[72];    /* break: the token whose max_leases counted the broken lease, or "" */
   char next[PICKET_PROTO_NAME_MAX + 3]; /* list: the index member to resume after, "" at the end */
+  int more;          /* list by store_run: 1 when another page follows (op->cursor) */
   store_entry *entries; /* list: the page; malloc'd, freed by store_result_clear */
   int nentries;
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
@@ -199,12 +210,17 @@ typedef struct store_op {
   const char *who;                 /* break: who breaks it */
   const char *after;               /* list: the index member to resume after ("": the first) */
   int index_slot;                  /* list: whose index (Redis Cluster; else 0) */
+  store_cursor *cursor;            /* a list's (STORE_OP_LIST by store_run): where it starts;
+                                      on return where the next page starts */
   const char *token;               /* whose lease count this lease is in, or NULL */
   int64_t max_leases;              /* ...and its limit (0: none, nothing counted) */
   store_status st;                 /* the outcome */
   store_result r;
   void (*done)(struct store_op *); /* called once, on the pipe's thread */
   void *arg;                       /* the caller's */
+  /* the runner's (call.c): the caller's done, and the loop it runs on */
+  void (*then)(struct store_op *);
+  void *loop;
   /* the store's: */
   struct store_op *next;
   int64_t deadline_ms;             /* this send's reply is due */
@@ -218,7 +234,11 @@ typedef struct store_op {
 
 /* Runs op on the calling thread's own connection (one round trip, the
  * thread blocked for it; with --min-replicas also the WAIT) and sets
- * op->st and op->r. op->done is not called. */
+ * op->st and op->r. op->done is not called. A STORE_OP_LIST is
+ * store_list(op->name as the prefix, op->limit, op->cursor, &op->r.more)
+ * and a STORE_OP_BREAK store_break(op->name, op->who): so that every call
+ * can be handed to one runner (call.c) as an op. Loops never call this:
+ * call_submit does, on a thread that may block. */
 void store_run(store_op *op);
 
 /* A pipelined connection, used by one thread only. */
@@ -266,15 +286,6 @@ void store_pipe_expire(store_pipe *p);
 
 /* ---- operators: listing and breaking ---------------------------------- */
 
-/* Where a listing goes on, as the backend wrote it (store/cursor.h): text
- * that the HTTP side never parses, only hands back (inside the API's own
- * cursor). "" is the first page. The backend reads back only what it could
- * have written for the same prefix (else STORE_EARG), so a cursor made up
- * by a client starts a listing somewhere in that prefix or nowhere. */
-#define STORE_CURSOR_MAX (PICKET_PROTO_NAME_MAX + 16)
-typedef struct {
-  char text[STORE_CURSOR_MAX];
-} store_cursor;
 
 /* Up to `limit` held names that start with `prefix`, from *at on, into
  * r->entries (the caller frees them with store_result_clear). On return

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "call.h"
 #include "log.h"
 #include "store.h"
 
@@ -48,11 +49,10 @@ static void *sweep_main(void *arg) {
     }
     if (stopping) break;
     pthread_mutex_unlock(&mu);
-    store_result r;
-    int more = 0;
-    /* a failure (Redis away) just waits for the next turn */
-    if (store_list("", SWEEP_PAGE, &at, &more, &r) == STORE_OK) store_result_clear(&r);
-    if (!more) at = (store_cursor){""}; /* around again */
+    store_op op = {.kind = STORE_OP_LIST, .name = "", .limit = SWEEP_PAGE, .cursor = &at};
+    call_run(&op); /* a failure (the store away) just waits for the next turn */
+    store_result_clear(&op.r);
+    if (op.st != STORE_OK || !op.r.more) at = (store_cursor){""}; /* around again */
     pthread_mutex_lock(&mu);
   }
   pthread_mutex_unlock(&mu);

@@ -21,7 +21,14 @@ int store_feed_start(void (*released)(const char *key)) { return be->feed_start(
 void store_feed_want(int on) { be->feed_want(on); }
 void store_feed_stop(void) { be->feed_stop(); }
 
-void store_run(store_op *op) { be->run(op); }
+void store_run(store_op *op) {
+  if (op->kind == STORE_OP_LIST)
+    op->st = be->list(op->name, (int)op->limit, op->cursor, &op->r.more, &op->r);
+  else if (op->kind == STORE_OP_BREAK)
+    op->st = be->break_lock(op->name, op->who, &op->r);
+  else
+    be->run(op);
+}
 int store_pipeline_enabled(void) { return be->pipeline_enabled(); }
 int store_pipeline_forced(void) { return be->pipeline_forced(); }
 store_pipe *store_pipe_new(void) { return be->pipe_new(); }

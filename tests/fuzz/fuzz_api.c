@@ -612,7 +612,9 @@ static void run_request(const api_request *req, const config *cfg, stub_fault fa
       break;
     }
     if (flags & FLAG_EXPIRE) stub_advance_ms(30LL * 24 * 3600 * 1000);
-    r = api_retry_acquire(&call, &resp);
+    api_retry_acquire(&call);
+    api_run_store(&call);
+    r = api_finish(&call, &resp);
   }
   if (verbose)
     printf("%s %s (fault %d, %zu body bytes) -> %d %.*s\n", req->method, req->path, (int)fault,

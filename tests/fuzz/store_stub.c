@@ -363,6 +363,10 @@ void store_run(store_op *op) {
     case STORE_OP_RENEW: op->st = stub_renew(op, &op->r); break;
     case STORE_OP_RELEASE: op->st = stub_release(op, &op->r); break;
     case STORE_OP_INSPECT: op->st = stub_inspect(op->name, &op->r); break;
+    case STORE_OP_LIST:
+      op->st = store_list(op->name, (int)op->limit, op->cursor, &op->r.more, &op->r);
+      break;
+    case STORE_OP_BREAK: op->st = store_break(op->name, op->who, &op->r); break;
     default: op->st = stub_family(op); break;
   }
 }
@@ -483,3 +487,29 @@ void store_feed_want(int on) { (void)on; }
 void store_feed_stop(void) {}
 void store_stop(void) {}
 
+
+/* No pipelining: the harness runs no loop (the runner, call.c, makes
+ * every call on the harness's thread), so these are never called; they
+ * exist because loop.c, which the core links, names them. */
+int store_pipeline_enabled(void) { return 0; }
+int store_pipeline_forced(void) { return 0; }
+store_pipe *store_pipe_new(void) { return NULL; }
+int store_pipe_connect(store_pipe *p) { return p ? 0 : -1; }
+void store_pipe_free(store_pipe *p) { (void)p; }
+int store_pipe_append(store_pipe *p, store_op *op) {
+  (void)p;
+  store_run(op);
+  return -1;
+}
+void store_pipe_flush(store_pipe *p) { (void)p; }
+int store_pipe_fd(const store_pipe *p, unsigned long *opens) {
+  (void)p;
+  *opens = 0;
+  return -1;
+}
+void store_pipe_read(store_pipe *p) { (void)p; }
+int64_t store_pipe_timeout_ms(const store_pipe *p) {
+  (void)p;
+  return -1;
+}
+void store_pipe_expire(store_pipe *p) { (void)p; }

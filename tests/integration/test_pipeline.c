@@ -13,8 +13,10 @@
  *   each lock's fences exactly 1..n (clock floor: rising) in grant order (the holder before a
  *   grant had sent its release before that grant's reply came), GET's
  *   fence == grants, and the metrics show calls sharing round trips.
- * auto_follows_connections: `auto` keeps a lone client's calls direct and
- *   pipes them once more connections are open than --threads.
+ * no_mode_blocks_the_loop: with one loop and Redis stopped, under `auto`
+ *   and `off`, an acquire, a listing and a break are out at the store
+ *   while /healthz is answered (every call goes through the runner,
+ *   server/call.c: `auto` pipes, `off` hands calls to --store-workers).
  * off_and_min_replicas: the same load with `off` never uses the pipeline;
  *   `on` with --min-replicas does (a WAIT after the batch): with no
  *   replica the grant is refused not_replicated and taken back.
@@ -38,14 +40,11 @@
  * Redis stays stopped until the test has seen (picket_http_inflight_requests)
  * that every call is inside picketd, so nothing depends on a sleep being
  * long enough. picketd's --redis-timeout-ms is raised above any wait here,
- * so a timeout never stands in for the outcome under test. Of `auto`, only
- * the connection-count rule is tested (auto_follows_connections, with
- * requests one at a time): the in-flight rule depends on what else is in
- * flight at that instant, and a call on the direct path to a stopped Redis blocks
- * its event loop and every connection that loop serves. */
+ * so a timeout never stands in for the outcome under test. */
 #include <curl/curl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -81,20 +80,29 @@ static void redis_thaw(void) { kill(harness_redis_pid(R), SIGCONT); }
 /* ---- one lock call on a thread of its own --------------------------- */
 
 typedef struct {
-  const char *name;
+  const char *name;   /* a lock's name, or a path ("/v1/...": a GET of it) */
   const char *action; /* NULL: GET */
   char body[120];
   fault_call c;
   pthread_t t;
+  atomic_int done;
 } shot;
 
 static void *shot_main(void *arg) {
   shot *s = arg;
-  fault_lock(harness_picketd_url(P), s->name, s->action, s->body, &s->c);
+  if (s->name[0] == '/') {
+    harness_resp r;
+    s->c.status = harness_http(harness_picketd_url(P), "GET", s->name, NULL, &r) == 0 ? r.status : 0;
+    harness_resp_free(&r);
+  } else {
+    fault_lock(harness_picketd_url(P), s->name, s->action, s->body, &s->c);
+  }
+  atomic_store(&s->done, 1);
   return NULL;
 }
 
 static void shot_fire(shot *s, const char *name, const char *action, const char *body) {
+  atomic_store(&s->done, 0);
   s->name = name;
   s->action = action;
   snprintf(s->body, sizeof s->body, "%s", body);
@@ -222,40 +230,45 @@ START_TEST(load_on) {
 }
 END_TEST
 
-/* An open connection that sends nothing (picketd counts it once accepted). */
-static int idle_connection(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)harness_picketd_port(P)),
-                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-  return fd;
-}
-
-/* One acquire and its release, one request at a time. */
-static void cycle_once(const char *name) {
-  fault_call c;
-  ck_assert_int_eq(fault_acquire(harness_picketd_url(P), name, 30000, NULL, &c), 200);
-  ck_assert_int_eq(fault_lease_call(harness_picketd_url(P), name, "release", c.lease, &c), 200);
-}
-
-START_TEST(auto_follows_connections) {
-  /* 8 loops: a client's few connections (each call opens one, and
-   * picketd may not have seen the last one close yet) stay below it */
-  const char *more[] = {"--threads", "8", NULL};
-  start("auto", more);
-  for (int i = 0; i < 5; i++) cycle_once("au");
-  ck_assert_int_eq((int)metric("picket_redis_pipeline_batches_total"), 0);
-  enum { IDLE = 12 };
-  int fd[IDLE];
-  for (int i = 0; i < IDLE; i++) fd[i] = idle_connection();
-  /* picketd accepts them at its own pace: cycle until a call is piped */
-  int64_t until = harness_now_ms() + 5000 * harness_time_scale();
-  double batches = 0;
-  while ((batches = metric("picket_redis_pipeline_batches_total")) == 0 && harness_now_ms() < until)
-    cycle_once("au");
-  ck_assert_msg(batches > 0, "%d idle connections open, 8 loops: no call was piped", IDLE);
-  for (int i = 0; i < IDLE; i++) close(fd[i]);
+/* Every store call goes through the runner (server/call.c), so no mode
+ * makes a loop wait on the store: with one loop and Redis frozen, an
+ * acquire, a listing and a break are out at the store while /healthz is
+ * answered. (Before issue 41, `auto` made a lone client's call on the
+ * loop's own connection and `off` every call, and listings and breaks
+ * always: the loop served nothing until Redis answered.) */
+static void loop_never_waits(const char *mode) {
+  const char *one[] = {"--threads", "1", NULL};
+  start(mode, one);
+  /* the loop's pipe connects once the loop runs (a blocking connect and
+   * script load, with Redis up): a first call waits for it */
+  fault_call warm;
+  ck_assert_int_eq(fault_acquire(harness_picketd_url(P), "nw.warm", 30000, NULL, &warm), 200);
+  shot acquire, list, brk;
+  redis_freeze();
+  shot_fire(&acquire, "nw.a", "acquire", "{\"ttl_ms\":30000}");
+  shot_fire(&list, "/v1/locks?limit=5", NULL, "");
+  shot_fire(&brk, "nw.c", "break", "{}");
+  await_inflight(3); /* all three are in picketd, their store calls out */
+  harness_resp h;
+  ck_assert_int_eq(harness_http(harness_picketd_url(P), "GET", "/healthz", NULL, &h), 0);
+  ck_assert_int_eq(h.status, 200);
+  harness_resp_free(&h);
+  int waited = atomic_load(&acquire.done) + atomic_load(&list.done) + atomic_load(&brk.done);
+  redis_thaw();
+  pthread_join(acquire.t, NULL);
+  pthread_join(list.t, NULL);
+  pthread_join(brk.t, NULL);
+  ck_assert_msg(waited == 0, "%s: /healthz was answered only after %d store call(s) ended", mode,
+                waited);
+  ck_assert_msg(acquire.c.status == 200, "%s: acquire %ld %s", mode, acquire.c.status, acquire.c.code);
+  ck_assert_msg(list.c.status == 200, "%s: listing %ld", mode, list.c.status);
+  ck_assert_msg(brk.c.status == 200, "%s: break %ld %s", mode, brk.c.status, brk.c.code);
   stop_both();
+}
+
+START_TEST(no_mode_blocks_the_loop) {
+  loop_never_waits("auto");
+  loop_never_waits("off");
 }
 END_TEST
 
@@ -560,7 +573,7 @@ START_TEST(half_closed_client) {
     ck_assert_msg(harness_fence_follows(c.fence, next, 0), "fence %lld after %lld", (long long)next,
                   (long long)c.fence);
   }
-  ck_assert(fault_log_has(harness_picketd_log(P), "was not delivered; released it"));
+  ck_assert(fault_log_has(harness_picketd_log(P), "was not delivered; releasing it"));
   stop_both();
 }
 END_TEST
@@ -573,7 +586,7 @@ int main(void) {
   const TTest *tests[] = {load_on,          off_and_min_replicas,
                           noscript_in_batch, redis_killed_mid_batch, sigterm_finishes_piped_calls,
                           sigterm_drains_pipeline, half_closed_client,
-                          auto_follows_connections, stopped_redis_times_out};
+                          no_mode_blocks_the_loop, stopped_redis_times_out};
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
     TCase *tc = tcase_create(tests[i]->name);
     /* a hang (a call never resumed, a drain that never ends) fails here */
