@@ -1,0 +1,78 @@
+/* operators.c: what an operator does on Redis, and what the lock events
+ * keep up: a listing of held names (proto/redis/list.lua, one index per
+ * hash slot under --redis-cluster), a break (break.lua) with the broken
+ * lease's place given back to its token, and the watch that keeps a lock's
+ * events published (watch.lua, for store_events.c). Each is one or a few
+ * direct calls (direct.c), on the calling thread. */
+#include "operators.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "direct.h"
+#include "feed.h"
+#include "lease_count.h"
+#include "node.h"
+#include "redis.h"
+
+store_status store_redis_list(const char *prefix, int limit, store_cursor *at, int *more,
+                              store_result *r) {
+  memset(r, 0, sizeof *r);
+  *more = 0;
+  int cluster = node_is_cluster();
+  if (!cluster) at->slot = 0;
+  for (int visited = 0; visited < STORE_LIST_SLOTS; visited++) {
+    store_op op = {.kind = STORE_OP_LIST, .name = prefix, .after = at->after,
+                   .index_slot = at->slot, .limit = limit - r->nentries};
+    store_redis_run(&op);
+    if (op.st != STORE_OK) {
+      store_result_clear(r);
+      memcpy(r->err, op.r.err, sizeof r->err);
+      return op.st;
+    }
+    if (op.r.nentries > 0) { /* append this slot's entries to the page */
+      store_entry *all = realloc(r->entries, (size_t)(r->nentries + op.r.nentries) * sizeof *all);
+      if (all == NULL) {
+        store_result_clear(&op.r);
+        store_result_clear(r);
+        set_err(r, "out of memory listing %s", "held names");
+        return STORE_EUNAVAIL;
+      }
+      memcpy(all + r->nentries, op.r.entries, (size_t)op.r.nentries * sizeof *all);
+      r->entries = all;
+      r->nentries += op.r.nentries;
+    }
+    store_result_clear(&op.r);
+    if (op.r.next[0]) { /* this index has more */
+      snprintf(at->after, sizeof at->after, "%s", op.r.next);
+      *more = 1;
+      return STORE_OK;
+    }
+    at->after[0] = '\0';
+    if (!cluster || at->slot + 1 >= NODE_SLOTS) return STORE_OK;
+    at->slot++;
+    if (r->nentries >= limit) break;
+  }
+  *more = 1; /* a full page, or STORE_LIST_SLOTS slots looked at */
+  return STORE_OK;
+}
+
+store_status store_redis_break(const char *name, const char *who, store_result *r) {
+  store_op op = {.kind = STORE_OP_BREAK, .name = name, .who = who};
+  store_redis_run(&op);
+  *r = op.r;
+  if (op.st != STORE_OK || r->token[0] == '\0') return op.st;
+  /* The broken lease's place in its token's max_leases goes back now, not
+   * at its TTL (quota.lua: the count may live in another slot). */
+  store_op note = {.kind = STORE_OP_RELEASE, .name = name, .token = r->token, .max_leases = 1,
+                   .phase = PHASE_NOTE, .note = "drop"};
+  if (direct_run(&note) != STORE_OK) lease_count_note_failed(&note);
+  return op.st;
+}
+
+store_status store_redis_watch(const char *name, int64_t for_ms, store_result *r) {
+  store_op op = {.kind = STORE_OP_WATCH, .name = name, .ttl_ms = for_ms};
+  store_redis_run(&op);
+  *r = op.r;
+  return op.st;
+}
