@@ -138,7 +138,7 @@ static const int op_script[] = {
     [STORE_OP_RW_FORGET] = SCRIPT_RW,      [STORE_OP_BREAK] = SCRIPT_BREAK,
     [STORE_OP_LIST] = SCRIPT_LIST,         [STORE_OP_WATCH] = SCRIPT_WATCH};
 int codec_script_of(const store_op *op) {
-  return op->phase == PHASE_CALL ? op_script[op->kind] : SCRIPT_QUOTA;
+  return redis_op_view(op)->phase == PHASE_CALL ? op_script[op->kind] : SCRIPT_QUOTA;
 }
 
 /* The index of held names (proto/redis/list.lua) that name's keys go
@@ -212,6 +212,7 @@ static int family_command_build(const store_op *op, op_command *cmd, int inline_
  * quota phase): every key of one call shares its hash tag, except the
  * token's key outside a cluster, where slots do not matter. */
 int codec_build(const store_op *op, op_command *cmd) {
+  const redis_op *ro = redis_op_view(op);
   int quota = lease_count_counts(op);
   if (quota && picket_proto_key_token_leases(cmd->token_key, KEY_MAX, store_redis_cfg->key_prefix,
                                              op->token) < 0)
@@ -223,10 +224,10 @@ int codec_build(const store_op *op, op_command *cmd) {
   a[n++] = "EVALSHA";
   a[n++] = NULL; /* conn_bind */
   quota_member(op, cmd);
-  if (op->phase != PHASE_CALL) { /* quota.lua (token_key; verb, member, ttl, max) */
+  if (ro->phase != PHASE_CALL) { /* quota.lua (token_key; verb, member, ttl, max) */
     memcpy(cmd->lease_key, cmd->token_key, sizeof cmd->lease_key);
     a[n++] = "1", a[n++] = cmd->token_key;
-    a[n++] = op->phase == PHASE_TAKE ? "take" : op->note, a[n++] = cmd->member;
+    a[n++] = ro->phase == PHASE_TAKE ? "take" : ro->note, a[n++] = cmd->member;
     a[n++] = cmd->ttl, a[n++] = cmd->max;
     cmd->argc = n;
     return 0;
@@ -525,28 +526,29 @@ static store_status list_parse(store_op *op, const redisReply *rep) {
 /* Reads one script's reply (not NOSCRIPT, which the caller handles) into
  * op->r and returns the call's status. Frees rep. */
 store_status codec_parse(store_op *op, redisReply *rep) {
+  redis_op *ro = redis_op_of(op);
   store_result *r = &op->r;
   store_status st = STORE_OK;
   if (rep->type == REDIS_REPLY_ERROR) {
-    st = codec_error(op->node, rep->str, r);
-    if (op->slot >= 0 && (strncmp(rep->str, "CLUSTERDOWN", 11) == 0 ||
+    st = codec_error(ro->node, rep->str, r);
+    if (ro->slot >= 0 && (strncmp(rep->str, "CLUSTERDOWN", 11) == 0 ||
                           strncmp(rep->str, "TRYAGAIN", 8) == 0)) {
       /* Name the slot: which shard is down (or mid-migration for longer
        * than --redis-timeout-ms) is what an operator needs. */
       char detail[200];
       snprintf(detail, sizeof detail, "%.199s", r->err);
-      snprintf(r->err, sizeof r->err, "Redis Cluster slot %d: %.200s", op->slot, detail);
+      snprintf(r->err, sizeof r->err, "Redis Cluster slot %d: %.200s", ro->slot, detail);
     }
     freeReplyObject(rep);
     return st;
   }
   metrics_gauge_set(G_REDIS_UP, 1), metrics_gauge_set(G_STORE_UP, 1);
-  node_ok(op->node);
+  node_ok(ro->node);
   redisReply **e = rep->element;
-  if (op->phase != PHASE_CALL) { /* quota.lua: take 0, 1 or 2; touch, drop 1 */
+  if (ro->phase != PHASE_CALL) { /* quota.lua: take 0, 1 or 2; touch, drop 1 */
     if (!is_int(rep) || rep->integer < 0 || rep->integer > 2) goto odd;
     if (rep->integer == 0) st = STORE_EQUOTA;
-    op->quota_added = rep->integer == 1;
+    ro->quota_added = rep->integer == 1;
     freeReplyObject(rep);
     return st;
   }

@@ -36,7 +36,7 @@ static struct timeval ms_tv(int64_t ms) {
 static redisReply *call_once(conn *k, store_op *op, op_command *cmd, store_status *st) {
   for (int attempt = 0;; attempt++) {
     redisReply *rep = NULL, *asked = NULL;
-    if (op->asking) {
+    if (redis_op_of(op)->asking) {
       /* ASKING and the call in one write: the flag lasts one command. */
       if (redisAppendCommand(k->c, "ASKING") != REDIS_OK ||
           redisAppendCommandArgv(k->c, cmd->argc, cmd->argv, NULL) != REDIS_OK ||
@@ -68,22 +68,23 @@ static redisReply *call_once(conn *k, store_op *op, op_command *cmd, store_statu
  * --redis-cluster the redirections followed (redirect.c). op->node is the
  * node that answered, for the WAIT of --min-replicas. */
 store_status direct_run(store_op *op) {
+  redis_op *ro = redis_op_of(op);
   op_command cmd;
   if (codec_build(op, &cmd) < 0) return codec_bad_name(&op->r);
-  op->call_deadline_ms = clock_mono_ms() + store_redis_cfg->redis_timeout_ms;
-  op->hops = op->asking = 0;
-  op->backoff_ms = TRYAGAIN_MIN_MS;
+  ro->call_deadline_ms = clock_mono_ms() + store_redis_cfg->redis_timeout_ms;
+  ro->hops = ro->asking = 0;
+  ro->backoff_ms = TRYAGAIN_MIN_MS;
   int next = FOLLOW_ROUTE;
   for (;;) {
     int id = next >= 0 ? next : redirect_route(op, &cmd);
     if (id < 0) return STORE_EUNAVAIL;
-    op->node = id;
+    ro->node = id;
     store_status st;
     conn *k = conn_for_calls(NULL, id, 1, &op->r, &st);
     if (k == NULL) return st;
     conn_bind(&cmd, k, op);
     redisReply *rep = call_once(k, op, &cmd, &st);
-    op->asking = 0;
+    ro->asking = 0;
     if (rep == NULL) return st;
     if (!node_current(id, k->gen, k->lease_epoch, op->r.err, sizeof op->r.err))
       return conn_primary_moved(k, rep, &op->r);
@@ -136,7 +137,8 @@ static store_status wait_replicas(int id, store_result *r) {
  * that is lost in a failover only leaves a lease to its TTL). */
 int direct_guarded(const store_op *op) {
   store_op_kind base = store_op_base(op->kind);
-  return store_redis_cfg->min_replicas > 0 && op->phase == PHASE_CALL && op->st == STORE_OK &&
+  return store_redis_cfg->min_replicas > 0 && redis_op_view(op)->phase == PHASE_CALL &&
+         op->st == STORE_OK &&
          (base == STORE_OP_ACQUIRE || base == STORE_OP_RENEW || base == STORE_OP_BREAK);
 }
 
@@ -149,7 +151,7 @@ int direct_guarded(const store_op *op) {
 void direct_guard_refused(store_op *op, void (*undo)(void *, const store_op *), void *arg) {
   if (store_op_base(op->kind) != STORE_OP_ACQUIRE || !op->r.created) return;
   undo(arg, op);
-  op->quota_added = 0; /* the undo dropped the count */
+  redis_op_of(op)->quota_added = 0; /* the undo dropped the count */
 }
 
 
@@ -164,7 +166,7 @@ static void undo_direct(void *arg, const store_op *op) {
  * op's write: WAIT, and the undo when it falls short. */
 void direct_guard(store_op *op) {
   if (!direct_guarded(op)) return;
-  op->st = wait_replicas(op->node, &op->r);
+  op->st = wait_replicas(redis_op_of(op)->node, &op->r);
   if (op->st != STORE_OK) direct_guard_refused(op, undo_direct, NULL);
 }
 
@@ -179,8 +181,8 @@ void store_redis_run(store_op *op) {
   const char *verb = lease_count_note_of(op);
   if (verb) {
     store_op note = {.kind = op->kind, .name = op->name, .lease = op->lease, .token = op->token,
-                     .max_leases = op->max_leases, .ttl_ms = op->ttl_ms,
-                     .phase = PHASE_NOTE, .note = verb};
+                     .max_leases = op->max_leases, .ttl_ms = op->ttl_ms};
+    lease_count_note(&note, verb);
     if (direct_run(&note) != STORE_OK) lease_count_note_failed(&note);
   }
 }

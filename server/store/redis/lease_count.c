@@ -23,29 +23,36 @@ int lease_count_apart(const store_op *op) { return lease_count_counts(op) && nod
 
 /* The first phase of op, before its first send. */
 void lease_count_begin(store_op *op) {
-  op->phase =
+  redis_op_of(op)->phase =
       lease_count_apart(op) && store_op_base(op->kind) == STORE_OP_ACQUIRE ? PHASE_TAKE
                                                                             : PHASE_CALL;
-  op->quota_added = 0;
+  redis_op_of(op)->quota_added = 0;
 }
 
 /* After a take: 1 when the call itself goes out next (op->phase moved on). */
 int lease_count_taken(store_op *op) {
-  if (op->phase != PHASE_TAKE || op->st != STORE_OK) return 0;
-  op->phase = PHASE_CALL;
+  redis_op *ro = redis_op_of(op);
+  if (ro->phase != PHASE_TAKE || op->st != STORE_OK) return 0;
+  ro->phase = PHASE_CALL;
   return 1;
 }
 
 /* The count update op's outcome calls for once it is complete: "touch",
  * "drop", or NULL for none (or when the scripts keep the count). */
 const char *lease_count_note_of(const store_op *op) {
-  if (op->phase != PHASE_CALL || !lease_count_apart(op)) return NULL;
+  const redis_op *ro = redis_op_view(op);
+  if (ro->phase != PHASE_CALL || !lease_count_apart(op)) return NULL;
   switch (store_op_base(op->kind)) {
-    case STORE_OP_ACQUIRE: return op->st != STORE_OK && op->quota_added ? "drop" : NULL;
+    case STORE_OP_ACQUIRE: return op->st != STORE_OK && ro->quota_added ? "drop" : NULL;
     case STORE_OP_RENEW: return op->st == STORE_OK ? "touch" : NULL;
     case STORE_OP_RELEASE: return op->st == STORE_OK ? "drop" : NULL;
     default: return NULL;
   }
+}
+
+void lease_count_note(store_op *note, const char *verb) {
+  redis_op_of(note)->phase = PHASE_NOTE;
+  redis_op_of(note)->note = verb;
 }
 
 void lease_count_note_failed(const store_op *note) {

@@ -17,6 +17,9 @@ int lease_count_taken(store_op *op);
 /* The count update op's outcome calls for once it is complete: "touch",
  * "drop", or NULL for none (or when the scripts keep the count). */
 const char *lease_count_note_of(const store_op *op);
+/* Makes `note`, a fresh op that names the lease, the count update `verb`
+ * ("touch" or "drop"): an op of its own, run after the call. */
+void lease_count_note(store_op *note, const char *verb);
 /* Logs a count update that failed (the entry expires with its lease). */
 void lease_count_note_failed(const store_op *note);
 

@@ -64,8 +64,8 @@ store_status store_redis_break(const char *name, const char *who, store_result *
   if (op.st != STORE_OK || r->token[0] == '\0') return op.st;
   /* The broken lease's place in its token's max_leases goes back now, not
    * at its TTL (quota.lua: the count may live in another slot). */
-  store_op note = {.kind = STORE_OP_RELEASE, .name = name, .token = r->token, .max_leases = 1,
-                   .phase = PHASE_NOTE, .note = "drop"};
+  store_op note = {.kind = STORE_OP_RELEASE, .name = name, .token = r->token, .max_leases = 1};
+  lease_count_note(&note, "drop");
   if (direct_run(&note) != STORE_OK) lease_count_note_failed(&note);
   return op.st;
 }

@@ -121,7 +121,8 @@ static node_pipe *lane_for(store_pipe *p, int id, store_result *r) {
     node_pipe *np = p->lanes[id][j];
     if (np == NULL) return lane_get(p, id, j, r);
     if (np->waits == NULL) return np;
-    if (soonest == NULL || np->waits->entry.deadline_ms < soonest->waits->entry.deadline_ms)
+    if (soonest == NULL || redis_op_of(&np->waits->entry)->deadline_ms <
+                               redis_op_of(&soonest->waits->entry)->deadline_ms)
       soonest = np;
   }
   return soonest;
@@ -168,7 +169,7 @@ static void pipe_fail(node_pipe *np, const store_result *why) {
   np->waits = np->waits_tail = NULL;
   for (store_op *next; op; op = next) {
     next = op->next;
-    if (op->phase != PHASE_WAIT) {
+    if (redis_op_of(op)->phase != PHASE_WAIT) {
       op_fail(op, why);
       continue;
     }
@@ -223,6 +224,7 @@ void store_redis_pipe_free(store_pipe *p) {
  * node `id` (after ASKING when op->asking). 0, or -1 with op->st and
  * op->r set (done not called). */
 static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id) {
+  redis_op *ro = redis_op_of(op);
   node_pipe *np = lane_for(p, id, &op->r);
   if (np == NULL) {
     op->st = STORE_EUNAVAIL;
@@ -233,22 +235,22 @@ static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id) {
   if (k == NULL) return -1;
   node_pipe_watch(p, np);
   conn_bind(cmd, k, op);
-  if ((op->asking && redisAppendCommand(k->c, "ASKING") != REDIS_OK) ||
+  if ((ro->asking && redisAppendCommand(k->c, "ASKING") != REDIS_OK) ||
       redisAppendCommandArgv(k->c, cmd->argc, cmd->argv, NULL) != REDIS_OK) { /* out of memory */
     op->st = conn_transport_error(k, &op->r);
     pipe_fail(np, &op->r); /* the calls already waiting share its fate */
     return -1;
   }
-  op->node = id;
+  ro->node = id;
   op->next = NULL;
-  op->deadline_ms = clock_mono_ms() + store_redis_cfg->redis_timeout_ms;
+  ro->deadline_ms = clock_mono_ms() + store_redis_cfg->redis_timeout_ms;
   if (np->tail) np->tail->next = op;
   else np->head = op;
   np->tail = op;
   if (np->unsent == NULL) np->unsent = op;
   np->unsent_n++;
   store_op_kind base = store_op_base(op->kind);
-  if (store_redis_cfg->min_replicas > 0 && op->phase == PHASE_CALL &&
+  if (store_redis_cfg->min_replicas > 0 && ro->phase == PHASE_CALL &&
       (base == STORE_OP_ACQUIRE || base == STORE_OP_RENEW))
     np->unsent_guarded++;
   return 0;
@@ -257,9 +259,10 @@ static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id) {
 /* Routes and queues op's command for its current phase: 0, or -1 with
  * op->st and op->r set (done not called). */
 static int pipe_submit(store_pipe *p, store_op *op) {
-  op->call_deadline_ms = clock_mono_ms() + store_redis_cfg->redis_timeout_ms;
-  op->hops = op->asking = 0;
-  op->backoff_ms = TRYAGAIN_MIN_MS;
+  redis_op *ro = redis_op_of(op);
+  ro->call_deadline_ms = clock_mono_ms() + store_redis_cfg->redis_timeout_ms;
+  ro->hops = ro->asking = 0;
+  ro->backoff_ms = TRYAGAIN_MIN_MS;
   op_command cmd;
   if (codec_build(op, &cmd) < 0) {
     op->st = codec_bad_name(&op->r);
@@ -310,8 +313,8 @@ static int pipe_append_wait(node_pipe *np) {
   }
   /* WAIT may take --replica-timeout-ms by design: only past that and the
    * command timeout is its silence a dead Redis. */
-  w->entry.phase = PHASE_WAIT;
-  w->entry.deadline_ms =
+  redis_op_of(&w->entry)->phase = PHASE_WAIT;
+  redis_op_of(&w->entry)->deadline_ms =
       clock_mono_ms() + store_redis_cfg->redis_timeout_ms + store_redis_cfg->replica_timeout_ms;
   np->tail->next = &w->entry; /* the batch is not empty */
   np->tail = &w->entry;
@@ -353,10 +356,10 @@ int store_redis_pipe_fd(const store_pipe *p, unsigned long *opens) {
 int64_t store_redis_pipe_timeout_ms(const store_pipe *p) {
   int64_t at = -1;
   for (int i = 0; i < p->nall; i++)
-    if (p->all[i]->head && (at < 0 || p->all[i]->head->deadline_ms < at))
-      at = p->all[i]->head->deadline_ms;
+    if (p->all[i]->head && (at < 0 || redis_op_of(p->all[i]->head)->deadline_ms < at))
+      at = redis_op_of(p->all[i]->head)->deadline_ms;
   for (const store_op *op = p->retry; op; op = op->next)
-    if (at < 0 || op->retry_at_ms < at) at = op->retry_at_ms;
+    if (at < 0 || redis_op_view(op)->retry_at_ms < at) at = redis_op_view(op)->retry_at_ms;
   if (at < 0) return -1;
   int64_t left = at - clock_mono_ms();
   return left > 0 ? left : 0;
@@ -373,7 +376,7 @@ typedef struct {
 } pipe_own;
 
 static void pipe_own_done(store_op *op) {
-  if (op->st != STORE_OK && op->phase == PHASE_NOTE) lease_count_note_failed(op);
+  if (op->st != STORE_OK && redis_op_of(op)->phase == PHASE_NOTE) lease_count_note_failed(op);
   else if (op->st != STORE_OK && op->st != STORE_LOST)
     LOG(LOG_WARN, "lock %s: an unreplicated grant was not taken back (%s); it expires with "
                   "its TTL", op->name, op->r.err);
@@ -385,8 +388,8 @@ static void pipe_own_send(store_pipe *p, const store_op *of, store_op call) {
   pipe_own *n = calloc(1, sizeof *n);
   if (n == NULL) {
     LOG(LOG_WARN, "lock %s: %s (out of memory): it expires with the lease", of->name,
-        call.phase == PHASE_NOTE ? "token's lease count not updated" : "unreplicated grant "
-                                                                       "not taken back");
+        redis_op_of(&call)->phase == PHASE_NOTE ? "token's lease count not updated"
+                                                : "unreplicated grant not taken back");
     return;
   }
   snprintf(n->name, sizeof n->name, "%s", of->name);
@@ -399,13 +402,14 @@ static void pipe_own_send(store_pipe *p, const store_op *of, store_op call) {
   n->op.max_leases = of->max_leases;
   n->op.done = pipe_own_done;
   n->op.arg = n;
-  if (n->op.phase == PHASE_CALL) lease_count_begin(&n->op);
+  if (redis_op_of(&n->op)->phase == PHASE_CALL) lease_count_begin(&n->op);
   if (pipe_submit(p, &n->op) < 0) pipe_own_done(&n->op);
 }
 
 static void pipe_note_send(store_pipe *p, const store_op *of, const char *verb) {
-  pipe_own_send(p, of, (store_op){.kind = of->kind, .ttl_ms = of->ttl_ms, .phase = PHASE_NOTE,
-                                  .note = verb});
+  store_op note = {.kind = of->kind, .ttl_ms = of->ttl_ms};
+  lease_count_note(&note, verb);
+  pipe_own_send(p, of, note);
 }
 
 static void undo_piped(void *p, const store_op *of) {
@@ -477,14 +481,14 @@ static void node_pipe_read(store_pipe *p, node_pipe *np) {
       pipe_fail(np, &why);
       return;
     }
-    if (op->asking) { /* ASKING's +OK: the call's own reply comes next */
-      op->asking = 0;
+    if (redis_op_of(op)->asking) { /* ASKING's +OK: the call's own reply comes next */
+      redis_op_of(op)->asking = 0;
       freeReplyObject(rep);
       continue;
     }
     np->head = op->next;
     if (np->head == NULL) np->tail = NULL;
-    if (op->phase == PHASE_WAIT) { /* the oldest outstanding WAIT */
+    if (redis_op_of(op)->phase == PHASE_WAIT) { /* the oldest outstanding WAIT */
       np->waits = np->waits->next;
       if (np->waits == NULL) np->waits_tail = NULL;
       wait_reply(p, np, (pipe_wait *)op, rep);
@@ -526,7 +530,7 @@ static void node_pipe_read(store_pipe *p, node_pipe *np) {
         pipe_complete(p, op);
       }
     } else if (wait_ms > 0) {
-      op->retry_at_ms = clock_mono_ms() + wait_ms;
+      redis_op_of(op)->retry_at_ms = clock_mono_ms() + wait_ms;
       op->next = p->retry;
       p->retry = op;
     } else {
@@ -546,12 +550,12 @@ void store_redis_pipe_expire(store_pipe *p) {
   for (int i = 0; i < p->nall; i++) {
     node_pipe *np = p->all[i];
     pipe_check_primary(np);
-    if (np->head == NULL || now < np->head->deadline_ms) continue;
+    if (np->head == NULL || now < redis_op_of(np->head)->deadline_ms) continue;
     store_result why = {0};
+    int waited = redis_op_of(np->head)->phase == PHASE_WAIT;
     snprintf(why.err, sizeof why.err, "Redis timed out after %lld ms",
              (long long)(store_redis_cfg->redis_timeout_ms +
-                         (np->head->phase == PHASE_WAIT ? store_redis_cfg->replica_timeout_ms
-                                                        : 0)));
+                         (waited ? store_redis_cfg->replica_timeout_ms : 0)));
     pipe_fail(np, &why);
   }
   /* The TRYAGAIN calls whose backoff has passed (taken off the list
@@ -559,7 +563,7 @@ void store_redis_pipe_expire(store_pipe *p) {
   store_op *due = NULL;
   for (store_op **pp = &p->retry; *pp;) {
     store_op *op = *pp;
-    if (op->retry_at_ms <= now) {
+    if (redis_op_of(op)->retry_at_ms <= now) {
       *pp = op->next;
       op->next = due;
       due = op;

@@ -19,15 +19,17 @@
 #include "log.h"
 #include "metrics.h"
 #include "node.h"
+#include "redis.h"
 
 #define HOPS_MAX 5        /* MOVED followed per call, as Lettuce's maxRedirects */
 
 /* The node for op (its key's slot's primary under --redis-cluster; sets
  * op->slot and op->node), or -1 with op->r.err set. */
 int redirect_route(store_op *op, const op_command *cmd) {
-  int id = node_for_key(cmd->lease_key, &op->slot, op->r.err, sizeof op->r.err);
+  redis_op *ro = redis_op_of(op);
+  int id = node_for_key(cmd->lease_key, &ro->slot, op->r.err, sizeof op->r.err);
   if (id < 0) metrics_inc(M_REDIS_ERR_UNAVAILABLE);
-  op->node = id;
+  ro->node = id;
   return id;
 }
 
@@ -61,12 +63,13 @@ static int redirect_of(const redisReply *rep, int *kind, int *slot, char *host, 
  * --redis-timeout-ms, and rep is its answer (a 503). Frees rep unless it
  * gives up. */
 int redirect_follow(store_op *op, int from, redisReply *rep, int64_t *wait_ms) {
+  redis_op *ro = redis_op_of(op);
   int kind, slot, port;
   char host[256];
   *wait_ms = 0;
   if (!node_is_cluster() || !redirect_of(rep, &kind, &slot, host, sizeof host, &port))
     return FOLLOW_GIVE_UP;
-  if (kind == M_REDIS_REDIRECT_MOVED && op->hops >= HOPS_MAX) {
+  if (kind == M_REDIS_REDIRECT_MOVED && ro->hops >= HOPS_MAX) {
     LOG(LOG_WARN, "lock %s: %d MOVED redirections in one call (the slot map keeps "
                   "changing?); answering 503", op->name, HOPS_MAX);
     return FOLLOW_GIVE_UP;
@@ -81,23 +84,23 @@ int redirect_follow(store_op *op, int from, redisReply *rep, int64_t *wait_ms) {
   if (kind == M_REDIS_REDIRECT_TRYAGAIN) {
     /* The slot is mid-migration and its keys are split between the two
      * nodes: wait for the rest to move. */
-    if (clock_mono_ms() + op->backoff_ms >= op->call_deadline_ms) return FOLLOW_GIVE_UP;
-    *wait_ms = op->backoff_ms;
-    op->backoff_ms = op->backoff_ms * 2 > TRYAGAIN_MAX_MS ? TRYAGAIN_MAX_MS : op->backoff_ms * 2;
+    if (clock_mono_ms() + ro->backoff_ms >= ro->call_deadline_ms) return FOLLOW_GIVE_UP;
+    *wait_ms = ro->backoff_ms;
+    ro->backoff_ms = ro->backoff_ms * 2 > TRYAGAIN_MAX_MS ? TRYAGAIN_MAX_MS : ro->backoff_ms * 2;
     metrics_inc((metrics_counter)kind);
     freeReplyObject(rep);
     return FOLLOW_ROUTE; /* not a hop: the deadline bounds these */
   } else if (kind == M_REDIS_REDIRECT_MOVED) {
     if (node_moved(slot, host, port) < 0) return FOLLOW_GIVE_UP;
-    op->hops++;
-  } else if (clock_mono_ms() >= op->call_deadline_ms || (next = node_id_of(host, port)) < 0) {
+    ro->hops++;
+  } else if (clock_mono_ms() >= ro->call_deadline_ms || (next = node_id_of(host, port)) < 0) {
     return FOLLOW_GIVE_UP;
   } else {
     /* ASK: this one call, on that node, after ASKING. Not a hop either:
      * mid-migration, a free lock's acquire goes ASK, then TRYAGAIN at the
      * target (its lease key exists on neither side) until the slot has
      * moved; the deadline bounds that too. */
-    op->asking = 1;
+    ro->asking = 1;
   }
   metrics_inc((metrics_counter)kind);
   freeReplyObject(rep);
