@@ -152,7 +152,7 @@ typedef enum {
   STORE_OP_RW_FORGET, /* a writer stopped waiting: new readers may enter */
   STORE_OP_BREAK,     /* an operator ends a lock's lease (store_break) */
   STORE_OP_LIST,      /* a page of one index (store_list) */
-  STORE_OP_WATCH      /* keeps a lock's events published (store_watch) */
+  STORE_OP_KINDS      /* backends number their own kinds from here */
 } store_op_kind;
 
 /* The lock call a semaphore call is the counterpart of (itself for a lock
@@ -179,6 +179,17 @@ static inline void store_result_clear(store_result *r) {
   r->entries = NULL;
   r->nentries = 0;
 }
+
+/* The backend's own state of a call in flight; nothing outside the
+ * backend reads it (store/<backend>/ casts it to its own struct, with a
+ * static assert that it fits). A zeroed area (a store_op made with a
+ * designated initializer) is a fresh call to every backend. */
+#define STORE_OP_PRIVATE_BYTES 64
+typedef union {
+  char bytes[STORE_OP_PRIVATE_BYTES];
+  int64_t align_i;
+  void *align_p;
+} store_op_private;
 
 /* One lock call, direct (store_run) or for a store_pipe. The caller owns
  * it and the strings it points to, and keeps them alive until store_run
@@ -222,14 +233,8 @@ typedef struct store_op {
   void (*then)(struct store_op *);
   void *loop;
   /* the store's: */
-  struct store_op *next;
-  int64_t deadline_ms;             /* this send's reply is due */
-  int64_t call_deadline_ms;        /* the whole call's, across redirections */
-  int64_t retry_at_ms;             /* TRYAGAIN: sent again at this time */
-  int node, slot, hops, asking, backoff_ms;
-  int phase;                       /* Cluster quota: taking the count, or the call */
-  int quota_added;                 /* ...the take counted the lock in */
-  const char *note;                /* a count update of its own: "touch" or "drop" */
+  struct store_op *next;           /* the store's queue link while the call is in flight */
+  store_op_private priv;           /* the backend's */
 } store_op;
 
 /* Runs op on the calling thread's own connection (one round trip, the

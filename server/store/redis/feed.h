@@ -28,7 +28,7 @@ int store_redis_events_fd(const store_events *e);
 
 /* Keeps lock `name`'s events published for `for_ms` more (watch.lua; the
  * scripts publish on its channel only while this lasts: events.lua). A
- * direct call on the calling thread (store_redis.c). */
+ * direct call on the calling thread (operators.c). */
 store_status store_redis_watch(const char *name, int64_t for_ms, store_result *r);
 
 #endif

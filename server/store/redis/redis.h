@@ -1,0 +1,54 @@
+/* redis.h: what every file of the Redis store's calls shares about one
+ * call in flight (server/store/redis/: lease_count.c, codec.c, conn.c,
+ * redirect.c, direct.c, operators.c, pipe.c and store_redis.c): the
+ * backend's state of a call in flight (redis_op), its phases, the kind
+ * only Redis makes, and the helper that words a failure. No code of its
+ * own, so it sits below every file that includes it. */
+#ifndef PICKETD_REDIS_H
+#define PICKETD_REDIS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "store.h"
+
+/* A lock's events kept published (watch.lua; store_redis_watch): a kind
+ * of the Redis store's own, which the HTTP side never makes. */
+#define STORE_OP_WATCH ((store_op_kind)(STORE_OP_KINDS + 0))
+
+/* What the Redis store keeps of a call in flight, in the op's private
+ * area (store.h's store_op_private). All zero is a fresh call: every path
+ * sets its phase (lease_count_begin) and routing state before a send. */
+typedef struct {
+  int64_t deadline_ms;      /* this send's reply is due */
+  int64_t call_deadline_ms; /* the whole call's, across redirections */
+  int64_t retry_at_ms;      /* TRYAGAIN: sent again at this time */
+  int node, slot, hops, asking, backoff_ms;
+  int phase;                /* Cluster quota: taking the count, or the call */
+  int quota_added;          /* ...the take counted the lock in */
+  const char *note;         /* a count update of its own: "touch" or "drop" */
+} redis_op;
+
+_Static_assert(sizeof(redis_op) <= STORE_OP_PRIVATE_BYTES,
+               "redis_op must fit in store_op's private area (STORE_OP_PRIVATE_BYTES)");
+_Static_assert(_Alignof(redis_op) <= _Alignof(store_op_private),
+               "store_op's private area must be aligned for redis_op");
+
+/* op's Redis state... */
+static inline redis_op *redis_op_of(store_op *op) { return (redis_op *)(void *)op->priv.bytes; }
+/* ...and for reading only. */
+static inline const redis_op *redis_op_view(const store_op *op) {
+  return (const redis_op *)(const void *)op->priv.bytes;
+}
+
+/* Where a call is: its script (PHASE_CALL); under Redis Cluster the take
+ * of its token's lease count before it, or a count update of its own
+ * (lease_count.c); or a pipe's WAIT entry, which is no call (pipe.c). */
+enum { PHASE_CALL = 0, PHASE_TAKE, PHASE_NOTE, PHASE_WAIT /* a pipe's WAIT entry, not a call */ };
+
+/* Words r->err: fmt with one %s, given detail (NULL: ""). */
+static inline void set_err(store_result *r, const char *fmt, const char *detail) {
+  snprintf(r->err, sizeof r->err, fmt, detail ? detail : "");
+}
+
+#endif
