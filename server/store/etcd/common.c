@@ -6,8 +6,9 @@
  * dispatcher (store_etcd.c) stand on it without a circle.
  *
  * Each thread that calls etcd owns one client (a pthread key holds it), as
- * each thread owns its Redis connection in the Redis store: a loop thread
- * for its calls, the feed's and the events' threads for theirs. */
+ * each thread owns its Redis connection in the Redis store: each worker
+ * of a loop's pipe (pipe.c) for the calls it makes, a loop thread for its
+ * direct calls, the feed's and the events' threads for theirs. */
 #include "common.h"
 
 #include <jansson.h>

@@ -4,6 +4,7 @@
  * stand in layers, each using only those below it:
  *   store_etcd.c   the dispatcher: the backend table, init, /readyz, and
  *                  where each call goes
+ *   pipe.c         a loop's pipe: worker threads that make its calls
  *   locks.c semaphore.c rwlock.c admin.c feed.c store_events.c
  *                  the families of calls, the release feed and the
  *                  lock-event follower, each behind a header of its own

@@ -11,8 +11,10 @@
  * needs only libcurl and jansson, which picket already links
  * (etcd_client.c).
  *
- * Each thread that calls etcd owns one client (common.c). There is no
- * pipelining: a loop's call is made directly, on the loop's thread. */
+ * Each thread that calls etcd owns one client (common.c). A loop's calls
+ * go to its pipe (pipe.c), whose worker threads make them, so the loop
+ * never waits on etcd; the calls still made directly (store_run: a
+ * waiter's retry, an undo, a listing) run on the calling thread. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,7 @@
 #include "locks.h"
 #include "log.h"
 #include "metrics.h"
+#include "pipe.h"
 #include "rwlock.h"
 #include "semaphore.h"
 #include "store_events.h"
@@ -73,6 +76,7 @@ static int store_etcd_init(const config *cfg, char *err, size_t errlen) {
   if (store_etcd_ready(1, &r, &body) != STORE_OK)
     LOG(LOG_WARN, "%s; serving 503 until etcd answers", r.err);
   json_decref(body);
+  metrics_add_families(store_etcd_pipe_metrics);
   LOG(LOG_INFO, "fences are etcd revisions: strictly increasing, with no clock assumption");
   return 0;
 }
@@ -112,19 +116,19 @@ static store_status store_etcd_ready(int detail, store_result *r, json_t **body)
 
 static void store_etcd_stop(void) {}
 
-/* No pipelining over etcd yet: each call is direct. */
-static int store_etcd_pipeline_enabled(void) { return 0; }
-static int store_etcd_pipeline_forced(void) { return 0; }
-static store_pipe *store_etcd_pipe_new(void) { return NULL; }
-static int store_etcd_pipe_connect(store_pipe *p) { return -1; }
-static void store_etcd_pipe_free(store_pipe *p) {}
-static int store_etcd_pipe_append(store_pipe *p, store_op *op) {
-  store_etcd_run(op);
-  return -1;
+/* Every call is piped (pipe.c): a call on a worker leaves the loop free
+ * for its other connections, with or without company. */
+static int store_etcd_pipeline_enabled(void) { return 1; }
+static int store_etcd_pipeline_forced(void) { return 1; }
+static store_pipe *store_etcd_pipe_new_run(void) {
+  return store_etcd_pipe_new(store_etcd_run, store_etcd_cfg->etcd_calls_in_flight);
 }
+/* A worker's call goes out as soon as it is appended: nothing to flush. */
 static void store_etcd_pipe_flush(store_pipe *p) {}
-static int store_etcd_pipe_fd(const store_pipe *p, unsigned long *opens) { return -1; }
-static void store_etcd_pipe_read(store_pipe *p) {}
+/* Nothing for the loop to time out: etcd_client ends each call within
+ * --etcd-timeout-ms on its worker, which then queues it back as any
+ * other, and a worker's blocking request could not be cut short from the
+ * loop's thread anyway. */
 static int64_t store_etcd_pipe_timeout_ms(const store_pipe *p) { return -1; }
 static void store_etcd_pipe_expire(store_pipe *p) {}
 
@@ -140,7 +144,7 @@ const store_backend store_etcd_backend = {
     .run = store_etcd_run,
     .pipeline_enabled = store_etcd_pipeline_enabled,
     .pipeline_forced = store_etcd_pipeline_forced,
-    .pipe_new = store_etcd_pipe_new,
+    .pipe_new = store_etcd_pipe_new_run,
     .pipe_connect = store_etcd_pipe_connect,
     .pipe_free = store_etcd_pipe_free,
     .pipe_append = store_etcd_pipe_append,
