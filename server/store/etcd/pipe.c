@@ -32,7 +32,6 @@
  * once since start), registered by store_etcd_init. */
 #include "pipe.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -99,7 +98,7 @@ static void *worker_main(void *arg) {
     queue_push(&p->finished, &p->finished_tail, op);
     if (wake) {
       uint64_t one = 1;
-      ssize_t n = write(p->efd, &one, sizeof one); /* fails only when already nonzero */
+      ssize_t n = write(p->efd, &one, sizeof one); /* a counter: one add per wake-up */
       (void)n;
     }
   }

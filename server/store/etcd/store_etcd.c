@@ -13,8 +13,9 @@
  *
  * Each thread that calls etcd owns one client (common.c). A loop's calls
  * go to its pipe (pipe.c), whose worker threads make them, so the loop
- * never waits on etcd; the calls still made directly (store_run: a
- * waiter's retry, an undo, a listing) run on the calling thread. */
+ * never waits on etcd for them; the calls still made directly (store_run's:
+ * a waiter's retry, an undo; store_list, store_break) run on the calling
+ * thread. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
