@@ -89,6 +89,10 @@ static const config_option options[] = {
      "file whose first line is the etcd user's password"},
     {"etcd-timeout-ms", INT(etcd_timeout_ms, 100, 60000), "3000", NULL,
      "one etcd call, across the members it tries; past it a request gets 503"},
+    {"etcd-calls-in-flight", INT(etcd_calls_in_flight, 1, 64), "8", NULL,
+     "etcd calls each event loop keeps in flight at once, each on a worker thread of the loop "
+     "with its own etcd connection (started with the loop); a loop's further calls queue for a "
+     "worker, so its thread never waits on etcd"},
     {"redis-db", INT(redis_db, 0, 1000000), "0", NULL,
      "with --sentinel, the database number on the data nodes (with --redis, it is in the URL)"},
     {"redis-timeout-ms", INT(redis_timeout_ms, 10, 60000), "1000", NULL,

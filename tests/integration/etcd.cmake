@@ -11,3 +11,9 @@ picket_shell_test(picketd_etcd_secure ${CMAKE_CURRENT_LIST_DIR}/test_etcd_secure
 # and flags, run on loopback.
 picket_shell_test(deploy_etcd ${CMAKE_CURRENT_LIST_DIR}/test_deploy_etcd.sh
                   LABELS "integration;etcd" TIMEOUT 120)
+# Many etcd calls in flight per event loop (issue 41): 16 clients on one
+# loop, every call answered, picket_etcd_calls_in_flight_max above 1 and
+# within --etcd-calls-in-flight.
+picket_check_test(picketd_inflight_etcd SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_etcd_inflight.c
+                  LABELS "integration;etcd" TIMEOUT 240)
+add_dependencies(picketd_inflight_etcd picketd)

@@ -1,5 +1,6 @@
-/* admin.c: the operators' calls on etcd: listing held names, breaking a
- * lock, and telling a broken holder why its lease is gone.
+/* admin.c: the operators' calls on etcd: listing held names and breaking
+ * a lock (a broken holder is told why its lease is gone by grant.c's
+ * store_etcd_broken_why, which reads what a break leaves).
  *
  * Listing needs no index here (Redis keeps one, proto/redis/list.lua):
  * etcd ranges its keys in order, so a page walks P l/ (locks), then P r/
@@ -18,8 +19,9 @@
 #include <string.h>
 
 #include "clock.h"
+#include "admin.h"
 #include "cursor.h"
-#include "store_etcd.h"
+#include "grant.h"
 
 #define BROKEN_KEEP_S 60
 
@@ -330,22 +332,4 @@ store_status store_etcd_break(const char *name, const char *who, store_result *r
   }
   snprintf(r->err, sizeof r->err, "etcd: lock %.200s kept changing while it was broken", name);
   return STORE_EUNAVAIL;
-}
-
-void store_etcd_broken_why(etcd_client *c, const char *name, const char *lease,
-                           store_result *r) {
-  char b[STORE_ETCD_KEY_MAX];
-  store_etcd_key(b, sizeof b, 'b', name);
-  etcd_op_result res = {0};
-  etcd_kv *kv = NULL;
-  if (store_etcd_read(c, b, &res, &kv) == 1) {
-    json_t *j = json_loadb(kv->value, kv->value_len, 0, NULL);
-    const char *l = json_string_value(json_object_get(j, "lease"));
-    const char *by = json_string_value(json_object_get(j, "by"));
-    if (l && strcmp(l, lease) == 0)
-      snprintf(r->why, sizeof r->why, "broken by %.100s at %lld", by ? by : "?",
-               (long long)json_integer_value(json_object_get(j, "at")));
-    json_decref(j);
-  }
-  etcd_op_result_clear(&res);
 }

@@ -14,7 +14,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "store_etcd.h"
+#include "feed.h"
 
 #define FEED_LINGER_MS 3000
 static void (*released)(const char *key);

@@ -5,13 +5,15 @@
  * lock-delay, a second key on a lease D of that TTL plus the delay
  * (locks.c says why). etcd leases count whole seconds and keep the TTL
  * they were granted: a refresh that asks for the same TTL keeps them
- * alive, one that asks for another moves the grant to new ones. */
+ * alive, one that asks for another moves the grant to new ones. Last,
+ * why a grant was lost: the note a break (admin.c) leaves, read here so
+ * that the families and admin.c stay side by side, none calling another. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
-#include "store_etcd.h"
+#include "grant.h"
 
 store_status store_etcd_no_memory(store_result *r) {
   snprintf(r->err, sizeof r->err, "out of memory");
@@ -218,4 +220,22 @@ store_status store_etcd_grant_end(etcd_client *c, const store_op *op, const char
   r->fence = kv->create_revision;
   r->at = g->at;
   return st;
+}
+
+void store_etcd_broken_why(etcd_client *c, const char *name, const char *lease,
+                           store_result *r) {
+  char b[STORE_ETCD_KEY_MAX];
+  store_etcd_key(b, sizeof b, 'b', name);
+  etcd_op_result res = {0};
+  etcd_kv *kv = NULL;
+  if (store_etcd_read(c, b, &res, &kv) == 1) {
+    json_t *j = json_loadb(kv->value, kv->value_len, 0, NULL);
+    const char *l = json_string_value(json_object_get(j, "lease"));
+    const char *by = json_string_value(json_object_get(j, "by"));
+    if (l && strcmp(l, lease) == 0)
+      snprintf(r->why, sizeof r->why, "broken by %.100s at %lld", by ? by : "?",
+               (long long)json_integer_value(json_object_get(j, "at")));
+    json_decref(j);
+  }
+  etcd_op_result_clear(&res);
 }

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "store_etcd.h"
+#include "leases.h"
 
 void store_etcd_quota_entry(char *out, size_t cap, const char *token, const store_op *op) {
   const char *kind = "";

@@ -33,7 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_etcd.h"
+#include "grant.h"
+#include "locks.h"
 
 /* A grant that loses a race (a release between the txn's compare and its
  * read, or a token's count changed under it) is tried again, this often. */

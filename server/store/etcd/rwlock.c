@@ -23,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_etcd.h"
+#include "grant.h"
+#include "rwlock.h"
 
 #define RW_KEY_MAX (STORE_ETCD_KEY_MAX + PICKET_PROTO_LEASE_LEN + 8)
 

@@ -19,7 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_etcd.h"
+#include "grant.h"
+#include "semaphore.h"
 
 #define SEM_TRIES 4
 #define SLOT_KEY_MAX (STORE_ETCD_KEY_MAX + 24) /* a prefix and a slot */

@@ -1,7 +1,8 @@
 /* store_etcd.c: the lock store on etcd (store.h), reached through the
- * backend table at the end of this file (store/backend.h): the client each
- * thread owns, startup, /readyz, and where each call goes. The calls
- * themselves live in one file per family (store_etcd.h lists them).
+ * backend table at the end of this file (store/backend.h): startup,
+ * /readyz, and where each call goes. It stands on top of the others: the
+ * calls themselves live in one file per family, and what they share in
+ * grant.c, leases.c and common.c (common.h draws the layers).
  *
  * Why etcd: its revision is decided by Raft, so a fence taken from it
  * (the create_revision of the key a grant writes) is strictly increasing
@@ -10,130 +11,26 @@
  * needs only libcurl and jansson, which picket already links
  * (etcd_client.c).
  *
- * Each thread that calls etcd owns one client (a pthread key holds it), as
- * each thread owns its Redis connection in store_redis.c. There is no
- * pipelining: a loop's call is made directly, on the loop's thread. */
+ * Each thread that calls etcd owns one client (common.c). A loop's calls
+ * go to its pipe (pipe.c), whose worker threads make them, so the loop
+ * never waits on etcd for them; the calls still made directly (store_run's:
+ * a waiter's retry, an undo; store_list, store_break) run on the calling
+ * thread. */
 #include <jansson.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin.h"
+#include "common.h"
+#include "feed.h"
+#include "locks.h"
 #include "log.h"
 #include "metrics.h"
-#include "store_etcd.h"
-
-const config *store_etcd_cfg;
-etcd_client_opts store_etcd_opts;
-static pthread_key_t client_key;
-
-static void client_destroy(void *c) { etcd_client_free(c); }
-
-etcd_client *store_etcd_client(store_result *r) {
-  etcd_client *c = pthread_getspecific(client_key);
-  if (c) return c;
-  char err[200];
-  c = etcd_client_new(&store_etcd_opts, err, sizeof err);
-  if (c == NULL) {
-    snprintf(r->err, sizeof r->err, "etcd: %s", err);
-    return NULL;
-  }
-  pthread_setspecific(client_key, c);
-  return c;
-}
-
-store_status store_etcd_failed(etcd_client *c, int code, store_result *r) {
-  snprintf(r->err, sizeof r->err, "%.250s", etcd_client_errstr(c)); /* it names etcd */
-  /* credentials etcd refuses make it unreachable for picketd, as a Redis
-   * that refuses AUTH does: 503, with the reason in the log */
-  if (code == ETCD_EUNAVAIL || code == ETCD_EAUTH) return STORE_EUNAVAIL;
-  if (code == ETCD_ENOSPACE) return STORE_EFULL;
-  return STORE_EREPLY;
-}
-
-void store_etcd_key(char *out, size_t cap, char kind, const char *name) {
-  snprintf(out, cap, "%s%c/%s", store_etcd_cfg->key_prefix, kind, name);
-}
-
-static _Atomic int64_t min_ttl_s; /* 0 until learned */
-
-int64_t store_etcd_min_ttl_s(void) {
-  int64_t m = min_ttl_s;
-  return m > 0 ? m : 1;
-}
-
-void store_etcd_min_ttl_seen(int64_t asked_s, int64_t given_s) {
-  /* etcd raises a TTL under its minimum to it, and gives any other as asked */
-  if (given_s > asked_s) min_ttl_s = given_s;
-  else if (asked_s == 1 && given_s == 1) min_ttl_s = 1;
-}
-
-/* Learns etcd's minimum once, by granting a 1 s lease: at startup and, if
- * etcd did not answer then, at the next /readyz; never on a lock call. */
-static void min_ttl_learn(etcd_client *c) {
-  int64_t id = 0, given = 0;
-  if (min_ttl_s > 0 || etcd_lease_grant(c, 1, &id, &given) != ETCD_OK) return;
-  etcd_lease_revoke(c, id);
-  store_etcd_min_ttl_seen(1, given);
-}
-
-int64_t store_etcd_ttl_s(int64_t ttl_ms) {
-  int64_t s = ttl_ms <= 0 ? 1 : (ttl_ms + 999) / 1000, m = store_etcd_min_ttl_s();
-  return s < m ? m : s;
-}
-
-int store_etcd_grant_parse(const etcd_kv *kv, store_etcd_grant *g) {
-  memset(g, 0, sizeof *g);
-  json_t *j = json_loadb(kv->value, kv->value_len, 0, NULL);
-  if (j == NULL) return -1;
-  const char *lease = json_string_value(json_object_get(j, "lease"));
-  const char *owner = json_string_value(json_object_get(j, "owner"));
-  const char *token = json_string_value(json_object_get(j, "qt"));
-  const char *value = json_string_value(json_object_get(j, "val"));
-  snprintf(g->value, sizeof g->value, "%s", value ? value : "");
-  snprintf(g->lease, sizeof g->lease, "%s", lease ? lease : "");
-  snprintf(g->owner, sizeof g->owner, "%s", owner ? owner : "");
-  snprintf(g->token, sizeof g->token, "%s", token ? token : "");
-  g->at = json_integer_value(json_object_get(j, "at"));
-  g->exp = json_integer_value(json_object_get(j, "exp"));
-  g->renewals = json_integer_value(json_object_get(j, "renewals"));
-  g->ttl_ms = json_integer_value(json_object_get(j, "ttl_ms"));
-  g->cap = json_integer_value(json_object_get(j, "cap"));
-  g->delay_ms = json_integer_value(json_object_get(j, "delay"));
-  g->delay_lease = json_integer_value(json_object_get(j, "dl"));
-  g->limit = json_integer_value(json_object_get(j, "limit"));
-  g->write = json_is_true(json_object_get(j, "write"));
-  g->fence = json_integer_value(json_object_get(j, "fence"));
-  json_decref(j);
-  return lease ? 0 : -1;
-}
-
-char *store_etcd_grant_value(const store_etcd_grant *g) {
-  json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "lease", g->lease, "owner", g->owner,
-                        "ttl_ms", (json_int_t)g->ttl_ms, "at", (json_int_t)g->at, "renewals",
-                        (json_int_t)g->renewals, "exp", (json_int_t)g->exp);
-  /* the rest only when set, so a plain grant stays short */
-  if (j && g->token[0]) json_object_set_new(j, "qt", json_string(g->token));
-  if (j && g->cap) json_object_set_new(j, "cap", json_integer(g->cap));
-  if (j && g->delay_ms) json_object_set_new(j, "delay", json_integer(g->delay_ms));
-  if (j && g->delay_lease) json_object_set_new(j, "dl", json_integer(g->delay_lease));
-  if (j && g->limit) json_object_set_new(j, "limit", json_integer(g->limit));
-  if (j && g->write) json_object_set_new(j, "write", json_true());
-  if (j && g->fence) json_object_set_new(j, "fence", json_integer(g->fence));
-  if (j && g->value[0]) json_object_set_new(j, "val", json_string(g->value));
-  char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-  json_decref(j);
-  return s;
-}
-
-int store_etcd_read(etcd_client *c, const char *key, etcd_op_result *res, etcd_kv **kv) {
-  etcd_op op = {.kind = ETCD_OP_RANGE, .key = key};
-  int rc = etcd_range(c, &op, res);
-  if (rc != ETCD_OK) return rc;
-  *kv = res->nkvs > 0 ? &res->kvs[0] : NULL;
-  return *kv != NULL;
-}
+#include "pipe.h"
+#include "rwlock.h"
+#include "semaphore.h"
+#include "store_events.h"
 
 static void store_etcd_run(store_op *op) {
   memset(&op->r, 0, sizeof op->r);
@@ -166,7 +63,7 @@ static int store_etcd_init(const config *cfg, char *err, size_t errlen) {
       .endpoints = cfg->etcd_list, .timeout_ms = cfg->etcd_timeout_ms,
       .ca_file = cfg->etcd_ca_file, .cert_file = cfg->etcd_cert_file,
       .key_file = cfg->etcd_key_file, .user = cfg->etcd_user, .password = cfg->etcd_password};
-  if (pthread_key_create(&client_key, client_destroy) != 0) {
+  if (store_etcd_clients_init() != 0) {
     snprintf(err, errlen, "pthread_key_create failed");
     return -1;
   }
@@ -180,14 +77,9 @@ static int store_etcd_init(const config *cfg, char *err, size_t errlen) {
   if (store_etcd_ready(1, &r, &body) != STORE_OK)
     LOG(LOG_WARN, "%s; serving 503 until etcd answers", r.err);
   json_decref(body);
+  metrics_add_families(store_etcd_pipe_metrics);
   LOG(LOG_INFO, "fences are etcd revisions: strictly increasing, with no clock assumption");
   return 0;
-}
-
-static void store_etcd_thread_done(void) {
-  etcd_client *c = pthread_getspecific(client_key);
-  etcd_client_free(c);
-  pthread_setspecific(client_key, NULL);
 }
 
 static store_status store_etcd_ready(int detail, store_result *r, json_t **body) {
@@ -211,7 +103,7 @@ static store_status store_etcd_ready(int detail, store_result *r, json_t **body)
   rc = etcd_range(c, &probe, &pr);
   etcd_op_result_clear(&pr);
   if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
-  min_ttl_learn(c);
+  store_etcd_min_ttl_learn(c);
   etcd_member *m = NULL;
   int n = 0;
   if (etcd_member_list(c, &m, &n) != ETCD_OK) n = 1;
@@ -225,19 +117,19 @@ static store_status store_etcd_ready(int detail, store_result *r, json_t **body)
 
 static void store_etcd_stop(void) {}
 
-/* No pipelining over etcd yet: each call is direct. */
-static int store_etcd_pipeline_enabled(void) { return 0; }
-static int store_etcd_pipeline_forced(void) { return 0; }
-static store_pipe *store_etcd_pipe_new(void) { return NULL; }
-static int store_etcd_pipe_connect(store_pipe *p) { return -1; }
-static void store_etcd_pipe_free(store_pipe *p) {}
-static int store_etcd_pipe_append(store_pipe *p, store_op *op) {
-  store_etcd_run(op);
-  return -1;
+/* Every call is piped (pipe.c): a call on a worker leaves the loop free
+ * for its other connections, with or without company. */
+static int store_etcd_pipeline_enabled(void) { return 1; }
+static int store_etcd_pipeline_forced(void) { return 1; }
+static store_pipe *store_etcd_pipe_new_run(void) {
+  return store_etcd_pipe_new(store_etcd_run, store_etcd_cfg->etcd_calls_in_flight);
 }
+/* A worker's call goes out as soon as it is appended: nothing to flush. */
 static void store_etcd_pipe_flush(store_pipe *p) {}
-static int store_etcd_pipe_fd(const store_pipe *p, unsigned long *opens) { return -1; }
-static void store_etcd_pipe_read(store_pipe *p) {}
+/* Nothing for the loop to time out: etcd_client ends each call within
+ * --etcd-timeout-ms on its worker, which then queues it back as any
+ * other, and a worker's blocking request could not be cut short from the
+ * loop's thread anyway. */
 static int64_t store_etcd_pipe_timeout_ms(const store_pipe *p) { return -1; }
 static void store_etcd_pipe_expire(store_pipe *p) {}
 
@@ -253,7 +145,7 @@ const store_backend store_etcd_backend = {
     .run = store_etcd_run,
     .pipeline_enabled = store_etcd_pipeline_enabled,
     .pipeline_forced = store_etcd_pipeline_forced,
-    .pipe_new = store_etcd_pipe_new,
+    .pipe_new = store_etcd_pipe_new_run,
     .pipe_connect = store_etcd_pipe_connect,
     .pipe_free = store_etcd_pipe_free,
     .pipe_append = store_etcd_pipe_append,

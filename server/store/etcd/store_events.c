@@ -31,7 +31,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "store_etcd.h"
+#include "store_events.h"
 
 #define NAMES_MAX 4096 /* followed names (server/events.c bounds its own) */
 #define QUEUE_MAX 4096 /* events waiting for the events thread; more are dropped, then `lost` */
