@@ -17,15 +17,14 @@ void store_cursor_write(store_cursor *c, int slot, const char *member) {
     snprintf(c->text, sizeof c->text, "%d", slot);
 }
 
-int store_cursor_read(const store_cursor *c, const char *prefix, int slot_max, int *slot,
-                      char *member) {
+int store_cursor_read(const store_cursor *c, const char *prefix, int *slot, char *member) {
   const char *s = c->text;
   *slot = 0;
   member[0] = '\0';
   if (s[0] == '\0') return 0;
   char *end;
   long n = strtol(s, &end, 10);
-  if (s[0] < '0' || s[0] > '9' || n < 0 || n > slot_max) return -1;
+  if (s[0] < '0' || s[0] > '9' || n < 0 || n >= STORE_CURSOR_SLOTS) return -1;
   *slot = (int)n;
   if (end[0] == '\0') return 0;
   if (end[0] != '-' || end[1] == '\0' || strchr("lsr", end[1]) == NULL || end[2] != '-')

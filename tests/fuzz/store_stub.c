@@ -382,7 +382,7 @@ store_status store_list(const char *prefix, int limit, store_cursor *at, int *mo
   if (f != STUB_FAULT_NONE) return failed(f, STORE_HELD, r);
   int slot, start = 0;
   char after[PICKET_PROTO_NAME_MAX + 3];
-  if (store_cursor_read(at, prefix, 0, &slot, after) < 0) return STORE_EARG;
+  if (store_cursor_read(at, prefix, &slot, after) < 0) return STORE_EARG;
   r->entries = calloc(STUB_LOCKS, sizeof *r->entries);
   if (r->entries == NULL) return STORE_EUNAVAIL;
   if (after[0]) /* after the entry whose "NAME K" member is after */

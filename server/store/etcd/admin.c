@@ -209,7 +209,7 @@ store_status store_etcd_list(const char *prefix, int limit, store_cursor *at, in
   /* the cursor's member "NAME k": the kind it is in and the name it is past */
   int from = 0, slot;
   char member[PICKET_PROTO_NAME_MAX + 3], after[PICKET_PROTO_NAME_MAX + 3] = "";
-  if (store_cursor_read(at, prefix, 0, &slot, member) < 0) {
+  if (store_cursor_read(at, prefix, &slot, member) < 0) {
     snprintf(r->err, sizeof r->err, "not a cursor of this listing");
     return STORE_EARG;
   }

@@ -26,10 +26,11 @@ store_status store_redis_list(const char *prefix, int limit, store_cursor *at, i
   *more = 0;
   int cluster = node_is_cluster(), slot;
   char after[PICKET_PROTO_NAME_MAX + 3];
-  if (store_cursor_read(at, prefix, cluster ? NODE_SLOTS - 1 : 0, &slot, after) < 0) {
+  if (store_cursor_read(at, prefix, &slot, after) < 0) {
     set_err(r, "not a cursor of this %s", "listing");
     return STORE_EARG;
   }
+  if (!cluster) slot = 0; /* one index */
   for (int visited = 0; visited < LIST_SLOTS; visited++) {
     store_op op = {.kind = STORE_OP_LIST, .name = prefix, .after = after,
                    .index_slot = slot, .limit = limit - r->nentries};
