@@ -396,7 +396,7 @@ static int lease_new(char out[PICKET_PROTO_LEASE_LEN + 1]) {
   return 0;
 }
 
-static api_result handle_acquire(const api_request *req, api_call *call, api_response *resp) {
+api_result api_acquire(const api_request *req, api_call *call, api_response *resp) {
   json_t *b = api_json_body(req, call->family->fields, resp);
   if (b == NULL) return API_DONE;
   if (call->family->acquire_args && call->family->acquire_args(b, call, resp) < 0) {
@@ -481,7 +481,7 @@ static api_result renew_or_release_failed(api_call *call, const char *what, metr
   return store_failure(resp, call->op.st, &call->op.r, call);
 }
 
-static api_result handle_renew(const api_request *req, api_call *call, api_response *resp) {
+api_result api_renew(const api_request *req, api_call *call, api_response *resp) {
   static const char *const allowed[] = {"lease", "ttl_ms", NULL};
   json_t *b = api_json_body(req, allowed, resp);
   if (b == NULL) return API_DONE;
@@ -495,7 +495,7 @@ static api_result handle_renew(const api_request *req, api_call *call, api_respo
 /* POST /v1/elections/{name}/proclaim: the leader's new value, written by a
  * renewal of its lease (with the TTL it has, unless ttl_ms says another),
  * so it is set only while the lease is the leader's and the term stays. */
-static api_result handle_proclaim(const api_request *req, api_call *call, api_response *resp) {
+api_result api_proclaim(const api_request *req, api_call *call, api_response *resp) {
   static const char *const allowed[] = {"lease", "value", "ttl_ms", NULL};
   json_t *b = api_json_body(req, allowed, resp);
   if (b == NULL) return API_DONE;
@@ -515,7 +515,7 @@ static api_result renew_outcome(api_call *call, api_response *resp) {
   return API_DONE;
 }
 
-static api_result handle_release(const api_request *req, api_call *call, api_response *resp) {
+api_result api_release(const api_request *req, api_call *call, api_response *resp) {
   static const char *const allowed[] = {"lease", NULL};
   json_t *b = api_json_body(req, allowed, resp);
   if (b == NULL) return API_DONE;
@@ -580,7 +580,8 @@ static int ready_detail(const api_request *req, api_call *call) {
   return auth_allows(call->who, AUTH_METRICS);
 }
 
-static api_result handle_ready(api_response *resp, api_call *call, int detail) {
+api_result api_readyz(const api_request *req, api_call *call, api_response *resp) {
+  int detail = ready_detail(req, call);
   store_result r = {0};
   json_t *body = NULL;
   store_status st = store_ready(detail, &r, &body);
@@ -594,7 +595,8 @@ static api_result handle_ready(api_response *resp, api_call *call, int detail) {
   return API_DONE;
 }
 
-static api_result handle_metrics(api_response *resp, const api_call *call) {
+api_result api_metrics(const api_request *req, api_call *call, api_response *resp) {
+  (void)req;
   size_t len;
   char *text = metrics_render(&len, auth_covers_all(call->who));
   if (text == NULL) return fail(resp, PICKET_PROTO_ERR_INTERNAL, "out of memory");
@@ -602,7 +604,8 @@ static api_result handle_metrics(api_response *resp, const api_call *call) {
   return API_DONE;
 }
 
-static api_result handle_openapi(api_response *resp) {
+api_result api_openapi(const api_request *req, api_call *call, api_response *resp) {
+  (void)req, (void)call;
   char *copy = malloc(picket_proto_openapi_len);
   if (copy == NULL) return fail(resp, PICKET_PROTO_ERR_INTERNAL, "out of memory");
   memcpy(copy, picket_proto_openapi, picket_proto_openapi_len);
@@ -610,151 +613,61 @@ static api_result handle_openapi(api_response *resp) {
   return API_DONE;
 }
 
-/* ---- routing -------------------------------------------------------- */
-
-static int method_is(const api_request *req, const char *m) { return strcmp(req->method, m) == 0; }
-
-static api_result wrong_method(api_response *resp, const char *allow) {
-  resp->allow = allow;
-  char msg[80];
-  snprintf(msg, sizeof msg, "method not allowed; use %s", allow);
-  return fail(resp, PICKET_PROTO_ERR_METHOD_NOT_ALLOWED, msg);
+api_result api_healthz(const api_request *req, api_call *call, api_response *resp) {
+  (void)req, (void)call;
+  api_json_reply(resp, 200, json_pack("{s:s}", "status", "ok"));
+  return API_DONE;
 }
 
-#define ALLOW_GET "GET, HEAD"
-#define ALLOW_POST "POST"
-
-api_result api_handle(const api_request *req, api_call *call, api_response *resp) {
-  api_result res = api_prepare(req, call, resp);
-  while (res == API_STORE) {
-    api_run_store(call);
-    res = api_finish(call, resp);
-  }
-  return res;
+api_result api_list(const api_request *req, api_call *call, api_response *resp) {
+  if (call->subject == NULL)
+    call->subject = address_subject(req->peer ? req->peer : "", req->peer_loopback);
+  return api_admin_list(req, call, resp);
 }
 
-api_result api_prepare(const api_request *req, api_call *call, api_response *resp) {
-  static const struct {
-    const char *path;
-    metrics_endpoint ep;
-  } fixed[] = {{"/healthz", EP_HEALTHZ},
-               {"/readyz", EP_READYZ},
-               {"/metrics", EP_METRICS},
-               {"/v1/openapi.yaml", EP_OPENAPI},
-               {"/v1/locks", EP_LIST},
-               {"/v1/whoami", EP_WHOAMI}};
-  memset(resp, 0, sizeof *resp);
-  resp->endpoint = EP_OTHER;
-  call->endpoint = EP_OTHER;
-  call->started_ms = api_now_ms();
-  const char *path = req->path;
-  int is_get = method_is(req, "GET") || method_is(req, "HEAD");
-  /* Before anything else, the console's files too: a browser's request on
-   * a web page's behalf (origin.c). */
-  if (origin_check(req, resp) < 0) return API_DONE;
+api_result api_inspect(const api_request *req, api_call *call, api_response *resp) {
+  (void)req, (void)resp;
+  call->limit = call->family->inspect_max ? call->family->inspect_max() : 0;
+  return store_call(call, STORE_OP_INSPECT);
+}
 
-  if (ui_owns(path)) return ui_serve(req, resp); /* the web console's static files */
-  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
-    if (strcmp(path, fixed[i].path) != 0) continue;
-    resp->endpoint = call->endpoint = fixed[i].ep;
-    if (!is_get) return wrong_method(resp, ALLOW_GET);
-    switch (fixed[i].ep) {
-      case EP_HEALTHZ:
-        api_json_reply(resp, 200, json_pack("{s:s}", "status", "ok"));
-        return API_DONE;
-      case EP_READYZ: return handle_ready(resp, call, ready_detail(req, call));
-      case EP_METRICS:
-        if (authenticate(req, call, resp) < 0 || authorize(call, AUTH_METRICS, NULL, resp) < 0)
-          return API_DONE;
-        return handle_metrics(resp, call);
-      case EP_LIST:
-        if (authenticate(req, call, resp) < 0 || authorize(call, AUTH_LIST, NULL, resp) < 0)
-          return API_DONE;
-        if (call->subject == NULL)
-          call->subject = address_subject(req->peer ? req->peer : "", req->peer_loopback);
-        return api_admin_list(req, call, resp);
-      case EP_WHOAMI:
-        if (authenticate(req, call, resp) < 0) return API_DONE;
-        return api_admin_whoami(req, call, resp);
-      default: return handle_openapi(resp);
-    }
+/* ---- the checks every route makes (routes.c) ------------------------ */
+
+int api_caller(const api_request *req, api_call *call, int auth, api_response *resp) {
+  if (auth == 0) return 0; /* ROUTE_OPEN */
+  if (authenticate(req, call, resp) < 0) return -1;
+  return auth < 0 ? 0 : authorize(call, (auth_verb)auth, NULL, resp); /* < 0: ROUTE_CALLER */
+}
+
+int api_named(const api_request *req, api_call *call, int auth, const char *seg, size_t seg_len,
+              api_response *resp) {
+  /* The name segment is percent-decoded once, as generated clients
+   * encode it (':' as "%3A"); a decoded '/' or NUL is then a bad name
+   * (400), never another lock. */
+  if (picket_proto_name_from_path(seg, seg_len, call->name) < 0) {
+    fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
+         "lock names are 1 to 200 bytes of A-Z a-z 0-9 . _ : - (percent-encoded or not), "
+         "other than . and ..");
+    return -1;
   }
-
-  call->family = api_family_of(path);
-  size_t plen = call->family ? strlen(call->family->prefix) : 0;
-  if (plen == 0 || path[plen] == '\0')
-    return fail(resp, PICKET_PROTO_ERR_NOT_FOUND, "no such endpoint; see /v1/openapi.yaml");
-
-  /* /v1/locks/{name} or /v1/locks/{name}/{action}, as the spec's templates
-   * say: one segment for the name and at most one for the action, so more
-   * segments are no path of the API (404). The name segment is
-   * percent-decoded once, as generated clients encode it (':' as "%3A"); a
-   * decoded '/' or NUL is then a bad name (400), never another lock. */
-  const char *rest = path + plen;
-  const char *slash = strchr(rest, '/');
-  const char *action = NULL;
-  size_t seg_len = strlen(rest);
-  if (slash) {
-    action = slash + 1;
-    seg_len = (size_t)(slash - rest);
-    if (seg_len == 0 || strchr(action, '/') != NULL)
-      return fail(resp, PICKET_PROTO_ERR_NOT_FOUND, "no such endpoint; see /v1/openapi.yaml");
-    const api_family *f = call->family;
-    if (strcmp(action, f->actions[0]) == 0) call->endpoint = EP_ACQUIRE;
-    else if (strcmp(action, f->actions[1]) == 0) call->endpoint = EP_RENEW;
-    else if (strcmp(action, f->actions[2]) == 0) call->endpoint = EP_RELEASE;
-    else if (strcmp(action, "break") == 0 && f->can_break) call->endpoint = EP_BREAK;
-    else if (f->observe && strcmp(action, f->observe) == 0) call->endpoint = EP_EVENTS;
-    else if (strcmp(action, "proclaim") == 0 && f->values) call->endpoint = EP_EL_PROCLAIM;
-    else {
-      char msg[120];
-      snprintf(msg, sizeof msg, "no such %s action; use %s, %s or %s", f->noun, f->actions[0],
-               f->actions[1], f->actions[2]);
-      return fail(resp, PICKET_PROTO_ERR_NOT_FOUND, msg);
-    }
-  } else {
-    call->endpoint = EP_INSPECT;
+  if (strlen(call->name) > call->family->name_max) {
+    fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, call->family->name_why);
+    return -1;
   }
-  /* each family's endpoints are EP_ACQUIRE's four, shifted; an election's
-   * stream and proclaim are counted apart */
-  int events = call->endpoint == EP_EVENTS, proclaim = call->endpoint == EP_EL_PROCLAIM;
-  if (events && call->family->values) call->endpoint = EP_EL_OBSERVE;
-  else if (call->endpoint != EP_BREAK && !events && !proclaim)
-    call->endpoint = (metrics_endpoint)(call->endpoint - EP_ACQUIRE + call->family->endpoint);
-  resp->endpoint = call->endpoint;
-  if (action && !events && !method_is(req, "POST")) return wrong_method(resp, ALLOW_POST);
-  if ((!action || events) && !is_get) return wrong_method(resp, ALLOW_GET);
-  /* Who calls comes before what they send: a stranger learns nothing from
-   * the checks of names and bodies. */
-  auth_verb verb = call->endpoint == EP_BREAK ? AUTH_ADMIN : action && !events ? AUTH_LOCK : AUTH_READ;
-  if (authenticate(req, call, resp) < 0 || authorize(call, verb, NULL, resp) < 0) return API_DONE;
-  if (picket_proto_name_from_path(rest, seg_len, call->name) < 0)
-    return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT,
-                "lock names are 1 to 200 bytes of A-Z a-z 0-9 . _ : - (percent-encoded or not), "
-                "other than . and ..");
-  if (strlen(call->name) > call->family->name_max)
-    return fail(resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, call->family->name_why);
   snprintf(call->key, sizeof call->key, "%s%s", call->family->key_prefix, call->name);
   snprintf(call->store_name, sizeof call->store_name, "%s%s", call->family->store_prefix,
            call->name);
-  if (authorize(call, verb, call->name, resp) < 0) return API_DONE;
-  if (call->endpoint == EP_BREAK && !api_admin_may_break(req, call))
-    return fail(resp, PICKET_PROTO_ERR_PERMISSION_DENIED,
-                "only a local caller may break a lock when picketd runs without --auth-file");
+  if (authorize(call, (auth_verb)auth, call->name, resp) < 0) return -1;
+  if (auth == AUTH_ADMIN && !api_admin_may_break(req, call)) {
+    fail(resp, PICKET_PROTO_ERR_PERMISSION_DENIED,
+         "only a local caller may break a lock when picketd runs without --auth-file");
+    return -1;
+  }
   if (req->body_too_large) {
     char msg[80];
     snprintf(msg, sizeof msg, "request bodies are limited to %d bytes", PICKET_PROTO_BODY_MAX);
-    return fail(resp, PICKET_PROTO_ERR_BODY_TOO_LARGE, msg);
+    fail(resp, PICKET_PROTO_ERR_BODY_TOO_LARGE, msg);
+    return -1;
   }
-  if (call->endpoint == EP_BREAK) return api_admin_break(req, call, resp);
-  if (events) return api_admin_events(req, call, resp);
-  if (proclaim) return handle_proclaim(req, call, resp);
-  switch (call->endpoint - call->family->endpoint + EP_ACQUIRE) {
-    case EP_ACQUIRE: return handle_acquire(req, call, resp);
-    case EP_RENEW: return handle_renew(req, call, resp);
-    case EP_RELEASE: return handle_release(req, call, resp);
-    default:
-      call->limit = call->family->inspect_max ? call->family->inspect_max() : 0;
-      return store_call(call, STORE_OP_INSPECT);
-  }
+  return 0;
 }

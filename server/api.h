@@ -19,21 +19,16 @@ void api_init(const config *cfg);
  * call.c, which outlives the request); else does nothing. */
 void api_wait_left(api_call *call);
 
-/* Handles a complete request, its store calls included (on the calling
- * thread, which must not be a loop's: the fuzzer's). Returns API_DONE with *resp filled, or API_WAIT when an acquire
- * with wait_ms must wait: call->name, deadline_ms and retry_at_ms say for
- * what and until when; the caller parks it and later calls
- * api_retry_acquire or api_wait_expired. */
-api_result api_handle(const api_request *req, api_call *call, api_response *resp);
-/* api_handle in halves, so that the store calls run elsewhere (the
- * runner, call.c): api_prepare returns API_DONE with *resp filled (an
- * error, or an endpoint without a store call), or API_STORE with call->op
+/* routes.c's routes_prepare gives API_DONE with *resp filled (an error,
+ * or an endpoint without a store call), or API_STORE with call->op
  * describing the store call to make. Once call->op.st and .r are set
  * (call_submit's done, or api_run_store), api_finish gives API_DONE,
- * API_WAIT as api_handle does, or API_STORE again: the request's next
- * store call (a listing's next range). call->op points into *call: call
- * must not move in between. */
-api_result api_prepare(const api_request *req, api_call *call, api_response *resp);
+ * API_WAIT when an acquire with wait_ms must wait (call->name,
+ * deadline_ms and retry_at_ms say for what and until when; the caller
+ * parks it and later calls api_retry_acquire or api_wait_expired), or
+ * API_STORE again: the request's next store call (a listing's next
+ * range). call->op points into *call: call must not move in between.
+ * api_run_store runs the call on the calling thread (not a loop's). */
 void api_run_store(api_call *call);
 api_result api_finish(api_call *call, api_response *resp);
 /* 1 when the call's last store call made a new grant (not a same-lease
@@ -53,5 +48,29 @@ void api_call_end(api_call *call);
 api_result api_retry_acquire(api_call *call);
 /* The reply to a wait that ran out: 409 lock_held. */
 void api_wait_expired(api_call *call, api_response *resp);
+
+/* ---- for the route table (routes.c) ------------------------------------ */
+
+/* The caller may use a route of `auth` (routes.h: ROUTE_OPEN,
+ * ROUTE_CALLER or an auth_verb): 0, or -1 with a 401 or 403 in *resp. */
+int api_caller(const api_request *req, api_call *call, int auth, api_response *resp);
+/* The "{name}" segment of a family route (call->family set): decoded
+ * into call->name, checked against the family's bound and the token's
+ * prefixes (and, for a break, who may break), call->key and store_name
+ * set: 0, or -1 with the 4xx in *resp. */
+int api_named(const api_request *req, api_call *call, int auth, const char *seg, size_t seg_len,
+              api_response *resp);
+
+/* The handlers of the routes: each checks its own body and query. */
+api_result api_acquire(const api_request *req, api_call *call, api_response *resp);
+api_result api_renew(const api_request *req, api_call *call, api_response *resp);
+api_result api_release(const api_request *req, api_call *call, api_response *resp);
+api_result api_proclaim(const api_request *req, api_call *call, api_response *resp);
+api_result api_inspect(const api_request *req, api_call *call, api_response *resp);
+api_result api_healthz(const api_request *req, api_call *call, api_response *resp);
+api_result api_readyz(const api_request *req, api_call *call, api_response *resp);
+api_result api_metrics(const api_request *req, api_call *call, api_response *resp);
+api_result api_openapi(const api_request *req, api_call *call, api_response *resp);
+api_result api_list(const api_request *req, api_call *call, api_response *resp);
 
 #endif

@@ -344,23 +344,23 @@ static const char *const el_fields[] = {"ttl_ms", "wait_ms", "owner", "lease", "
 #define LEASE_ACTIONS {"acquire", "renew", "release"}, "released"
 
 static const api_family families[] = {
-    {"/v1/locks/", "lock", "", "", LEASE_ACTIONS, "events", 1, 0, PICKET_PROTO_NAME_MAX, NULL,
-     EP_ACQUIRE, STORE_OP_ACQUIRE, lock_fields, NULL, lock_grant, lock_taken, lock_inspect, NULL},
-    {"/v1/semaphores/", "semaphore", "s/", "", LEASE_ACTIONS, NULL, 0, 0, PICKET_PROTO_SEM_NAME_MAX,
+    {"/v1/locks/", "lock", "", "", LEASE_ACTIONS, 0, PICKET_PROTO_NAME_MAX, NULL, STORE_OP_ACQUIRE,
+     lock_fields, NULL, lock_grant, lock_taken, lock_inspect, NULL},
+    {"/v1/semaphores/", "semaphore", "s/", "", LEASE_ACTIONS, 0, PICKET_PROTO_SEM_NAME_MAX,
      "semaphore names are at most 180 bytes: a permit's fence is checked under NAME:permit:N, a "
      "lock name of at most 200",
-     EP_SEM_ACQUIRE, STORE_OP_SEM_ACQUIRE, sem_fields, sem_args, sem_grant, sem_taken, sem_inspect,
+     STORE_OP_SEM_ACQUIRE, sem_fields, sem_args, sem_grant, sem_taken, sem_inspect,
      sem_inspect_max},
-    {"/v1/rwlocks/", "rwlock", "r/", "", LEASE_ACTIONS, NULL, 0, 0, PICKET_PROTO_RW_NAME_MAX,
+    {"/v1/rwlocks/", "rwlock", "r/", "", LEASE_ACTIONS, 0, PICKET_PROTO_RW_NAME_MAX,
      "read/write lock names are at most 197 bytes: their fences are checked under NAME:rw, a lock "
      "name of at most 200",
-     EP_RW_ACQUIRE, STORE_OP_RW_ACQUIRE, rw_fields, rw_args, rw_grant, rw_taken, rw_inspect,
+     STORE_OP_RW_ACQUIRE, rw_fields, rw_args, rw_grant, rw_taken, rw_inspect,
      rw_inspect_max},
     {"/v1/elections/", "election", PICKET_PROTO_ELECTION_STORE_PREFIX,
-     PICKET_PROTO_ELECTION_STORE_PREFIX, {"campaign", "renew", "resign"}, "resigned", "observe", 1,
-     1, PICKET_PROTO_ELECTION_NAME_MAX,
+     PICKET_PROTO_ELECTION_STORE_PREFIX, {"campaign", "renew", "resign"}, "resigned", 1,
+     PICKET_PROTO_ELECTION_NAME_MAX,
      "election names are at most 197 bytes: the store keeps an election as the lock /e/NAME",
-     EP_EL_CAMPAIGN, STORE_OP_ACQUIRE, el_fields, el_args, el_grant, el_taken, el_inspect, NULL},
+     STORE_OP_ACQUIRE, el_fields, el_args, el_grant, el_taken, el_inspect, NULL},
 };
 
 const api_family *api_family_of(const char *path) {

@@ -4,7 +4,8 @@
  * fence is the term: docs/elections.md). Their calls follow one path through api.c (check, one
  * store call, outcome, wait); what sets a family apart is one row here:
  * its path and bounds, its own acquire members, its store calls and its
- * replies. A new primitive is a new row, not branches in api.c. */
+ * replies. A new primitive is a new row, and its endpoints rows of the
+ * route table (routes.c), not branches in api.c. */
 #ifndef PICKETD_API_FAMILY_H
 #define PICKETD_API_FAMILY_H
 
@@ -19,14 +20,12 @@ struct api_family {
   const char *noun;           /* the replies' name member, "semaphore" */
   const char *key_prefix;     /* of call->key (waiters' queue, release message) */
   const char *store_prefix;   /* of the name the store keeps it under (call->store_name) */
-  const char *actions[3];     /* the path's action for an acquire, renew, release */
+  const char *actions[3];     /* the path's action for an acquire, renew, release (its
+                                 routes are routes.c's rows; these name them in a 404) */
   const char *released;       /* a release's 200 says this is true */
-  const char *observe;        /* the action of its event stream, or NULL: none */
-  int can_break;              /* an operator may break it (POST .../break) */
   int values;                 /* its leases carry a value (acquire's `value`, proclaim) */
   size_t name_max;            /* names are at most this long... */
   const char *name_why;       /* ...and the 400 says why, when shorter than a lock's */
-  metrics_endpoint endpoint;  /* its acquire's EP_*; renew, release, inspect follow */
   store_op_kind kind;         /* its acquire's STORE_OP_*; the others follow */
   const char *const *fields;  /* the members an acquire body may have */
   /* Reads the family's own acquire members (a limit, a mode) from body

@@ -44,6 +44,7 @@
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
+#include "routes.h"
 #include "tls.h"
 #include "wait.h"
 
@@ -571,7 +572,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     api_error(&resp, PICKET_PROTO_ERR_INVALID_ARGUMENT, "the request target contains a NUL byte");
     return send_response(conn, r, &resp);
   }
-  return go_on(conn, r, api_prepare(&req, &r->call, &resp), &resp);
+  return go_on(conn, r, routes_prepare(&req, &r->call, &resp), &resp);
 }
 
 /* A piped call's reply is in (on its loop's thread): answer it. */

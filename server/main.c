@@ -20,6 +20,7 @@
 #include "api.h"
 #include "auth.h"
 #include "call.h"
+#include "routes.h"
 #include "config.h"
 #include "conns_token.h"
 #include "events.h"
@@ -130,6 +131,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   api_init(&cfg);
+  routes_init();
   if (call_start(&cfg) < 0) {
     LOG(LOG_ERROR, "cannot start the store workers: %s", strerror(errno));
     return 1;

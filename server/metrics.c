@@ -19,12 +19,11 @@ static const struct {
 #undef METRICS_INFO
 };
 
-static const char *const endpoint_names[EP_COUNT] = {
-    "acquire", "renew", "release", "inspect", "healthz", "readyz", "metrics", "openapi", "other",
-    "semaphore_acquire", "semaphore_renew", "semaphore_release", "semaphore_inspect",
-    "rwlock_acquire", "rwlock_renew", "rwlock_release", "rwlock_inspect", "ui", "list", "break",
-    "whoami", "events", "election_campaign", "election_renew", "election_resign",
-    "election_inspect", "election_proclaim", "election_observe"};
+/* The endpoint label of each row: the route table's (routes.c names them at
+ * start), and the two that no route has. */
+static const char *endpoint_names[EP_COUNT] = {[EP_OTHER] = "other", [EP_UI] = "ui"};
+
+void metrics_endpoint_name(metrics_endpoint ep, const char *label) { endpoint_names[ep] = label; }
 
 /* The statuses picketd sends; anything else is counted as "other". */
 static const int statuses[] = {200, 400, 401, 403, 404, 405, 409, 411, 413, 415, 421, 429, 500, 502, 503};
@@ -143,7 +142,8 @@ char *metrics_render(size_t *len, int all_tenants) {
 
   metrics_put(&b, "# HELP picket_http_requests_total HTTP requests by endpoint and status.\n"
           "# TYPE picket_http_requests_total counter\n");
-  for (int e = 0; e < EP_COUNT; e++)
+  for (int e = 0; e < EP_COUNT; e++) {
+    if (endpoint_names[e] == NULL) continue;
     for (size_t s = 0; s <= NSTATUS; s++) {
       unsigned long v = LOAD(requests[e][s]);
       if (v == 0 && s != 0) continue; /* keep the scrape short; 200 always shows */
@@ -154,6 +154,7 @@ char *metrics_render(size_t *len, int all_tenants) {
         metrics_put(&b, "picket_http_requests_total{endpoint=\"%s\",status=\"other\"} %lu\n",
             endpoint_names[e], v);
     }
+  }
 
   const char *family = "";
   for (int c = 0; c < M_COUNT; c++) {

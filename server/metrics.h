@@ -6,7 +6,8 @@
 
 #include <stddef.h>
 
-/* HTTP endpoints, for picket_http_requests_total{endpoint}. */
+/* HTTP endpoints, for picket_http_requests_total{endpoint}: the rows; their
+ * labels come from the route table (routes.c, metrics_endpoint_name). */
 typedef enum {
   EP_ACQUIRE, EP_RENEW, EP_RELEASE, EP_INSPECT, EP_HEALTHZ, EP_READYZ, EP_METRICS, EP_OPENAPI,
   EP_OTHER, EP_SEM_ACQUIRE, EP_SEM_RENEW, EP_SEM_RELEASE, EP_SEM_INSPECT, EP_RW_ACQUIRE,
@@ -76,6 +77,9 @@ typedef enum {
 } metrics_gauge;
 typedef enum { H_REQUEST, H_WAIT, H_COUNT } metrics_histogram;
 
+/* Names row ep's endpoint label (a static string), before the first
+ * scrape; a row never named is left out of scrapes. */
+void metrics_endpoint_name(metrics_endpoint ep, const char *label);
 void metrics_inc(metrics_counter c);
 void metrics_add(metrics_counter c, long n);
 void metrics_gauge_set(metrics_gauge g, long v);

@@ -46,6 +46,7 @@
 #include "api.h"
 #include "api_json.h"
 #include "auth.h"
+#include "routes.h"
 #include "signer.h"
 #include "config.h"
 #include "events.h"
@@ -594,7 +595,7 @@ static void run_request(const api_request *req, const config *cfg, stub_fault fa
   api_response resp;
   memset(&call, 0, sizeof call);
   request_ctx ctx = {req, cfg, fault, 0, (flags & FLAG_AUTH_MASK) == FLAG_AUTH};
-  api_result r = api_handle(req, &call, &resp);
+  api_result r = routes_handle(req, &call, &resp);
   if (r == API_STREAM) { /* an event stream: its first read finds nothing yet (no thread) */
     char buf[64];
     if (resp.status != 200 || resp.stream == NULL) broken(&ctx, &resp, "API_STREAM without a stream");
@@ -705,6 +706,7 @@ static void run_one(const uint8_t *data, size_t size) {
 
   const config *cfg = flags & FLAG_SMALL_CONFIG ? &small_cfg : &default_cfg;
   api_init(cfg);
+  routes_init();
   stub_request_begin(fault, when);
   if (flags & FLAG_PREHELD) stub_preheld(owner, olen, flags & FLAG_NO_EXPIRY ? -1 : 5000);
   /* "?k=v&k=v" after the path is its query, as libmicrohttpd splits it

@@ -10,3 +10,8 @@ set_tests_properties(unit_seam PROPERTIES LABELS unit TIMEOUT 30)
 # write and check.
 picket_check_test(unit_cursor SOURCES ${_d}/test_cursor.c LIBS picketd_store_cursor LABELS unit
                   TIMEOUT 30)
+# The route table (server/routes.c) against proto/openapi.yaml's paths, and
+# requests through it on the fuzzer's in-memory store.
+picket_check_test(unit_routes SOURCES ${_d}/test_routes.c ${CMAKE_SOURCE_DIR}/tests/fuzz/store_stub.c
+                  LIBS picketd_core picketd_store_cursor LABELS unit TIMEOUT 30)
+target_include_directories(unit_routes PRIVATE ${CMAKE_SOURCE_DIR}/tests/fuzz)
