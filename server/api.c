@@ -92,17 +92,32 @@ static void submit_detached(store_op_kind kind, const char *name, const char *le
  * grant, which takes the mark out itself, must take it out too, or one
  * refused writer (429 max_waiters, 503 too_many_waiters) would keep every
  * reader out for its whole wait_ms. */
-void api_wait_left(api_call *call) {
-  if (!call->marked || call->forgotten) return;
-  if (store_op_base(call->op.kind) == STORE_OP_ACQUIRE && call->op.st == STORE_OK) return;
+/* Whether the call's end must take its writer's mark out (and then marks
+ * it as done). */
+static int must_forget(api_call *call) {
+  if (!call->marked || call->forgotten) return 0;
+  if (store_op_base(call->op.kind) == STORE_OP_ACQUIRE && call->op.st == STORE_OK) return 0;
   /* A store that just did not answer would most likely not answer this
    * either, and a second timeout would hold the 503 back: what it may
    * have marked ends with the writer's wait at the latest (a waiting
    * writer's last try is only unavailable at its wait's end). */
-  if (call->op.st == STORE_EUNAVAIL) return;
+  if (call->op.st == STORE_EUNAVAIL) return 0;
   call->forgotten = 1;
+  return 1;
+}
+
+int api_wait_left_call(api_call *call) {
+  if (!must_forget(call)) return 0;
+  memset(&call->op, 0, sizeof call->op);
+  call->op.kind = STORE_OP_RW_FORGET;
+  call->op.name = call->store_name;
+  call->op.lease = call->lease;
+  return 1;
+}
+
+void api_wait_left(api_call *call) {
   /* a failure leaves it to its wait's end */
-  submit_detached(STORE_OP_RW_FORGET, call->store_name, call->lease, NULL, 0);
+  if (must_forget(call)) submit_detached(STORE_OP_RW_FORGET, call->store_name, call->lease, NULL, 0);
 }
 
 /* Maps a failed store call to its reply. */

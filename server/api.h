@@ -10,13 +10,18 @@
 
 void api_init(const config *cfg);
 
-/* A call is over for its client: its reply is about to be sent, or the
- * client is gone. A read/write lock's writer that told the store it would
- * wait and was not granted stops keeping new readers out, whatever ended
- * it (a refusal such as 429 or 503, its wait's timeout, its client
- * leaving, shutdown). Runs a store call on the calling thread when there
- * is something to undo, at most once per call (handed to the runner,
- * call.c, which outlives the request); else does nothing. */
+/* A call is over for its client. A read/write lock's writer that told
+ * the store it would wait and was not granted stops keeping new readers
+ * out, whatever ended it (a refusal such as 429 or 503, its wait's
+ * timeout, its client leaving, shutdown): at most once per call.
+ *
+ * Before its reply is sent (a client that reads it may act on it at
+ * once, and a reader must not meet the mark), api_wait_left_call puts
+ * that store call in call->op and returns 1: the caller runs it (the
+ * runner, call.c) and sends the reply once it is done; 0 when there is
+ * nothing to take out. When no reply follows (the client is gone),
+ * api_wait_left hands the call to the runner and does not wait for it. */
+int api_wait_left_call(api_call *call);
 void api_wait_left(api_call *call);
 
 /* routes.c's routes_prepare gives API_DONE with *resp filled (an error,

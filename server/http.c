@@ -60,7 +60,9 @@ typedef struct http_req {
   waiter w;
   events_sub *stream;   /* an event stream's (API_STREAM), until the request ends */
   int waiting;          /* parked in wait.c at least once */
-  int piped;            /* its store call is with the pipeline */
+  int piped;            /* its store call is with the runner (call.c) */
+  int forgetting;       /* ...and it takes a writer's mark out before... */
+  api_response held;    /* ...this reply is sent */
   int replied;          /* a response was queued */
   char *body;
   size_t len, cap;
@@ -158,9 +160,32 @@ static const char *header(struct MHD_Connection *conn, const char *name) {
   return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
 }
 
+static void piped_done(store_op *op);
+
+/* Runs the request's store call (call->op) through the runner and
+ * suspends the connection until piped_done resumes it. */
+static enum MHD_Result submit(struct MHD_Connection *conn, http_req *r) {
+  r->call.op.done = piped_done;
+  r->call.op.arg = r;
+  r->piped = 1;
+  atomic_fetch_add(&piped_waiting, 1);
+  MHD_suspend_connection(conn);
+  call_submit(&r->call.op); /* done comes from a later pass of this loop */
+  return MHD_YES;
+}
+
 static enum MHD_Result send_response(struct MHD_Connection *conn, http_req *r, api_response *resp) {
-  /* before the reply: a client that reads it may act on it at once */
-  api_wait_left(&r->call);
+  /* Before the reply, a waiting writer's mark is taken out (a client that
+   * reads the reply may act on it at once): the reply waits in r->held
+   * for that store call. */
+  if (api_wait_left_call(&r->call)) {
+    if (loop_current() != NULL) {
+      r->held = *resp;
+      r->forgetting = 1;
+      return submit(conn, r);
+    }
+    api_run_store(&r->call); /* off a loop: here and now */
+  }
   struct MHD_Response *m =
       MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
   if (m == NULL) {
@@ -226,7 +251,7 @@ static enum MHD_Result park(struct MHD_Connection *conn, http_req *r) {
 static void leave_wait(http_req *r, int granted) {
   conns_waiting(r->sock, 0);
   wait_leave(&r->w, granted);
-  api_wait_left(&r->call);
+  /* (its mark: before the reply, send_response; with none, on_completed) */
 }
 
 static enum MHD_Result go_on(struct MHD_Connection *conn, http_req *r, api_result res,
@@ -480,7 +505,6 @@ static enum MHD_Result refuse(struct MHD_Connection *conn, http_req *r, const ch
   return refuse_as(conn, r, PICKET_PROTO_ERR_INVALID_ARGUMENT, msg, NULL);
 }
 
-static void piped_done(store_op *op);
 static enum MHD_Result reply(struct MHD_Connection *conn, http_req *r, api_result res,
                              api_response *resp);
 
@@ -492,15 +516,7 @@ static enum MHD_Result reply(struct MHD_Connection *conn, http_req *r, api_resul
 static enum MHD_Result go_on(struct MHD_Connection *conn, http_req *r, api_result res,
                              api_response *resp) {
   while (res == API_STORE) {
-    if (loop_current() != NULL) {
-      r->call.op.done = piped_done;
-      r->call.op.arg = r;
-      r->piped = 1;
-      atomic_fetch_add(&piped_waiting, 1);
-      MHD_suspend_connection(conn);
-      call_submit(&r->call.op); /* done comes from a later pass of this loop */
-      return MHD_YES;
-    }
+    if (loop_current() != NULL) return submit(conn, r);
     api_run_store(&r->call);
     res = api_finish(&r->call, resp);
   }
@@ -551,6 +567,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   api_response resp;
   if (r->piped) { /* its store call is done (piped_done) */
     r->piped = 0;
+    if (r->forgetting) { /* the mark is out: now the reply */
+      r->forgetting = 0;
+      resp = r->held;
+      return send_response(conn, r, &resp);
+    }
     return go_on(conn, r, api_finish(&r->call, &resp), &resp);
   }
   if (r->waiting) return resumed(conn, r);
@@ -637,6 +658,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
   if (r == NULL) return;
   events_close(r->stream);
   r->stream = NULL;
+  if (r->forgetting) api_response_free(&r->held); /* its client left meanwhile */
+  r->forgetting = 0;
   if (r->waiting) leave_wait(r, api_granted(&r->call));
   api_wait_left(&r->call); /* (a call that ended with no reply sent) */
   if (api_granted(&r->call) && toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN && r->replied) {
