@@ -80,7 +80,7 @@ store_status direct_run(store_op *op) {
     if (id < 0) return STORE_EUNAVAIL;
     ro->node = id;
     store_status st;
-    conn *k = conn_for_calls(NULL, id, 1, &op->r, &st);
+    conn *k = conn_for_calls(id, &op->r, &st);
     if (k == NULL) return st;
     conn_bind(&cmd, k, op);
     redisReply *rep = call_once(k, op, &cmd, &st);

@@ -34,7 +34,21 @@
  *
  * Redirections are followed without blocking the loop: a MOVED or ASK
  * reply sends the call again at once (to the node named), a TRYAGAIN puts
- * it on the pipe's retry list until its backoff passes. */
+ * it on the pipe's retry list until its backoff passes.
+ *
+ * Nothing here waits on Redis, so the loop never does. A lane's socket is
+ * non-blocking from its connect on: opening one (at the loop's start, or
+ * after a failure) sends its setup (AUTH, SELECT, ROLE, the SCRIPT LOADs,
+ * INFO: conn.c) as the first commands, whose replies are read like any
+ * other; calls appended meanwhile wait in the queue behind the setup's
+ * entry and are written once its last reply is in (so none reaches a node
+ * that turned out to be a replica or to evict keys), and a setup that
+ * does not end within --redis-timeout-ms fails them as a timeout would. A
+ * write that does not fit the socket is finished when it is writable. The
+ * once-a-second maxmemory-policy check rides a lane at rest as an INFO
+ * entry of its own. What is left: resolving a host name (getaddrinfo, in
+ * hiredis's connect) still blocks, and so does a call that meets NOSCRIPT
+ * (run again on the loop's direct connection). */
 #include "pipe.h"
 
 #include <stdlib.h>
@@ -59,22 +73,28 @@
  * that --threads loops cannot crowd Redis's maxclients. */
 #define LANES_MAX 8
 
-/* A WAIT written after a batch: its place in the lane's queue, and the
- * calls it covers whose script replies are in. */
-typedef struct pipe_wait {
-  store_op entry;              /* phase PHASE_WAIT; entry.next is the queue */
-  store_op *held, *held_tail;  /* covered calls, in reply order (op->next) */
-  struct pipe_wait *next;      /* the lane's next outstanding WAIT */
-} pipe_wait;
+/* A command the pipe writes for itself, in a lane's queue among the
+ * calls: a WAIT written after a batch (with the calls it covers whose
+ * script replies are in), a SCRIPT LOAD ahead of a call that met
+ * NOSCRIPT, or the INFO of the policy check. */
+typedef struct pipe_entry {
+  store_op entry;              /* phase PHASE_WAIT, _LOAD or _INFO; entry.next is the queue */
+  int script;                  /* PHASE_LOAD: which */
+  store_op *held, *held_tail;  /* PHASE_WAIT: covered calls, in reply order (op->next) */
+  struct pipe_entry *next;     /* PHASE_WAIT: the lane's next outstanding WAIT */
+} pipe_entry;
 
 typedef struct {
   conn k;
+  store_op setup;        /* phase PHASE_SETUP: heads the queue while k's setup replies are due */
   store_op *head, *tail; /* appended, in the order their replies will come */
   store_op *unsent;      /* the first of them not yet written, or NULL */
-  long unsent_n;         /* ...and how many from there */
+  long unsent_n;         /* ...and how many calls from there */
   int unsent_guarded;    /* ...of which may write (grants, renewals): WAIT after them */
-  pipe_wait *waits, *waits_tail; /* WAITs written, their replies not in: oldest first */
-  unsigned long watched; /* k.opens when its socket joined the epoll set */
+  pipe_entry *waits, *waits_tail; /* WAITs written, their replies not in: oldest first */
+  int dirty;             /* commands appended that are not all written yet */
+  unsigned long watched; /* k.starts when its socket joined the epoll set */
+  uint32_t events;       /* ...and what the set watches it for */
 } node_pipe;
 
 struct store_pipe {
@@ -128,14 +148,125 @@ static node_pipe *lane_for(store_pipe *p, int id, store_result *r) {
   return soonest;
 }
 
-/* Puts np's socket in the pipe's epoll set after each (re)connect. (A
- * closed socket leaves the set by itself.) */
-static void node_pipe_watch(store_pipe *p, node_pipe *np) {
-  if (np->k.c == NULL || np->watched == np->k.opens) return;
-  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = np};
-  if (epoll_ctl(p->ep, EPOLL_CTL_ADD, np->k.c->fd, &ev) < 0)
+/* Puts np's socket in the pipe's epoll set after each (re)connect, for
+ * replies and, while a write is unfinished, for room to write. (A closed
+ * socket leaves the set by itself.) */
+static void lane_watch(store_pipe *p, node_pipe *np) {
+  if (np->k.c == NULL) return;
+  uint32_t want = EPOLLIN | (np->dirty ? EPOLLOUT : 0);
+  int known = np->watched == np->k.starts;
+  if (known && np->events == want) return;
+  struct epoll_event ev = {.events = want, .data.ptr = np};
+  if (epoll_ctl(p->ep, known ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, np->k.c->fd, &ev) < 0 && !known)
     epoll_ctl(p->ep, EPOLL_CTL_MOD, np->k.c->fd, &ev);
-  np->watched = np->k.opens;
+  np->watched = np->k.starts;
+  np->events = want;
+}
+
+/* e joins the end of np's queue (unsent: the next flush writes it). */
+static void lane_queue(node_pipe *np, store_op *e) {
+  e->next = NULL;
+  if (np->tail) np->tail->next = e;
+  else np->head = e;
+  np->tail = e;
+  if (np->unsent == NULL) np->unsent = e;
+}
+
+/* Appends the command of np's queue entry e to its connection (cmd: a
+ * call's, built by the caller, or NULL to build it here) and starts e's
+ * clock. 0, or -1 when out of memory. */
+static int lane_append(node_pipe *np, store_op *e, op_command *cmd) {
+  redis_op *ro = redis_op_of(e);
+  redisContext *c = np->k.c;
+  int64_t due = store_redis_cfg->redis_timeout_ms;
+  int ok;
+  op_command built;
+  if (ro->phase == PHASE_WAIT) {
+    ok = redisAppendCommand(c, "WAIT %d %lld", store_redis_cfg->min_replicas,
+                            (long long)store_redis_cfg->replica_timeout_ms);
+    /* WAIT may take --replica-timeout-ms by design: only past that and
+     * the command timeout is its silence a dead Redis. */
+    due += store_redis_cfg->replica_timeout_ms;
+  } else if (ro->phase == PHASE_LOAD) {
+    ok = redisAppendCommand(c, "SCRIPT LOAD %s", codec_script_src[((pipe_entry *)e)->script]);
+  } else if (ro->phase == PHASE_INFO) {
+    ok = redisAppendCommand(c, "INFO");
+  } else {
+    if (cmd == NULL && codec_build(e, cmd = &built) < 0) return -1; /* it was built once */
+    conn_bind(cmd, &np->k, e);
+    ok = ro->asking ? redisAppendCommand(c, "ASKING") : REDIS_OK;
+    if (ok == REDIS_OK) ok = redisAppendCommandArgv(c, cmd->argc, cmd->argv, NULL);
+  }
+  ro->deadline_ms = clock_mono_ms() + due;
+  np->dirty = 1;
+  return ok == REDIS_OK ? 0 : -1;
+}
+
+/* Makes sure np is open or opening (conn_start's -1, 0 or 1, r->err set
+ * on -1); a new connection's setup entry heads the queue. */
+static int lane_open(store_pipe *p, node_pipe *np, store_result *r);
+
+static void op_fail(store_op *op, const store_result *why, store_status st) {
+  op->r = *why;
+  op->st = st;
+  if (st == STORE_EUNAVAIL) metrics_inc(M_REDIS_ERR_UNAVAILABLE);
+  op->done(op);
+}
+
+/* Completes every call in np's queue with st and `why`, and frees the
+ * pipe's own entries; the connection is left as it is. done() may end
+ * the request that owns an op. */
+static void lane_drain(node_pipe *np, const store_result *why, store_status st) {
+  store_op *op = np->head;
+  np->head = np->tail = np->unsent = NULL;
+  np->unsent_n = np->unsent_guarded = 0;
+  np->waits = np->waits_tail = NULL;
+  for (store_op *next; op; op = next) {
+    next = op->next;
+    int phase = redis_op_of(op)->phase;
+    if (phase == PHASE_SETUP) continue; /* np's own */
+    if (phase != PHASE_WAIT && phase != PHASE_LOAD && phase != PHASE_INFO) {
+      op_fail(op, why, st);
+      continue;
+    }
+    /* A grant held for a WAIT stays in Redis until its TTL: its client
+     * gets 503, and a retry with the same lease gets it back. */
+    pipe_entry *w = (pipe_entry *)op;
+    for (store_op *h = w->held, *hn; h; h = hn) {
+      hn = h->next;
+      op_fail(h, why, st);
+    }
+    free(w);
+  }
+}
+
+/* Completes every call still waiting on np's connection with `why` (the
+ * connection is gone, and with it any way to know which of them Redis
+ * ran, or whether the replicas have what it wrote) and closes it: as a
+ * failed connect (the backoff starts) while its setup was under way. */
+static void pipe_fail(node_pipe *np, const store_result *why) {
+  if (np->k.c && conn_opening(&np->k)) conn_setup_failed(&np->k, why);
+  else if (np->k.c) conn_lost(&np->k);
+  lane_drain(np, why, STORE_EUNAVAIL);
+}
+
+static int lane_open(store_pipe *p, node_pipe *np, store_result *r) {
+  unsigned long starts = np->k.starts;
+  int st = conn_start(&np->k, np->head == NULL, 1, r);
+  if (st == 0 && np->k.starts != starts) {
+    if (np->head) { /* reopened under calls (a primary switch between two checks) */
+      store_result why = {0};
+      set_err(&why, "Redis primary changed while calls were in flight%s", NULL);
+      lane_drain(np, &why, STORE_EUNAVAIL);
+    }
+    np->setup = (store_op){0};
+    redis_op_of(&np->setup)->phase = PHASE_SETUP;
+    redis_op_of(&np->setup)->deadline_ms = clock_mono_ms() + store_redis_cfg->redis_timeout_ms;
+    np->head = np->tail = &np->setup;
+    np->dirty = 1;
+  }
+  lane_watch(p, np);
+  return st;
 }
 
 int store_redis_pipe_connect(store_pipe *p) {
@@ -144,44 +275,9 @@ int store_redis_pipe_connect(store_pipe *p) {
   int n = node_shards(sh, NODE_MAX), ok = n > 0;
   for (int i = 0; i < n; i++) {
     node_pipe *np = lane_get(p, sh[i].id, 0, &r);
-    if (np == NULL || conn_ready(&np->k, 1, &r) == NULL) ok = 0;
-    else node_pipe_watch(p, np);
+    if (np == NULL || lane_open(p, np, &r) < 0) ok = 0;
   }
   return ok ? 0 : -1;
-}
-
-static void op_fail(store_op *op, const store_result *why) {
-  op->r = *why;
-  op->st = STORE_EUNAVAIL;
-  metrics_inc(M_REDIS_ERR_UNAVAILABLE);
-  op->done(op);
-}
-
-/* Completes every call still waiting on np's connection with `why` (the
- * connection is gone, and with it any way to know which of them Redis
- * ran, or whether the replicas have what it wrote) and closes it. done()
- * may end the request that owns an op. */
-static void pipe_fail(node_pipe *np, const store_result *why) {
-  if (np->k.c) conn_lost(&np->k);
-  store_op *op = np->head;
-  np->head = np->tail = np->unsent = NULL;
-  np->unsent_n = np->unsent_guarded = 0;
-  np->waits = np->waits_tail = NULL;
-  for (store_op *next; op; op = next) {
-    next = op->next;
-    if (redis_op_of(op)->phase != PHASE_WAIT) {
-      op_fail(op, why);
-      continue;
-    }
-    /* A grant held for this WAIT stays in Redis until its TTL: its
-     * client gets 503, and a retry with the same lease gets it back. */
-    pipe_wait *w = (pipe_wait *)op;
-    for (store_op *h = w->held, *hn; h; h = hn) {
-      hn = h->next;
-      op_fail(h, why);
-    }
-    free(w);
-  }
 }
 
 /* Sentinel named a new primary (or a cluster node's id was given to
@@ -200,6 +296,57 @@ static void pipe_fail_transport(node_pipe *np) {
   store_result why = {0};
   conn_transport_reason(&np->k, &why);
   pipe_fail(np, &why);
+}
+
+/* Writes what np's socket takes now; the rest when it is writable. */
+static void lane_write(store_pipe *p, node_pipe *np) {
+  int done = 0;
+  if (redisBufferWrite(np->k.c, &done) != REDIS_OK) {
+    pipe_fail_transport(np);
+    return;
+  }
+  np->dirty = !done;
+  lane_watch(p, np);
+}
+
+/* np's setup is done: the entries queued behind it are appended, or,
+ * when its node evicts keys (its INFO said so), the calls among them are
+ * refused; the connection stays either way. */
+static void lane_ready(node_pipe *np) {
+  np->head = np->setup.next;
+  if (np->head == NULL) np->tail = NULL;
+  store_result why = {0};
+  store_status st;
+  if (conn_admit(&np->k, np->k.node, &why, &st) == NULL) {
+    lane_drain(np, &why, st);
+    return;
+  }
+  for (store_op *e = np->head; e; e = e->next)
+    if (lane_append(np, e, NULL) < 0) {
+      set_err(&why, "out of memory%s", NULL);
+      pipe_fail(np, &why);
+      return;
+    }
+}
+
+/* Queues an entry of the pipe's own (phase, script: see pipe_entry) on
+ * np, or NULL when out of memory (np has failed, its calls with it). */
+static pipe_entry *lane_entry(node_pipe *np, int phase, int script) {
+  pipe_entry *w = calloc(1, sizeof *w);
+  store_result why = {0};
+  set_err(&why, "out of memory%s", NULL);
+  if (w == NULL) {
+    pipe_fail(np, &why);
+    return NULL;
+  }
+  redis_op_of(&w->entry)->phase = phase;
+  w->script = script;
+  lane_queue(np, &w->entry);
+  if (!conn_opening(&np->k) && lane_append(np, &w->entry, NULL) < 0) {
+    pipe_fail(np, &why); /* frees w */
+    return NULL;
+  }
+  return w;
 }
 
 void store_redis_pipe_free(store_pipe *p) {
@@ -221,9 +368,10 @@ void store_redis_pipe_free(store_pipe *p) {
 }
 
 /* Queues op's command (cmd, built by the caller to route it) on a lane of
- * node `id` (after ASKING when op->asking). 0, or -1 with op->st and
- * op->r set (done not called). */
-static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id) {
+ * node `id` (after ASKING when op->asking; after a SCRIPT LOAD of its
+ * script when `reload`). Written at the next flush, or once the lane's
+ * setup is done. 0, or -1 with op->st and op->r set (done not called). */
+static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id, int reload) {
   redis_op *ro = redis_op_of(op);
   node_pipe *np = lane_for(p, id, &op->r);
   if (np == NULL) {
@@ -231,23 +379,24 @@ static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id) {
     return -1;
   }
   pipe_check_primary(np);
-  conn *k = conn_for_calls(&np->k, id, np->head == NULL, &op->r, &op->st);
-  if (k == NULL) return -1;
-  node_pipe_watch(p, np);
-  conn_bind(cmd, k, op);
-  if ((ro->asking && redisAppendCommand(k->c, "ASKING") != REDIS_OK) ||
-      redisAppendCommandArgv(k->c, cmd->argc, cmd->argv, NULL) != REDIS_OK) { /* out of memory */
-    op->st = conn_transport_error(k, &op->r);
+  int at_rest = np->head == NULL, st = lane_open(p, np, &op->r);
+  if (conn_admit(st < 0 ? NULL : &np->k, id, &op->r, &op->st) == NULL) return -1;
+  /* The policy check's turn, on a lane at rest: its verdict holds from
+   * the calls after this one on (a check on a direct connection came
+   * before its call, but no sooner than a second after the last). */
+  if ((reload && lane_entry(np, PHASE_LOAD, codec_script_of(op)) == NULL) ||
+      (st > 0 && at_rest && conn_policy_claim(id) && lane_entry(np, PHASE_INFO, 0) == NULL)) {
+    set_err(&op->r, "out of memory%s", NULL);
+    op->st = STORE_EUNAVAIL;
+    return -1;
+  }
+  if (!conn_opening(&np->k) && lane_append(np, op, cmd) < 0) { /* out of memory */
+    op->st = conn_transport_error(&np->k, &op->r);
     pipe_fail(np, &op->r); /* the calls already waiting share its fate */
     return -1;
   }
   ro->node = id;
-  op->next = NULL;
-  ro->deadline_ms = clock_mono_ms() + store_redis_cfg->redis_timeout_ms;
-  if (np->tail) np->tail->next = op;
-  else np->head = op;
-  np->tail = op;
-  if (np->unsent == NULL) np->unsent = op;
+  lane_queue(np, op);
   np->unsent_n++;
   store_op_kind base = store_op_base(op->kind);
   if (store_redis_cfg->min_replicas > 0 && ro->phase == PHASE_CALL &&
@@ -261,7 +410,7 @@ static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id) {
 static int pipe_submit(store_pipe *p, store_op *op) {
   redis_op *ro = redis_op_of(op);
   ro->call_deadline_ms = clock_mono_ms() + store_redis_cfg->redis_timeout_ms;
-  ro->hops = ro->asking = 0;
+  ro->hops = ro->asking = ro->reloaded = 0;
   ro->backoff_ms = TRYAGAIN_MIN_MS;
   op_command cmd;
   if (codec_build(op, &cmd) < 0) {
@@ -273,7 +422,7 @@ static int pipe_submit(store_pipe *p, store_op *op) {
     op->st = STORE_EUNAVAIL;
     return -1;
   }
-  return pipe_send(p, op, &cmd, id);
+  return pipe_send(p, op, &cmd, id, 0);
 }
 
 int store_redis_pipe_append(store_pipe *p, store_op *op) {
@@ -283,41 +432,23 @@ int store_redis_pipe_append(store_pipe *p, store_op *op) {
 }
 
 /* Sends a redirected call again (from a reply or the retry list, so done
- * may be called): to node `to`, or by the slot map (FOLLOW_ROUTE). */
-static void pipe_resend(store_pipe *p, store_op *op, int to) {
+ * may be called): to node `to`, or by the slot map (FOLLOW_ROUTE); after
+ * a SCRIPT LOAD of its script when `reload`. */
+static void pipe_resend(store_pipe *p, store_op *op, int to, int reload) {
   op_command cmd;
   if (codec_build(op, &cmd) < 0 || (to < 0 && (to = redirect_route(op, &cmd)) < 0)) {
     op->st = STORE_EUNAVAIL;
     op->done(op);
     return;
   }
-  if (pipe_send(p, op, &cmd, to) < 0) op->done(op);
+  if (pipe_send(p, op, &cmd, to, reload) < 0) op->done(op);
 }
 
 /* Appends the WAIT that covers np's unsent batch. 0, or -1 when out of
  * memory (np has failed, its calls with it). */
 static int pipe_append_wait(node_pipe *np) {
-  pipe_wait *w = calloc(1, sizeof *w);
-  store_result why = {0};
-  if (w == NULL) {
-    set_err(&why, "out of memory%s", NULL);
-    pipe_fail(np, &why);
-    return -1;
-  }
-  if (redisAppendCommand(np->k.c, "WAIT %d %lld", store_redis_cfg->min_replicas,
-                         (long long)store_redis_cfg->replica_timeout_ms) != REDIS_OK) {
-    free(w);
-    set_err(&why, "out of memory%s", NULL);
-    pipe_fail(np, &why);
-    return -1;
-  }
-  /* WAIT may take --replica-timeout-ms by design: only past that and the
-   * command timeout is its silence a dead Redis. */
-  redis_op_of(&w->entry)->phase = PHASE_WAIT;
-  redis_op_of(&w->entry)->deadline_ms =
-      clock_mono_ms() + store_redis_cfg->redis_timeout_ms + store_redis_cfg->replica_timeout_ms;
-  np->tail->next = &w->entry; /* the batch is not empty */
-  np->tail = &w->entry;
+  pipe_entry *w = lane_entry(np, PHASE_WAIT, 0);
+  if (w == NULL) return -1;
   if (np->waits_tail) np->waits_tail->next = w;
   else np->waits = w;
   np->waits_tail = w;
@@ -327,24 +458,20 @@ static int pipe_append_wait(node_pipe *np) {
 void store_redis_pipe_flush(store_pipe *p) {
   for (int i = 0; i < p->nall; i++) {
     node_pipe *np = p->all[i];
-    if (np->unsent == NULL) continue;
-    long n = np->unsent_n;
-    int guard = np->unsent_guarded > 0;
-    np->unsent = NULL;
-    np->unsent_n = np->unsent_guarded = 0;
-    if (guard && pipe_append_wait(np) < 0) continue;
-    /* The socket blocks (up to --redis-timeout-ms): a round trip's
-     * commands fit the socket buffer unless Redis has stopped reading,
-     * and then every call on it is lost anyway. */
-    int done = 0;
-    while (!done)
-      if (redisBufferWrite(np->k.c, &done) != REDIS_OK) {
-        pipe_fail_transport(np);
-        break;
+    if (np->k.c == NULL) continue;
+    /* A lane still in its setup holds its calls (lane_ready appends
+     * them); their batch is counted, and WAITed for, at the flush after. */
+    if (np->unsent && !conn_opening(&np->k)) {
+      long n = np->unsent_n;
+      if (np->unsent_guarded > 0 && pipe_append_wait(np) < 0) continue;
+      np->unsent = NULL;
+      np->unsent_n = np->unsent_guarded = 0;
+      if (n > 0) {
+        metrics_inc(M_REDIS_PIPELINE_BATCHES);
+        metrics_add(M_REDIS_PIPELINE_CALLS, n);
       }
-    if (!done) continue;
-    metrics_inc(M_REDIS_PIPELINE_BATCHES);
-    metrics_add(M_REDIS_PIPELINE_CALLS, n);
+    }
+    if (np->dirty) lane_write(p, np);
   }
 }
 
@@ -430,7 +557,7 @@ static void pipe_complete(store_pipe *p, store_op *op) {
 
 /* A WAIT's reply: the calls it covers complete, or fail when fewer than
  * --min-replicas acknowledged. Frees rep and w. */
-static void wait_reply(store_pipe *p, node_pipe *np, pipe_wait *w, redisReply *rep) {
+static void wait_reply(store_pipe *p, node_pipe *np, pipe_entry *w, redisReply *rep) {
   store_result why = {0};
   store_status st = STORE_OK;
   if (rep->type == REDIS_REPLY_ERROR) {
@@ -453,6 +580,78 @@ static void wait_reply(store_pipe *p, node_pipe *np, pipe_wait *w, redisReply *r
     pipe_complete(p, op);
   }
   free(w);
+}
+
+/* A reply to an entry of the pipe's own other than a WAIT (a SCRIPT LOAD,
+ * an INFO). Frees rep and w. */
+static void entry_reply(node_pipe *np, pipe_entry *w, redisReply *rep) {
+  store_result why = {0};
+  if (redis_op_of(&w->entry)->phase == PHASE_INFO) conn_policy_reply(np->k.node, rep);
+  else if (conn_script_reply(&np->k, w->script, rep, &why) < 0)
+    LOG(LOG_WARN, "%s; the call that met NOSCRIPT fails", why.err);
+  freeReplyObject(rep);
+  free(w);
+}
+
+/* A reply of np's setup: once the last is in, the calls queued behind it
+ * go out. Frees rep. */
+static void setup_reply(node_pipe *np, redisReply *rep) {
+  store_result why = {0};
+  int st = conn_setup_reply(&np->k, rep, &why);
+  freeReplyObject(rep);
+  if (st < 0) pipe_fail(np, &why); /* k is closed: its calls fail */
+  else if (st > 0) lane_ready(np);
+}
+
+/* A call's reply for its current phase (not ASKING's): done, held for its
+ * WAIT, or sent again. Frees rep. */
+static void call_reply(store_pipe *p, node_pipe *np, store_op *op, redisReply *rep,
+                       int *noscript_logged) {
+  redis_op *ro = redis_op_of(op);
+  if (codec_is_noscript(rep)) {
+    /* Redis lost its scripts (a restart, SCRIPT FLUSH): run the call
+     * again on the thread's direct connection, which reloads it (and
+     * WAITs there, if it must). Rare enough to block the loop for. */
+    freeReplyObject(rep);
+    if (!(*noscript_logged)++)
+      LOG(LOG_INFO, "Redis lost script %s (restart or SCRIPT FLUSH); reloading",
+          codec_script_name[codec_script_of(op)]);
+    op->st = direct_run(op);
+    direct_guard(op);
+    pipe_complete(p, op);
+    return;
+  }
+  int64_t wait_ms;
+  int next = redirect_follow(op, np->k.node, rep, &wait_ms);
+  if (next != FOLLOW_GIVE_UP) {
+    if (wait_ms <= 0) {
+      pipe_resend(p, op, next, 0);
+      return;
+    }
+    ro->retry_at_ms = clock_mono_ms() + wait_ms;
+    op->next = p->retry;
+    p->retry = op;
+    return;
+  }
+  op->st = codec_parse(op, rep);
+  if (!direct_guarded(op)) {
+    pipe_complete(p, op);
+    return;
+  }
+  /* Held for the WAIT written after its batch, the oldest one
+   * outstanding (replies come in order). */
+  pipe_entry *w = np->waits;
+  if (w == NULL) { /* cannot happen: its flush wrote a WAIT after it */
+    op->st = STORE_ENOTREPL;
+    set_err(&op->r, "no WAIT followed the call%s", NULL);
+    direct_guard_refused(op, undo_piped, p);
+    pipe_complete(p, op);
+    return;
+  }
+  op->next = NULL;
+  if (w->held_tail) w->held_tail->next = op;
+  else w->held = op;
+  w->held_tail = op;
 }
 
 /* Completes each call of np whose reply is in. */
@@ -481,60 +680,26 @@ static void node_pipe_read(store_pipe *p, node_pipe *np) {
       pipe_fail(np, &why);
       return;
     }
-    if (redis_op_of(op)->asking) { /* ASKING's +OK: the call's own reply comes next */
-      redis_op_of(op)->asking = 0;
+    redis_op *ro = redis_op_of(op);
+    if (ro->asking) { /* ASKING's +OK: the call's own reply comes next */
+      ro->asking = 0;
       freeReplyObject(rep);
+      continue;
+    }
+    if (ro->phase == PHASE_SETUP) { /* stays at the head until its last reply */
+      setup_reply(np, rep);
       continue;
     }
     np->head = op->next;
     if (np->head == NULL) np->tail = NULL;
-    if (redis_op_of(op)->phase == PHASE_WAIT) { /* the oldest outstanding WAIT */
+    if (ro->phase == PHASE_WAIT) { /* the oldest outstanding WAIT */
       np->waits = np->waits->next;
       if (np->waits == NULL) np->waits_tail = NULL;
-      wait_reply(p, np, (pipe_wait *)op, rep);
-      continue;
-    }
-    if (codec_is_noscript(rep)) {
-      /* Redis lost its scripts (a restart, SCRIPT FLUSH): run the call
-       * again on the thread's direct connection, which reloads it (and
-       * WAITs there, if it must). Rare enough to block the loop for. */
-      freeReplyObject(rep);
-      if (!noscript_logged++)
-        LOG(LOG_INFO, "Redis lost script %s (restart or SCRIPT FLUSH); reloading",
-            codec_script_name[codec_script_of(op)]);
-      op->st = direct_run(op);
-      direct_guard(op);
-      pipe_complete(p, op);
-      continue;
-    }
-    int64_t wait_ms;
-    int next = redirect_follow(op, np->k.node, rep, &wait_ms);
-    if (next == FOLLOW_GIVE_UP) {
-      op->st = codec_parse(op, rep);
-      if (direct_guarded(op)) {
-        /* Held for the WAIT written after its batch, the oldest one
-         * outstanding (replies come in order). */
-        pipe_wait *w = np->waits;
-        if (w == NULL) { /* cannot happen: its flush wrote a WAIT after it */
-          op->st = STORE_ENOTREPL;
-          set_err(&op->r, "no WAIT followed the call%s", NULL);
-          direct_guard_refused(op, undo_piped, p);
-          pipe_complete(p, op);
-          continue;
-        }
-        op->next = NULL;
-        if (w->held_tail) w->held_tail->next = op;
-        else w->held = op;
-        w->held_tail = op;
-      } else {
-        pipe_complete(p, op);
-      }
-    } else if (wait_ms > 0) {
-      redis_op_of(op)->retry_at_ms = clock_mono_ms() + wait_ms;
-      op->next = p->retry;
-      p->retry = op;
+      wait_reply(p, np, (pipe_entry *)op, rep);
+    } else if (ro->phase == PHASE_LOAD || ro->phase == PHASE_INFO) {
+      entry_reply(np, (pipe_entry *)op, rep);
     } else {
-      pipe_resend(p, op, next);
+      call_reply(p, np, op, rep, &noscript_logged);
     }
   }
 }
@@ -542,7 +707,11 @@ static void node_pipe_read(store_pipe *p, node_pipe *np) {
 void store_redis_pipe_read(store_pipe *p) {
   struct epoll_event evs[64];
   int n = epoll_wait(p->ep, evs, 64, 0);
-  for (int i = 0; i < n; i++) node_pipe_read(p, evs[i].data.ptr);
+  for (int i = 0; i < n; i++) {
+    node_pipe *np = evs[i].data.ptr;
+    if ((evs[i].events & EPOLLOUT) && np->dirty && np->k.c) lane_write(p, np);
+    if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) node_pipe_read(p, np);
+  }
 }
 
 void store_redis_pipe_expire(store_pipe *p) {
@@ -573,6 +742,6 @@ void store_redis_pipe_expire(store_pipe *p) {
   }
   for (store_op *op = due, *next; op; op = next) {
     next = op->next;
-    pipe_resend(p, op, FOLLOW_ROUTE);
+    pipe_resend(p, op, FOLLOW_ROUTE, 0);
   }
 }
