@@ -44,11 +44,14 @@
  * entry and are written once its last reply is in (so none reaches a node
  * that turned out to be a replica or to evict keys), and a setup that
  * does not end within --redis-timeout-ms fails them as a timeout would. A
- * write that does not fit the socket is finished when it is writable. The
- * once-a-second maxmemory-policy check rides a lane at rest as an INFO
- * entry of its own. What is left: resolving a host name (getaddrinfo, in
- * hiredis's connect) still blocks, and so does a call that meets NOSCRIPT
- * (run again on the loop's direct connection). */
+ * write that does not fit the socket is finished when it is writable. A
+ * call that meets NOSCRIPT (SCRIPT FLUSH) is sent again on its lane behind
+ * a SCRIPT LOAD of its script (NOSCRIPT comes before the script runs, so
+ * it ran nowhere); EVAL would do without the load but is not in the
+ * least-privilege ACL (deploy/users.acl). The once-a-second
+ * maxmemory-policy check rides a lane at rest as an INFO entry of its
+ * own. What is left: resolving a host name (getaddrinfo, in hiredis's
+ * connect) still blocks; give --redis an address to avoid it. */
 #include "pipe.h"
 
 #include <stdlib.h>
@@ -608,17 +611,17 @@ static void setup_reply(node_pipe *np, redisReply *rep) {
 static void call_reply(store_pipe *p, node_pipe *np, store_op *op, redisReply *rep,
                        int *noscript_logged) {
   redis_op *ro = redis_op_of(op);
-  if (codec_is_noscript(rep)) {
-    /* Redis lost its scripts (a restart, SCRIPT FLUSH): run the call
-     * again on the thread's direct connection, which reloads it (and
-     * WAITs there, if it must). Rare enough to block the loop for. */
+  if (codec_is_noscript(rep) && !ro->reloaded) {
+    /* Redis lost its scripts (SCRIPT FLUSH; a restart drops the
+     * connection, whose setup loads them): the script did not run, so the
+     * call goes again, behind a SCRIPT LOAD on its lane. Once: a second
+     * NOSCRIPT is its answer. */
     freeReplyObject(rep);
     if (!(*noscript_logged)++)
       LOG(LOG_INFO, "Redis lost script %s (restart or SCRIPT FLUSH); reloading",
           codec_script_name[codec_script_of(op)]);
-    op->st = direct_run(op);
-    direct_guard(op);
-    pipe_complete(p, op);
+    ro->reloaded = 1;
+    pipe_resend(p, op, np->k.node, 1);
     return;
   }
   int64_t wait_ms;
