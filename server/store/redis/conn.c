@@ -4,8 +4,11 @@
  * (pipe.c), which open and fail through the same functions here. No
  * connection is ever shared between threads.
  *
- * Opening one loads the scripts of proto/redis (SCRIPT LOAD; calls use
- * EVALSHA). A broken connection is dropped and reopened on the next call,
+ * Opening one is a setup (conn_start): AUTH, SELECT, ROLE, the scripts of
+ * proto/redis (SCRIPT LOAD; calls use EVALSHA) and an INFO, appended at
+ * once. A direct connection waits for their replies (conn_ready); a
+ * pipe's lane reads them as they come (lane.c), so no loop waits for a
+ * connect. A broken connection is dropped and reopened on the next call,
  * with a capped backoff between failed attempts so a dead Redis costs each
  * request one fast 503, not a connect timeout. Every connect re-checks
  * maxmemory-policy, and so does a connection at rest once a second: an

@@ -36,22 +36,15 @@
  * reply sends the call again at once (to the node named), a TRYAGAIN puts
  * it on the pipe's retry list until its backoff passes.
  *
- * Nothing here waits on Redis, so the loop never does. A lane's socket is
- * non-blocking from its connect on: opening one (at the loop's start, or
- * after a failure) sends its setup (AUTH, SELECT, ROLE, the SCRIPT LOADs,
- * INFO: conn.c) as the first commands, whose replies are read like any
- * other; calls appended meanwhile wait in the queue behind the setup's
- * entry and are written once its last reply is in (so none reaches a node
- * that turned out to be a replica or to evict keys), and a setup that
- * does not end within --redis-timeout-ms fails them as a timeout would. A
- * write that does not fit the socket is finished when it is writable. A
+ * Nothing here waits on Redis, so the loop never does: a lane (lane.c)
+ * connects and sets itself up in the background, with the calls appended
+ * meanwhile queued behind its setup, and writes what its socket takes. A
  * call that meets NOSCRIPT (SCRIPT FLUSH) is sent again on its lane behind
  * a SCRIPT LOAD of its script (NOSCRIPT comes before the script runs, so
  * it ran nowhere); EVAL would do without the load but is not in the
- * least-privilege ACL (deploy/users.acl). The once-a-second
- * maxmemory-policy check rides a lane at rest as an INFO entry of its
- * own. What is left: resolving a host name (getaddrinfo, in hiredis's
- * connect) still blocks; give --redis an address to avoid it. */
+ * least-privilege ACL (deploy/users.acl). What is left: resolving a host
+ * name (getaddrinfo, in hiredis's connect) still blocks; give --redis an
+ * address to avoid it. */
 #include "pipe.h"
 
 #include <stdlib.h>
@@ -63,6 +56,7 @@
 #include "codec.h"
 #include "conn.h"
 #include "direct.h"
+#include "lane.h"
 #include "lease_count.h"
 #include "log.h"
 #include "metrics.h"
@@ -75,30 +69,6 @@
  * about one round trip; a pass of a busy loop is shorter), and few enough
  * that --threads loops cannot crowd Redis's maxclients. */
 #define LANES_MAX 8
-
-/* A command the pipe writes for itself, in a lane's queue among the
- * calls: a WAIT written after a batch (with the calls it covers whose
- * script replies are in), a SCRIPT LOAD ahead of a call that met
- * NOSCRIPT, or the INFO of the policy check. */
-typedef struct pipe_entry {
-  store_op entry;              /* phase PHASE_WAIT, _LOAD or _INFO; entry.next is the queue */
-  int script;                  /* PHASE_LOAD: which */
-  store_op *held, *held_tail;  /* PHASE_WAIT: covered calls, in reply order (op->next) */
-  struct pipe_entry *next;     /* PHASE_WAIT: the lane's next outstanding WAIT */
-} pipe_entry;
-
-typedef struct {
-  conn k;
-  store_op setup;        /* phase PHASE_SETUP: heads the queue while k's setup replies are due */
-  store_op *head, *tail; /* appended, in the order their replies will come */
-  store_op *unsent;      /* the first of them not yet written, or NULL */
-  long unsent_n;         /* ...and how many calls from there */
-  int unsent_guarded;    /* ...of which may write (grants, renewals): WAIT after them */
-  pipe_entry *waits, *waits_tail; /* WAITs written, their replies not in: oldest first */
-  int dirty;             /* commands appended that are not all written yet */
-  unsigned long watched; /* k.starts when its socket joined the epoll set */
-  uint32_t events;       /* ...and what the set watches it for */
-} node_pipe;
 
 struct store_pipe {
   int ep;                                /* the lanes' sockets */
@@ -151,205 +121,15 @@ static node_pipe *lane_for(store_pipe *p, int id, store_result *r) {
   return soonest;
 }
 
-/* Puts np's socket in the pipe's epoll set after each (re)connect, for
- * replies and, while a write is unfinished, for room to write. (A closed
- * socket leaves the set by itself.) */
-static void lane_watch(store_pipe *p, node_pipe *np) {
-  if (np->k.c == NULL) return;
-  uint32_t want = EPOLLIN | (np->dirty ? EPOLLOUT : 0);
-  int known = np->watched == np->k.starts;
-  if (known && np->events == want) return;
-  struct epoll_event ev = {.events = want, .data.ptr = np};
-  if (epoll_ctl(p->ep, known ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, np->k.c->fd, &ev) < 0 && !known)
-    epoll_ctl(p->ep, EPOLL_CTL_MOD, np->k.c->fd, &ev);
-  np->watched = np->k.starts;
-  np->events = want;
-}
-
-/* e joins the end of np's queue (unsent: the next flush writes it). */
-static void lane_queue(node_pipe *np, store_op *e) {
-  e->next = NULL;
-  if (np->tail) np->tail->next = e;
-  else np->head = e;
-  np->tail = e;
-  if (np->unsent == NULL) np->unsent = e;
-}
-
-/* Appends the command of np's queue entry e to its connection (cmd: a
- * call's, built by the caller, or NULL to build it here) and starts e's
- * clock. 0, or -1 when out of memory. */
-static int lane_append(node_pipe *np, store_op *e, op_command *cmd) {
-  redis_op *ro = redis_op_of(e);
-  redisContext *c = np->k.c;
-  int64_t due = store_redis_cfg->redis_timeout_ms;
-  int ok;
-  op_command built;
-  if (ro->phase == PHASE_WAIT) {
-    ok = redisAppendCommand(c, "WAIT %d %lld", store_redis_cfg->min_replicas,
-                            (long long)store_redis_cfg->replica_timeout_ms);
-    /* WAIT may take --replica-timeout-ms by design: only past that and
-     * the command timeout is its silence a dead Redis. */
-    due += store_redis_cfg->replica_timeout_ms;
-  } else if (ro->phase == PHASE_LOAD) {
-    ok = redisAppendCommand(c, "SCRIPT LOAD %s", codec_script_src[((pipe_entry *)e)->script]);
-  } else if (ro->phase == PHASE_INFO) {
-    ok = redisAppendCommand(c, "INFO");
-  } else {
-    if (cmd == NULL && codec_build(e, cmd = &built) < 0) return -1; /* it was built once */
-    conn_bind(cmd, &np->k, e);
-    ok = ro->asking ? redisAppendCommand(c, "ASKING") : REDIS_OK;
-    if (ok == REDIS_OK) ok = redisAppendCommandArgv(c, cmd->argc, cmd->argv, NULL);
-  }
-  ro->deadline_ms = clock_mono_ms() + due;
-  np->dirty = 1;
-  return ok == REDIS_OK ? 0 : -1;
-}
-
-/* Makes sure np is open or opening (conn_start's -1, 0 or 1, r->err set
- * on -1); a new connection's setup entry heads the queue. */
-static int lane_open(store_pipe *p, node_pipe *np, store_result *r);
-
-static void op_fail(store_op *op, const store_result *why, store_status st) {
-  op->r = *why;
-  op->st = st;
-  if (st == STORE_EUNAVAIL) metrics_inc(M_REDIS_ERR_UNAVAILABLE);
-  op->done(op);
-}
-
-/* Completes every call in np's queue with st and `why`, and frees the
- * pipe's own entries; the connection is left as it is. done() may end
- * the request that owns an op. */
-static void lane_drain(node_pipe *np, const store_result *why, store_status st) {
-  store_op *op = np->head;
-  np->head = np->tail = np->unsent = NULL;
-  np->unsent_n = np->unsent_guarded = 0;
-  np->waits = np->waits_tail = NULL;
-  for (store_op *next; op; op = next) {
-    next = op->next;
-    int phase = redis_op_of(op)->phase;
-    if (phase == PHASE_SETUP) continue; /* np's own */
-    if (phase != PHASE_WAIT && phase != PHASE_LOAD && phase != PHASE_INFO) {
-      op_fail(op, why, st);
-      continue;
-    }
-    /* A grant held for a WAIT stays in Redis until its TTL: its client
-     * gets 503, and a retry with the same lease gets it back. */
-    pipe_entry *w = (pipe_entry *)op;
-    for (store_op *h = w->held, *hn; h; h = hn) {
-      hn = h->next;
-      op_fail(h, why, st);
-    }
-    free(w);
-  }
-}
-
-/* Completes every call still waiting on np's connection with `why` (the
- * connection is gone, and with it any way to know which of them Redis
- * ran, or whether the replicas have what it wrote) and closes it: as a
- * failed connect (the backoff starts) while its setup was under way. */
-static void pipe_fail(node_pipe *np, const store_result *why) {
-  if (np->k.c && conn_opening(&np->k)) conn_setup_failed(&np->k, why);
-  else if (np->k.c) conn_lost(&np->k);
-  lane_drain(np, why, STORE_EUNAVAIL);
-}
-
-static int lane_open(store_pipe *p, node_pipe *np, store_result *r) {
-  unsigned long starts = np->k.starts;
-  int st = conn_start(&np->k, np->head == NULL, 1, r);
-  if (st == 0 && np->k.starts != starts) {
-    if (np->head) { /* reopened under calls (a primary switch between two checks) */
-      store_result why = {0};
-      set_err(&why, "Redis primary changed while calls were in flight%s", NULL);
-      lane_drain(np, &why, STORE_EUNAVAIL);
-    }
-    np->setup = (store_op){0};
-    redis_op_of(&np->setup)->phase = PHASE_SETUP;
-    redis_op_of(&np->setup)->deadline_ms = clock_mono_ms() + store_redis_cfg->redis_timeout_ms;
-    np->head = np->tail = &np->setup;
-    np->dirty = 1;
-  }
-  lane_watch(p, np);
-  return st;
-}
-
 int store_redis_pipe_connect(store_pipe *p) {
   store_result r = {0};
   node_shard sh[NODE_MAX];
   int n = node_shards(sh, NODE_MAX), ok = n > 0;
   for (int i = 0; i < n; i++) {
     node_pipe *np = lane_get(p, sh[i].id, 0, &r);
-    if (np == NULL || lane_open(p, np, &r) < 0) ok = 0;
+    if (np == NULL || lane_open(p->ep, np, &r) < 0) ok = 0;
   }
   return ok ? 0 : -1;
-}
-
-/* Sentinel named a new primary (or a cluster node's id was given to
- * another node, or the sentinels' lease lapsed) while calls wait on np:
- * their replies would come from a node that may no longer be the primary
- * (see conn_primary_moved). */
-static void pipe_check_primary(node_pipe *np) {
-  store_result why = {0};
-  if (np->k.c == NULL ||
-      node_current(np->k.node, np->k.gen, np->k.lease_epoch, why.err, sizeof why.err))
-    return;
-  pipe_fail(np, &why);
-}
-
-static void pipe_fail_transport(node_pipe *np) {
-  store_result why = {0};
-  conn_transport_reason(&np->k, &why);
-  pipe_fail(np, &why);
-}
-
-/* Writes what np's socket takes now; the rest when it is writable. */
-static void lane_write(store_pipe *p, node_pipe *np) {
-  int done = 0;
-  if (redisBufferWrite(np->k.c, &done) != REDIS_OK) {
-    pipe_fail_transport(np);
-    return;
-  }
-  np->dirty = !done;
-  lane_watch(p, np);
-}
-
-/* np's setup is done: the entries queued behind it are appended, or,
- * when its node evicts keys (its INFO said so), the calls among them are
- * refused; the connection stays either way. */
-static void lane_ready(node_pipe *np) {
-  np->head = np->setup.next;
-  if (np->head == NULL) np->tail = NULL;
-  store_result why = {0};
-  store_status st;
-  if (conn_admit(&np->k, np->k.node, &why, &st) == NULL) {
-    lane_drain(np, &why, st);
-    return;
-  }
-  for (store_op *e = np->head; e; e = e->next)
-    if (lane_append(np, e, NULL) < 0) {
-      set_err(&why, "out of memory%s", NULL);
-      pipe_fail(np, &why);
-      return;
-    }
-}
-
-/* Queues an entry of the pipe's own (phase, script: see pipe_entry) on
- * np, or NULL when out of memory (np has failed, its calls with it). */
-static pipe_entry *lane_entry(node_pipe *np, int phase, int script) {
-  pipe_entry *w = calloc(1, sizeof *w);
-  store_result why = {0};
-  set_err(&why, "out of memory%s", NULL);
-  if (w == NULL) {
-    pipe_fail(np, &why);
-    return NULL;
-  }
-  redis_op_of(&w->entry)->phase = phase;
-  w->script = script;
-  lane_queue(np, &w->entry);
-  if (!conn_opening(&np->k) && lane_append(np, &w->entry, NULL) < 0) {
-    pipe_fail(np, &why); /* frees w */
-    return NULL;
-  }
-  return w;
 }
 
 void store_redis_pipe_free(store_pipe *p) {
@@ -363,7 +143,7 @@ void store_redis_pipe_free(store_pipe *p) {
     op->done(op);
   }
   for (int i = 0; i < p->nall; i++) {
-    pipe_fail(p->all[i], &why);
+    lane_fail(p->all[i], &why);
     free(p->all[i]);
   }
   close(p->ep);
@@ -381,8 +161,8 @@ static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id, int r
     op->st = STORE_EUNAVAIL;
     return -1;
   }
-  pipe_check_primary(np);
-  int at_rest = np->head == NULL, st = lane_open(p, np, &op->r);
+  lane_check_primary(np);
+  int at_rest = np->head == NULL, st = lane_open(p->ep, np, &op->r);
   if (conn_admit(st < 0 ? NULL : &np->k, id, &op->r, &op->st) == NULL) return -1;
   /* The policy check's turn, on a lane at rest: its verdict holds from
    * the calls after this one on (a check on a direct connection came
@@ -395,7 +175,7 @@ static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id, int r
   }
   if (!conn_opening(&np->k) && lane_append(np, op, cmd) < 0) { /* out of memory */
     op->st = conn_transport_error(&np->k, &op->r);
-    pipe_fail(np, &op->r); /* the calls already waiting share its fate */
+    lane_fail(np, &op->r); /* the calls already waiting share its fate */
     return -1;
   }
   ro->node = id;
@@ -474,7 +254,7 @@ void store_redis_pipe_flush(store_pipe *p) {
         metrics_add(M_REDIS_PIPELINE_CALLS, n);
       }
     }
-    if (np->dirty) lane_write(p, np);
+    if (np->dirty) lane_write(p->ep, np);
   }
 }
 
@@ -585,27 +365,6 @@ static void wait_reply(store_pipe *p, node_pipe *np, pipe_entry *w, redisReply *
   free(w);
 }
 
-/* A reply to an entry of the pipe's own other than a WAIT (a SCRIPT LOAD,
- * an INFO). Frees rep and w. */
-static void entry_reply(node_pipe *np, pipe_entry *w, redisReply *rep) {
-  store_result why = {0};
-  if (redis_op_of(&w->entry)->phase == PHASE_INFO) conn_policy_reply(np->k.node, rep);
-  else if (conn_script_reply(&np->k, w->script, rep, &why) < 0)
-    LOG(LOG_WARN, "%s; the call that met NOSCRIPT fails", why.err);
-  freeReplyObject(rep);
-  free(w);
-}
-
-/* A reply of np's setup: once the last is in, the calls queued behind it
- * go out. Frees rep. */
-static void setup_reply(node_pipe *np, redisReply *rep) {
-  store_result why = {0};
-  int st = conn_setup_reply(&np->k, rep, &why);
-  freeReplyObject(rep);
-  if (st < 0) pipe_fail(np, &why); /* k is closed: its calls fail */
-  else if (st > 0) lane_ready(np);
-}
-
 /* A call's reply for its current phase (not ASKING's): done, held for its
  * WAIT, or sent again. Frees rep. */
 static void call_reply(store_pipe *p, node_pipe *np, store_op *op, redisReply *rep,
@@ -659,11 +418,11 @@ static void call_reply(store_pipe *p, node_pipe *np, store_op *op, redisReply *r
 
 /* Completes each call of np whose reply is in. */
 static void node_pipe_read(store_pipe *p, node_pipe *np) {
-  pipe_check_primary(np);
+  lane_check_primary(np);
   if (np->k.c == NULL) return;
   /* One read: called when the socket is readable, so it does not block. */
   if (redisBufferRead(np->k.c) != REDIS_OK) {
-    pipe_fail_transport(np);
+    lane_fail_transport(np);
     return;
   }
   int noscript_logged = 0;
@@ -671,7 +430,7 @@ static void node_pipe_read(store_pipe *p, node_pipe *np) {
     redisReply *rep = NULL;
     if (np->k.c == NULL) return; /* failed meanwhile (a resend to this node) */
     if (redisGetReplyFromReader(np->k.c, (void **)&rep) != REDIS_OK) {
-      pipe_fail_transport(np);
+      lane_fail_transport(np);
       return;
     }
     if (rep == NULL) return; /* the rest has not arrived yet */
@@ -680,7 +439,7 @@ static void node_pipe_read(store_pipe *p, node_pipe *np) {
       freeReplyObject(rep);
       store_result why = {0};
       set_err(&why, "Redis sent a reply nobody asked for%s", NULL);
-      pipe_fail(np, &why);
+      lane_fail(np, &why);
       return;
     }
     redis_op *ro = redis_op_of(op);
@@ -690,7 +449,7 @@ static void node_pipe_read(store_pipe *p, node_pipe *np) {
       continue;
     }
     if (ro->phase == PHASE_SETUP) { /* stays at the head until its last reply */
-      setup_reply(np, rep);
+      lane_setup_reply(np, rep);
       continue;
     }
     np->head = op->next;
@@ -700,7 +459,7 @@ static void node_pipe_read(store_pipe *p, node_pipe *np) {
       if (np->waits == NULL) np->waits_tail = NULL;
       wait_reply(p, np, (pipe_entry *)op, rep);
     } else if (ro->phase == PHASE_LOAD || ro->phase == PHASE_INFO) {
-      entry_reply(np, (pipe_entry *)op, rep);
+      lane_entry_reply(np, (pipe_entry *)op, rep);
     } else {
       call_reply(p, np, op, rep, &noscript_logged);
     }
@@ -712,7 +471,7 @@ void store_redis_pipe_read(store_pipe *p) {
   int n = epoll_wait(p->ep, evs, 64, 0);
   for (int i = 0; i < n; i++) {
     node_pipe *np = evs[i].data.ptr;
-    if ((evs[i].events & EPOLLOUT) && np->dirty && np->k.c) lane_write(p, np);
+    if ((evs[i].events & EPOLLOUT) && np->dirty && np->k.c) lane_write(p->ep, np);
     if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) node_pipe_read(p, np);
   }
 }
@@ -721,14 +480,14 @@ void store_redis_pipe_expire(store_pipe *p) {
   int64_t now = clock_mono_ms();
   for (int i = 0; i < p->nall; i++) {
     node_pipe *np = p->all[i];
-    pipe_check_primary(np);
+    lane_check_primary(np);
     if (np->head == NULL || now < redis_op_of(np->head)->deadline_ms) continue;
     store_result why = {0};
     int waited = redis_op_of(np->head)->phase == PHASE_WAIT;
     snprintf(why.err, sizeof why.err, "Redis timed out after %lld ms",
              (long long)(store_redis_cfg->redis_timeout_ms +
                          (waited ? store_redis_cfg->replica_timeout_ms : 0)));
-    pipe_fail(np, &why);
+    lane_fail(np, &why);
   }
   /* The TRYAGAIN calls whose backoff has passed (taken off the list
    * first: a resend may put one back). */
