@@ -35,6 +35,10 @@
  *   acquire is in the pipeline gets no grant, and the lock is not held.
  * stopped_redis_times_out: with Redis stopped, piped calls end at
  *   --redis-timeout-ms with 503, and the event loops serve meanwhile.
+ * pipe_setup_never_waits: with one loop, calls that meet NOSCRIPT are sent
+ *   again on the pipe (no connection is opened for them), and a pipe
+ *   reopened while Redis is stopped waits for its setup's replies while
+ *   /healthz is answered.
  *
  * Why SIGSTOP and not DEBUG SLEEP to hold calls in the pipeline: a stopped
  * Redis stays stopped until the test has seen (picket_http_inflight_requests)
@@ -578,6 +582,53 @@ START_TEST(half_closed_client) {
 }
 END_TEST
 
+/* The pipe never makes its loop wait (issue 41, item 2, Redis side). Before,
+ * a call that met NOSCRIPT was run again on the loop's direct connection,
+ * which the loop opened (connect, SCRIPT LOADs, INFO) and waited on; and
+ * a pipe's connection was reopened with a blocking connect and setup, so
+ * a loop whose pipe broke served nothing until a stopped Redis answered. */
+START_TEST(pipe_setup_never_waits) {
+  const char *one[] = {"--threads", "1", NULL};
+  start("on", one);
+  fault_call c;
+  ck_assert_int_eq(fault_acquire(harness_picketd_url(P), "ps.warm", 30000, NULL, &c), 200);
+  /* NOSCRIPT: the acquire is sent again behind a SCRIPT LOAD on the pipe;
+   * the only connection picketd opened so far is the pipe's */
+  double opens = metric("picket_redis_reconnects_total");
+  redisReply *x = harness_redis_cmd(R, "SCRIPT FLUSH");
+  ck_assert_ptr_nonnull(x);
+  freeReplyObject(x);
+  ck_assert_int_eq(fault_acquire(harness_picketd_url(P), "ps.a", 30000, NULL, &c), 200);
+  ck_assert(fault_log_has(harness_picketd_log(P), "reloading"));
+  ck_assert_msg(metric("picket_redis_reconnects_total") == opens,
+                "a connection was opened for the call that met NOSCRIPT (%g, was %g)",
+                metric("picket_redis_reconnects_total"), opens);
+  /* The pipe's connection killed, seen by picketd (the loop reads the
+   * close), then Redis stopped: the next call reopens it */
+  x = harness_redis_cmd(R, "CLIENT KILL TYPE normal");
+  ck_assert_ptr_nonnull(x);
+  freeReplyObject(x);
+  int64_t until = harness_now_ms() + 5000 * harness_time_scale();
+  while (metric("picket_redis_up") != 0 && harness_now_ms() < until) harness_sleep_ms(5);
+  ck_assert_msg(metric("picket_redis_up") == 0, "picketd did not see its connection killed");
+  redis_freeze();
+  shot acquire;
+  shot_fire(&acquire, "ps.b", "acquire", "{\"ttl_ms\":30000}");
+  await_inflight(1);
+  harness_resp h;
+  ck_assert_int_eq(harness_http(harness_picketd_url(P), "GET", "/healthz", NULL, &h), 0);
+  ck_assert_int_eq(h.status, 200);
+  harness_resp_free(&h);
+  int waited = atomic_load(&acquire.done);
+  redis_thaw();
+  pthread_join(acquire.t, NULL);
+  ck_assert_msg(waited == 0, "/healthz was answered only after the acquire ended");
+  ck_assert_msg(acquire.c.status == 200, "acquire after the reopen: %ld %s", acquire.c.status,
+                acquire.c.code);
+  stop_both();
+}
+END_TEST
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   /* once, before any test starts HTTP calls on several threads */
@@ -586,7 +637,7 @@ int main(void) {
   const TTest *tests[] = {load_on,          off_and_min_replicas,
                           noscript_in_batch, redis_killed_mid_batch, sigterm_finishes_piped_calls,
                           sigterm_drains_pipeline, half_closed_client,
-                          no_mode_blocks_the_loop, stopped_redis_times_out};
+                          no_mode_blocks_the_loop, stopped_redis_times_out, pipe_setup_never_waits};
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
     TCase *tc = tcase_create(tests[i]->name);
     /* a hang (a call never resumed, a drain that never ends) fails here */

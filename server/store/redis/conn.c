@@ -4,8 +4,11 @@
  * (pipe.c), which open and fail through the same functions here. No
  * connection is ever shared between threads.
  *
- * Opening one loads the scripts of proto/redis (SCRIPT LOAD; calls use
- * EVALSHA). A broken connection is dropped and reopened on the next call,
+ * Opening one is a setup (conn_start): AUTH, SELECT, ROLE, the scripts of
+ * proto/redis (SCRIPT LOAD; calls use EVALSHA) and an INFO, appended at
+ * once. A direct connection waits for their replies (conn_ready); a
+ * pipe's lane reads them as they come (lane.c), so no loop waits for a
+ * connect. A broken connection is dropped and reopened on the next call,
  * with a capped backoff between failed attempts so a dead Redis costs each
  * request one fast 503, not a connect timeout. Every connect re-checks
  * maxmemory-policy, and so does a connection at rest once a second: an
@@ -61,25 +64,6 @@ static void conn_destroy(void *p) {
     }
   free(t);
 }
-/* A command on a fresh connection during setup; NULL (and the reason in r)
- * when it fails at the transport level or Redis answers with an error. */
-static redisReply *setup_cmd(redisContext *c, store_result *r, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  redisReply *rep = redisvCommand(c, fmt, ap);
-  va_end(ap);
-  if (rep == NULL) {
-    set_err(r, "Redis connection failed: %s", c->errstr);
-    return NULL;
-  }
-  if (rep->type == REDIS_REPLY_ERROR) {
-    set_err(r, "Redis refused setup: %s", rep->str);
-    freeReplyObject(rep);
-    return NULL;
-  }
-  return rep;
-}
-
 /* The line "name..." (name ends with ':') of an INFO reply, or NULL. */
 static const char *info_line(const char *info, const char *name) {
   size_t n = strlen(name);
@@ -94,14 +78,11 @@ long long conn_info_field(const char *info, const char *name) {
   return v ? strtoll(v, NULL, 10) : -1;
 }
 
-/* Runs INFO on c, fills *f and refreshes the memory and key gauges.
- * Returns 0, or -1 when no reply came (the connection failed). */
-int conn_info_read(redisContext *c, info_facts *f) {
+/* Reads an INFO reply into *f and refreshes the memory and key gauges. */
+static void info_parse(const redisReply *rep, info_facts *f) {
   f->policy[0] = f->err[0] = '\0';
   f->aof = -1;
   f->other_error = 0;
-  redisReply *rep = redisCommand(c, "INFO");
-  if (rep == NULL) return -1;
   if (rep->type == REDIS_REPLY_ERROR) {
     /* NOPERM: an ACL forbids INFO, so the policy stays unknown (refused
      * as evicting). Anything else says nothing of the policy. */
@@ -122,6 +103,14 @@ int conn_info_read(redisContext *c, info_facts *f) {
     long long keys = conn_info_field(rep->str, db);
     metrics_gauge_set(G_REDIS_DB_KEYS, keys > 0 ? (long)keys : 0);
   }
+}
+
+/* Runs INFO on c, fills *f and refreshes the memory and key gauges.
+ * Returns 0, or -1 when no reply came (the connection failed). */
+int conn_info_read(redisContext *c, info_facts *f) {
+  redisReply *rep = redisCommand(c, "INFO");
+  if (rep == NULL) return -1;
+  info_parse(rep, f);
   freeReplyObject(rep);
   return 0;
 }
@@ -146,14 +135,13 @@ int conn_policy_evicts(const char *policy) { return strcmp(policy, "noeviction")
 static atomic_int evicting[NODE_MAX]; /* per node: a cluster's shards are checked each */
 static atomic_llong policy_due_ms[NODE_MAX];
 
-void conn_check_policy(conn *k) {
+void conn_policy_reply(int id, const redisReply *rep) {
   info_facts f;
-  atomic_store(&policy_due_ms[k->node], (long long)(clock_mono_ms() + POLICY_RECHECK_MS));
-  /* The connection failed (its next call finds out), or a transient
-   * refusal: the verdict stands. */
-  if (conn_info_read(k->c, &f) < 0 || f.other_error) return;
+  atomic_store(&policy_due_ms[id], (long long)(clock_mono_ms() + POLICY_RECHECK_MS));
+  info_parse(rep, &f);
+  if (f.other_error) return; /* a transient refusal: the verdict stands */
   int bad = conn_policy_evicts(f.policy) && !store_redis_cfg->allow_eviction;
-  int was = atomic_exchange(&evicting[k->node], bad);
+  int was = atomic_exchange(&evicting[id], bad);
   if (bad && !was && f.policy[0] == '\0')
     LOG(LOG_ERROR, "cannot read Redis maxmemory-policy (INFO refused, or it has no "
                    "maxmemory_policy): refusing locks (allow INFO, see deploy/users.acl, or "
@@ -164,13 +152,24 @@ void conn_check_policy(conn *k) {
   if (!bad && was) LOG(LOG_INFO, "Redis maxmemory-policy is now %s", f.policy);
 }
 
+void conn_check_policy(conn *k) {
+  atomic_store(&policy_due_ms[k->node], (long long)(clock_mono_ms() + POLICY_RECHECK_MS));
+  redisReply *rep = redisCommand(k->c, "INFO");
+  if (rep == NULL) return; /* the connection failed: its next call finds out */
+  conn_policy_reply(k->node, rep);
+  freeReplyObject(rep);
+}
+
+int conn_policy_claim(int id) {
+  atomic_llong *d = &policy_due_ms[id];
+  long long due = atomic_load(d), now = (long long)clock_mono_ms();
+  return now >= due && atomic_compare_exchange_strong(d, &due, now + POLICY_RECHECK_MS);
+}
+
 /* Re-reads the policy on k (which has no reply outstanding) when the
  * process's check is due; one connection takes each turn. */
 void conn_policy_due(conn *k) {
-  atomic_llong *d = &policy_due_ms[k->node];
-  long long due = atomic_load(d), now = (long long)clock_mono_ms();
-  if (now >= due && atomic_compare_exchange_strong(d, &due, now + POLICY_RECHECK_MS))
-    conn_check_policy(k);
+  if (conn_policy_claim(k->node)) conn_check_policy(k);
 }
 
 /* A connection to node `id` (node.c finds it, authenticates and checks
@@ -179,14 +178,29 @@ redisContext *conn_open(int id, store_result *r, unsigned long *gen) {
   return node_connect(id, store_redis_cfg->redis_timeout_ms, gen, r->err, sizeof r->err);
 }
 
+int conn_script_reply(conn *k, int s, const redisReply *rep, store_result *r) {
+  if (rep->type == REDIS_REPLY_ERROR) {
+    snprintf(r->err, sizeof r->err, "Redis refused SCRIPT LOAD %s: %.150s", codec_script_name[s],
+             rep->str);
+    return -1;
+  }
+  if (rep->type != REDIS_REPLY_STRING || rep->len != 40) {
+    set_err(r, "Redis gave an odd reply to SCRIPT LOAD %s", codec_script_name[s]);
+    return -1;
+  }
+  memcpy(k->sha[s], rep->str, 41);
+  return 0;
+}
+
 int conn_load_script(conn *k, int s, store_result *r) {
-  redisReply *rep = setup_cmd(k->c, r, "SCRIPT LOAD %s", codec_script_src[s]);
-  if (rep == NULL) return -1;
-  int ok = rep->type == REDIS_REPLY_STRING && rep->len == 40;
-  if (ok) memcpy(k->sha[s], rep->str, 41);
-  else set_err(r, "Redis gave an odd reply to SCRIPT LOAD %s", codec_script_name[s]);
+  redisReply *rep = redisCommand(k->c, "SCRIPT LOAD %s", codec_script_src[s]);
+  if (rep == NULL) {
+    set_err(r, "Redis connection failed: %s", k->c->errstr);
+    return -1;
+  }
+  int ok = conn_script_reply(k, s, rep, r);
   freeReplyObject(rep);
-  return ok ? 0 : -1;
+  return ok;
 }
 
 /* 1 when the peer has closed the socket: readable with nothing to read
@@ -199,20 +213,33 @@ static int peer_closed(int fd) {
   return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-/* Opens k if it is closed (or must be reopened); NULL with r->err set when
- * Redis cannot be reached now. `at_rest`: k has no replies outstanding, so
- * it may be reopened after another connection's failure. */
-conn *conn_ready(conn *k, int at_rest, store_result *r) {
+/* A connect or a setup failed (r->err says why): no new attempt before
+ * the backoff has passed, unless another thread reaches the node first. */
+static void open_failed(conn *k, const store_result *r) {
+  snprintf(k->last_err, sizeof k->last_err, "%.199s", r->err);
+  k->seen_epoch = atomic_load(&connect_epoch[k->node]);
+  k->next_try_ms = clock_mono_ms() + k->backoff_ms;
+  k->backoff_ms = k->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : k->backoff_ms * 2;
+}
+
+void conn_setup_failed(conn *k, const store_result *r) {
+  conn_close(k);
+  open_failed(k, r);
+}
+
+int conn_opening(const conn *k) { return k->c != NULL && k->setup_next < k->setup_n; }
+
+int conn_start(conn *k, int at_rest, int nonblock, store_result *r) {
   /* Under the sentinels' lease (node.h): none lapsed since the calls in
    * flight went out, or their replies will be refused anyway. */
   unsigned long epoch;
-  if (!node_lease_check(k->node, &epoch, r->err, sizeof r->err)) return NULL;
+  if (!node_lease_check(k->node, &epoch, r->err, sizeof r->err)) return -1;
   if (at_rest) {
     k->lease_epoch = epoch;
   } else if (epoch != k->lease_epoch) {
     set_err(r, "the sentinels' confirmation of the primary lapsed while calls were in flight; "
                "retry%s", NULL);
-    return NULL;
+    return -1;
   }
   if (k->c && at_rest && k->seen_failure != atomic_load(&failure_epoch[k->node])) {
     LOG(LOG_DEBUG, "another connection to Redis failed; reconnecting");
@@ -224,36 +251,71 @@ conn *conn_ready(conn *k, int at_rest, store_result *r) {
     LOG(LOG_DEBUG, "Redis primary changed; reconnecting");
     conn_close(k);
   }
-  if (k->c) return k;
-  int64_t now = clock_mono_ms();
+  if (k->c) return conn_opening(k) ? 0 : 1;
   /* k->gen is the generation of the last attempt: a new primary is tried
    * at once, whatever the backoff from failures against the old one. */
-  if (now < k->next_try_ms && k->seen_epoch == atomic_load(&connect_epoch[k->node]) &&
-      k->gen == node_generation(k->node)) {
+  if (clock_mono_ms() < k->next_try_ms &&
+      k->seen_epoch == atomic_load(&connect_epoch[k->node]) && k->gen == node_generation(k->node)) {
     /* the reason of the last attempt, which may be this call's first
      * sight of it (a loop's pipe connects at start) */
     snprintf(r->err, sizeof r->err, "%s (retrying)", k->last_err);
-    return NULL;
+    return -1;
   }
   k->seen_failure = atomic_load(&failure_epoch[k->node]);
-  k->c = conn_open(k->node, r, &k->gen);
-  for (int s = 0; k->c && s < SCRIPT_COUNT; s++)
-    if (conn_load_script(k, s, r) < 0) conn_close(k);
+  k->c = node_connect_start(k->node, nonblock ? 0 : store_redis_cfg->redis_timeout_ms, &k->gen,
+                            &k->setup, r->err, sizeof r->err);
   if (k->c == NULL) {
-    snprintf(k->last_err, sizeof k->last_err, "%.199s", r->err);
-    k->seen_epoch = atomic_load(&connect_epoch[k->node]);
-    k->next_try_ms = now + k->backoff_ms;
-    k->backoff_ms = k->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : k->backoff_ms * 2;
-    return NULL;
+    open_failed(k, r);
+    return -1;
   }
+  k->starts++;
+  int ok = REDIS_OK;
+  for (int s = 0; ok == REDIS_OK && s < SCRIPT_COUNT; s++)
+    ok = redisAppendCommand(k->c, "SCRIPT LOAD %s", codec_script_src[s]);
+  /* Every connect re-reads maxmemory-policy (see conn_check_policy). */
+  if (ok == REDIS_OK) ok = redisAppendCommand(k->c, "INFO");
+  if (ok != REDIS_OK) {
+    set_err(r, "Redis connection failed: out of memory%s", NULL);
+    conn_setup_failed(k, r);
+    return -1;
+  }
+  k->setup_next = 0;
+  k->setup_n = k->setup.n + SCRIPT_COUNT + 1;
+  return 0;
+}
+
+int conn_setup_reply(conn *k, const redisReply *rep, store_result *r) {
+  int i = k->setup_next++, n = k->setup.n, ok = 0;
+  if (i < n) ok = node_setup_reply(&k->setup, rep, r->err, sizeof r->err);
+  else if (i < n + SCRIPT_COUNT) ok = conn_script_reply(k, i - n, rep, r);
+  else conn_policy_reply(k->node, rep);
+  if (ok < 0) {
+    conn_setup_failed(k, r);
+    return -1;
+  }
+  if (k->setup_next < k->setup_n) return 0;
   k->backoff_ms = BACKOFF_MIN_MS;
   k->next_try_ms = 0;
   k->opens++;
   atomic_fetch_add(&connect_epoch[k->node], 1);
-  conn_check_policy(k);
   metrics_inc(M_REDIS_RECONNECTS);
   LOG(LOG_DEBUG, "Redis connection opened");
-  return k;
+  return 1;
+}
+
+conn *conn_ready(conn *k, int at_rest, store_result *r) {
+  int st = conn_start(k, at_rest, 0, r);
+  while (st == 0) {
+    redisReply *rep = NULL;
+    if (redisGetReply(k->c, (void **)&rep) != REDIS_OK) {
+      set_err(r, "Redis connection failed: %s", k->c->errstr);
+      conn_setup_failed(k, r);
+      return NULL;
+    }
+    st = conn_setup_reply(k, rep, r);
+    freeReplyObject(rep);
+  }
+  return st > 0 ? k : NULL;
 }
 
 /* A new connection slot for node `id`, not connected yet; NULL (r->err
@@ -334,25 +396,26 @@ void conn_bind(op_command *cmd, const conn *k, const store_op *op) {
   cmd->argv[1] = k->sha[codec_script_of(op)];
 }
 
-/* k (NULL: the calling thread's connection to node `id`), ready for lock
- * calls: NULL with the status in *st (and r->err) when the node is
- * unreachable or misconfigured. */
-conn *conn_for_calls(conn *k, int id, int at_rest, store_result *r, store_status *st) {
-  k = k ? conn_ready(k, at_rest, r) : conn_get(id, r);
+conn *conn_admit(conn *k, int id, store_result *r, store_status *st) {
   if (k == NULL) {
     metrics_inc(M_REDIS_ERR_UNAVAILABLE);
     metrics_gauge_set(G_REDIS_UP, 0), metrics_gauge_set(G_STORE_UP, 0);
     *st = STORE_EUNAVAIL;
     return NULL;
   }
-  if (at_rest) conn_policy_due(k);
-  if (conn_evicting(k->node)) {
+  if (conn_evicting(id)) {
     set_err(r, "Redis maxmemory-policy evicts keys; fences are unsafe, so no lock calls%s", NULL);
     metrics_inc(M_REDIS_ERR_MISCONFIGURED);
     *st = STORE_EMISCONF;
     return NULL;
   }
   return k;
+}
+
+conn *conn_for_calls(int id, store_result *r, store_status *st) {
+  conn *k = conn_get(id, r);
+  if (k) conn_policy_due(k);
+  return conn_admit(k, id, r, st);
 }
 
 int conn_evicting(int id) { return atomic_load(&evicting[id]); }

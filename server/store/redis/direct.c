@@ -2,8 +2,9 @@
  * connection (conn.c): the thread is blocked for the round trip, the
  * redirections under --redis-cluster (redirect.c) and the WAIT of
  * --min-replicas. The codec (codec.c) builds what is sent and reads what
- * comes back. Operators' calls (operators.c), a pipe's rare fallbacks
- * (pipe.c) and every call when pipelining is off come here.
+ * comes back. Operators' calls (operators.c) and, on the --store-workers
+ * threads, every call when pipelining is off come here; a pipe never
+ * does (its loop must not wait).
  *
  * The replica guard lives here too: a grant or renewal that fewer than
  * --min-replicas acknowledged is refused, and a new grant is taken back.
@@ -80,7 +81,7 @@ store_status direct_run(store_op *op) {
     if (id < 0) return STORE_EUNAVAIL;
     ro->node = id;
     store_status st;
-    conn *k = conn_for_calls(NULL, id, 1, &op->r, &st);
+    conn *k = conn_for_calls(id, &op->r, &st);
     if (k == NULL) return st;
     conn_bind(&cmd, k, op);
     redisReply *rep = call_once(k, op, &cmd, &st);

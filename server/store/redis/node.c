@@ -251,24 +251,35 @@ void node_ok(int id) {
     atomic_store(&nodes[id].trouble_since_ms, 0);
 }
 
-/* A command during a connection's setup: 0, or -1 with why in err. */
-static int setup(redisContext *c, char *err, size_t errlen, const char *what, redisReply *rep) {
-  if (rep == NULL) {
-    snprintf(err, errlen, "Redis connection failed: %s", c->errstr);
-    return -1;
-  }
-  int ok = rep->type != REDIS_REPLY_ERROR;
-  if (!ok) snprintf(err, errlen, "Redis refused %s: %.150s", what, rep->str);
-  freeReplyObject(rep);
-  return ok ? 0 : -1;
+/* What ROLE's reply says of its node: 1 primary, 0 anything else, -1 no
+ * usable answer (why in err). */
+static int role_in(const redisReply *rep, char *err, size_t errlen) {
+  int role = -1;
+  if (rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
+      rep->element[0]->type == REDIS_REPLY_STRING)
+    role = strcmp(rep->element[0]->str, "master") == 0;
+  else if (rep->type == REDIS_REPLY_ERROR)
+    snprintf(err, errlen, "Redis refused ROLE (Sentinel mode needs it): %.150s", rep->str);
+  else
+    snprintf(err, errlen, "Redis gave an odd reply to ROLE");
+  if (role == 0) snprintf(err, errlen, "is a %s, not the primary", rep->element[0]->str);
+  return role;
 }
 
-/* Opens an authenticated connection to t, with its database selected. */
-static redisContext *open_target(const redis_target *t, int64_t timeout_ms, char *err,
-                                 size_t errlen) {
+/* Starts a connection to t and appends AUTH and SELECT (as t needs them)
+ * to s's steps, unsent. timeout_ms 0: the connect does not wait (the
+ * socket connects in the background; a host name is resolved first);
+ * otherwise it waits up to timeout_ms, which is also the command timeout.
+ * NULL with why in err when no socket could be made. */
+static redisContext *open_target(const redis_target *t, int64_t timeout_ms, node_setup *s,
+                                 char *err, size_t errlen) {
   struct timeval tv = ms_tv(timeout_ms);
-  redisContext *c = t->is_unix ? redisConnectUnixWithTimeout(t->path, tv)
-                               : redisConnectWithTimeout(t->host, t->port, tv);
+  redisContext *c;
+  if (timeout_ms > 0)
+    c = t->is_unix ? redisConnectUnixWithTimeout(t->path, tv)
+                   : redisConnectWithTimeout(t->host, t->port, tv);
+  else
+    c = t->is_unix ? redisConnectUnixNonBlock(t->path) : redisConnectNonBlock(t->host, t->port);
   if (c == NULL) {
     snprintf(err, errlen, "Redis connection failed: out of memory");
     return NULL;
@@ -279,18 +290,64 @@ static redisContext *open_target(const redis_target *t, int64_t timeout_ms, char
     redisFree(c);
     return NULL;
   }
-  redisSetTimeout(c, tv);
+  if (timeout_ms > 0) redisSetTimeout(c, tv);
   if (!t->is_unix) redisEnableKeepAlive(c);
-  if (t->password[0] &&
-      setup(c, err, errlen, "AUTH",
-            t->user[0] ? redisCommand(c, "AUTH %s %s", t->user, t->password)
-                       : redisCommand(c, "AUTH %s", t->password)) < 0)
-    goto fail;
-  if (t->db && setup(c, err, errlen, "SELECT", redisCommand(c, "SELECT %d", t->db)) < 0) goto fail;
+  s->n = s->next = 0;
+  if (t->is_unix) snprintf(s->addr, sizeof s->addr, "%s", t->path);
+  else snprintf(s->addr, sizeof s->addr, "%s:%d", t->host, t->port);
+  int ok = REDIS_OK;
+  if (t->password[0]) {
+    ok = t->user[0] ? redisAppendCommand(c, "AUTH %s %s", t->user, t->password)
+                    : redisAppendCommand(c, "AUTH %s", t->password);
+    s->step[s->n++] = NODE_STEP_AUTH;
+  }
+  if (ok == REDIS_OK && t->db) {
+    ok = redisAppendCommand(c, "SELECT %d", t->db);
+    s->step[s->n++] = NODE_STEP_SELECT;
+  }
+  if (ok != REDIS_OK) {
+    snprintf(err, errlen, "Redis connection failed: out of memory");
+    redisFree(c);
+    return NULL;
+  }
   return c;
-fail:
-  redisFree(c);
-  return NULL;
+}
+
+int node_setup_reply(node_setup *s, const redisReply *rep, char *err, size_t errlen) {
+  int step = s->step[s->next++];
+  if (step == NODE_STEP_ROLE) {
+    /* A node Sentinel named once may have been demoted since: a replica
+     * would answer READONLY to grants but serve stale reads of leases. */
+    char why[200] = "";
+    int role = role_in(rep, why, sizeof why);
+    if (role == 1) return 0;
+    snprintf(err, errlen, "Redis at %s %s", s->addr, why);
+    if (role == 0) node_forget_primary(err);
+    else node_trouble(0);
+    return -1;
+  }
+  if (rep->type != REDIS_REPLY_ERROR) return 0;
+  snprintf(err, errlen, "Redis refused %s: %.150s", step == NODE_STEP_AUTH ? "AUTH" : "SELECT",
+           rep->str);
+  if (s->id >= 0) node_trouble(s->id);
+  return -1;
+}
+
+/* Reads the replies to s's steps on the blocking connection c: 0, or -1
+ * with why in err. */
+static int setup_drain(redisContext *c, node_setup *s, char *err, size_t errlen) {
+  while (s->next < s->n) {
+    redisReply *rep = NULL;
+    if (redisGetReply(c, (void **)&rep) != REDIS_OK) {
+      snprintf(err, errlen, "Redis connection failed: %s", c->errstr);
+      if (s->id >= 0) node_trouble(s->id);
+      return -1;
+    }
+    int ok = node_setup_reply(s, rep, err, errlen);
+    freeReplyObject(rep);
+    if (ok < 0) return -1;
+  }
+  return 0;
 }
 
 /* What ROLE says of c's node: 1 primary, 0 anything else, -1 no answer. */
@@ -300,15 +357,7 @@ static int role_of(redisContext *c, char *err, size_t errlen) {
     snprintf(err, errlen, "Redis connection failed: %s", c->errstr);
     return -1;
   }
-  int role = -1;
-  if (rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
-      rep->element[0]->type == REDIS_REPLY_STRING)
-    role = strcmp(rep->element[0]->str, "master") == 0;
-  else if (rep->type == REDIS_REPLY_ERROR)
-    snprintf(err, errlen, "Redis refused ROLE (Sentinel mode needs it): %.150s", rep->str);
-  else
-    snprintf(err, errlen, "Redis gave an odd reply to ROLE");
-  if (role == 0) snprintf(err, errlen, "is a %s, not the primary", rep->element[0]->str);
+  int role = role_in(rep, err, errlen);
   freeReplyObject(rep);
   return role;
 }
@@ -321,10 +370,23 @@ static void data_target(redis_target *t, const char *h, int p) {
   t->port = p;
 }
 
+/* An authenticated connection to t with its database selected, waited
+ * for (up to timeout_ms per step). */
+static redisContext *open_waited(const redis_target *t, int64_t timeout_ms, char *err,
+                                 size_t errlen) {
+  node_setup s = {.id = -1};
+  redisContext *c = open_target(t, timeout_ms, &s, err, errlen);
+  if (c && setup_drain(c, &s, err, errlen) < 0) {
+    redisFree(c);
+    return NULL;
+  }
+  return c;
+}
+
 int node_probe(const char *h, int p, char *err, size_t errlen) {
   redis_target t;
   data_target(&t, h, p);
-  redisContext *c = open_target(&t, cfg->redis_timeout_ms, err, errlen);
+  redisContext *c = open_waited(&t, cfg->redis_timeout_ms, err, errlen);
   if (c == NULL) return -1;
   int role = role_of(c, err, errlen);
   redisFree(c);
@@ -334,43 +396,54 @@ int node_probe(const char *h, int p, char *err, size_t errlen) {
 redisContext *node_open_addr(const char *h, int p, int64_t timeout_ms, char *err, size_t errlen) {
   redis_target t;
   data_target(&t, h, p);
-  return open_target(&t, timeout_ms, err, errlen);
+  return open_waited(&t, timeout_ms, err, errlen);
+}
+
+redisContext *node_connect_start(int id, int64_t timeout_ms, unsigned long *gen, node_setup *s,
+                                 char *err, size_t errlen) {
+  s->id = id;
+  const redis_target *target = &cfg->redis;
+  redis_target t;
+  if (cluster_mode || cfg->sentinel_count > 0) {
+    pthread_mutex_lock(&mu);
+    int have = cluster_mode ? nodes[id].used : known;
+    if (have) data_target(&t, nodes[id].host, nodes[id].port);
+    else if (cluster_mode) snprintf(err, errlen, "Redis Cluster node %d is not known", id);
+    else snprintf(err, errlen, "no Redis primary known: %s", unknown_why);
+    *gen = node_generation(id);
+    pthread_mutex_unlock(&mu);
+    if (!have) {
+      node_trouble(id);
+      return NULL;
+    }
+    target = &t;
+  } else {
+    *gen = node_generation(0);
+  }
+  redisContext *c = open_target(target, timeout_ms, s, err, errlen);
+  if (c == NULL) {
+    if (target == &t) node_trouble(id);
+    return NULL;
+  }
+  /* A cluster node that is no longer a slot's primary answers MOVED,
+   * which repoints the slot: only Sentinel's primary is asked its ROLE. */
+  if (!cluster_mode && cfg->sentinel_count > 0) {
+    if (redisAppendCommand(c, "ROLE") != REDIS_OK) {
+      snprintf(err, errlen, "Redis connection failed: out of memory");
+      redisFree(c);
+      return NULL;
+    }
+    s->step[s->n++] = NODE_STEP_ROLE;
+  }
+  return c;
 }
 
 redisContext *node_connect(int id, int64_t timeout_ms, unsigned long *gen, char *err,
                            size_t errlen) {
-  if (!cluster_mode && cfg->sentinel_count == 0) {
-    *gen = node_generation(0);
-    return open_target(&cfg->redis, timeout_ms, err, errlen);
-  }
-  redis_target t;
-  pthread_mutex_lock(&mu);
-  int have = cluster_mode ? nodes[id].used : known;
-  if (have) data_target(&t, nodes[id].host, nodes[id].port);
-  else if (cluster_mode) snprintf(err, errlen, "Redis Cluster node %d is not known", id);
-  else snprintf(err, errlen, "no Redis primary known: %s", unknown_why);
-  *gen = node_generation(id);
-  pthread_mutex_unlock(&mu);
-  if (!have) {
-    node_trouble(id);
-    return NULL;
-  }
-  redisContext *c = open_target(&t, timeout_ms, err, errlen);
-  if (c == NULL || cluster_mode) {
-    /* A cluster node that is no longer a slot's primary answers MOVED,
-     * which repoints the slot: no ROLE check is needed. */
-    if (c == NULL) node_trouble(id);
-    return c;
-  }
-  /* A node Sentinel named once may have been demoted since: a replica
-   * would answer READONLY to grants but serve stale reads of leases. */
-  char why[200] = "";
-  int role = role_of(c, why, sizeof why);
-  if (role != 1) {
-    snprintf(err, errlen, "Redis at %s:%d %s", t.host, t.port, why);
+  node_setup s;
+  redisContext *c = node_connect_start(id, timeout_ms, gen, &s, err, errlen);
+  if (c && setup_drain(c, &s, err, errlen) < 0) {
     redisFree(c);
-    if (role == 0) node_forget_primary(err);
-    else node_trouble(0);
     return NULL;
   }
   return c;

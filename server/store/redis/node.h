@@ -71,6 +71,31 @@ unsigned long node_generation(int id);
  * cannot be reached; the caller frees the context. */
 redisContext *node_connect(int id, int64_t timeout_ms, unsigned long *gen, char *err,
                            size_t errlen);
+/* The replies a new connection's first commands get, in order, and what
+ * node_setup_reply checks each for. */
+enum { NODE_STEP_AUTH, NODE_STEP_SELECT, NODE_STEP_ROLE };
+typedef struct {
+  unsigned char step[3];
+  int n, next;    /* steps appended, and the next whose reply is due */
+  int id;         /* the node, -1 for a watcher's connection by address */
+  char addr[280]; /* "host:port" or the socket path, for messages */
+} node_setup;
+
+/* node_connect in steps, for a caller that must not wait: with timeout_ms
+ * 0 the socket connects in the background (a host name is still resolved
+ * first) and AUTH, SELECT and (under --sentinel) ROLE are appended to the
+ * context, not sent, their order in *s. The caller writes them ahead of
+ * anything else and hands each reply, in order, to node_setup_reply.
+ * With timeout_ms > 0 the connect waits as node_connect's does. NULL
+ * with a message in err when the node is not known or no socket could
+ * be made. */
+redisContext *node_connect_start(int id, int64_t timeout_ms, unsigned long *gen, node_setup *s,
+                                 char *err, size_t errlen);
+/* The reply to s's next step (not freed): 0 when it is fine, -1 with why
+ * in err when the node refused it or (ROLE) is not the primary; a demoted
+ * primary is forgotten, as node_connect does. */
+int node_setup_reply(node_setup *s, const redisReply *rep, char *err, size_t errlen);
+
 /* "host:port" of node id (or the socket path), for messages. */
 void node_addr(int id, char *out, size_t cap);
 

@@ -34,7 +34,17 @@
  *
  * Redirections are followed without blocking the loop: a MOVED or ASK
  * reply sends the call again at once (to the node named), a TRYAGAIN puts
- * it on the pipe's retry list until its backoff passes. */
+ * it on the pipe's retry list until its backoff passes.
+ *
+ * Nothing here waits on Redis, so the loop never does: a lane (lane.c)
+ * connects and sets itself up in the background, with the calls appended
+ * meanwhile queued behind its setup, and writes what its socket takes. A
+ * call that meets NOSCRIPT (SCRIPT FLUSH) is sent again on its lane behind
+ * a SCRIPT LOAD of its script (NOSCRIPT comes before the script runs, so
+ * it ran nowhere); EVAL would do without the load but is not in the
+ * least-privilege ACL (deploy/users.acl). What is left: resolving a host
+ * name (getaddrinfo, in hiredis's connect) still blocks; give --redis an
+ * address to avoid it. */
 #include "pipe.h"
 
 #include <stdlib.h>
@@ -46,6 +56,7 @@
 #include "codec.h"
 #include "conn.h"
 #include "direct.h"
+#include "lane.h"
 #include "lease_count.h"
 #include "log.h"
 #include "metrics.h"
@@ -58,24 +69,6 @@
  * about one round trip; a pass of a busy loop is shorter), and few enough
  * that --threads loops cannot crowd Redis's maxclients. */
 #define LANES_MAX 8
-
-/* A WAIT written after a batch: its place in the lane's queue, and the
- * calls it covers whose script replies are in. */
-typedef struct pipe_wait {
-  store_op entry;              /* phase PHASE_WAIT; entry.next is the queue */
-  store_op *held, *held_tail;  /* covered calls, in reply order (op->next) */
-  struct pipe_wait *next;      /* the lane's next outstanding WAIT */
-} pipe_wait;
-
-typedef struct {
-  conn k;
-  store_op *head, *tail; /* appended, in the order their replies will come */
-  store_op *unsent;      /* the first of them not yet written, or NULL */
-  long unsent_n;         /* ...and how many from there */
-  int unsent_guarded;    /* ...of which may write (grants, renewals): WAIT after them */
-  pipe_wait *waits, *waits_tail; /* WAITs written, their replies not in: oldest first */
-  unsigned long watched; /* k.opens when its socket joined the epoll set */
-} node_pipe;
 
 struct store_pipe {
   int ep;                                /* the lanes' sockets */
@@ -128,78 +121,15 @@ static node_pipe *lane_for(store_pipe *p, int id, store_result *r) {
   return soonest;
 }
 
-/* Puts np's socket in the pipe's epoll set after each (re)connect. (A
- * closed socket leaves the set by itself.) */
-static void node_pipe_watch(store_pipe *p, node_pipe *np) {
-  if (np->k.c == NULL || np->watched == np->k.opens) return;
-  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = np};
-  if (epoll_ctl(p->ep, EPOLL_CTL_ADD, np->k.c->fd, &ev) < 0)
-    epoll_ctl(p->ep, EPOLL_CTL_MOD, np->k.c->fd, &ev);
-  np->watched = np->k.opens;
-}
-
 int store_redis_pipe_connect(store_pipe *p) {
   store_result r = {0};
   node_shard sh[NODE_MAX];
   int n = node_shards(sh, NODE_MAX), ok = n > 0;
   for (int i = 0; i < n; i++) {
     node_pipe *np = lane_get(p, sh[i].id, 0, &r);
-    if (np == NULL || conn_ready(&np->k, 1, &r) == NULL) ok = 0;
-    else node_pipe_watch(p, np);
+    if (np == NULL || lane_open(p->ep, np, &r) < 0) ok = 0;
   }
   return ok ? 0 : -1;
-}
-
-static void op_fail(store_op *op, const store_result *why) {
-  op->r = *why;
-  op->st = STORE_EUNAVAIL;
-  metrics_inc(M_REDIS_ERR_UNAVAILABLE);
-  op->done(op);
-}
-
-/* Completes every call still waiting on np's connection with `why` (the
- * connection is gone, and with it any way to know which of them Redis
- * ran, or whether the replicas have what it wrote) and closes it. done()
- * may end the request that owns an op. */
-static void pipe_fail(node_pipe *np, const store_result *why) {
-  if (np->k.c) conn_lost(&np->k);
-  store_op *op = np->head;
-  np->head = np->tail = np->unsent = NULL;
-  np->unsent_n = np->unsent_guarded = 0;
-  np->waits = np->waits_tail = NULL;
-  for (store_op *next; op; op = next) {
-    next = op->next;
-    if (redis_op_of(op)->phase != PHASE_WAIT) {
-      op_fail(op, why);
-      continue;
-    }
-    /* A grant held for this WAIT stays in Redis until its TTL: its
-     * client gets 503, and a retry with the same lease gets it back. */
-    pipe_wait *w = (pipe_wait *)op;
-    for (store_op *h = w->held, *hn; h; h = hn) {
-      hn = h->next;
-      op_fail(h, why);
-    }
-    free(w);
-  }
-}
-
-/* Sentinel named a new primary (or a cluster node's id was given to
- * another node, or the sentinels' lease lapsed) while calls wait on np:
- * their replies would come from a node that may no longer be the primary
- * (see conn_primary_moved). */
-static void pipe_check_primary(node_pipe *np) {
-  store_result why = {0};
-  if (np->k.c == NULL ||
-      node_current(np->k.node, np->k.gen, np->k.lease_epoch, why.err, sizeof why.err))
-    return;
-  pipe_fail(np, &why);
-}
-
-static void pipe_fail_transport(node_pipe *np) {
-  store_result why = {0};
-  conn_transport_reason(&np->k, &why);
-  pipe_fail(np, &why);
 }
 
 void store_redis_pipe_free(store_pipe *p) {
@@ -213,7 +143,7 @@ void store_redis_pipe_free(store_pipe *p) {
     op->done(op);
   }
   for (int i = 0; i < p->nall; i++) {
-    pipe_fail(p->all[i], &why);
+    lane_fail(p->all[i], &why);
     free(p->all[i]);
   }
   close(p->ep);
@@ -221,33 +151,35 @@ void store_redis_pipe_free(store_pipe *p) {
 }
 
 /* Queues op's command (cmd, built by the caller to route it) on a lane of
- * node `id` (after ASKING when op->asking). 0, or -1 with op->st and
- * op->r set (done not called). */
-static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id) {
+ * node `id` (after ASKING when op->asking; after a SCRIPT LOAD of its
+ * script when `reload`). Written at the next flush, or once the lane's
+ * setup is done. 0, or -1 with op->st and op->r set (done not called). */
+static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id, int reload) {
   redis_op *ro = redis_op_of(op);
   node_pipe *np = lane_for(p, id, &op->r);
   if (np == NULL) {
     op->st = STORE_EUNAVAIL;
     return -1;
   }
-  pipe_check_primary(np);
-  conn *k = conn_for_calls(&np->k, id, np->head == NULL, &op->r, &op->st);
-  if (k == NULL) return -1;
-  node_pipe_watch(p, np);
-  conn_bind(cmd, k, op);
-  if ((ro->asking && redisAppendCommand(k->c, "ASKING") != REDIS_OK) ||
-      redisAppendCommandArgv(k->c, cmd->argc, cmd->argv, NULL) != REDIS_OK) { /* out of memory */
-    op->st = conn_transport_error(k, &op->r);
-    pipe_fail(np, &op->r); /* the calls already waiting share its fate */
+  lane_check_primary(np);
+  int at_rest = np->head == NULL, st = lane_open(p->ep, np, &op->r);
+  if (conn_admit(st < 0 ? NULL : &np->k, id, &op->r, &op->st) == NULL) return -1;
+  /* The policy check's turn, on a lane at rest: its verdict holds from
+   * the calls after this one on (a check on a direct connection came
+   * before its call, but no sooner than a second after the last). */
+  if ((reload && lane_entry(np, PHASE_LOAD, codec_script_of(op)) == NULL) ||
+      (st > 0 && at_rest && conn_policy_claim(id) && lane_entry(np, PHASE_INFO, 0) == NULL)) {
+    set_err(&op->r, "out of memory%s", NULL);
+    op->st = STORE_EUNAVAIL;
+    return -1;
+  }
+  if (!conn_opening(&np->k) && lane_append(np, op, cmd) < 0) { /* out of memory */
+    op->st = conn_transport_error(&np->k, &op->r);
+    lane_fail(np, &op->r); /* the calls already waiting share its fate */
     return -1;
   }
   ro->node = id;
-  op->next = NULL;
-  ro->deadline_ms = clock_mono_ms() + store_redis_cfg->redis_timeout_ms;
-  if (np->tail) np->tail->next = op;
-  else np->head = op;
-  np->tail = op;
-  if (np->unsent == NULL) np->unsent = op;
+  lane_queue(np, op);
   np->unsent_n++;
   store_op_kind base = store_op_base(op->kind);
   if (store_redis_cfg->min_replicas > 0 && ro->phase == PHASE_CALL &&
@@ -261,7 +193,7 @@ static int pipe_send(store_pipe *p, store_op *op, op_command *cmd, int id) {
 static int pipe_submit(store_pipe *p, store_op *op) {
   redis_op *ro = redis_op_of(op);
   ro->call_deadline_ms = clock_mono_ms() + store_redis_cfg->redis_timeout_ms;
-  ro->hops = ro->asking = 0;
+  ro->hops = ro->asking = ro->reloaded = 0;
   ro->backoff_ms = TRYAGAIN_MIN_MS;
   op_command cmd;
   if (codec_build(op, &cmd) < 0) {
@@ -273,7 +205,7 @@ static int pipe_submit(store_pipe *p, store_op *op) {
     op->st = STORE_EUNAVAIL;
     return -1;
   }
-  return pipe_send(p, op, &cmd, id);
+  return pipe_send(p, op, &cmd, id, 0);
 }
 
 int store_redis_pipe_append(store_pipe *p, store_op *op) {
@@ -283,41 +215,23 @@ int store_redis_pipe_append(store_pipe *p, store_op *op) {
 }
 
 /* Sends a redirected call again (from a reply or the retry list, so done
- * may be called): to node `to`, or by the slot map (FOLLOW_ROUTE). */
-static void pipe_resend(store_pipe *p, store_op *op, int to) {
+ * may be called): to node `to`, or by the slot map (FOLLOW_ROUTE); after
+ * a SCRIPT LOAD of its script when `reload`. */
+static void pipe_resend(store_pipe *p, store_op *op, int to, int reload) {
   op_command cmd;
   if (codec_build(op, &cmd) < 0 || (to < 0 && (to = redirect_route(op, &cmd)) < 0)) {
     op->st = STORE_EUNAVAIL;
     op->done(op);
     return;
   }
-  if (pipe_send(p, op, &cmd, to) < 0) op->done(op);
+  if (pipe_send(p, op, &cmd, to, reload) < 0) op->done(op);
 }
 
 /* Appends the WAIT that covers np's unsent batch. 0, or -1 when out of
  * memory (np has failed, its calls with it). */
 static int pipe_append_wait(node_pipe *np) {
-  pipe_wait *w = calloc(1, sizeof *w);
-  store_result why = {0};
-  if (w == NULL) {
-    set_err(&why, "out of memory%s", NULL);
-    pipe_fail(np, &why);
-    return -1;
-  }
-  if (redisAppendCommand(np->k.c, "WAIT %d %lld", store_redis_cfg->min_replicas,
-                         (long long)store_redis_cfg->replica_timeout_ms) != REDIS_OK) {
-    free(w);
-    set_err(&why, "out of memory%s", NULL);
-    pipe_fail(np, &why);
-    return -1;
-  }
-  /* WAIT may take --replica-timeout-ms by design: only past that and the
-   * command timeout is its silence a dead Redis. */
-  redis_op_of(&w->entry)->phase = PHASE_WAIT;
-  redis_op_of(&w->entry)->deadline_ms =
-      clock_mono_ms() + store_redis_cfg->redis_timeout_ms + store_redis_cfg->replica_timeout_ms;
-  np->tail->next = &w->entry; /* the batch is not empty */
-  np->tail = &w->entry;
+  pipe_entry *w = lane_entry(np, PHASE_WAIT, 0);
+  if (w == NULL) return -1;
   if (np->waits_tail) np->waits_tail->next = w;
   else np->waits = w;
   np->waits_tail = w;
@@ -327,24 +241,20 @@ static int pipe_append_wait(node_pipe *np) {
 void store_redis_pipe_flush(store_pipe *p) {
   for (int i = 0; i < p->nall; i++) {
     node_pipe *np = p->all[i];
-    if (np->unsent == NULL) continue;
-    long n = np->unsent_n;
-    int guard = np->unsent_guarded > 0;
-    np->unsent = NULL;
-    np->unsent_n = np->unsent_guarded = 0;
-    if (guard && pipe_append_wait(np) < 0) continue;
-    /* The socket blocks (up to --redis-timeout-ms): a round trip's
-     * commands fit the socket buffer unless Redis has stopped reading,
-     * and then every call on it is lost anyway. */
-    int done = 0;
-    while (!done)
-      if (redisBufferWrite(np->k.c, &done) != REDIS_OK) {
-        pipe_fail_transport(np);
-        break;
+    if (np->k.c == NULL) continue;
+    /* A lane still in its setup holds its calls (lane_ready appends
+     * them); their batch is counted, and WAITed for, at the flush after. */
+    if (np->unsent && !conn_opening(&np->k)) {
+      long n = np->unsent_n;
+      if (np->unsent_guarded > 0 && pipe_append_wait(np) < 0) continue;
+      np->unsent = NULL;
+      np->unsent_n = np->unsent_guarded = 0;
+      if (n > 0) {
+        metrics_inc(M_REDIS_PIPELINE_BATCHES);
+        metrics_add(M_REDIS_PIPELINE_CALLS, n);
       }
-    if (!done) continue;
-    metrics_inc(M_REDIS_PIPELINE_BATCHES);
-    metrics_add(M_REDIS_PIPELINE_CALLS, n);
+    }
+    if (np->dirty) lane_write(p->ep, np);
   }
 }
 
@@ -430,7 +340,7 @@ static void pipe_complete(store_pipe *p, store_op *op) {
 
 /* A WAIT's reply: the calls it covers complete, or fail when fewer than
  * --min-replicas acknowledged. Frees rep and w. */
-static void wait_reply(store_pipe *p, node_pipe *np, pipe_wait *w, redisReply *rep) {
+static void wait_reply(store_pipe *p, node_pipe *np, pipe_entry *w, redisReply *rep) {
   store_result why = {0};
   store_status st = STORE_OK;
   if (rep->type == REDIS_REPLY_ERROR) {
@@ -455,13 +365,64 @@ static void wait_reply(store_pipe *p, node_pipe *np, pipe_wait *w, redisReply *r
   free(w);
 }
 
+/* A call's reply for its current phase (not ASKING's): done, held for its
+ * WAIT, or sent again. Frees rep. */
+static void call_reply(store_pipe *p, node_pipe *np, store_op *op, redisReply *rep,
+                       int *noscript_logged) {
+  redis_op *ro = redis_op_of(op);
+  if (codec_is_noscript(rep) && !ro->reloaded) {
+    /* Redis lost its scripts (SCRIPT FLUSH; a restart drops the
+     * connection, whose setup loads them): the script did not run, so the
+     * call goes again, behind a SCRIPT LOAD on its lane. Once: a second
+     * NOSCRIPT is its answer. */
+    freeReplyObject(rep);
+    if (!(*noscript_logged)++)
+      LOG(LOG_INFO, "Redis lost script %s (restart or SCRIPT FLUSH); reloading",
+          codec_script_name[codec_script_of(op)]);
+    ro->reloaded = 1;
+    pipe_resend(p, op, np->k.node, 1);
+    return;
+  }
+  int64_t wait_ms;
+  int next = redirect_follow(op, np->k.node, rep, &wait_ms);
+  if (next != FOLLOW_GIVE_UP) {
+    if (wait_ms <= 0) {
+      pipe_resend(p, op, next, 0);
+      return;
+    }
+    ro->retry_at_ms = clock_mono_ms() + wait_ms;
+    op->next = p->retry;
+    p->retry = op;
+    return;
+  }
+  op->st = codec_parse(op, rep);
+  if (!direct_guarded(op)) {
+    pipe_complete(p, op);
+    return;
+  }
+  /* Held for the WAIT written after its batch, the oldest one
+   * outstanding (replies come in order). */
+  pipe_entry *w = np->waits;
+  if (w == NULL) { /* cannot happen: its flush wrote a WAIT after it */
+    op->st = STORE_ENOTREPL;
+    set_err(&op->r, "no WAIT followed the call%s", NULL);
+    direct_guard_refused(op, undo_piped, p);
+    pipe_complete(p, op);
+    return;
+  }
+  op->next = NULL;
+  if (w->held_tail) w->held_tail->next = op;
+  else w->held = op;
+  w->held_tail = op;
+}
+
 /* Completes each call of np whose reply is in. */
 static void node_pipe_read(store_pipe *p, node_pipe *np) {
-  pipe_check_primary(np);
+  lane_check_primary(np);
   if (np->k.c == NULL) return;
   /* One read: called when the socket is readable, so it does not block. */
   if (redisBufferRead(np->k.c) != REDIS_OK) {
-    pipe_fail_transport(np);
+    lane_fail_transport(np);
     return;
   }
   int noscript_logged = 0;
@@ -469,7 +430,7 @@ static void node_pipe_read(store_pipe *p, node_pipe *np) {
     redisReply *rep = NULL;
     if (np->k.c == NULL) return; /* failed meanwhile (a resend to this node) */
     if (redisGetReplyFromReader(np->k.c, (void **)&rep) != REDIS_OK) {
-      pipe_fail_transport(np);
+      lane_fail_transport(np);
       return;
     }
     if (rep == NULL) return; /* the rest has not arrived yet */
@@ -478,63 +439,29 @@ static void node_pipe_read(store_pipe *p, node_pipe *np) {
       freeReplyObject(rep);
       store_result why = {0};
       set_err(&why, "Redis sent a reply nobody asked for%s", NULL);
-      pipe_fail(np, &why);
+      lane_fail(np, &why);
       return;
     }
-    if (redis_op_of(op)->asking) { /* ASKING's +OK: the call's own reply comes next */
-      redis_op_of(op)->asking = 0;
+    redis_op *ro = redis_op_of(op);
+    if (ro->asking) { /* ASKING's +OK: the call's own reply comes next */
+      ro->asking = 0;
       freeReplyObject(rep);
+      continue;
+    }
+    if (ro->phase == PHASE_SETUP) { /* stays at the head until its last reply */
+      lane_setup_reply(np, rep);
       continue;
     }
     np->head = op->next;
     if (np->head == NULL) np->tail = NULL;
-    if (redis_op_of(op)->phase == PHASE_WAIT) { /* the oldest outstanding WAIT */
+    if (ro->phase == PHASE_WAIT) { /* the oldest outstanding WAIT */
       np->waits = np->waits->next;
       if (np->waits == NULL) np->waits_tail = NULL;
-      wait_reply(p, np, (pipe_wait *)op, rep);
-      continue;
-    }
-    if (codec_is_noscript(rep)) {
-      /* Redis lost its scripts (a restart, SCRIPT FLUSH): run the call
-       * again on the thread's direct connection, which reloads it (and
-       * WAITs there, if it must). Rare enough to block the loop for. */
-      freeReplyObject(rep);
-      if (!noscript_logged++)
-        LOG(LOG_INFO, "Redis lost script %s (restart or SCRIPT FLUSH); reloading",
-            codec_script_name[codec_script_of(op)]);
-      op->st = direct_run(op);
-      direct_guard(op);
-      pipe_complete(p, op);
-      continue;
-    }
-    int64_t wait_ms;
-    int next = redirect_follow(op, np->k.node, rep, &wait_ms);
-    if (next == FOLLOW_GIVE_UP) {
-      op->st = codec_parse(op, rep);
-      if (direct_guarded(op)) {
-        /* Held for the WAIT written after its batch, the oldest one
-         * outstanding (replies come in order). */
-        pipe_wait *w = np->waits;
-        if (w == NULL) { /* cannot happen: its flush wrote a WAIT after it */
-          op->st = STORE_ENOTREPL;
-          set_err(&op->r, "no WAIT followed the call%s", NULL);
-          direct_guard_refused(op, undo_piped, p);
-          pipe_complete(p, op);
-          continue;
-        }
-        op->next = NULL;
-        if (w->held_tail) w->held_tail->next = op;
-        else w->held = op;
-        w->held_tail = op;
-      } else {
-        pipe_complete(p, op);
-      }
-    } else if (wait_ms > 0) {
-      redis_op_of(op)->retry_at_ms = clock_mono_ms() + wait_ms;
-      op->next = p->retry;
-      p->retry = op;
+      wait_reply(p, np, (pipe_entry *)op, rep);
+    } else if (ro->phase == PHASE_LOAD || ro->phase == PHASE_INFO) {
+      lane_entry_reply(np, (pipe_entry *)op, rep);
     } else {
-      pipe_resend(p, op, next);
+      call_reply(p, np, op, rep, &noscript_logged);
     }
   }
 }
@@ -542,21 +469,25 @@ static void node_pipe_read(store_pipe *p, node_pipe *np) {
 void store_redis_pipe_read(store_pipe *p) {
   struct epoll_event evs[64];
   int n = epoll_wait(p->ep, evs, 64, 0);
-  for (int i = 0; i < n; i++) node_pipe_read(p, evs[i].data.ptr);
+  for (int i = 0; i < n; i++) {
+    node_pipe *np = evs[i].data.ptr;
+    if ((evs[i].events & EPOLLOUT) && np->dirty && np->k.c) lane_write(p->ep, np);
+    if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) node_pipe_read(p, np);
+  }
 }
 
 void store_redis_pipe_expire(store_pipe *p) {
   int64_t now = clock_mono_ms();
   for (int i = 0; i < p->nall; i++) {
     node_pipe *np = p->all[i];
-    pipe_check_primary(np);
+    lane_check_primary(np);
     if (np->head == NULL || now < redis_op_of(np->head)->deadline_ms) continue;
     store_result why = {0};
     int waited = redis_op_of(np->head)->phase == PHASE_WAIT;
     snprintf(why.err, sizeof why.err, "Redis timed out after %lld ms",
              (long long)(store_redis_cfg->redis_timeout_ms +
                          (waited ? store_redis_cfg->replica_timeout_ms : 0)));
-    pipe_fail(np, &why);
+    lane_fail(np, &why);
   }
   /* The TRYAGAIN calls whose backoff has passed (taken off the list
    * first: a resend may put one back). */
@@ -573,6 +504,6 @@ void store_redis_pipe_expire(store_pipe *p) {
   }
   for (store_op *op = due, *next; op; op = next) {
     next = op->next;
-    pipe_resend(p, op, FOLLOW_ROUTE);
+    pipe_resend(p, op, FOLLOW_ROUTE, 0);
   }
 }

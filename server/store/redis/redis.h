@@ -23,9 +23,11 @@ typedef struct {
   int64_t deadline_ms;      /* this send's reply is due */
   int64_t call_deadline_ms; /* the whole call's, across redirections */
   int64_t retry_at_ms;      /* TRYAGAIN: sent again at this time */
-  int node, slot, hops, asking, backoff_ms;
-  int phase;                /* Cluster quota: taking the count, or the call */
-  int quota_added;          /* ...the take counted the lock in */
+  int node, slot, backoff_ms;
+  short hops, asking;
+  short phase;              /* Cluster quota: taking the count, or the call */
+  short quota_added;        /* ...the take counted the lock in */
+  short reloaded;           /* a pipe sent it again after NOSCRIPT (once per phase) */
   const char *note;         /* a count update of its own: "touch" or "drop" */
 } redis_op;
 
@@ -43,8 +45,9 @@ static inline const redis_op *redis_op_view(const store_op *op) {
 
 /* Where a call is: its script (PHASE_CALL); under Redis Cluster the take
  * of its token's lease count before it, or a count update of its own
- * (lease_count.c); or a pipe's WAIT entry, which is no call (pipe.c). */
-enum { PHASE_CALL = 0, PHASE_TAKE, PHASE_NOTE, PHASE_WAIT /* a pipe's WAIT entry, not a call */ };
+ * (lease_count.c). The rest mark a pipe's entries that are no call
+ * (pipe.c): a WAIT, a connection's setup, a SCRIPT LOAD, an INFO. */
+enum { PHASE_CALL = 0, PHASE_TAKE, PHASE_NOTE, PHASE_WAIT, PHASE_SETUP, PHASE_LOAD, PHASE_INFO };
 
 /* Words r->err: fmt with one %s, given detail (NULL: ""). */
 static inline void set_err(store_result *r, const char *fmt, const char *detail) {
