@@ -558,12 +558,15 @@ static api_result inspect_outcome(api_call *call, api_response *resp) {
   return API_DONE;
 }
 
+static api_result ready_outcome(api_call *call, api_response *resp);
+
 api_result api_finish(api_call *call, api_response *resp) {
   memset(resp, 0, sizeof *resp);
   resp->endpoint = call->endpoint;
   switch (store_op_base(call->op.kind)) {
     case STORE_OP_LIST: return api_admin_list_page(call, resp);
     case STORE_OP_BREAK: return api_admin_break_outcome(call, resp);
+    case STORE_OP_READY: return ready_outcome(call, resp);
     case STORE_OP_ACQUIRE: return acquire_outcome(call, resp);
     case STORE_OP_RENEW: return renew_outcome(call, resp);
     case STORE_OP_RELEASE: return release_outcome(call, resp);
@@ -596,17 +599,28 @@ static int ready_detail(const api_request *req, api_call *call) {
 }
 
 api_result api_readyz(const api_request *req, api_call *call, api_response *resp) {
-  int detail = ready_detail(req, call);
-  store_result r = {0};
-  json_t *body = NULL;
-  store_status st = store_ready(detail, &r, &body);
-  if (st != STORE_OK && !detail) { /* (and api_json_store_failure shows no r.err) */
+  (void)resp;
+  memset(&call->op, 0, sizeof call->op);
+  call->op.kind = STORE_OP_READY;
+  call->op.limit = ready_detail(req, call);
+  return API_STORE;
+}
+
+static api_result ready_outcome(api_call *call, api_response *resp) {
+  store_status st = call->op.st;
+  store_result *r = &call->op.r;
+  if (st != STORE_OK && !call->op.limit) { /* (and api_json_store_failure shows no r.err) */
+    store_result_clear(r);
     api_error(resp, api_json_store_err(st), "not ready (the reason is shown to a token "
                                                    "with the metrics verb)");
     return API_DONE;
   }
-  if (st != STORE_OK) return store_failure(resp, st, &r, call);
-  api_json_reply(resp, 200, body);
+  if (st != STORE_OK) {
+    store_result_clear(r);
+    return store_failure(resp, st, r, call);
+  }
+  api_json_reply(resp, 200, r->body); /* (it takes the reference) */
+  r->body = NULL;
   return API_DONE;
 }
 

@@ -98,9 +98,10 @@ void call_submit(store_op *op) {
   op->loop = l;
   atomic_fetch_add(&in_flight, 1);
   if (++loop_in_flight > atomic_load(&in_flight_peak)) atomic_store(&in_flight_peak, loop_in_flight);
-  /* A listing's page and a break are calls of several steps in the
-   * backend (Redis Cluster visits slots): never pipelined. */
-  if (op->kind != STORE_OP_LIST && op->kind != STORE_OP_BREAK && loop_pipe_open()) {
+  /* A listing's page, a break and /readyz's probe are calls of several
+   * steps in the backend (slots to visit, a replica guard, a status and a
+   * read): never pipelined. */
+  if (op->kind < STORE_OP_BREAK && loop_pipe_open()) {
     atomic_fetch_add(&by_pipe, 1);
     if (loop_pipe_call(op) == 0) return;
     loop_owe(l); /* over at once (the store unreachable): done from the next pass */

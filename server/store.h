@@ -96,6 +96,7 @@ typedef struct {
   char token[72];    /* break: the token whose max_leases counted the broken lease, or "" */
   char next[PICKET_PROTO_NAME_MAX + 3]; /* list: the index member to resume after, "" at the end */
   int more;          /* list by store_run: 1 when another page follows (op->cursor) */
+  json_t *body;      /* ready by store_run: store_ready's body (store_result_clear frees it) */
   store_entry *entries; /* list: the page; malloc'd, freed by store_result_clear */
   int nentries;
   char owner[PICKET_PROTO_OWNER_BYTES_MAX + 1];
@@ -152,6 +153,7 @@ typedef enum {
   STORE_OP_RW_FORGET, /* a writer stopped waiting: new readers may enter */
   STORE_OP_BREAK,     /* an operator ends a lock's lease (store_break) */
   STORE_OP_LIST,      /* a page of one index (store_list) */
+  STORE_OP_READY,     /* whether calls can be served (store_ready; op->limit: detail) */
   STORE_OP_KINDS      /* backends number their own kinds from here */
 } store_op_kind;
 
@@ -178,6 +180,8 @@ static inline void store_result_clear(store_result *r) {
   free(r->entries);
   r->entries = NULL;
   r->nentries = 0;
+  json_decref(r->body);
+  r->body = NULL;
 }
 
 /* The backend's own state of a call in flight; nothing outside the
@@ -240,8 +244,9 @@ typedef struct store_op {
 /* Runs op on the calling thread's own connection (one round trip, the
  * thread blocked for it; with --min-replicas also the WAIT) and sets
  * op->st and op->r. op->done is not called. A STORE_OP_LIST is
- * store_list(op->name as the prefix, op->limit, op->cursor, &op->r.more)
- * and a STORE_OP_BREAK store_break(op->name, op->who): so that every call
+ * store_list(op->name as the prefix, op->limit, op->cursor, &op->r.more),
+ * a STORE_OP_BREAK store_break(op->name, op->who) and a STORE_OP_READY
+ * store_ready(op->limit, &op->r, &op->r.body): so that every call
  * can be handed to one runner (call.c) as an op. Loops never call this:
  * call_submit does, on a thread that may block. */
 void store_run(store_op *op);

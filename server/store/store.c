@@ -26,6 +26,8 @@ void store_run(store_op *op) {
     op->st = be->list(op->name, (int)op->limit, op->cursor, &op->r.more, &op->r);
   else if (op->kind == STORE_OP_BREAK)
     op->st = be->break_lock(op->name, op->who, &op->r);
+  else if (op->kind == STORE_OP_READY)
+    op->st = be->ready((int)op->limit, &op->r, &op->r.body);
   else
     be->run(op);
 }

@@ -367,6 +367,7 @@ void store_run(store_op *op) {
       op->st = store_list(op->name, (int)op->limit, op->cursor, &op->r.more, &op->r);
       break;
     case STORE_OP_BREAK: op->st = store_break(op->name, op->who, &op->r); break;
+    case STORE_OP_READY: op->st = store_ready((int)op->limit, &op->r, &op->r.body); break;
     default: op->st = stub_family(op); break;
   }
 }

@@ -14,7 +14,7 @@
  *   grant had sent its release before that grant's reply came), GET's
  *   fence == grants, and the metrics show calls sharing round trips.
  * no_mode_blocks_the_loop: with one loop and Redis stopped, under `auto`
- *   and `off`, an acquire, a listing and a break are out at the store
+ *   and `off`, an acquire, a listing, a break and /readyz are out at the store
  *   while /healthz is answered (every call goes through the runner,
  *   server/call.c: `auto` pipes, `off` hands calls to --store-workers).
  * off_and_min_replicas: the same load with `off` never uses the pipeline;
@@ -247,26 +247,30 @@ static void loop_never_waits(const char *mode) {
    * script load, with Redis up): a first call waits for it */
   fault_call warm;
   ck_assert_int_eq(fault_acquire(harness_picketd_url(P), "nw.warm", 30000, NULL, &warm), 200);
-  shot acquire, list, brk;
+  shot acquire, list, brk, ready;
   redis_freeze();
   shot_fire(&acquire, "nw.a", "acquire", "{\"ttl_ms\":30000}");
   shot_fire(&list, "/v1/locks?limit=5", NULL, "");
   shot_fire(&brk, "nw.c", "break", "{}");
-  await_inflight(3); /* all three are in picketd, their store calls out */
+  shot_fire(&ready, "/readyz", NULL, "");
+  await_inflight(4); /* all four are in picketd, their store calls out */
   harness_resp h;
   ck_assert_int_eq(harness_http(harness_picketd_url(P), "GET", "/healthz", NULL, &h), 0);
   ck_assert_int_eq(h.status, 200);
   harness_resp_free(&h);
-  int waited = atomic_load(&acquire.done) + atomic_load(&list.done) + atomic_load(&brk.done);
+  int waited = atomic_load(&acquire.done) + atomic_load(&list.done) + atomic_load(&brk.done) +
+               atomic_load(&ready.done);
   redis_thaw();
   pthread_join(acquire.t, NULL);
   pthread_join(list.t, NULL);
   pthread_join(brk.t, NULL);
+  pthread_join(ready.t, NULL);
   ck_assert_msg(waited == 0, "%s: /healthz was answered only after %d store call(s) ended", mode,
                 waited);
   ck_assert_msg(acquire.c.status == 200, "%s: acquire %ld %s", mode, acquire.c.status, acquire.c.code);
   ck_assert_msg(list.c.status == 200, "%s: listing %ld", mode, list.c.status);
   ck_assert_msg(brk.c.status == 200, "%s: break %ld %s", mode, brk.c.status, brk.c.code);
+  ck_assert_msg(ready.c.status == 200, "%s: /readyz %ld", mode, ready.c.status);
   stop_both();
 }
 

@@ -584,6 +584,8 @@ store_status codec_parse(store_op *op, redisReply *rep) {
     case STORE_OP_WATCH:
       if (!is_int(rep)) goto odd;
       break;
+    case STORE_OP_READY: /* no script: store.c makes it store_ready */
+      goto odd;
     case STORE_OP_SEM_ACQUIRE:
     case STORE_OP_SEM_RENEW:
     case STORE_OP_SEM_RELEASE:
