@@ -258,9 +258,6 @@ typedef struct store_pipe store_pipe;
  * --min-replicas a pipe writes one WAIT after each batch that holds a
  * grant or a renewal, and holds only those calls for its reply.) */
 int store_pipeline_enabled(void);
-/* 1 when every call that can be pipelined should be (--redis-pipeline on),
- * not only those that have company. */
-int store_pipeline_forced(void);
 /* A pipe with no connection yet (it opens on the first call); NULL when out
  * of memory. */
 store_pipe *store_pipe_new(void);

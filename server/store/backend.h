@@ -1,7 +1,13 @@
 /* backend.h: what a backend gives store.c, which implements store.h by
  * passing each call to the backend that store_init chose. One table per
  * backend (store_redis.c's store_redis_backend); the fields are store.h's
- * functions of the same names, with the same contracts. */
+ * functions of the same names, with the same contracts.
+ *
+ * Optional, NULL when a backend leaves them out (store.c then does
+ * without): the pipe (pipeline_enabled and every pipe_*, all or none:
+ * without them every call of a loop goes to the runner's workers,
+ * call.c) and the release feed (feed_*, all or none: without it a waiter
+ * retries at its holder's expiry). Everything else is required. */
 #ifndef PICKETD_STORE_BACKEND_H
 #define PICKETD_STORE_BACKEND_H
 
@@ -18,7 +24,6 @@ typedef struct {
   void (*feed_stop)(void);
   void (*run)(store_op *op);
   int (*pipeline_enabled)(void);
-  int (*pipeline_forced)(void);
   store_pipe *(*pipe_new)(void);
   int (*pipe_connect)(store_pipe *p);
   void (*pipe_free)(store_pipe *p);

@@ -17,9 +17,17 @@ store_status store_ready(int detail, store_result *r, json_t **body) {
 }
 void store_stop(void) { be->stop(); }
 
-int store_feed_start(void (*released)(const char *key)) { return be->feed_start(released); }
-void store_feed_want(int on) { be->feed_want(on); }
-void store_feed_stop(void) { be->feed_stop(); }
+/* (a backend without a feed leaves waiters to retry at their holder's
+ * expiry, as store.h allows) */
+int store_feed_start(void (*released)(const char *key)) {
+  return be->feed_start ? be->feed_start(released) : 0;
+}
+void store_feed_want(int on) {
+  if (be->feed_want) be->feed_want(on);
+}
+void store_feed_stop(void) {
+  if (be->feed_stop) be->feed_stop();
+}
 
 void store_run(store_op *op) {
   if (op->kind == STORE_OP_LIST)
@@ -31,8 +39,11 @@ void store_run(store_op *op) {
   else
     be->run(op);
 }
-int store_pipeline_enabled(void) { return be->pipeline_enabled(); }
-int store_pipeline_forced(void) { return be->pipeline_forced(); }
+/* (a backend without pipe_new pipelines nothing: loop.c then makes no
+ * pipe, and no other pipe function is called) */
+int store_pipeline_enabled(void) {
+  return be->pipe_new != NULL && (be->pipeline_enabled == NULL || be->pipeline_enabled());
+}
 store_pipe *store_pipe_new(void) { return be->pipe_new(); }
 int store_pipe_connect(store_pipe *p) { return be->pipe_connect(p); }
 void store_pipe_free(store_pipe *p) {

@@ -493,7 +493,6 @@ void store_stop(void) {}
  * every call on the harness's thread), so these are never called; they
  * exist because loop.c, which the core links, names them. */
 int store_pipeline_enabled(void) { return 0; }
-int store_pipeline_forced(void) { return 0; }
 store_pipe *store_pipe_new(void) { return NULL; }
 int store_pipe_connect(store_pipe *p) { return p ? 0 : -1; }
 void store_pipe_free(store_pipe *p) { (void)p; }

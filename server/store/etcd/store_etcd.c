@@ -120,7 +120,6 @@ static void store_etcd_stop(void) {}
 /* Every call is piped (pipe.c): a call on a worker leaves the loop free
  * for its other connections, with or without company. */
 static int store_etcd_pipeline_enabled(void) { return 1; }
-static int store_etcd_pipeline_forced(void) { return 1; }
 static store_pipe *store_etcd_pipe_new_run(void) {
   return store_etcd_pipe_new(store_etcd_run, store_etcd_cfg->etcd_calls_in_flight);
 }
@@ -144,7 +143,6 @@ const store_backend store_etcd_backend = {
     .feed_stop = store_etcd_feed_stop,
     .run = store_etcd_run,
     .pipeline_enabled = store_etcd_pipeline_enabled,
-    .pipeline_forced = store_etcd_pipeline_forced,
     .pipe_new = store_etcd_pipe_new_run,
     .pipe_connect = store_etcd_pipe_connect,
     .pipe_free = store_etcd_pipe_free,

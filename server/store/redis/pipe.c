@@ -79,7 +79,6 @@ struct store_pipe {
 };
 
 int store_redis_pipeline_enabled(void) { return store_redis_cfg->redis_pipeline != PIPELINE_OFF; }
-int store_redis_pipeline_forced(void) { return store_redis_cfg->redis_pipeline == PIPELINE_ON; }
 
 store_pipe *store_redis_pipe_new(void) {
   store_pipe *p = calloc(1, sizeof *p);

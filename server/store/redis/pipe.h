@@ -8,7 +8,6 @@
 #include "store.h"
 
 int store_redis_pipeline_enabled(void);
-int store_redis_pipeline_forced(void);
 store_pipe *store_redis_pipe_new(void);
 int store_redis_pipe_connect(store_pipe *p);
 void store_redis_pipe_free(store_pipe *p);

@@ -299,7 +299,6 @@ const store_backend store_redis_backend = {
     .feed_stop = store_redis_feed_stop,
     .run = store_redis_run,
     .pipeline_enabled = store_redis_pipeline_enabled,
-    .pipeline_forced = store_redis_pipeline_forced,
     .pipe_new = store_redis_pipe_new,
     .pipe_connect = store_redis_pipe_connect,
     .pipe_free = store_redis_pipe_free,
