@@ -186,6 +186,9 @@ static int family_command_build(const store_op *op, op_command *cmd, int inline_
     return 0;
   }
   static const char *const verbs[] = {"acquire", "renew", "release"};
+  /* Lock-delay and the hold cap are kept by hold.lua, embedded in front of
+   * acquire.lua, renew.lua and release.lua: the key outlives an expired
+   * lease by its delay (409 lock_delay until then). */
   snprintf(cmd->delay, sizeof cmd->delay, "%lld", (long long)op->lock_delay_ms);
   snprintf(cmd->cap, sizeof cmd->cap, "%lld", (long long)op->max_hold_ms);
   snprintf(cmd->wake, sizeof cmd->wake, "%c/%s", rw ? 'r' : 's', op->name);
