@@ -56,9 +56,6 @@ static store_status store_etcd_ready(int detail, store_result *r, json_t **body)
 
 static int store_etcd_init(const config *cfg, char *err, size_t errlen) {
   store_etcd_cfg = cfg;
-  metrics_gauge_omit(G_REDIS_UP);
-  metrics_gauge_omit(G_REDIS_USED_MEMORY);
-  metrics_gauge_omit(G_REDIS_DB_KEYS);
   store_etcd_opts = (etcd_client_opts){
       .endpoints = cfg->etcd_list, .timeout_ms = cfg->etcd_timeout_ms,
       .ca_file = cfg->etcd_ca_file, .cert_file = cfg->etcd_cert_file,
