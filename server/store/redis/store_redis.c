@@ -201,10 +201,28 @@ static void store_redis_stop(void) {
 }
 
 static void store_redis_thread_done(void) { conn_thread_done(); }
+
+/* What the locks are kept in, logged once at start (main.c then logs where
+ * picketd listens), and the warning a replicated Redis without
+ * --min-replicas deserves. */
+static void log_target(const config *c) {
+  if (c->sentinel_count > 0)
+    LOG(LOG_INFO, "locks are kept in Sentinel master '%s' via %d sentinels", c->sentinel_master,
+        c->sentinel_count);
+  else if (c->cluster_seed_count > 0)
+    LOG(LOG_INFO, "locks are kept in Redis Cluster via %d seeds", c->cluster_seed_count);
+  else
+    LOG(LOG_INFO, "locks are kept in redis %s", c->redis.is_unix ? c->redis.path : c->redis.host);
+  if ((c->sentinel_count > 0 || c->cluster_seed_count > 0) && c->min_replicas == 0)
+    LOG(LOG_WARN, "--min-replicas 0 under --%s: a grant is returned before any replica "
+                  "has it, so a failover can lose it and, with --fence-floor none, hand its "
+                  "fence out again", c->sentinel_count > 0 ? "sentinel" : "redis-cluster");
+}
 static int startup_check(int id, char *err, size_t errlen);
 
 static int store_redis_init(const config *c, char *err, size_t errlen) {
   redis_stats_init(); /* Redis's own families of /metrics (stats.h) */
+  log_target(c);
   codec_init(c);
   /* The node table and its watcher know each other only through the
    * kick set here: the table is filled by the watcher, and asks it to
