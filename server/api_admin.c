@@ -1,9 +1,9 @@
 /* api_admin.c: the endpoints for operators and tools (api_admin.h).
  *
- * Listing reads the index of held names that the grant and release
- * scripts keep (proto/redis/list.lua): one page per call, never a scan of
- * Redis. Breaking is a script that ends the lease and moves the fence on
- * (proto/redis/break.lua): what makes a break safe is the fence, because
+ * Listing reads the index of held names that the store's grant and
+ * release calls keep: one page per call, never a scan of the whole store
+ * (each backend's listing says how). Breaking is one store call that ends
+ * the lease and moves the fence on: what makes a break safe is the fence, because
  * a store that checks fences refuses the broken holder's writes once it
  * has seen a higher one. whoami tells a client (the web console) what its
  * token may do, so it need not find out by trying. */

@@ -40,7 +40,7 @@ static void lock_grant(api_response *resp, const api_call *call, int renewal) {
 }
 
 /* 409 lock_delay: the last lease expired without a release and asked for
- * a lock-delay, which runs ms more (proto/redis/hold.lua); the owner is
+ * a lock-delay, which runs ms more (the store keeps it); the owner is
  * the expired lease's. Read/write locks share it. */
 static void reply_delay(api_response *resp, const api_call *call, int64_t ms) {
   metrics_inc(M_ACQUIRE_DELAYED);

@@ -30,8 +30,8 @@ void api_json_reply(api_response *resp, int status, json_t *j) {
  * way in, so they are formatted directly: no JSON tree per request. Names
  * are [A-Za-z0-9._:-] and lease ids hex, so they need no escaping; a
  * request's owner is UTF-8 without control characters, so only quote and
- * backslash do (api_json_owner_literal). An owner read back from Redis
- * goes through jansson: Redis may hold anything. */
+ * backslash do (api_json_owner_literal). An owner read back from the
+ * store goes through jansson: the store may hold anything. */
 void api_json_reply_fmt(api_response *resp, const char *fmt, ...) {
   char buf[1024];
   va_list ap;
@@ -51,7 +51,7 @@ void api_json_reply_fmt(api_response *resp, const char *fmt, ...) {
 }
 
 /* A message may quote what a client sent (jansson's "near '...'" can cut
- * a character in two) or what Redis holds, so it is not always UTF-8; then
+ * a character in two) or what the store holds, so it is not always UTF-8; then
  * its other bytes become '?', because a message that is not a JSON string
  * would turn the whole reply into a 500. */
 json_t *api_json_error(picket_proto_err e, const char *message) {
@@ -74,8 +74,8 @@ void api_json_reply_retry(api_response *resp, int status, json_t *err, int64_t m
   snprintf(resp->retry_after, sizeof resp->retry_after, "%lld", (long long)((ms + 999) / 1000));
 }
 
-/* An owner read back from Redis was not necessarily written by picketd
- * (redis-cli, another program): one that is not valid UTF-8 cannot be a
+/* An owner read back from the store was not necessarily written by picketd
+ * (the store's own command-line client, another program): one that is not valid UTF-8 cannot be a
  * JSON string, and is shown as null rather than failing the whole reply. */
 json_t *api_json_owner(const char *owner) {
   json_t *s = owner && owner[0] ? json_string(owner) : NULL;

@@ -60,7 +60,7 @@ int api_json_bad_field(api_response *resp, const char *fmt, const char *field, l
 /* The error code of a failed store call. */
 picket_proto_err api_json_store_err(store_status st);
 /* A failed store call's reply. The store's own message (its address or
- * socket path, Redis's or etcd's words) goes only to those /readyz shows
+ * socket path, the backend's own words) goes only to those /readyz shows
  * it to: everyone without --auth-file, a token with the metrics verb under
  * it; others get the error table's message (call NULL: a stranger). */
 void api_json_store_failure(api_response *resp, store_status st, const store_result *r,

@@ -87,7 +87,7 @@ const char *auth_operator_shown(const auth_principal *who, const char *by);
 const char *auth_prefix(const auth_principal *who, int i);
 /* The token's quota subject (owned by the table: do not put it). */
 quota_subject *auth_subject(const auth_principal *who);
-/* The lease id stored in Redis for a client's lease id: the first 128 bits
+/* The lease id kept in the store for a client's lease id: the first 128 bits
  * of SHA-256("lease:" token name ":" lease), in hex. Another token's same
  * id is another lease, so a leaked or guessed lease id is worth nothing
  * without its token. A token replaced under the same name keeps its

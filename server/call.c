@@ -6,19 +6,19 @@
  * waits on the store serves nobody meanwhile. Calls used to run in two
  * ways, chosen in http.c: a first try could go through the loop's pipe,
  * while retries, undo, forget, listings and breaks blocked the loop
- * thread, and on etcd every call did. Now http.c and api.c hand every op
+ * thread, and on a backend without a pipe every call did. Now http.c and api.c hand every op
  * to call_submit and go on in op->done; where the op runs is decided here,
  * from what the backend offers through store.h:
  *
- *   - the loop's pipe, when the backend pipelines (Redis, unless
- *     --redis-pipeline off): the loop writes the calls of one pass at once
+ *   - the loop's pipe, when the backend pipelines (store_pipeline_enabled;
+ *     a backend's own flag may turn it off): the loop writes the calls of one pass at once
  *     and completes each as its reply comes in (loop.c, store_pipe_*);
  *   - otherwise one of --store-workers threads, each with the store
  *     connection of its own, which makes the call with store_run (it may
  *     block there: that is the backend's way) and hands the op back to its
- *     loop (loop_done_soon). On etcd every call goes this way, so a loop
- *     has as many etcd calls in flight as it has requests, up to the
- *     number of workers.
+ *     loop (loop_done_soon). When the backend does not pipeline, every
+ *     call goes this way, so a loop has as many store calls in flight as
+ *     it has requests, up to the number of workers.
  *
  * The queue to the workers is bounded by the requests being handled
  * (each has at most one call out, bounded by --max-connections) plus the
@@ -99,8 +99,8 @@ void call_submit(store_op *op) {
   atomic_fetch_add(&in_flight, 1);
   if (++loop_in_flight > atomic_load(&in_flight_peak)) atomic_store(&in_flight_peak, loop_in_flight);
   /* A listing's page, a break and /readyz's probe are calls of several
-   * steps in the backend (slots to visit, a replica guard, a status and a
-   * read): never pipelined. */
+   * steps in the backend (indexes to visit, a replica guard, a status and
+   * a read): never pipelined. */
   if (op->kind < STORE_OP_BREAK && loop_pipe_open()) {
     atomic_fetch_add(&by_pipe, 1);
     if (loop_pipe_call(op) == 0) return;

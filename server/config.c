@@ -630,6 +630,7 @@ int config_load(config *cfg, int argc, char **argv, char **envp, char *err, size
                             &cfg->listen_port) < 0)
     return fail(err, errlen, "--listen: expected HOST:PORT, got '%s'", cfg->listen);
   if (check_store(cfg, given, err, errlen) < 0) return -1;
+  cfg->store_timeout_ms = cfg->etcd_list[0] ? cfg->etcd_timeout_ms : cfg->redis_timeout_ms;
   /* Bounded by default (issue 39): the clock floor keeps the next fence
    * of an expired counter above the last one; without it an expired
    * counter would start over, so there the default is to keep them. */

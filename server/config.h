@@ -95,6 +95,10 @@ typedef struct {
   char etcd_password_file[512];
   char etcd_password[256];    /* read from --etcd-password-file */
   int64_t etcd_timeout_ms;
+  /* The chosen backend's call timeout (--etcd-timeout-ms under --etcd,
+   * else --redis-timeout-ms), set by config_load: what the HTTP side waits
+   * for a call without naming a backend. */
+  int64_t store_timeout_ms;
   int etcd_calls_in_flight;   /* --etcd-calls-in-flight: worker threads per event loop */
   /* TLS (tls.c): PEM files, "" when not given; the files are read by tls_init */
   char tls_cert[512];

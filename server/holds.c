@@ -23,7 +23,7 @@
  * (GET /v1/locks: holders, acquired_at, waiters), which shows a token
  * only its own names.
  *
- * Times are Redis's clock (the grant's `at`) against picketd's wall clock:
+ * Times are the store's clock (the grant's `at`) against picketd's wall clock:
  * a skew between the two hosts shows up in them, a few milliseconds on a
  * synchronized network. Only locks: semaphore permits and read/write
  * leases carry no `at` (GET /v1/semaphores and /v1/rwlocks show them). */

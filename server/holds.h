@@ -11,7 +11,7 @@ typedef enum { HOLD_RELEASED, HOLD_BROKEN, HOLD_LOST, HOLD_OUTCOMES } hold_outco
 
 /* Registers the metric families (before the HTTP server starts). */
 void holds_init(void);
-/* A renewal of lock `key` granted at at_ms (Redis's clock, ms since the
+/* A renewal of lock `key` granted at at_ms (the store's clock, ms since the
  * epoch; 0: unknown, ignored) that now runs until until_ms. */
 void holds_renewed(const char *key, int64_t at_ms, int64_t until_ms);
 /* Lock `key`'s lease ended: released, broken, or found lost by its

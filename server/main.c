@@ -1,8 +1,9 @@
 /* main.c: picketd's process: configuration, signals, start and stop.
  *
- * Start: read the config (bad flags exit 2), check Redis (an evicting
- * policy exits 1; an unreachable Redis is fine, requests get 503 until it
- * answers), start the waiter threads and the HTTP daemon, write the port.
+ * Start: read the config (bad flags exit 2), start the store (store_init
+ * logs what it keeps the locks in; a store set up to lose fences exits 1;
+ * an unreachable one is fine, requests get 503 until it answers), start
+ * the waiter threads and the HTTP daemon, write the port.
  * Stop (SIGTERM/SIGINT): answer every waiter 503 shutting_down, stop
  * accepting, let in-flight requests finish (bounded by
  * --shutdown-timeout-ms), then close everything and exit 0. SIGHUP
@@ -58,7 +59,7 @@ static void raise_fd_limit(const config *cfg) {
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
   /* per event loop: its epoll set, eventfd, libmicrohttpd's epoll fd and
-   * eventfd, a copy of the listen socket, two Redis connections */
+   * eventfd, a copy of the listen socket, two store connections */
   rlim_t want = (rlim_t)cfg->max_connections + 64 + (rlim_t)cfg->threads * 8;
   if (rl.rlim_cur >= want) return;
   rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
@@ -155,25 +156,9 @@ int main(int argc, char **argv) {
     http_stop();
     return 1;
   }
-  if (cfg.etcd_list[0]) {
-    int members = 1;
-    for (const char *c = cfg.etcd_list; *c; c++) members += *c == ',';
-    LOG(LOG_INFO, "picketd %s listening on %s port %d (etcd, %d member%s named, %d threads)",
-        PICKET_VERSION, cfg.listen_host, port, members, members == 1 ? "" : "s", cfg.threads);
-  } else if (cfg.sentinel_count > 0)
-    LOG(LOG_INFO, "picketd %s listening on %s port %d (Sentinel master '%s' via %d sentinels, "
-                  "%d threads)", PICKET_VERSION, cfg.listen_host, port, cfg.sentinel_master,
-        cfg.sentinel_count, cfg.threads);
-  else if (cfg.cluster_seed_count > 0)
-    LOG(LOG_INFO, "picketd %s listening on %s port %d (Redis Cluster via %d seeds, %d threads)",
-        PICKET_VERSION, cfg.listen_host, port, cfg.cluster_seed_count, cfg.threads);
-  else
-    LOG(LOG_INFO, "picketd %s listening on %s port %d (redis %s, %d threads)", PICKET_VERSION,
-        cfg.listen_host, port, cfg.redis.is_unix ? cfg.redis.path : cfg.redis.host, cfg.threads);
-  if ((cfg.sentinel_count > 0 || cfg.cluster_seed_count > 0) && cfg.min_replicas == 0)
-    LOG(LOG_WARN, "--min-replicas 0 under --%s: a grant is returned before any replica "
-                  "has it, so a failover can lose it and, with --fence-floor none, hand its "
-                  "fence out again", cfg.sentinel_count > 0 ? "sentinel" : "redis-cluster");
+  /* What the locks are kept in, store_init has logged. */
+  LOG(LOG_INFO, "picketd %s listening on %s port %d (%d threads)", PICKET_VERSION, cfg.listen_host,
+      port, cfg.threads);
 
   int sig = 0;
   for (;;) { /* SIGHUP reloads and serves on; SIGTERM and SIGINT stop */
@@ -198,12 +183,11 @@ int main(int argc, char **argv) {
     LOG(LOG_WARN, "%ld requests still running after %lld ms; closing them", http_inflight(),
         (long long)waited);
   /* A connection suspended on a store call must be resumed before the
-   * loops stop: let the pipes answer what they hold (bounded by
-   * --redis-timeout-ms; later calls go to the store workers), then give
-   * the loops a moment to send those replies. */
+   * loops stop: let the pipes answer what they hold (bounded by the
+   * backend's call timeout; later calls go to the store workers), then
+   * give the loops a moment to send those replies. */
   loop_close_pipes();
-  int64_t store_timeout_ms = cfg.etcd_list[0] ? cfg.etcd_timeout_ms : cfg.redis_timeout_ms;
-  drain(http_piped, store_timeout_ms + SHUTDOWN_GRACE_MS); /* the limit: a safety net */
+  drain(http_piped, cfg.store_timeout_ms + SHUTDOWN_GRACE_MS); /* the limit: a safety net */
   drain(http_inflight, SHUTDOWN_GRACE_MS);
   http_stop();
   call_stop(); /* after the loops: what they handed the workers is done */

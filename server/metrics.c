@@ -4,16 +4,13 @@
  * scrape needs. */
 #include "metrics.h"
 
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const struct {
-  const char *name, *labels, *help;
-} counter_info[] = {
+static const metrics_row counter_info[] = {
 #define METRICS_INFO(e, name, labels, help) {name, labels, help},
     METRICS_COUNTER_MAP(METRICS_INFO)
 #undef METRICS_INFO
@@ -30,17 +27,11 @@ static const int statuses[] = {200, 400, 401, 403, 404, 405, 409, 411, 413, 415,
 #define NSTATUS (sizeof statuses / sizeof statuses[0])
 
 static const char *const gauge_info[G_COUNT][2] = {
-    {"picket_redis_up", "1 when the last Redis call of any worker succeeded."},
     {"picket_waiters", "Acquires waiting for a lock now."},
     {"picket_http_inflight_requests", "Requests being handled now (waiters included)."},
     {"picket_http_connections", "Open client connections."},
-    {"picket_redis_used_memory_bytes",
-     "Redis used_memory (INFO memory), read at most once a second and at every connect."},
-    {"picket_redis_db_keys",
-     "Keys in picketd's Redis database (INFO keyspace), all of them: picket's own only when the "
-     "database is not shared. Read at most once a second and at every connect."},
     {"picket_event_streams", "Open event streams (GET /v1/locks/NAME/events)."},
-    {"picket_store_up", "1 when the last call to the store (Redis or etcd) of any worker succeeded."},
+    {"picket_store_up", "1 when the last call to the store (whichever backend) of any worker succeeded."},
 };
 
 static const char *const hist_info[H_COUNT][2] = {
@@ -54,7 +45,6 @@ static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 static atomic_ulong counters[M_COUNT];
 static atomic_ulong requests[EP_COUNT][NSTATUS + 1];
 static atomic_long gauges[G_COUNT];
-static atomic_int omitted[G_COUNT]; /* a backend's gauge another backend has not */
 static struct {
   atomic_ulong buckets[NBOUNDS + 1];
   atomic_ulong count;
@@ -72,25 +62,7 @@ void metrics_inc(metrics_counter c) { atomic_fetch_add_explicit(&counters[c], 1,
 void metrics_add(metrics_counter c, long n) { atomic_fetch_add_explicit(&counters[c], n, memory_order_relaxed); }
 void metrics_gauge_set(metrics_gauge g, long v) { atomic_store_explicit(&gauges[g], v, memory_order_relaxed); }
 void metrics_gauge_add(metrics_gauge g, long d) { atomic_fetch_add_explicit(&gauges[g], d, memory_order_relaxed); }
-void metrics_gauge_omit(metrics_gauge g) { atomic_store(&omitted[g], 1); }
 long metrics_gauge_get(metrics_gauge g) { return atomic_load_explicit(&gauges[g], memory_order_relaxed); }
-
-/* Written on a switch of primary, read by a scrape: rare enough for a mutex. */
-static pthread_mutex_t primary_mu = PTHREAD_MUTEX_INITIALIZER;
-static char primary[280];
-
-void metrics_set_primary(const char *addr) {
-  char v[sizeof primary];
-  size_t n = 0;
-  for (; *addr && n + 3 < sizeof v; addr++) { /* a label value escapes \\, " and newline */
-    if (*addr == '\\' || *addr == '"' || *addr == '\n') v[n++] = '\\';
-    v[n++] = *addr == '\n' ? 'n' : *addr;
-  }
-  v[n] = '\0';
-  pthread_mutex_lock(&primary_mu);
-  memcpy(primary, v, n + 1);
-  pthread_mutex_unlock(&primary_mu);
-}
 
 void metrics_observe(metrics_histogram h, double seconds) {
   size_t i = 0;
@@ -136,6 +108,21 @@ void metrics_put(sbuf *b, const char *fmt, ...) {
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
+void metrics_put_counter(sbuf *b, const char **family, const metrics_row *row, unsigned long v) {
+  if (strcmp(*family, row->name) != 0) {
+    *family = row->name;
+    metrics_put(b, "# HELP %s %s\n# TYPE %s counter\n", row->name, row->help, row->name);
+  }
+  if (row->labels[0])
+    metrics_put(b, "%s{%s} %lu\n", row->name, row->labels, v);
+  else
+    metrics_put(b, "%s %lu\n", row->name, v);
+}
+
+void metrics_put_gauge(sbuf *b, const char *name, const char *help, long v) {
+  metrics_put(b, "# HELP %s %s\n# TYPE %s gauge\n%s %ld\n", name, help, name, name, v);
+}
+
 char *metrics_render(size_t *len, int all_tenants) {
   sbuf b = {malloc(8192), 0, 8192, 0};
   if (b.buf == NULL) return NULL;
@@ -157,26 +144,8 @@ char *metrics_render(size_t *len, int all_tenants) {
   }
 
   const char *family = "";
-  for (int c = 0; c < M_COUNT; c++) {
-    if (strcmp(family, counter_info[c].name) != 0) {
-      family = counter_info[c].name;
-      metrics_put(&b, "# HELP %s %s\n# TYPE %s counter\n", family, counter_info[c].help, family);
-    }
-    if (counter_info[c].labels[0])
-      metrics_put(&b, "%s{%s} %lu\n", family, counter_info[c].labels, LOAD(counters[c]));
-    else
-      metrics_put(&b, "%s %lu\n", family, LOAD(counters[c]));
-  }
-
-  for (int g = 0; g < G_COUNT; g++)
-    if (!LOAD(omitted[g])) metrics_put(&b, "# HELP %s %s\n# TYPE %s gauge\n%s %ld\n", gauge_info[g][0], gauge_info[g][1],
-        gauge_info[g][0], gauge_info[g][0], LOAD(gauges[g]));
-
-  metrics_put(&b, "# HELP picket_redis_primary_info The Redis node lock calls go to (none while no "
-          "primary is known).\n# TYPE picket_redis_primary_info gauge\n");
-  pthread_mutex_lock(&primary_mu);
-  if (primary[0]) metrics_put(&b, "picket_redis_primary_info{addr=\"%s\"} 1\n", primary);
-  pthread_mutex_unlock(&primary_mu);
+  for (int c = 0; c < M_COUNT; c++) metrics_put_counter(&b, &family, &counter_info[c], LOAD(counters[c]));
+  for (int g = 0; g < G_COUNT; g++) metrics_put_gauge(&b, gauge_info[g][0], gauge_info[g][1], LOAD(gauges[g]));
 
   for (int h = 0; h < H_COUNT; h++) {
     const char *n = hist_info[h][0];

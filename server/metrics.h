@@ -1,6 +1,8 @@
 /* metrics.h: picketd's counters, gauges and histograms, served at /metrics
  * in the Prometheus text format. Every update is one relaxed atomic add, so
- * worker threads never take a lock to count. */
+ * worker threads never take a lock to count. Only what every backend has
+ * is here: a backend's own metrics are its families, which it registers
+ * with metrics_add_families at store_init (as quota.c and holds.c do). */
 #ifndef PICKETD_METRICS_H
 #define PICKETD_METRICS_H
 
@@ -29,22 +31,8 @@ typedef enum {
   X(RELEASE_RELEASED, "picket_release_total", "outcome=\"released\"", "Release outcomes; lease_lost is a holder that overran its TTL.") \
   X(RELEASE_LOST, "picket_release_total", "outcome=\"lease_lost\"", "")                          \
   X(RELEASE_ERROR, "picket_release_total", "outcome=\"error\"", "")                              \
-  X(REDIS_ERR_UNAVAILABLE, "picket_redis_errors_total", "kind=\"unavailable\"", "Redis failures by kind.") \
-  X(REDIS_ERR_REPLY, "picket_redis_errors_total", "kind=\"error_reply\"", "")                    \
-  X(REDIS_ERR_MISCONFIGURED, "picket_redis_errors_total", "kind=\"misconfigured\"", "")          \
-  X(REDIS_ERR_FULL, "picket_redis_errors_total", "kind=\"full\"", "")                            \
-  X(REDIS_ERR_NOT_REPLICATED, "picket_redis_errors_total", "kind=\"not_replicated\"", "")        \
   X(FENCE_TAMPERED_REPAIRED, "picket_fence_tampered_total", "action=\"repaired\"", "Fence counters found changed by another writer (below the live grant's fence, missing, or not a count): repaired in the same script (the call went on), or refused (no fence was certain: store_tampered).") \
   X(FENCE_TAMPERED_REFUSED, "picket_fence_tampered_total", "action=\"refused\"", "")           \
-  X(REDIS_RECONNECTS, "picket_redis_reconnects_total", "", "Redis connections (re)established.") \
-  X(REDIS_FAILOVERS, "picket_redis_failovers_total", "", "Switches to a new Redis primary named by Sentinel.") \
-  X(REDIS_REDIRECT_MOVED, "picket_redis_redirects_total", "kind=\"moved\"", "Redis Cluster redirections met by lock calls (each retried on the node named; tryagain after a short backoff).") \
-  X(REDIS_REDIRECT_ASK, "picket_redis_redirects_total", "kind=\"ask\"", "")                    \
-  X(REDIS_REDIRECT_TRYAGAIN, "picket_redis_redirects_total", "kind=\"tryagain\"", "")          \
-  X(CLUSTER_MAP_REFRESHES, "picket_cluster_map_reads_total", "", "Reads of the Redis Cluster slot map (CLUSTER SLOTS).") \
-  X(CLUSTER_MAP_CHANGES, "picket_cluster_map_changes_total", "", "Slot maps read that moved slots to another primary (failover or resharding).") \
-  X(REDIS_PIPELINE_BATCHES, "picket_redis_pipeline_batches_total", "", "Writes of pipelined lock calls to Redis (one per event-loop pass that had calls).") \
-  X(REDIS_PIPELINE_CALLS, "picket_redis_pipeline_calls_total", "", "Lock calls sent pipelined (divided by batches: calls per write).") \
   X(BREAK_BROKEN, "picket_breaks_total", "outcome=\"broken\"", "Operator breaks (POST /v1/locks/NAME/break): broken ended a live lease, not_held found none; both moved the fence on. The log line names who broke it.") \
   X(BREAK_NOT_HELD, "picket_breaks_total", "outcome=\"not_held\"", "")                         \
   X(EVENTS_SENT, "picket_events_sent_total", "", "Events written to event streams (one per stream), heartbeats included.") \
@@ -71,10 +59,7 @@ typedef enum {
   M_COUNT
 } metrics_counter;
 
-typedef enum {
-  G_REDIS_UP, G_WAITERS, G_INFLIGHT, G_CONNECTIONS, G_REDIS_USED_MEMORY, G_REDIS_DB_KEYS, G_EVENT_STREAMS,
-  G_STORE_UP, G_COUNT
-} metrics_gauge;
+typedef enum { G_WAITERS, G_INFLIGHT, G_CONNECTIONS, G_EVENT_STREAMS, G_STORE_UP, G_COUNT } metrics_gauge;
 typedef enum { H_REQUEST, H_WAIT, H_COUNT } metrics_histogram;
 
 /* Names row ep's endpoint label (a static string), before the first
@@ -83,9 +68,6 @@ void metrics_endpoint_name(metrics_endpoint ep, const char *label);
 void metrics_inc(metrics_counter c);
 void metrics_add(metrics_counter c, long n);
 void metrics_gauge_set(metrics_gauge g, long v);
-/* Leaves gauge g out of every scrape (the Redis gauges on etcd), before
- * the first one. */
-void metrics_gauge_omit(metrics_gauge g);
 void metrics_gauge_add(metrics_gauge g, long delta);
 long metrics_gauge_get(metrics_gauge g);
 void metrics_observe(metrics_histogram h, double seconds);
@@ -93,6 +75,17 @@ void metrics_observe(metrics_histogram h, double seconds);
  * (quota.c: per-token rows) to it. */
 typedef struct metrics_buf metrics_buf;
 void metrics_put(metrics_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One counter row of a family table: the metric's name, its labels (""
+ * for none) and the family's help (on the family's first row). */
+typedef struct {
+  const char *name, *labels, *help;
+} metrics_row;
+/* Puts row's sample with value v, after the family's HELP and TYPE lines
+ * when *family (the last row's name; "" before the first) is another. */
+void metrics_put_counter(metrics_buf *b, const char **family, const metrics_row *row,
+                         unsigned long v);
+/* Puts a gauge family of one sample without labels. */
+void metrics_put_gauge(metrics_buf *b, const char *name, const char *help, long v);
 /* A subsystem's own families (quota.c: per-token rows), appended to every
  * scrape after picketd's. Registered at start, before the HTTP server
  * runs, so that metrics.c depends on nothing above it; at most 8.
@@ -100,9 +93,6 @@ void metrics_put(metrics_buf *b, const char *fmt, ...) __attribute__((format(pri
  * a tenant's token. (No series names a lock: see docs/security.md.) */
 typedef void metrics_family_fn(metrics_buf *b, int all_tenants);
 void metrics_add_families(metrics_family_fn *fn);
-/* The address lock calls go to now, for picket_redis_primary_info{addr};
- * "" when no primary is known (the sample is then left out). */
-void metrics_set_primary(const char *addr);
 /* Counts one served request (status is the HTTP status sent). */
 void metrics_request(metrics_endpoint ep, int status);
 

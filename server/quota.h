@@ -4,8 +4,8 @@
  * ("token NAME"), or, without it, a client address ("ip ADDR"). It counts
  * the client's parked waiters and paces its acquires (a token bucket), and
  * carries its auth counters for /metrics. A token's max_leases is not
- * counted here but in Redis, by the lock calls themselves (store.h), so it holds across several
- * picketd on one Redis; waiters and acquire rates are this process's
+ * counted here but in the store, by the lock calls themselves (store.h), so it holds across several
+ * picketd on one store; waiters and acquire rates are this process's
  * resources, so each picketd counts its own. */
 #ifndef PICKETD_QUOTA_H
 #define PICKETD_QUOTA_H
@@ -14,7 +14,7 @@
 
 /* A client's limits; 0 means none. */
 typedef struct {
-  int64_t max_leases;   /* held at once (tokens only; Redis counts them) */
+  int64_t max_leases;   /* held at once (tokens only; the store counts them) */
   int64_t max_waiters;  /* parked at once */
   int64_t acquire_rate; /* acquires per second (bursts of up to one second's worth) */
 } quota_limits;

@@ -1,18 +1,20 @@
 /* store.h: the lock-store interface, the one seam between picketd's HTTP
  * side (api.c, wait.c, http.c, loop.c, which name no backend) and where
- * locks are kept. server/store/redis/ implements it on Redis (hiredis, the
- * scripts in proto/redis, the node table with its Sentinel and Cluster
- * watchers); the fuzzer links an in-memory store instead
+ * locks are kept. Each backend implements it in a folder of its own under
+ * server/store/ (store/backend.h is the table each one fills, and
+ * store/store.c picks one by flag at startup); the fuzzer links an
+ * in-memory store instead
  * (tests/fuzz/store_stub.c), so the request path can be fuzzed without a
  * server.
  *
  * Two ways to make a call. A direct call (store_run) runs on the calling
- * thread's own connection: one round trip (and its WAIT under
- * --min-replicas), the thread blocked for it. A store_pipe is an event
+ * thread's own connection: one round trip (and, under --min-replicas,
+ * the replicas' acknowledgement), the thread blocked for it. A store_pipe is an event
  * loop's pipelined connection instead (loop.c): the loop appends every call
  * it meets in one pass, writes them at once, and completes each when its
  * reply arrives, so under load many requests share one round trip and no
- * loop waits on the store (see --redis-pipeline). Results are store codes,
+ * loop waits on the store (store_pipeline_enabled says whether the
+ * backend pipelines; its own flag may turn it off). Results are store codes,
  * never HTTP statuses: api.c alone maps them. */
 #ifndef PICKETD_STORE_H
 #define PICKETD_STORE_H
@@ -29,10 +31,10 @@ typedef enum {
   STORE_HELD,         /* acquire: another lease holds it (ttl_ms, owner set) */
   STORE_DELAYED,      /* acquire: the last lease expired and its lock-delay runs ttl_ms more */
   STORE_LOST,         /* renew/release: the lease is not held by this id */
-  STORE_EREPLY,       /* Redis answered with an error (e.g. WRONGTYPE) */
-  STORE_EUNAVAIL,     /* Redis unreachable, timed out, loading, read-only */
-  STORE_EMISCONF,     /* Redis evicts keys (maxmemory-policy allkeys-*) */
-  STORE_EFULL,        /* Redis is at maxmemory and refuses writes (OOM) */
+  STORE_EREPLY,       /* the store answered with an error (e.g. a key of the wrong type) */
+  STORE_EUNAVAIL,     /* the store unreachable, timed out, still loading, or read-only */
+  STORE_EMISCONF,     /* the store is set up to evict keys, which could lose fences */
+  STORE_EFULL,        /* the store is out of memory and refuses writes */
   STORE_ENOTREPL,     /* fewer than --min-replicas acknowledged (grant undone) */
   STORE_ETAMPERED,    /* another writer changed a lock's fence state beyond a certain repair */
   STORE_EQUOTA,       /* acquire: the op's token holds its max_leases (nothing granted) */
@@ -90,7 +92,7 @@ typedef struct {
                         at --max-readers (a read acquire) */
   int64_t waiting;   /* rwlock inspect: writers waiting */
   int64_t at;        /* inspect, lock renew and release, break: the (broken) lease's
-                        grant time (unix ms, Redis's clock; 0: unknown or none) */
+                        grant time (unix ms, the store's clock; 0: unknown or none) */
   int64_t renewals;  /* inspect: how often the lease was renewed */
   char why[160];     /* renew or release LOST: why, when known ("broken by ... at ...") */
   char token[72];    /* break: the token whose max_leases counted the broken lease, or "" */
@@ -105,11 +107,13 @@ typedef struct {
   char err[256];     /* a message for the E* results */
 } store_result;
 
-/* Checks Redis once at startup (maxmemory-policy, appendonly) and logs what
- * it finds. Returns 0 to go on (also when Redis is unreachable: picketd
- * serves 503 until it connects), or -1 with a message in err when Redis
- * evicts keys and --allow-eviction is off. Must be called before any other
- * store function; `cfg` must outlive the store. */
+/* Starts the backend the flags choose and checks the store once (whatever
+ * could cost a fence, such as a store set up to evict keys), and logs what
+ * it serves from and what it finds. Returns 0 to go on (also when the store
+ * is unreachable: picketd serves 503 until it connects), or -1 with a
+ * message in err when the store could lose fences and --allow-eviction is
+ * off. Must be called before any other store function; `cfg` must outlive
+ * the store. */
 int store_init(const config *cfg, char *err, size_t errlen);
 /* Closes the calling thread's connection (threads call it before exit). */
 void store_thread_done(void);
@@ -146,9 +150,9 @@ void store_feed_stop(void);
 
 typedef enum {
   STORE_OP_ACQUIRE, STORE_OP_RENEW, STORE_OP_RELEASE, STORE_OP_INSPECT,
-  /* the same four on a semaphore (proto/redis/semaphore.lua): one permit */
+  /* the same four on a semaphore: one permit */
   STORE_OP_SEM_ACQUIRE, STORE_OP_SEM_RENEW, STORE_OP_SEM_RELEASE, STORE_OP_SEM_INSPECT,
-  /* and on a read/write lock (proto/redis/rwlock.lua): a read or write lease */
+  /* and on a read/write lock: a read or write lease */
   STORE_OP_RW_ACQUIRE, STORE_OP_RW_RENEW, STORE_OP_RW_RELEASE, STORE_OP_RW_INSPECT,
   STORE_OP_RW_FORGET, /* a writer stopped waiting: new readers may enter */
   STORE_OP_BREAK,     /* an operator ends a lock's lease (store_break) */
@@ -201,11 +205,11 @@ typedef union {
  *
  * A token's lease count: with `token` set and max_leases > 0, an acquire
  * that would make a new grant while the token holds max_leases leases
- * ends in STORE_EQUOTA, and the grant, renew and release keep the count
- * (proto/redis/leases.lua). On one Redis or under Sentinel that happens
- * in the lock call's own script; under Redis Cluster the count lives in
- * the token's slot, so the store adds a call there before a grant and
- * after a renew or release (the caller sees one call either way). */
+ * ends in STORE_EQUOTA, and the grant, renew and release keep the count.
+ * The backend keeps it in the store, with the lock call itself where it
+ * can; where the count lives apart from the lock, the backend adds a call
+ * of its own before a grant and after a renew or release (the caller sees
+ * one call either way). */
 typedef struct store_op {
   store_op_kind kind;
   const char *name;
@@ -224,7 +228,7 @@ typedef struct store_op {
   int64_t wait_ms;                 /* rwlock write acquire: how long it will wait (0: no wait) */
   const char *who;                 /* break: who breaks it */
   const char *after;               /* list: the index member to resume after ("": the first) */
-  int index_slot;                  /* list: whose index (Redis Cluster; else 0) */
+  int index_slot;                  /* list: which of the store's indexes (0: its only one) */
   store_cursor *cursor;            /* a list's (STORE_OP_LIST by store_run): where it starts;
                                       on return where the next page starts */
   const char *token;               /* whose lease count this lease is in, or NULL */
@@ -242,7 +246,8 @@ typedef struct store_op {
 } store_op;
 
 /* Runs op on the calling thread's own connection (one round trip, the
- * thread blocked for it; with --min-replicas also the WAIT) and sets
+ * thread blocked for it; with --min-replicas also the replicas'
+ * acknowledgement) and sets
  * op->st and op->r. op->done is not called. A STORE_OP_LIST is
  * store_list(op->name as the prefix, op->limit, op->cursor, &op->r.more),
  * a STORE_OP_BREAK store_break(op->name, op->who) and a STORE_OP_READY
@@ -254,30 +259,33 @@ void store_run(store_op *op);
 /* A pipelined connection, used by one thread only. */
 typedef struct store_pipe store_pipe;
 
-/* 1 when lock calls may be pipelined: --redis-pipeline is not off. (With
- * --min-replicas a pipe writes one WAIT after each batch that holds a
- * grant or a renewal, and holds only those calls for its reply.) */
+/* 1 when lock calls may be pipelined: the backend pipelines and its own
+ * flag does not turn it off. (With --min-replicas a pipe asks the
+ * replicas once per batch that holds a grant or a renewal, and holds only
+ * those calls for their answer.) */
 int store_pipeline_enabled(void);
 /* A pipe with no connection yet (it opens on the first call); NULL when out
  * of memory. */
 store_pipe *store_pipe_new(void);
-/* Connects p now, so that its first call does not wait for the connect and
- * the script loads (a reconnect after a failure still does). 0, or -1 when
- * Redis cannot be reached now (the next call tries again). */
+/* Starts p's connection now, so that its first call does not wait for the
+ * connect and its setup (the loop never waits for them: a backend opens
+ * the connection without blocking and holds the calls made meanwhile
+ * behind the setup). 0, or -1 when the store cannot be reached now (the
+ * next call tries again). */
 int store_pipe_connect(store_pipe *p);
 /* Completes any call still waiting with STORE_EUNAVAIL, closes the
  * connection and frees p. Accepts NULL. */
 void store_pipe_free(store_pipe *p);
 /* Queues op's command; 0, after which op->done is called once, from
  * store_pipe_read, _expire or _free (never from inside this call), or -1
- * when the call is over at once (Redis unreachable or misconfigured, or a
+ * when the call is over at once (the store unreachable or misconfigured, or a
  * name too long for a key): op->st and op->r say why, and done is not
  * called. Calls already waiting may be completed (failed) meanwhile when
  * the connection breaks. */
 int store_pipe_append(store_pipe *p, store_op *op);
 /* Writes every command appended since the last flush, in one write. */
 void store_pipe_flush(store_pipe *p);
-/* The socket to watch for replies (and for Redis closing it), or -1; *opens
+/* The socket to watch for replies (and for the store closing it), or -1; *opens
  * gets how many times the pipe has connected, which tells a new socket
  * from an old one with the same number. */
 int store_pipe_fd(const store_pipe *p, unsigned long *opens);
@@ -286,7 +294,7 @@ void store_pipe_read(store_pipe *p);
 /* Milliseconds until the oldest waiting call times out (0: now), or -1
  * when nothing waits. */
 int64_t store_pipe_timeout_ms(const store_pipe *p);
-/* Past the oldest call's --redis-timeout-ms: fails every waiting call with
+/* Past the oldest call's timeout (the backend's flag): fails every waiting call with
  * STORE_EUNAVAIL and drops the connection (a late reply would be out of
  * step). Does nothing before that. */
 void store_pipe_expire(store_pipe *p);
@@ -303,8 +311,8 @@ void store_pipe_expire(store_pipe *p);
 store_status store_list(const char *prefix, int limit, store_cursor *at, int *more,
                         store_result *r);
 
-/* Ends lock `name`'s lease now and moves its fence on
- * (proto/redis/break.lua): r->held 1 when a live lease ended, r->fence the
+/* Ends lock `name`'s lease now and moves its fence on, in one store
+ * call: r->held 1 when a live lease ended, r->fence the
  * new fence, r->owner the broken lease's, r->at the time. `who` is shown
  * to the broken holder when it renews or releases. With --min-replicas the
  * break is acknowledged by the replicas first (else STORE_ENOTREPL: it

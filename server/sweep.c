@@ -1,16 +1,16 @@
 /* sweep.c: drops expired names from the index of held names.
  *
- * A grant puts its name into the index (acquire.lua, semaphore.lua,
- * rwlock.lua) and a release or break takes it out, but nothing runs when a
- * lease expires: its name stays until a listing meets it (list.lua drops
- * the names it finds gone). A workload of unique names that expire, and
+ * A grant puts its name into the store's index of held names and a
+ * release or break takes it out, but nothing runs when a lease expires:
+ * its name stays until a listing meets it (the listing drops the names it
+ * finds gone). A workload of unique names that expire, and
  * nobody listing, would grow the index without bound. So one thread of
  * each picketd walks the whole index in the background, a page at a time,
- * through the same listing call (store_list), and lets list.lua drop what
+ * through the same listing call (store_list), and lets the listing drop what
  * is gone: at most SWEEP_PAGE live entries read per --index-sweep-ms (the
  * entries themselves are thrown away), and around again from the start
- * when it reaches the end. Under Redis Cluster a page may look at up to
- * 512 slots' indexes. Several picketd sweeping the same index do the same
+ * when it reaches the end. On a store with many indexes a page may look
+ * at several of them (the backend bounds how many). Several picketd sweeping the same index do the same
  * harmless drops; the cost is bounded per picketd. The index then holds
  * the names held now plus those that expired since the sweep last passed
  * them: with 100,000 names and a page of 256 a second (the default), a

@@ -1,4 +1,4 @@
-/* sweep.h: keeps the index of held names (proto/redis/list.lua) the size
+/* sweep.h: keeps the store's index of held names the size
  * of what is held, with a background pass over it. */
 #ifndef PICKETD_SWEEP_H
 #define PICKETD_SWEEP_H

@@ -1,8 +1,8 @@
 /* ui.c: serves the web console, the static files of server/ui/
  * (index.html, app.js, style.css, favicon.svg), at /ui/.
  *
- * The files are embedded at build time (proto/embed.cmake, as the Lua
- * scripts are), so picketd serves the very bytes of the source tree, needs
+ * The files are embedded at build time (proto/embed.cmake, as the
+ * store's scripts are), so picketd serves the very bytes of the source tree, needs
  * no files at run time and no network (no CDN). The console speaks only
  * the public API, with the token its user pastes, so this file knows
  * nothing of locks or tokens: it maps a path to a file and adds the headers

@@ -1,7 +1,7 @@
 /* cursor.c: the listing cursor's text (cursor.h): "SLOT" (the slot's
  * first name) or "SLOT-K-NAME" (after the index member "NAME K" in that
  * slot). Both backends keep their index as "NAME K" members sorted by
- * name (Redis a sorted set per hash slot, etcd its keys), so one form
+ * name (each backend's listing says how it keeps them), so one form
  * fits both; a backend with one index writes slot 0. */
 #include "cursor.h"
 

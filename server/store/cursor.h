@@ -8,14 +8,15 @@
 #include "store.h"
 
 /* Writes where a listing resumes: in index `slot` (0 for a store with one
- * index; a Redis Cluster hash slot otherwise), after the index member
+ * index; otherwise which of the store's indexes), after the index member
  * `member` ("NAME K": a held name and its kind letter), or from the
  * slot's first name when member is "". */
 void store_cursor_write(store_cursor *c, int slot, const char *member);
 
-/* The index numbers a cursor may carry: 0..STORE_CURSOR_SLOTS - 1 (Redis
- * Cluster's hash slots; a store with one index reads any of them as its
- * one, as proto/openapi.yaml's ListCursor allows them all). */
+/* The index numbers a cursor may carry: 0..STORE_CURSOR_SLOTS - 1 (as
+ * many as the backend with the most indexes keeps; a store with one index
+ * reads any of them as its one, as proto/openapi.yaml's ListCursor allows
+ * them all). */
 #define STORE_CURSOR_SLOTS 16384
 
 /* Reads c back for a listing of `prefix`: 0 with *slot and member (at

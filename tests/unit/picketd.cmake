@@ -6,7 +6,7 @@ picket_check_test(unit_proto SOURCES ${_d}/test_proto.c LABELS unit TIMEOUT 30)
 # backend reaches the HTTP side only through shared leaves, and server/ has no
 # include or call circle (calls read from the objects under the build dir).
 add_test(NAME unit_seam
-         COMMAND python3 ${_d}/seam_check.py ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+         COMMAND python3 ${_d}/seam_check.py ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR} --strict)
 set_tests_properties(unit_seam PROPERTIES LABELS unit TIMEOUT 30)
 # The listing cursor's text (server/store/cursor.c), which both backends
 # write and check.

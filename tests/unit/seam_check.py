@@ -21,9 +21,11 @@ Usage: seam_check.py SOURCE_DIR [BUILD_DIR] [--strict] [--edges]
    more with x.c and x.h as one room (as the old check did): an include
    that closes a circle there runs back up, and fails too.
 
-Findings on the HTTP side that were there when this check grew (issue 41
-moves them behind the backends) are listed as KNOWN, file by file, and do
-not fail the test unless --strict is given; a new one fails at once.
+--strict (what unit_seam passes): every finding fails; nothing is
+excused. Issue 41 moved the last backend names of the HTTP side behind the
+backends and deleted the table of known ones that the check once excused,
+so this is the only behaviour left; the switch stays so that the test's
+command line says it.
 
 Exit 0 when all holds; else 1, naming each offending line, edge or cycle.
 Needs python3 and binutils' nm only."""
@@ -33,7 +35,6 @@ import subprocess
 import sys
 
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
-STRICT = "--strict" in sys.argv[1:]
 ROOT = os.path.abspath(args[0] if args else os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.abspath(args[1]) if len(args) > 1 else os.path.join(ROOT, "build")
 SERVER = os.path.join(ROOT, "server")
@@ -56,23 +57,12 @@ ALLOWED_PHRASES = {
     "server/config.c": "in the manner of Redis's config.c",
     "server/main.c": "(Redis does the same in",
 }
-# Lines naming a backend per HTTP-side file when issue 41 extended this
-# check to every file (they are listed at every run). Issue 41's "done
-# when" asks for none; an entry may only go down.
-KNOWN = {
-    "server/store.h": 23, "server/main.c": 17, "server/metrics.h": 16,
-    "server/metrics.c": 9, "server/call.c": 6, "server/api_json.c": 5,
-    "server/sweep.c": 5, "server/api_admin.c": 3, "server/quota.h": 3,
-    "server/store/cursor.h": 3, "server/api_family.c": 1, "server/api_json.h": 1,
-    "server/auth.h": 1, "server/holds.c": 1, "server/holds.h": 1, "server/sweep.h": 1,
-    "server/ui.c": 1, "server/store/cursor.c": 1,
-}
 # What a backend may include or call from the top of server/: leaves that
 # depend on nothing of the HTTP side themselves.
 SHARED = {"store.h", "config.h", "config.c", "log.h", "log.c", "metrics.h", "metrics.c",
           "clock.h"}
 
-failures, known = [], []
+failures = []
 
 
 def rel(path):
@@ -107,17 +97,8 @@ for r in files:
         if m and not (r in ALLOWED_PHRASES and ALLOWED_PHRASES[r] in line):
             hits.append((n, m.group(0), line.strip()))
     if not hits:
-        if r in KNOWN:
-            known.append(f"{r}: names no backend now (drop its KNOWN entry)")
         continue
-    if len(hits) <= KNOWN.get(r, 0) and not STRICT:
-        lower = f" (lower its KNOWN entry from {KNOWN[r]})" if len(hits) < KNOWN[r] else ""
-        known.append(f"{r}: {len(hits)} line(s) name a backend ("
-                     + ", ".join(sorted({w.lower() for _, w, _ in hits})) + "), lines "
-                     + ", ".join(str(n) for n, _, _ in hits) + lower)
-        continue
-    more = f" (KNOWN allows {KNOWN[r]})" if r in KNOWN and not STRICT else ""
-    failures.append(f"{r}: {len(hits)} line(s) name a backend{more}:")
+    failures.append(f"{r}: {len(hits)} line(s) name a backend:")
     failures += [f"  {r}:{n}: {w!r}: {text}" for n, w, text in hits]
 
 # The include edges, per file. A quoted include is looked for beside the
@@ -342,14 +323,12 @@ if "--edges" in sys.argv[1:]:
     for a in sources:
         for b in sorted(edges[a]):
             print(f"edge: {a} -> {b}: {why(a, b)}")
-for k in known:
-    print("KNOWN (issue 41):", k)
 for f in failures:
     print("FAIL:", f)
 n_calls = sum(len(v) for v in calls.values())
 n_http = sum(1 for r in files if side(r) == "http" and not r.endswith("CMakeLists.txt"))
-print(f"{'FAILED' if failures else 'ok'}: {n_http} HTTP-side files checked for backend names "
-      f"({len(known)} with known ones); {len(sources)} files, "
+print(f"{'FAILED' if failures else 'ok'}: {n_http} HTTP-side files checked for backend names; "
+      f"{len(sources)} files, "
       f"{sum(len(v) for v in includes.values())} includes and {n_calls} call edges from {how}; "
       f"{len(set(room.values()))} rooms")
 sys.exit(1 if failures else 0)

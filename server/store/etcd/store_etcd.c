@@ -56,9 +56,9 @@ static store_status store_etcd_ready(int detail, store_result *r, json_t **body)
 
 static int store_etcd_init(const config *cfg, char *err, size_t errlen) {
   store_etcd_cfg = cfg;
-  metrics_gauge_omit(G_REDIS_UP);
-  metrics_gauge_omit(G_REDIS_USED_MEMORY);
-  metrics_gauge_omit(G_REDIS_DB_KEYS);
+  int members = 1; /* what the locks are kept in; main.c then logs where picketd listens */
+  for (const char *c = cfg->etcd_list; *c; c++) members += *c == ',';
+  LOG(LOG_INFO, "locks are kept in etcd, %d member%s named", members, members == 1 ? "" : "s");
   store_etcd_opts = (etcd_client_opts){
       .endpoints = cfg->etcd_list, .timeout_ms = cfg->etcd_timeout_ms,
       .ca_file = cfg->etcd_ca_file, .cert_file = cfg->etcd_cert_file,

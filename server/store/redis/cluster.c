@@ -28,8 +28,8 @@
 
 #include "clock.h"
 #include "log.h"
-#include "metrics.h"
 #include "node.h"
+#include "stats.h"
 #include "watcher.h"
 
 #define REFRESH_MIN_MS 50      /* between two reads on trouble */
@@ -122,7 +122,7 @@ static int refresh(void) {
   static node_range sources[SOURCES_MAX], ranges[RANGES_MAX];
   int ns = node_map_sources(sources, SOURCES_MAX);
   char err[240] = "no node to ask";
-  metrics_inc(M_CLUSTER_MAP_REFRESHES);
+  redis_stats_inc(REDIS_STAT_CLUSTER_MAP_REFRESHES);
   /* The node that answered last first: its connection is open. */
   for (int pass = 0; pass < 2; pass++)
     for (int i = 0; i < ns; i++) {

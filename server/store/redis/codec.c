@@ -20,6 +20,7 @@
 #include "metrics.h"
 #include "node.h"
 #include "redis.h"
+#include "stats.h"
 
 const char *const codec_script_src[SCRIPT_COUNT] = {
     picket_proto_lua_acquire, picket_proto_lua_renew,     picket_proto_lua_release,
@@ -87,7 +88,7 @@ store_status codec_error(int node, const char *msg, store_result *r) {
   static const char counter[] = "PICKET_COUNTER "; /* acquire.lua: no fence left */
   if (strncmp(clean, counter, sizeof counter - 1) == 0) {
     set_err(r, "%s", clean + sizeof counter - 1);
-    metrics_inc(M_REDIS_ERR_REPLY);
+    redis_stats_inc(REDIS_STAT_ERR_REPLY);
     return STORE_EREPLY;
   }
   static const char tampered[] = "PICKET_TAMPERED "; /* no certain repair (counter.lua) */
@@ -105,25 +106,25 @@ store_status codec_error(int node, const char *msg, store_result *r) {
      * cluster. */
     snprintf(r->err, sizeof r->err, "Redis is a Redis Cluster node and the lock's keys are in "
              "slots apart (%.80s): start picketd with --redis-cluster", clean);
-    metrics_inc(M_REDIS_ERR_MISCONFIGURED);
+    redis_stats_inc(REDIS_STAT_ERR_MISCONFIGURED);
     return STORE_EMISCONF;
   }
   if (strncmp(msg, "OOM", 3) == 0) {
     /* maxmemory with noeviction: a 503 the operator can act on (and
      * /readyz says so), not a 502 as if the request were wrong. */
     set_err(r, "Redis is at its maxmemory, out of memory: %s", clean);
-    metrics_inc(M_REDIS_ERR_FULL);
+    redis_stats_inc(REDIS_STAT_ERR_FULL);
     return STORE_EFULL;
   }
   for (int i = 0; transient[i]; i++)
     if (strncmp(msg, transient[i], strlen(transient[i])) == 0) {
       node_trouble(node); /* READONLY: a demoted primary; LOADING: a restarted one */
       set_err(r, "Redis cannot serve now: %s", clean);
-      metrics_inc(M_REDIS_ERR_UNAVAILABLE);
+      redis_stats_inc(REDIS_STAT_ERR_UNAVAILABLE);
       return STORE_EUNAVAIL;
     }
   set_err(r, "Redis error: %s", clean);
-  metrics_inc(M_REDIS_ERR_REPLY);
+  redis_stats_inc(REDIS_STAT_ERR_REPLY);
   return STORE_EREPLY;
 }
 /* ---- the command ---------------------------------------------------- */
@@ -186,6 +187,9 @@ static int family_command_build(const store_op *op, op_command *cmd, int inline_
     return 0;
   }
   static const char *const verbs[] = {"acquire", "renew", "release"};
+  /* Lock-delay and the hold cap are kept by hold.lua, embedded in front of
+   * acquire.lua, renew.lua and release.lua: the key outlives an expired
+   * lease by its delay (409 lock_delay until then). */
   snprintf(cmd->delay, sizeof cmd->delay, "%lld", (long long)op->lock_delay_ms);
   snprintf(cmd->cap, sizeof cmd->cap, "%lld", (long long)op->max_hold_ms);
   snprintf(cmd->wake, sizeof cmd->wake, "%c/%s", rw ? 'r' : 's', op->name);
@@ -542,7 +546,7 @@ store_status codec_parse(store_op *op, redisReply *rep) {
     freeReplyObject(rep);
     return st;
   }
-  metrics_gauge_set(G_REDIS_UP, 1), metrics_gauge_set(G_STORE_UP, 1);
+  redis_stats_up(1);
   node_ok(ro->node);
   redisReply **e = rep->element;
   if (ro->phase != PHASE_CALL) { /* quota.lua: take 0, 1 or 2; touch, drop 1 */
@@ -623,7 +627,7 @@ store_status codec_parse(store_op *op, redisReply *rep) {
 odd:
   freeReplyObject(rep);
   set_err(r, "unexpected reply from the %s script", codec_script_name[codec_script_of(op)]);
-  metrics_inc(M_REDIS_ERR_REPLY);
+  redis_stats_inc(REDIS_STAT_ERR_REPLY);
   return STORE_EREPLY;
 }
 

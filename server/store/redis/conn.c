@@ -31,6 +31,7 @@
 #include "metrics.h"
 #include "node.h"
 #include "redis.h"
+#include "stats.h"
 
 #define POLICY_RECHECK_MS 1000
 
@@ -94,14 +95,14 @@ static void info_parse(const redisReply *rep, info_facts *f) {
     if (v) snprintf(f->policy, sizeof f->policy, "%.*s", (int)strcspn(v, "\r\n"), v);
     f->aof = (int)conn_info_field(rep->str, "aof_enabled:");
     long long used = conn_info_field(rep->str, "used_memory:");
-    if (used >= 0) metrics_gauge_set(G_REDIS_USED_MEMORY, (long)used);
+    if (used >= 0) redis_stats_set(REDIS_GAUGE_USED_MEMORY, (long)used);
     /* Keys of picketd's database ("db0:keys=12,expires=3,..."; no line
      * when it is empty). All its keys, not only picket's: counting only
      * those would need a SCAN of the whole keyspace (see docs/picketd.md). */
     char db[32];
     snprintf(db, sizeof db, "db%d:keys=", store_redis_cfg->redis.db);
     long long keys = conn_info_field(rep->str, db);
-    metrics_gauge_set(G_REDIS_DB_KEYS, keys > 0 ? (long)keys : 0);
+    redis_stats_set(REDIS_GAUGE_DB_KEYS, keys > 0 ? (long)keys : 0);
   }
 }
 
@@ -298,7 +299,7 @@ int conn_setup_reply(conn *k, const redisReply *rep, store_result *r) {
   k->next_try_ms = 0;
   k->opens++;
   atomic_fetch_add(&connect_epoch[k->node], 1);
-  metrics_inc(M_REDIS_RECONNECTS);
+  redis_stats_inc(REDIS_STAT_RECONNECTS);
   LOG(LOG_DEBUG, "Redis connection opened");
   return 1;
 }
@@ -370,7 +371,7 @@ void conn_lost(conn *k) {
   conn_close(k);
   node_trouble(k->node);
   atomic_fetch_add(&failure_epoch[k->node], 1);
-  metrics_gauge_set(G_REDIS_UP, 0), metrics_gauge_set(G_STORE_UP, 0);
+  redis_stats_up(0);
 }
 
 /* A reply that came in after Sentinel named a new primary, or after the
@@ -382,14 +383,14 @@ void conn_lost(conn *k) {
 store_status conn_primary_moved(conn *k, redisReply *rep, store_result *r) {
   freeReplyObject(rep);
   conn_close(k);
-  metrics_inc(M_REDIS_ERR_UNAVAILABLE);
+  redis_stats_inc(REDIS_STAT_ERR_UNAVAILABLE);
   return STORE_EUNAVAIL;
 }
 
 store_status conn_transport_error(conn *k, store_result *r) {
   conn_transport_reason(k, r);
   conn_lost(k);
-  metrics_inc(M_REDIS_ERR_UNAVAILABLE);
+  redis_stats_inc(REDIS_STAT_ERR_UNAVAILABLE);
   return STORE_EUNAVAIL;
 }
 void conn_bind(op_command *cmd, const conn *k, const store_op *op) {
@@ -398,14 +399,14 @@ void conn_bind(op_command *cmd, const conn *k, const store_op *op) {
 
 conn *conn_admit(conn *k, int id, store_result *r, store_status *st) {
   if (k == NULL) {
-    metrics_inc(M_REDIS_ERR_UNAVAILABLE);
-    metrics_gauge_set(G_REDIS_UP, 0), metrics_gauge_set(G_STORE_UP, 0);
+    redis_stats_inc(REDIS_STAT_ERR_UNAVAILABLE);
+    redis_stats_up(0);
     *st = STORE_EUNAVAIL;
     return NULL;
   }
   if (conn_evicting(id)) {
     set_err(r, "Redis maxmemory-policy evicts keys; fences are unsafe, so no lock calls%s", NULL);
-    metrics_inc(M_REDIS_ERR_MISCONFIGURED);
+    redis_stats_inc(REDIS_STAT_ERR_MISCONFIGURED);
     *st = STORE_EMISCONF;
     return NULL;
   }

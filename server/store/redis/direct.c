@@ -21,10 +21,10 @@
 #include "conn.h"
 #include "lease_count.h"
 #include "log.h"
-#include "metrics.h"
 #include "node.h"
 #include "redirect.h"
 #include "redis.h"
+#include "stats.h"
 
 static struct timeval ms_tv(int64_t ms) {
   struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
@@ -126,7 +126,7 @@ static store_status wait_replicas(int id, store_result *r) {
     snprintf(r->err, sizeof r->err, "only %lld of %d replicas acknowledged within %lld ms",
              rep->type == REDIS_REPLY_INTEGER ? (long long)rep->integer : 0LL,
              store_redis_cfg->min_replicas, (long long)store_redis_cfg->replica_timeout_ms);
-    metrics_inc(M_REDIS_ERR_NOT_REPLICATED);
+    redis_stats_inc(REDIS_STAT_ERR_NOT_REPLICATED);
     st = STORE_ENOTREPL;
   }
   freeReplyObject(rep);

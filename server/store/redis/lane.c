@@ -28,6 +28,7 @@
 #include "metrics.h"
 #include "node.h"
 #include "redis.h"
+#include "stats.h"
 
 /* Puts np's socket in the pipe's epoll set after each (re)connect, for
  * replies and, while a write is unfinished, for room to write. (A closed
@@ -86,7 +87,7 @@ int lane_append(node_pipe *np, store_op *e, op_command *cmd) {
 static void op_fail(store_op *op, const store_result *why, store_status st) {
   op->r = *why;
   op->st = st;
-  if (st == STORE_EUNAVAIL) metrics_inc(M_REDIS_ERR_UNAVAILABLE);
+  if (st == STORE_EUNAVAIL) redis_stats_inc(REDIS_STAT_ERR_UNAVAILABLE);
   op->done(op);
 }
 

@@ -26,7 +26,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "metrics.h"
+#include "stats.h"
 
 #define MAX_HOOKS 4
 #define SLOT_NONE 0xff /* a slot no primary is known to serve */
@@ -478,14 +478,14 @@ void node_set_primary(const char *h, int p) {
   snprintf(last_addr, sizeof last_addr, "%s", addr);
   atomic_fetch_add(&e->gen, 1);
   pthread_mutex_unlock(&mu);
-  metrics_set_primary(addr);
+  redis_stats_set_primary(addr);
   if (old[0] == '\0') {
     LOG(LOG_INFO, "Redis primary is %s (Sentinel master '%s')", addr, cfg->sentinel_master);
   } else if (strcmp(old, addr) == 0) {
     LOG(LOG_INFO, "Redis primary %s confirmed again by Sentinel", addr);
   } else {
     long long since = atomic_exchange(&e->trouble_since_ms, 0);
-    metrics_inc(M_REDIS_FAILOVERS);
+    redis_stats_inc(REDIS_STAT_FAILOVERS);
     LOG(LOG_WARN, "Redis primary switched from %s to %s (Sentinel master '%s'); lock calls "
                   "had been refused for %lld ms",
         old, addr, cfg->sentinel_master, since ? (long long)(clock_mono_ms() - since) : 0LL);
@@ -502,7 +502,7 @@ void node_forget_primary(const char *why) {
   pthread_mutex_unlock(&mu);
   if (!was) return;
   node_trouble(0);
-  metrics_set_primary("");
+  redis_stats_set_primary("");
   LOG(LOG_WARN, "%s; refusing lock calls until Sentinel names the primary", why);
   run_hooks();
 }
@@ -611,7 +611,7 @@ void node_set_slots(const node_range *ranges, int n) {
   cluster_why[0] = '\0';
   pthread_mutex_unlock(&mu);
   if (first) LOG(LOG_INFO, "Redis Cluster: slot map read, %d slot ranges", n);
-  if (changed) metrics_inc(M_CLUSTER_MAP_CHANGES);
+  if (changed) redis_stats_inc(REDIS_STAT_CLUSTER_MAP_CHANGES);
 }
 
 void node_cluster_state(int reachable, const char *why) {
@@ -705,7 +705,7 @@ int node_init(const config *c) {
   memset((void *)slot_owner, SLOT_NONE, sizeof slot_owner);
   cluster_mode = cfg->cluster_seed_count > 0;
   if (cluster_mode) {
-    metrics_set_primary("");
+    redis_stats_set_primary("");
     return 0;
   }
   if (cfg->sentinel_count == 0) {
@@ -714,7 +714,7 @@ int node_init(const config *c) {
     nodes[0].port = cfg->redis.port;
     node_info i;
     node_describe(&i);
-    metrics_set_primary(i.primary);
+    redis_stats_set_primary(i.primary);
   }
   return 0;
 }

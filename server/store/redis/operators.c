@@ -3,7 +3,15 @@
  * hash slot under --redis-cluster), a break (break.lua) with the broken
  * lease's place given back to its token, and the watch that keeps a lock's
  * events published (watch.lua, for store_events.c). Each is one or a few
- * direct calls (direct.c), on the calling thread. */
+ * direct calls (direct.c), on the calling thread.
+ *
+ * The index is a sorted set of "NAME K" members (one per hash slot under
+ * --redis-cluster: a cursor's index number, store/cursor.h's
+ * STORE_CURSOR_SLOTS of them, is a hash slot here). The grant scripts
+ * (acquire.lua, semaphore.lua, rwlock.lua) put a name in, a release or a
+ * break takes it out, and list.lua drops the names it finds expired, which
+ * is what the background sweep (sweep.c) counts on; a page reads the index,
+ * never a scan of Redis. A break is one script, break.lua. */
 #include "operators.h"
 
 #include <stdlib.h>
@@ -17,7 +25,8 @@
 #include "redis.h"
 
 /* A listing call looks at most this many hash slots of Redis Cluster (a
- * page may come back short, with more set). */
+ * page may come back short, with more set); so does each page of the
+ * background sweep (sweep.c). */
 #define LIST_SLOTS 512
 
 store_status store_redis_list(const char *prefix, int limit, store_cursor *at, int *more,

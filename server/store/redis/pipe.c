@@ -63,6 +63,7 @@
 #include "node.h"
 #include "redirect.h"
 #include "redis.h"
+#include "stats.h"
 
 /* Connections per node and pipe: enough for a WAIT per pass to be in
  * flight while the next passes go out (a replica's acknowledgement takes
@@ -249,8 +250,8 @@ void store_redis_pipe_flush(store_pipe *p) {
       np->unsent = NULL;
       np->unsent_n = np->unsent_guarded = 0;
       if (n > 0) {
-        metrics_inc(M_REDIS_PIPELINE_BATCHES);
-        metrics_add(M_REDIS_PIPELINE_CALLS, n);
+        redis_stats_inc(REDIS_STAT_PIPELINE_BATCHES);
+        redis_stats_add(REDIS_STAT_PIPELINE_CALLS, n);
       }
     }
     if (np->dirty) lane_write(p->ep, np);
@@ -354,7 +355,7 @@ static void wait_reply(store_pipe *p, node_pipe *np, pipe_entry *w, redisReply *
   for (store_op *op = w->held, *next; op; op = next) {
     next = op->next;
     if (st != STORE_OK) {
-      if (st == STORE_ENOTREPL) metrics_inc(M_REDIS_ERR_NOT_REPLICATED);
+      if (st == STORE_ENOTREPL) redis_stats_inc(REDIS_STAT_ERR_NOT_REPLICATED);
       op->st = st;
       memcpy(op->r.err, why.err, sizeof why.err);
       direct_guard_refused(op, undo_piped, p);

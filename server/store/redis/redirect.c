@@ -17,9 +17,9 @@
 
 #include "clock.h"
 #include "log.h"
-#include "metrics.h"
 #include "node.h"
 #include "redis.h"
+#include "stats.h"
 
 #define HOPS_MAX 5        /* MOVED followed per call, as Lettuce's maxRedirects */
 
@@ -28,7 +28,7 @@
 int redirect_route(store_op *op, const op_command *cmd) {
   redis_op *ro = redis_op_of(op);
   int id = node_for_key(cmd->lease_key, &ro->slot, op->r.err, sizeof op->r.err);
-  if (id < 0) metrics_inc(M_REDIS_ERR_UNAVAILABLE);
+  if (id < 0) redis_stats_inc(REDIS_STAT_ERR_UNAVAILABLE);
   ro->node = id;
   return id;
 }
@@ -39,7 +39,7 @@ static int redirect_of(const redisReply *rep, int *kind, int *slot, char *host, 
                        int *port) {
   if (rep->type != REDIS_REPLY_ERROR) return 0;
   if (strncmp(rep->str, "TRYAGAIN", 8) == 0) {
-    *kind = M_REDIS_REDIRECT_TRYAGAIN;
+    *kind = REDIS_STAT_REDIRECT_TRYAGAIN;
     return 1;
   }
   int moved = strncmp(rep->str, "MOVED ", 6) == 0;
@@ -52,7 +52,7 @@ static int redirect_of(const redisReply *rep, int *kind, int *slot, char *host, 
   if (*slot < 0 || *slot >= NODE_SLOTS || *port <= 0 || *port > 65535) return 0;
   memcpy(host, addr + 1, (size_t)(colon - addr - 1));
   host[colon - addr - 1] = '\0';
-  *kind = moved ? M_REDIS_REDIRECT_MOVED : M_REDIS_REDIRECT_ASK;
+  *kind = moved ? REDIS_STAT_REDIRECT_MOVED : REDIS_STAT_REDIRECT_ASK;
   return 1;
 }
 
@@ -69,7 +69,7 @@ int redirect_follow(store_op *op, int from, redisReply *rep, int64_t *wait_ms) {
   *wait_ms = 0;
   if (!node_is_cluster() || !redirect_of(rep, &kind, &slot, host, sizeof host, &port))
     return FOLLOW_GIVE_UP;
-  if (kind == M_REDIS_REDIRECT_MOVED && ro->hops >= HOPS_MAX) {
+  if (kind == REDIS_STAT_REDIRECT_MOVED && ro->hops >= HOPS_MAX) {
     LOG(LOG_WARN, "lock %s: %d MOVED redirections in one call (the slot map keeps "
                   "changing?); answering 503", op->name, HOPS_MAX);
     return FOLLOW_GIVE_UP;
@@ -81,16 +81,16 @@ int redirect_follow(store_op *op, int from, redisReply *rep, int64_t *wait_ms) {
     snprintf(host, sizeof host, "%.255s", a);
   }
   int next = FOLLOW_ROUTE;
-  if (kind == M_REDIS_REDIRECT_TRYAGAIN) {
+  if (kind == REDIS_STAT_REDIRECT_TRYAGAIN) {
     /* The slot is mid-migration and its keys are split between the two
      * nodes: wait for the rest to move. */
     if (clock_mono_ms() + ro->backoff_ms >= ro->call_deadline_ms) return FOLLOW_GIVE_UP;
     *wait_ms = ro->backoff_ms;
     ro->backoff_ms = ro->backoff_ms * 2 > TRYAGAIN_MAX_MS ? TRYAGAIN_MAX_MS : ro->backoff_ms * 2;
-    metrics_inc((metrics_counter)kind);
+    redis_stats_inc((redis_stat)kind);
     freeReplyObject(rep);
     return FOLLOW_ROUTE; /* not a hop: the deadline bounds these */
-  } else if (kind == M_REDIS_REDIRECT_MOVED) {
+  } else if (kind == REDIS_STAT_REDIRECT_MOVED) {
     if (node_moved(slot, host, port) < 0) return FOLLOW_GIVE_UP;
     ro->hops++;
   } else if (clock_mono_ms() >= ro->call_deadline_ms || (next = node_id_of(host, port)) < 0) {
@@ -102,7 +102,7 @@ int redirect_follow(store_op *op, int from, redisReply *rep, int64_t *wait_ms) {
      * moved; the deadline bounds that too. */
     ro->asking = 1;
   }
-  metrics_inc((metrics_counter)kind);
+  redis_stats_inc((redis_stat)kind);
   freeReplyObject(rep);
   return next;
 }

@@ -11,6 +11,22 @@
 #include <stdio.h>
 
 #include "store.h"
+#include "stats.h"
+
+/* What store.h's failure statuses are on Redis: STORE_EREPLY an error
+ * reply (e.g. WRONGTYPE); STORE_EUNAVAIL unreachable, timed out, LOADING
+ * or READONLY; STORE_EMISCONF a maxmemory-policy other than noeviction
+ * (allkeys-* can evict fence counters, volatile-* live leases); STORE_EFULL at maxmemory,
+ * writes refused with OOM (codec_error sorts the replies).
+ *
+ * Pipelining (store_pipeline_enabled, _forced) is --redis-pipeline: off
+ * sends every call through the runner's workers, on pipelines every call
+ * that can be, and the default pipelines calls that have company. A pipe
+ * waits --redis-timeout-ms for a reply (store_pipe_expire). Under
+ * --min-replicas a pipe writes one WAIT after each batch that holds a
+ * grant or a renewal (pipe.c), and a direct call its own WAIT (direct.c).
+ * The per-kind scripts are in codec.c: semaphore.lua for a semaphore's
+ * calls, rwlock.lua for a read/write lock's, break.lua for a break. */
 
 /* A lock's events kept published (watch.lua; store_redis_watch): a kind
  * of the Redis store's own, which the HTTP side never makes. */

@@ -25,19 +25,19 @@
 #include "direct.h"
 #include "feed.h"
 #include "log.h"
-#include "metrics.h"
 #include "node.h"
 #include "operators.h"
 #include "pipe.h"
 #include "redis.h"
 #include "sentinel.h"
+#include "stats.h"
 
 /* One node's readiness: reachable, not evicting, not full, a primary, and
  * (r->replicas) how many replicas are online. */
 static store_status ready_node(int id, const char *addr, store_result *r) {
   conn *k = conn_get(id, r);
   if (k == NULL) {
-    metrics_gauge_set(G_REDIS_UP, 0), metrics_gauge_set(G_STORE_UP, 0);
+    redis_stats_up(0);
     return STORE_EUNAVAIL;
   }
   if (conn_evicting(id)) conn_check_policy(k); /* so /readyz sees a fix at once */
@@ -56,7 +56,7 @@ static store_status ready_node(int id, const char *addr, store_result *r) {
     /* Count the replicas online, not connected_slaves: that also counts
      * replicas still syncing, which WAIT cannot count yet. */
     for (const char *p = rep->str; (p = strstr(p, ",state=online")) != NULL; p++) r->replicas++;
-    metrics_gauge_set(G_REDIS_UP, 1), metrics_gauge_set(G_STORE_UP, 1);
+    redis_stats_up(1);
     long long used = conn_info_field(rep->str, "used_memory:"),
               max = conn_info_field(rep->str, "maxmemory:"),
               exempt = conn_info_field(rep->str, "mem_not_counted_for_evict:");
@@ -64,7 +64,7 @@ static store_status ready_node(int id, const char *addr, store_result *r) {
       /* What Redis compares before it refuses a write with OOM. */
       snprintf(r->err, sizeof r->err, "Redis is out of memory: %lld of maxmemory %lld bytes used; "
                "writes are refused", used - (exempt > 0 ? exempt : 0), max);
-      metrics_inc(M_REDIS_ERR_FULL);
+      redis_stats_inc(REDIS_STAT_ERR_FULL);
       freeReplyObject(rep);
       return STORE_EFULL;
     }
@@ -130,7 +130,7 @@ static store_status ready_check(store_result *r, store_topology *topo) {
     else
       snprintf(r->err, sizeof r->err, "%d of %d Redis Cluster slots have no primary", uncovered,
                NODE_SLOTS);
-    metrics_gauge_set(G_REDIS_UP, 0), metrics_gauge_set(G_STORE_UP, 0);
+    redis_stats_up(0);
     return STORE_EUNAVAIL;
   }
   int fewest = -1;
@@ -201,9 +201,28 @@ static void store_redis_stop(void) {
 }
 
 static void store_redis_thread_done(void) { conn_thread_done(); }
+
+/* What the locks are kept in, logged once at start (main.c then logs where
+ * picketd listens), and the warning a replicated Redis without
+ * --min-replicas deserves. */
+static void log_target(const config *c) {
+  if (c->sentinel_count > 0)
+    LOG(LOG_INFO, "locks are kept in Sentinel master '%s' via %d sentinels", c->sentinel_master,
+        c->sentinel_count);
+  else if (c->cluster_seed_count > 0)
+    LOG(LOG_INFO, "locks are kept in Redis Cluster via %d seeds", c->cluster_seed_count);
+  else
+    LOG(LOG_INFO, "locks are kept in redis %s", c->redis.is_unix ? c->redis.path : c->redis.host);
+  if ((c->sentinel_count > 0 || c->cluster_seed_count > 0) && c->min_replicas == 0)
+    LOG(LOG_WARN, "--min-replicas 0 under --%s: a grant is returned before any replica "
+                  "has it, so a failover can lose it and, with --fence-floor none, hand its "
+                  "fence out again", c->sentinel_count > 0 ? "sentinel" : "redis-cluster");
+}
 static int startup_check(int id, char *err, size_t errlen);
 
 static int store_redis_init(const config *c, char *err, size_t errlen) {
+  redis_stats_init(); /* Redis's own families of /metrics (stats.h) */
+  log_target(c);
   codec_init(c);
   /* The node table and its watcher know each other only through the
    * kick set here: the table is filled by the watcher, and asks it to
