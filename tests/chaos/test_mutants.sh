@@ -14,6 +14,9 @@ set -u
 src=$PICKET_SOURCE_DIR
 run="python3 $src/tests/chaos/run"
 mutdir="$PICKET_BIN_DIR/../mutants"
+# One source copy and build tree for every mutant (mutants/build.sh): each
+# mutant rebuilds only the files its patch and the previous one changed.
+export PICKET_MUTANT_TREE="$mutdir/.tree"
 mkdir -p "$mutdir"
 # XXXXXX is mktemp's template: it picks the name.
 out=$(mktemp -d /tmp/picket-chaos-mutants-XXXXXX)
