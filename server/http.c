@@ -50,6 +50,9 @@
 
 typedef struct http_loop http_loop;
 
+/* What a request does once its writer's mark is out (http_req.forgetting). */
+enum { FORGET_THEN_REPLY = 1, FORGET_THEN_CLOSE = 2 };
+
 typedef struct http_req {
   api_call call;
   http_loop *loop;      /* the loop that serves its connection */
@@ -62,7 +65,8 @@ typedef struct http_req {
   int waiting;          /* parked in wait.c at least once */
   int piped;            /* its store call is with the runner (call.c) */
   int forgetting;       /* ...and it takes a writer's mark out before... */
-  api_response held;    /* ...this reply is sent */
+  api_response held;    /* ...this reply is sent (FORGET_THEN_REPLY), or before
+                           the waiter leaves and the connection closes */
   int replied;          /* a response was queued */
   char *body;
   size_t len, cap;
@@ -181,7 +185,7 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, http_req *r, a
   if (api_wait_left_call(&r->call)) {
     if (loop_current() != NULL) {
       r->held = *resp;
-      r->forgetting = 1;
+      r->forgetting = FORGET_THEN_REPLY;
       return submit(conn, r);
     }
     api_run_store(&r->call); /* off a loop: here and now */
@@ -257,6 +261,21 @@ static void leave_wait(http_req *r, int granted) {
 static enum MHD_Result go_on(struct MHD_Connection *conn, http_req *r, api_result res,
                              api_response *resp);
 
+/* A waiter whose client left: its writer's mark is taken out before it
+ * leaves its queue (whoever sees the queue empty may read at once), then
+ * the connection closes (on_request, back from the runner). */
+static enum MHD_Result gone(struct MHD_Connection *conn, http_req *r) {
+  if (api_wait_left_call(&r->call)) {
+    if (loop_current() != NULL) {
+      r->forgetting = FORGET_THEN_CLOSE;
+      return submit(conn, r);
+    }
+    api_run_store(&r->call); /* off a loop: here and now */
+  }
+  leave_wait(r, 0);
+  return MHD_NO;
+}
+
 /* A resumed waiter: act on why it was woken. */
 static enum MHD_Result resumed(struct MHD_Connection *conn, http_req *r) {
   api_response resp = {0};
@@ -278,8 +297,7 @@ static enum MHD_Result resumed(struct MHD_Connection *conn, http_req *r) {
         /* Never grant to a client that is gone: the lock would sit held
          * for a whole TTL with nobody to use or release it. */
         wait_count_disconnect();
-        leave_wait(r, 0);
-        return MHD_NO;
+        return gone(conn, r);
       }
       return go_on(conn, r, api_retry_acquire(&r->call), &resp);
     case WAKE_TIMEOUT:
@@ -293,8 +311,7 @@ static enum MHD_Result resumed(struct MHD_Connection *conn, http_req *r) {
       return send_response(conn, r, &resp);
     case WAKE_DISCONNECT:
     default:
-      leave_wait(r, 0);
-      return MHD_NO;
+      return gone(conn, r);
   }
 }
 
@@ -567,6 +584,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   api_response resp;
   if (r->piped) { /* its store call is done (piped_done) */
     r->piped = 0;
+    if (r->forgetting == FORGET_THEN_CLOSE) { /* the mark is out: now the queue */
+      r->forgetting = 0;
+      leave_wait(r, 0);
+      return MHD_NO;
+    }
     if (r->forgetting) { /* the mark is out: now the reply */
       r->forgetting = 0;
       resp = r->held;
