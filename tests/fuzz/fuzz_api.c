@@ -241,10 +241,15 @@ static void check_error(const request_ctx *ctx, const api_response *resp, json_t
     CHECK(json_object_size(err) == 2, "%s has members beyond code and message", code);
   }
   /* Every input is checked before anything is changed (api.c): a refused
-   * request must not have reached the store. */
+   * request must not have reached the store. The one input the store
+   * checks is a listing's cursor (opaque to api.c, store/cursor.c): its
+   * 400 comes from the page's read, which changes nothing, so one call. */
+  int cursor_refused = resp->endpoint == EP_LIST && e == PICKET_PROTO_ERR_INVALID_ARGUMENT &&
+                       msg && strstr(msg, "cursor is not one this listing returned");
   if (!ctx->retried && (resp->status == 400 || resp->status == 404 || resp->status == 405 ||
                         resp->status == 413))
-    CHECK(stub_calls() == 0, "a %s request reached the store (%d calls)", code, stub_calls());
+    CHECK(stub_calls() <= cursor_refused, "a %s request reached the store (%d calls)", code,
+          stub_calls());
   /* Only an injected failure may look like one (store_error is also what
    * the stub answers when its table is full). */
   if (ctx->fault == STUB_FAULT_NONE)
