@@ -22,6 +22,7 @@
 
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 
 #include "clock.h"
 #include "log.h"
@@ -159,8 +160,33 @@ void lane_check_primary(node_pipe *np) {
   lane_fail(np, &why);
 }
 
+/* A node that refuses the setup may close the connection before all of it
+ * is written (Redis closes an unauthenticated client that sends a long
+ * argument, such as a SCRIPT LOAD's script): its refusal (NOAUTH), when it
+ * reached the socket, says more than the broken pipe. 1 with why set (and
+ * the connection closed), or 0. */
+static int setup_refused(node_pipe *np, store_result *why) {
+  redisContext *c = np->k.c;
+  char buf[4096];
+  ssize_t n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+  if (n > 0) redisReaderFeed(c->reader, buf, (size_t)n);
+  void *rep = NULL;
+  while (redisReaderGetReply(c->reader, &rep) == REDIS_OK && rep != NULL) {
+    int st = conn_setup_reply(&np->k, rep, why);
+    freeReplyObject(rep);
+    if (st < 0) return 1;
+    if (st > 0 || np->k.c == NULL) return 0;
+    rep = NULL;
+  }
+  return 0;
+}
+
 void lane_fail_transport(node_pipe *np) {
   store_result why = {0};
+  if (np->k.c && conn_opening(&np->k) && setup_refused(np, &why)) {
+    lane_fail(np, &why);
+    return;
+  }
   conn_transport_reason(&np->k, &why);
   lane_fail(np, &why);
 }
