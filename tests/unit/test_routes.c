@@ -154,7 +154,7 @@ static int send(const char *method, const char *path, const char *json, char *bo
                      .query_ctx = "2", .content_type = "application/json"};
   api_call call = {0};
   api_response resp;
-  stub_request_begin(STUB_FAULT_NONE, 0);
+  stub_request_begin(STUB_FAULT_NONE, STUB_WHEN_EVERY);
   routes_handle(&req, &call, &resp);
   snprintf(body, cap, "%.*s", (int)resp.body_len, resp.body ? resp.body : "");
   if (allow) *allow = resp.allow;
