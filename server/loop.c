@@ -15,7 +15,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-
 struct loop {
   loop_hooks hooks;
   void *ctx;
