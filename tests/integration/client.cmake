@@ -77,7 +77,8 @@ if(TARGET fenced-kv)
   add_test(NAME client_elect_topologies
            COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/test_cli_elect_topologies.py)
   set_tests_properties(client_elect_topologies PROPERTIES TIMEOUT 180
-                       LABELS "integration;client" RUN_SERIAL TRUE
+                       LABELS "integration;client"
                        ENVIRONMENT "${PICKET_TEST_ENV}")
+  picket_serial(client_elect_topologies TRUE)
   picket_contract_fixture(client_elect_topologies "integration;client")
 endif()
