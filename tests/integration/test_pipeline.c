@@ -20,6 +20,10 @@
  * off_and_min_replicas: the same load with `off` never uses the pipeline;
  *   `on` with --min-replicas does (a WAIT after the batch): with no
  *   replica the grant is refused not_replicated and taken back.
+ * waits_are_not_timeouts: --min-replicas 1 with no replica, 32 clients
+ *   whose acquires arrive spread out, so every lane carries several WAITs
+ *   and calls queue behind them: each is 503 not_replicated, never
+ *   store_unavailable (a call's timeout counts the WAITs ahead of it).
  * noscript_in_batch: SCRIPT FLUSH, then one batch of acquires and releases
  *   that all meet NOSCRIPT: each is re-run and answers as without the flush.
  * redis_killed_mid_batch: Redis SIGKILLed while calls wait in the
@@ -304,6 +308,66 @@ START_TEST(off_and_min_replicas) {
     harness_sleep_ms(10);
   }
   ck_assert_msg(c.held == 0, "the refused grant was not taken back");
+  stop_both();
+}
+END_TEST
+
+/* ---- calls queued behind WAITs ----------------------------------------- */
+
+#define WQ_CLIENTS 32
+#define WQ_RUN_MS 2500
+
+typedef struct {
+  int id, refused, other;
+  char why[96];
+} wq_client;
+
+static void *wq_main(void *arg) {
+  wq_client *w = arg;
+  char name[32];
+  unsigned seed = (unsigned)w->id * 2654435761u;
+  int64_t until = harness_now_ms() + WQ_RUN_MS;
+  for (int n = 0; harness_now_ms() < until; n++) {
+    fault_call c;
+    /* a name per call: a refused grant is taken back by a call of the
+     * pipe's own, which the next acquire could overtake */
+    snprintf(name, sizeof name, "wq.%d.%d", w->id, n);
+    long st = fault_acquire(harness_picketd_url(P), name, 30000, NULL, &c);
+    if (st == 503 && strcmp(c.code, "not_replicated") == 0) w->refused++;
+    else if (w->other++ == 0) snprintf(w->why, sizeof w->why, "%ld %s", st, c.code);
+    /* spread the arrivals, so the loop's passes are many and small and
+     * the lanes fill with WAITs */
+    harness_sleep_ms((int)(rand_r(&seed) % 40));
+  }
+  return NULL;
+}
+
+START_TEST(waits_are_not_timeouts) {
+  /* a WAIT takes 300 ms (no replica ever acknowledges); the command
+   * timeout, 700 ms, is less than three of them: a call behind three WAITs
+   * on its lane met it before the fix */
+  const char *args[] = {"--redis-pipeline", "on", "--threads", "1", "--min-replicas", "1",
+                        "--replica-timeout-ms", "300", "--redis-timeout-ms", "700", NULL};
+  start_both(NULL, args);
+  static wq_client w[WQ_CLIENTS];
+  pthread_t t[WQ_CLIENTS];
+  for (int i = 0; i < WQ_CLIENTS; i++) {
+    w[i] = (wq_client){.id = i};
+    pthread_create(&t[i], NULL, wq_main, &w[i]);
+  }
+  int refused = 0, other = 0;
+  const char *why = NULL;
+  for (int i = 0; i < WQ_CLIENTS; i++) {
+    pthread_join(t[i], NULL);
+    refused += w[i].refused;
+    other += w[i].other;
+    if (w[i].other && why == NULL) why = w[i].why;
+  }
+  printf("waits_are_not_timeouts: %d acquires refused not_replicated, %d otherwise; %.0f batches\n",
+         refused, other, metric("picket_redis_pipeline_batches_total"));
+  ck_assert_msg(other == 0, "%d of %d acquires were not refused not_replicated (the first: %s)", other,
+                refused + other, why);
+  ck_assert_int_ge(refused, WQ_CLIENTS);
   stop_both();
 }
 END_TEST
@@ -638,7 +702,7 @@ int main(void) {
   /* once, before any test starts HTTP calls on several threads */
   curl_global_init(CURL_GLOBAL_ALL);
   Suite *s = suite_create("pipeline");
-  const TTest *tests[] = {load_on,          off_and_min_replicas,
+  const TTest *tests[] = {load_on,          off_and_min_replicas, waits_are_not_timeouts,
                           noscript_in_batch, redis_killed_mid_batch, sigterm_finishes_piped_calls,
                           sigterm_drains_pipeline, half_closed_client,
                           no_mode_blocks_the_loop, stopped_redis_times_out, pipe_setup_never_waits};

@@ -64,6 +64,13 @@ int lane_append(node_pipe *np, store_op *e, op_command *cmd) {
   int64_t due = store_redis_cfg->redis_timeout_ms;
   int ok;
   op_command built;
+  /* Redis blocks a connection while its WAIT runs, so every WAIT already
+   * written on this lane may hold e up to --replica-timeout-ms before
+   * Redis reads it: that silence is by design, not a dead Redis (under
+   * load with lagging replicas every lane may carry a few). Without this
+   * a call queued behind two WAITs timed out as store_unavailable where
+   * the answer was not_replicated (fault_sentinel, issue 41). */
+  for (const pipe_entry *w = np->waits; w; w = w->next) due += store_redis_cfg->replica_timeout_ms;
   if (ro->phase == PHASE_WAIT) {
     ok = redisAppendCommand(c, "WAIT %d %lld", store_redis_cfg->min_replicas,
                             (long long)store_redis_cfg->replica_timeout_ms);

@@ -107,15 +107,16 @@ static node_pipe *lane_get(store_pipe *p, int id, int j, store_result *r) {
 
 /* The lane of node id that the next calls go to: the first with no WAIT
  * outstanding (made if need be), or, when every lane waits, the one whose
- * WAIT ends first. NULL (r->err set) when out of memory. */
+ * last WAIT ends first (a batch there waits for all of that lane's).
+ * NULL (r->err set) when out of memory. */
 static node_pipe *lane_for(store_pipe *p, int id, store_result *r) {
   node_pipe *soonest = NULL;
   for (int j = 0; j < LANES_MAX; j++) {
     node_pipe *np = p->lanes[id][j];
     if (np == NULL) return lane_get(p, id, j, r);
     if (np->waits == NULL) return np;
-    if (soonest == NULL || redis_op_of(&np->waits->entry)->deadline_ms <
-                               redis_op_of(&soonest->waits->entry)->deadline_ms)
+    if (soonest == NULL || redis_op_of(&np->waits_tail->entry)->deadline_ms <
+                               redis_op_of(&soonest->waits_tail->entry)->deadline_ms)
       soonest = np;
   }
   return soonest;
