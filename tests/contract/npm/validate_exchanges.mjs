@@ -50,11 +50,17 @@
 // usage; 77 --require names a file that does not exist (picketd not built).
 
 import fs from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { isDeepStrictEqual } from 'node:util';
 
 const USAGE =
   'usage: node validate_exchanges.mjs --spec OPENAPI.yaml --log CONTRACT.jsonl ' +
   '[--require BINARY] [--max-report N] [--verbose]';
+
+// Where the report goes: stdout, or the printer of main's caller (the
+// selftest runs main in-process and reads what it printed).
+let say = (line) => console.log(line);
+let sayUsage = (line) => console.error(line);
 
 // Paths of the other servers the suite talks to through the same harness.
 const OTHER_SERVERS = /^\/(kv|fence)(\/|$)/;
@@ -355,7 +361,7 @@ class Checker {
 
     const reply = req.replyJson;
     if (this.verbose && req.issues.length)
-      console.log(`  refused: line ${ex.line}: ${ex.method} ${ex.path} ${clip(ex.request_body, 80)} -> ` +
+      say(`  refused: line ${ex.line}: ${ex.method} ${ex.path} ${clip(ex.request_body, 80)} -> ` +
         `${ex.status}: ${req.issues.join('; ')}`);
     if (req.issues.length === 0 && ex.status === 400) {
       const ctx = { ...req, reply, target: ex.path };
@@ -632,40 +638,67 @@ function parseArgs(argv) {
   return args;
 }
 
-async function main(argv) {
+// The loaded spec per path: loading openapi-backend and compiling the spec
+// takes about 2 s, which the selftest would otherwise pay for each of its
+// 25 logs (57 s of the main ctest, issue 41).
+const loaded = new Map();
+
+async function loadApi(OpenAPIBackend, spec) {
+  if (!loaded.has(spec)) {
+    // strict: a spec openapi-backend finds invalid is an error, not a
+    // warning. ignoreTrailingSlashes off: picketd routes "/healthz/" to 404.
+    const api = new OpenAPIBackend({
+      definition: spec, strict: true, quick: false, validate: true, ignoreTrailingSlashes: false,
+    });
+    await api.init();
+    loaded.set(spec, api);
+  }
+  return loaded.get(spec);
+}
+
+// Checks the log that argv names and returns the exit status; every line of
+// the report goes to print, the usage message to printUsage (by default
+// stdout and stderr).
+export async function main(argv, print = (line) => console.log(line),
+  printUsage = (line) => console.error(line)) {
+  const saved = [say, sayUsage];
+  [say, sayUsage] = [print, printUsage];
+  try {
+    return await check(argv);
+  } finally {
+    [say, sayUsage] = saved;
+  }
+}
+
+async function check(argv) {
   const args = parseArgs(argv);
   if (!args) {
-    console.error(USAGE);
+    sayUsage(USAGE);
     return 2;
   }
   if (args.require && !fs.existsSync(args.require)) {
-    console.log(`SKIP: ${args.require} is not built, so no exchange to check`);
+    say(`SKIP: ${args.require} is not built, so no exchange to check`);
     return 77;
   }
   let backend;
   try {
     backend = await import('openapi-backend');
   } catch (e) {
-    console.log(`FAIL: cannot load openapi-backend (${e.message}); run scripts/deps ` +
+    say(`FAIL: cannot load openapi-backend (${e.message}); run scripts/deps ` +
       '(npm ci in tests/contract/npm)');
     return 1;
   }
   const { OpenAPIBackend, ValidationContext } = backend;
   let checker;
   try {
-    // strict: a spec openapi-backend finds invalid is an error, not a
-    // warning. ignoreTrailingSlashes off: picketd routes "/healthz/" to 404.
-    const api = new OpenAPIBackend({
-      definition: args.spec, strict: true, quick: false, validate: true, ignoreTrailingSlashes: false,
-    });
-    await api.init();
+    const api = await loadApi(OpenAPIBackend, args.spec);
     checker = new Checker(api, ValidationContext, args.verbose);
   } catch (e) {
-    console.log(`FAIL: openapi-backend cannot load ${args.spec}: ${e.message}`);
+    say(`FAIL: openapi-backend cannot load ${args.spec}: ${e.message}`);
     return 1;
   }
   if (!fs.existsSync(args.log)) {
-    console.log(`FAIL: ${args.log} does not exist: no test logged an exchange. This test checks ` +
+    say(`FAIL: ${args.log} does not exist: no test logged an exchange. This test checks ` +
       'the exchanges of the other tests; run the whole suite.');
     return 1;
   }
@@ -673,11 +706,11 @@ async function main(argv) {
   try {
     exchanges = readLog(args.log);
   } catch (e) {
-    console.log(`FAIL: ${e.message}`);
+    say(`FAIL: ${e.message}`);
     return 1;
   }
   if (!exchanges.length) {
-    console.log(`FAIL: ${args.log} is empty: no test logged an exchange`);
+    say(`FAIL: ${args.log} is empty: no test logged an exchange`);
     return 1;
   }
 
@@ -700,29 +733,31 @@ async function main(argv) {
   }
 
   const ops = checker.api.router.getOperations().map((o) => o.operationId);
-  for (const [id, statuses] of [...checker.covered].sort()) console.log(`  ${id.padEnd(24)} statuses ${[...statuses].sort().join(' ')}`);
+  for (const [id, statuses] of [...checker.covered].sort()) say(`  ${id.padEnd(24)} statuses ${[...statuses].sort().join(' ')}`);
   const missing = ops.filter((id) => !checker.covered.has(id));
-  if (missing.length) console.log(`  not exercised: ${missing.join(', ')}`);
+  if (missing.length) say(`  not exercised: ${missing.join(', ')}`);
   if (checker.unrecorded.size)
-    console.log(`  documented reply headers the log does not record, so unchecked: ${[...checker.unrecorded].join(', ')}`);
+    say(`  documented reply headers the log does not record, so unchecked: ${[...checker.unrecorded].join(', ')}`);
   for (const [rule, { n, why, ex }] of checker.excuses)
-    console.log(`  ${n} x 400 excused (${rule}), OpenAPI cannot express it: e.g. line ${ex.line}: ${why}`);
+    say(`  ${n} x 400 excused (${rule}), OpenAPI cannot express it: e.g. line ${ex.line}: ${why}`);
   for (const [why, { n, ex }] of checker.invalid2xxReasons)
-    console.log(`  NOTE: ${n} x the spec refuses the request but picketd answered 2xx: ${why}; ` +
+    say(`  NOTE: ${n} x the spec refuses the request but picketd answered 2xx: ${why}; ` +
       `e.g. line ${ex.line}: ${ex.method} ${ex.path} body ${clip(ex.request_body, 120)} -> ${ex.status}`);
-  for (const v of violations.slice(0, args.maxReport)) console.log(`FAIL: ${v}`);
-  if (violations.length > args.maxReport) console.log(`FAIL: ... and ${violations.length - args.maxReport} more`);
-  console.log(
+  for (const v of violations.slice(0, args.maxReport)) say(`FAIL: ${v}`);
+  if (violations.length > args.maxReport) say(`FAIL: ... and ${violations.length - args.maxReport} more`);
+  say(
     `${checked} exchanges checked, ${skipped} skipped (fenced-kv), ${violations.length} violations; ` +
       `requests the spec refuses: ${checker.counts.invalid4xx} answered 4xx, ` +
       `${checker.counts.invalid2xx} answered 2xx; ${checker.counts.excused} 400s excused; ` +
       `${ops.length - missing.length} of ${ops.length} operations exercised`,
   );
   if (checked === 0) {
-    console.log(`FAIL: ${args.log} holds no picketd exchange`);
+    say(`FAIL: ${args.log} holds no picketd exchange`);
     return 1;
   }
   return violations.length ? 1 : 0;
 }
 
-process.exitCode = await main(process.argv.slice(2));
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  process.exitCode = await main(process.argv.slice(2));
+}

@@ -29,6 +29,7 @@ if (!spec || process.argv.length !== 3) {
   process.exit(2);
 }
 const { OpenAPIBackend } = await import('openapi-backend');
+const { main: validatorMain } = await import(VALIDATOR);
 const api = new OpenAPIBackend({ definition: spec, strict: true, quick: false, validate: true });
 await api.init();
 const def = api.definition;
@@ -228,9 +229,20 @@ function writeLog(exchanges) {
   return file;
 }
 
-function run(args) {
+// The validator as a command (its exit status and output), for the checks
+// of its command line.
+function runCommand(args) {
   const r = spawnSync(process.execPath, [VALIDATOR, ...args], { encoding: 'utf8', timeout: 60000 });
   return { code: r.status, out: (r.stdout || '') + (r.stderr || '') };
+}
+
+// The validator in this process (its main(), which keeps the loaded spec
+// from one log to the next): the same status and report, without paying
+// about 2 s to load openapi-backend and the spec for each of the logs.
+async function run(args) {
+  const lines = [];
+  const code = await validatorMain(args, (l) => lines.push(l), (l) => lines.push(l));
+  return { code, out: lines.join('\n') + '\n' };
 }
 
 function validate(exchanges) {
@@ -238,65 +250,70 @@ function validate(exchanges) {
 }
 
 // Fails with exit 1, and every violation it prints names the defect.
-function expectDefect(what, exchanges, pattern) {
-  const { code, out } = validate(exchanges);
+async function expectDefect(what, exchanges, pattern) {
+  const { code, out } = await validate(exchanges);
   const fails = out.split('\n').filter((l) => l.startsWith('FAIL:'));
   expect(`${what}: fails for that reason`, code === 1 && fails.length > 0 && fails.every((l) => pattern.test(l)), out);
 }
 
 try {
-  let { code, out } = validate(good);
+  let { code, out } = await validate(good);
   expect(`a conforming log of ${good.length} exchanges passes`, code === 0 && / 0 violations/.test(out), out);
   expect('it skips the fenced-kv exchange', / 1 skipped/.test(out), out);
   expect(`it excuses the ${excusable} 400s OpenAPI cannot express`, excusable >= 3 && new RegExp(` ${excusable} 400s excused`).test(out), out);
   expect('it counts the refused requests answered 400', !/ 0 answered 4xx/.test(out), out);
 
   const e200 = by.json200;
-  expectDefect('an undocumented status', [...good, { ...e200, status: 418 }], /status 418 is not documented/);
-  expectDefect('a body that does not match the schema', [...good, { ...e200, body: '[]' }], /does not match the schema/);
-  expectDefect('a reply with duplicate keys', [...good, { ...e200, body: e200.body.replace('{', `{${e200.body.slice(1, e200.body.indexOf(','))},`) }], /duplicate keys/);
-  expectDefect('a Content-Type the reply does not declare', [...good, { ...e200, content_type: 'text/html' }], /Content-Type "text\/html" is not one of/);
+  await expectDefect('an undocumented status', [...good, { ...e200, status: 418 }], /status 418 is not documented/);
+  await expectDefect('a body that does not match the schema', [...good, { ...e200, body: '[]' }], /does not match the schema/);
+  await expectDefect('a reply with duplicate keys', [...good, { ...e200, body: e200.body.replace('{', `{${e200.body.slice(1, e200.body.indexOf(','))},`) }], /duplicate keys/);
+  await expectDefect('a Content-Type the reply does not declare', [...good, { ...e200, content_type: 'text/html' }], /Content-Type "text\/html" is not one of/);
   if (by.text200)
-    expectDefect('a text reply typed as JSON', [...good, { ...by.text200, content_type: 'application/json' }], /Content-Type "application\/json" is not one of/);
-  expectDefect('a 405 without Allow', [...good, { ...by.e405, allow: '' }], /header Allow is missing/);
-  expectDefect('a 405 whose Allow names other methods', [...good, { ...by.e405, allow: 'TRACE' }], /does not name exactly the path's methods/);
-  expectDefect('a method the path lacks answered 404', [...good, { ...by.e405, status: 404, allow: '', ...r404 }], /so the reply must be 405, not 404/);
-  expectDefect('an unknown path answered 400', [...good, ex('GET', unknownPath, 400, { ...by.badRequest.r, allow: '' })], /lists no path .*must be 404, not 400/);
-  expectDefect('an unknown path with a trailing slash answered 200', [...good, { ...e200, path: e200.path + '/' }], /must be 404, not 200/);
+    await expectDefect('a text reply typed as JSON', [...good, { ...by.text200, content_type: 'application/json' }], /Content-Type "application\/json" is not one of/);
+  await expectDefect('a 405 without Allow', [...good, { ...by.e405, allow: '' }], /header Allow is missing/);
+  await expectDefect('a 405 whose Allow names other methods', [...good, { ...by.e405, allow: 'TRACE' }], /does not name exactly the path's methods/);
+  await expectDefect('a method the path lacks answered 404', [...good, { ...by.e405, status: 404, allow: '', ...r404 }], /so the reply must be 405, not 404/);
+  await expectDefect('an unknown path answered 400', [...good, ex('GET', unknownPath, 400, { ...by.badRequest.r, allow: '' })], /lists no path .*must be 404, not 400/);
+  await expectDefect('an unknown path with a trailing slash answered 200', [...good, { ...e200, path: e200.path + '/' }], /must be 404, not 200/);
   if (by.retryAfter) {
-    expectDefect('a Retry-After that is no integer', [...good, { ...by.retryAfter, retry_after: 'soon' }], /reply headers: .*retry-after/);
-    expectDefect('a missing Retry-After', [...good, { ...by.retryAfter, retry_after: '' }], /header Retry-After is missing/);
+    await expectDefect('a Retry-After that is no integer', [...good, { ...by.retryAfter, retry_after: 'soon' }], /reply headers: .*retry-after/);
+    await expectDefect('a missing Retry-After', [...good, { ...by.retryAfter, retry_after: '' }], /header Retry-After is missing/);
   }
-  if (by.int64) expectDefect('an int64 property of 2^63', [...good, withInt('9223372036854775808')], /must match format "int64"/);
+  if (by.int64) await expectDefect('an int64 property of 2^63', [...good, withInt('9223372036854775808')], /must match format "int64"/);
   expect('the log has a reply with an int64 property', !!by.int64);
-  if (by.head) expectDefect('a reply to HEAD with a body', [...good, { ...by.head, body: '{}' }], /must have no body/);
+  if (by.head) await expectDefect('a reply to HEAD with a body', [...good, { ...by.head, body: '{}' }], /must have no body/);
   {
     const { p, reqValue, reqMedia, r } = by.badRequest;
-    expectDefect('a request the spec allows answered 400', [...good, ex('POST', p, 400, { ...r, reqBody: JSON.stringify(reqValue), reqType: reqMedia })],
+    await expectDefect('a request the spec allows answered 400', [...good, ex('POST', p, 400, { ...r, reqBody: JSON.stringify(reqValue), reqType: reqMedia })],
       /the spec allows this request .*but picketd answered 400/);
     const bigger = { ...reqValue };
     const [k, s] = Object.entries(by.badRequest.op.requestBody.content[reqMedia].schema.properties).find(([, s]) => typeof s.maximum === 'number');
     bigger[k] = s.maximum;
-    expectDefect('a 400 naming a bound that is the spec maximum', [...good, ex('POST', p, 400, {
+    await expectDefect('a 400 naming a bound that is the spec maximum', [...good, ex('POST', p, 400, {
       ...r, body: JSON.stringify({ error: { ...JSON.parse(r.body).error, message: `${k} must be an integer from ${s.minimum ?? 0} to ${s.maximum}` } }),
       reqBody: JSON.stringify(bigger), reqType: reqMedia })], /the spec allows this request/);
   }
 
-  ({ code, out } = validate([]));
+  ({ code, out } = await validate([]));
   expect('an empty log fails', code === 1 && /is empty/.test(out), out);
-  ({ code, out } = validate([good[good.length - 1]]));
+  ({ code, out } = await validate([good[good.length - 1]]));
   expect('a log of fenced-kv exchanges only fails', code === 1 && /holds no picketd exchange/.test(out), out);
-  ({ code, out } = run(['--spec', spec, '--log', path.join(tmp, 'missing.jsonl')]));
+  ({ code, out } = await run(['--spec', spec, '--log', path.join(tmp, 'missing.jsonl')]));
   expect('a missing log fails', code === 1 && /does not exist/.test(out), out);
   const { request_body: _a, request_content_type: _b, ...noRequest } = e200;
-  ({ code, out } = validate([noRequest]));
+  ({ code, out } = await validate([noRequest]));
   expect('a log without the request half fails', code === 1 && /needs request_body and request_content_type/.test(out), out);
-  ({ code, out } = validate(['{"method": "GET"']));
+  ({ code, out } = await validate(['{"method": "GET"']));
   expect('a malformed log line fails', code === 1 && /not a JSON line/.test(out), out);
-  ({ code, out } = run(['--spec', spec, '--log', writeLog(good), '--require', path.join(tmp, 'no-picketd')]));
+  // the command itself, once each: its statuses are what ctest reads
+  ({ code, out } = runCommand(['--spec', spec, '--log', writeLog(good)]));
+  expect('as a command, a conforming log exits 0', code === 0 && / 0 violations/.test(out), out);
+  ({ code, out } = runCommand(['--spec', spec, '--log', writeLog([...good, { ...by.json200, status: 418 }])]));
+  expect('as a command, a violation exits 1', code === 1 && /status 418 is not documented/.test(out), out);
+  ({ code, out } = runCommand(['--spec', spec, '--log', writeLog(good), '--require', path.join(tmp, 'no-picketd')]));
   expect('a missing --require binary skips (77)', code === 77, out);
-  ({ code, out } = run(['--spec', spec]));
-  expect('bad usage exits 2', code === 2, out);
+  ({ code, out } = runCommand(['--spec', spec]));
+  expect('bad usage exits 2', code === 2 && /^usage:/.test(out), out);
 } finally {
   fs.rmSync(tmp, { recursive: true, force: true });
 }
