@@ -21,6 +21,20 @@ void call_stop(void);
  * points to until done; done may free op. */
 void call_submit(store_op *op);
 
+/* call_now: a call that a request would otherwise suspend its connection
+ * for. When the calling loop has no other call out and pipes this kind,
+ * op goes to the pipe and the loop waits for it on the spot
+ * (loop_pipe_wait: anything else the loop must do ends that wait): if it
+ * is done then, op->done is NOT called and the caller goes on with op->st
+ * and op->r (CALL_DONE_NOW). Otherwise op is out as after call_submit,
+ * and its done comes later (CALL_OUT: the caller suspends now, as it
+ * would have before submitting), or it was not tried (CALL_NOT_TRIED:
+ * nothing happened; the caller does as for call_submit). Why: a lone
+ * request on a loop, the usual case at low load, then costs no suspend,
+ * no resume and no extra daemon passes (bench/run, one connection). */
+typedef enum { CALL_NOT_TRIED, CALL_OUT, CALL_DONE_NOW } call_now_result;
+call_now_result call_now(store_op *op);
+
 /* Runs op on the calling thread, which is not a loop's (events.c's and
  * sweep.c's threads of their own): store_run, counted with the rest. */
 void call_run(store_op *op);

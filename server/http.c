@@ -165,16 +165,22 @@ static const char *header(struct MHD_Connection *conn, const char *name) {
 }
 
 static void piped_done(store_op *op);
+static enum MHD_Result store_done(struct MHD_Connection *conn, http_req *r);
 
-/* Runs the request's store call (call->op) through the runner and
- * suspends the connection until piped_done resumes it. */
+/* Runs the request's store call (call->op) through the runner: done on
+ * the spot when the loop has nothing else to do (call_now), and then the
+ * request goes on here; else the connection is suspended until
+ * piped_done resumes it. */
 static enum MHD_Result submit(struct MHD_Connection *conn, http_req *r) {
   r->call.op.done = piped_done;
   r->call.op.arg = r;
+  call_now_result now = call_now(&r->call.op);
+  if (now == CALL_DONE_NOW) return store_done(conn, r);
   r->piped = 1;
   atomic_fetch_add(&piped_waiting, 1);
   MHD_suspend_connection(conn);
-  call_submit(&r->call.op); /* done comes from a later pass of this loop */
+  /* done comes from a later pass of this loop */
+  if (now == CALL_NOT_TRIED) call_submit(&r->call.op);
   return MHD_YES;
 }
 
@@ -581,23 +587,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
      * second grant under a new lease; end it instead. */
     return MHD_NO;
   }
-  api_response resp;
   if (r->piped) { /* its store call is done (piped_done) */
     r->piped = 0;
-    if (r->forgetting == FORGET_THEN_CLOSE) { /* the mark is out: now the queue */
-      r->forgetting = 0;
-      leave_wait(r, 0);
-      return MHD_NO;
-    }
-    if (r->forgetting) { /* the mark is out: now the reply */
-      r->forgetting = 0;
-      resp = r->held;
-      return send_response(conn, r, &resp);
-    }
-    return go_on(conn, r, api_finish(&r->call, &resp), &resp);
+    return store_done(conn, r);
   }
   if (r->waiting) return resumed(conn, r);
 
+  api_response resp;
   /* With --loopback-trust off, a loopback client is an address like any
    * other: behind a reverse proxy on this host every client is loopback. */
   api_request req = {
@@ -616,6 +612,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return send_response(conn, r, &resp);
   }
   return go_on(conn, r, routes_prepare(&req, &r->call, &resp), &resp);
+}
+
+/* The request's store call is done (on the spot, or piped_done resumed
+ * the connection): what it was for comes next. */
+static enum MHD_Result store_done(struct MHD_Connection *conn, http_req *r) {
+  api_response resp;
+  if (r->forgetting == FORGET_THEN_CLOSE) { /* the mark is out: now the queue */
+    r->forgetting = 0;
+    leave_wait(r, 0);
+    return MHD_NO;
+  }
+  if (r->forgetting) { /* the mark is out: now the reply */
+    r->forgetting = 0;
+    resp = r->held;
+    return send_response(conn, r, &resp);
+  }
+  return go_on(conn, r, api_finish(&r->call, &resp), &resp);
 }
 
 /* A piped call's reply is in (on its loop's thread): answer it. */

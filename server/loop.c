@@ -8,12 +8,16 @@
  * suspended, is http.c's business. */
 #include "loop.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 struct loop {
   loop_hooks hooks;
@@ -30,6 +34,7 @@ struct loop {
   loop_resume *resume_head, *resume_tail;
   store_op *done_head, *done_tail; /* calls other threads made for it (loop_done_soon) */
   atomic_long owed;         /* ...and how many it still waits for */
+  int lone;                 /* this pass serves at most one client's request (loop_pipe_wait) */
 };
 
 static const config *cfg;
@@ -124,6 +129,40 @@ int loop_pipe_call(store_op *op) { return store_pipe_append(cur->pipe, op); }
 
 void loop_close_pipes(void) { atomic_store(&pipes_closed, 1); }
 
+/* The nearest deadline of l's own (its pipe's calls, its connections'
+ * requests), in ms from now, or -1; the daemon's is left out, since this
+ * runs inside the daemon's pass. */
+static int64_t own_timeout_ms(loop *l) {
+  int64_t t = l->pipe ? store_pipe_timeout_ms(l->pipe) : -1;
+  int64_t ct = conns_timeout_ms(l->conns);
+  if (ct >= 0 && (t < 0 || ct < t)) t = ct;
+  return t;
+}
+
+int loop_pipe_wait(const int *done, int max_ms) {
+  loop *l = cur;
+  unsigned long opens = 0;
+  /* Only in a pass that serves one client: the daemon goes through the
+   * connections it read one after the other, and a wait here would hold
+   * the others back and keep their calls out of one batch. */
+  if (l == NULL || !l->lone) return *done;
+  int fd = l->pipe ? store_pipe_fd(l->pipe, &opens) : -1;
+  if (fd < 0) return *done;
+  store_pipe_flush(l->pipe);
+  int64_t t = own_timeout_ms(l);
+  int64_t until = clock_mono_ms() + (t >= 0 && t < max_ms ? t : max_ms);
+  while (!*done) {
+    int64_t left = until - clock_mono_ms();
+    if (left <= 0) break;
+    struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = l->ep, .events = POLLIN}};
+    int n = poll(p, 2, (int)left);
+    if (n < 0 && errno != EINTR) break;
+    if (p[0].revents) store_pipe_read(l->pipe);
+    if (p[1].revents) break; /* the loop has something else to do */
+  }
+  return *done;
+}
+
 /* Keeps the pipe's socket in the set. A reconnect makes a new socket,
  * possibly with the old one's number: the count of opens tells them apart.
  * (A closed socket has left the set by itself.) */
@@ -190,14 +229,19 @@ static void *loop_main(void *arg) {
      * waits: the rounds are bounded by what this loop's connections could
      * fill once each (the bound one-shot events used to give), and a
      * request that misses it starts at its line instead. */
+    int clients = 0, others = 0;
     for (int rounds = (int)(cfg->max_connections / LOOP_EVENTS) + 2;; rounds--) {
       for (int i = 0; i < n; i++) {
         void *tag = evs[i].data.ptr;
-        if (tag == &l->wake) take_resumes(l);
-        else if (tag == &l->pipe_fd) {
+        if (tag == &l->wake) {
+          take_resumes(l);
+          others++;
+        } else if (tag == &l->pipe_fd) {
           if (l->pipe) store_pipe_read(l->pipe);
+          others++; /* its calls' connections are resumed */
         } else if (tag != &daemon_tag) {
           conns_readable(tag); /* the rest are client sockets, tagged by conns.c */
+          clients++;
         }
       }
       if (n < LOOP_EVENTS || rounds == 0) break;
@@ -205,7 +249,9 @@ static void *loop_main(void *arg) {
     }
     conns_expire(l->conns);
     if (l->pipe) store_pipe_expire(l->pipe);
+    l->lone = clients <= 1 && others == 0;
     l->hooks.run(l->ctx);
+    l->lone = 0;
     if (l->pipe) store_pipe_flush(l->pipe);
   }
   store_thread_done();

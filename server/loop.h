@@ -72,6 +72,13 @@ int loop_pipe_open(void);
  * returns to the loop), or -1 when the call is over at once (op->st and
  * op->r say why, and done is not called). */
 int loop_pipe_call(store_op *op);
+/* Waits on the spot, inside the caller's pass, for the calling loop's pipe
+ * to complete calls, until *done is set (by a call's done), anything else
+ * in the loop's set is ready, the loop's nearest deadline or max_ms comes:
+ * the pass's own wait, taken early. 1 when *done was set. Writes what the
+ * pipe holds first. Why (call_now): a lone call then needs no suspend,
+ * no resume and no extra passes of the daemon. */
+int loop_pipe_wait(const int *done, int max_ms);
 /* Stopping: new store calls go to the runner's workers from now on. */
 void loop_close_pipes(void);
 /* A call for l went to another thread (call.c's workers): l owes it a
