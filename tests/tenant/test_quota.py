@@ -25,7 +25,7 @@ import os
 import sys
 import threading
 
-from tenant_http import request
+from tenant_http import code, request
 
 PORT = int(sys.argv[1])
 FULL, OTHER, BUSY = (os.environ[k] for k in ("T_FULL", "T_OTHER", "T_BUSY"))
@@ -37,10 +37,6 @@ def check(cond, what):
     if not cond:
         print("FAIL [%s]:" % BACKEND, what)
         sys.exit(1)
-
-
-def code(doc):
-    return doc.get("error", {}).get("code") if isinstance(doc, dict) else None
 
 
 def part_a():
