@@ -27,6 +27,11 @@ def request(port, method, path, token, body=None, timeout=60):
     return r.status, doc, dict(r.getheaders())
 
 
+def code(doc):
+    """The error code of a reply's JSON (None when it is not an error)."""
+    return doc.get("error", {}).get("code") if isinstance(doc, dict) else None
+
+
 class Pending(threading.Thread):
     """request() in a thread of its own (a waiting acquire): join() it,
     then .result is request()'s answer (None if it raised)."""

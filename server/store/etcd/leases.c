@@ -30,8 +30,8 @@ store_status store_etcd_quota_read(etcd_client *c, const store_op *op, store_etc
   snprintf(q->prefix, sizeof q->prefix, "%sq/%s/", store_etcd_cfg->key_prefix, op->token);
   store_etcd_quota_entry(q->entry, sizeof q->entry, op->token, op);
   /* the count and this lease's own entry, at one revision */
-  etcd_op get[2] = {{.kind = ETCD_OP_RANGE, .key = q->prefix, .prefix = 1, .count_only = 1},
-                    {.kind = ETCD_OP_RANGE, .key = q->entry, .count_only = 1}};
+  etcd_op get[2];
+  store_etcd_quota_get(q, get);
   etcd_txn_req t = {NULL, 0, get, 2, NULL, 0};
   etcd_txn_result tr = {0};
   int rc = etcd_txn(c, &t, &tr);
@@ -42,9 +42,7 @@ store_status store_etcd_quota_read(etcd_client *c, const store_op *op, store_etc
     snprintf(r->err, sizeof r->err, "etcd: a quota read gave %d results", tr.nresults);
     st = STORE_EREPLY;
   } else {
-    q->revision = tr.revision;
-    /* counted already (a retry of this lease): never refused */
-    if (tr.results[1].count == 0 && tr.results[0].count >= op->max_leases) st = STORE_EQUOTA;
+    st = store_etcd_quota_reread(q, op, tr.results, tr.revision);
   }
   etcd_txn_result_clear(&tr);
   return st;
@@ -57,4 +55,18 @@ int store_etcd_quota_txn(const store_etcd_quota *q, int64_t lease, etcd_compare 
                         .result = ETCD_CMP_LESS, .number = q->revision + 1};
   *put = (etcd_op){.kind = ETCD_OP_PUT, .key = q->entry, .value = "", .lease = lease};
   return 1;
+}
+
+int store_etcd_quota_get(const store_etcd_quota *q, etcd_op *get) {
+  if (!q->on) return 0;
+  get[0] = (etcd_op){.kind = ETCD_OP_RANGE, .key = q->prefix, .prefix = 1, .count_only = 1};
+  get[1] = (etcd_op){.kind = ETCD_OP_RANGE, .key = q->entry, .count_only = 1};
+  return 2;
+}
+
+store_status store_etcd_quota_reread(store_etcd_quota *q, const store_op *op,
+                                     const etcd_op_result *res, int64_t revision) {
+  q->revision = revision;
+  /* counted already (a retry of this lease): never refused */
+  return res[1].count == 0 && res[0].count >= op->max_leases ? STORE_EQUOTA : STORE_OK;
 }

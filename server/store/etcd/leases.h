@@ -31,8 +31,19 @@ store_status store_etcd_quota_read(etcd_client *c, const store_op *op, store_etc
 /* Adds to a grant's txn the compare (nothing counted since the read) at
  * *cmp and the put (this grant counted, on etcd lease `lease`) at *put;
  * returns how many of each it added (0 when !q->on, else 1). A txn that
- * fails on that compare is tried again from store_etcd_quota_read. */
+ * fails on that compare is tried again from store_etcd_quota_read, or from
+ * what store_etcd_quota_get read in its failure branch. */
 int store_etcd_quota_txn(const store_etcd_quota *q, int64_t lease, etcd_compare *cmp,
                          etcd_op *put);
+/* Adds to a grant's txn's failure branch, at *get, the reads of the count
+ * and of this lease's entry (2 ranges; 0 when !q->on), so that a txn
+ * refused because the count moved says what it is now, at the txn's
+ * revision, with no call of its own. */
+int store_etcd_quota_get(const store_etcd_quota *q, etcd_op *get);
+/* After a txn refused: res (its 2 ranges of store_etcd_quota_get), read at
+ * `revision`, becomes the count the next try compares against. STORE_OK,
+ * or STORE_EQUOTA (r->err unset) when the token is full now. */
+store_status store_etcd_quota_reread(store_etcd_quota *q, const store_op *op,
+                                     const etcd_op_result *res, int64_t revision);
 
 #endif

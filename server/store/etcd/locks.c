@@ -36,9 +36,19 @@
 #include "grant.h"
 #include "locks.h"
 
-/* A grant that loses a race (a release between the txn's compare and its
- * read, or a token's count changed under it) is tried again, this often. */
-#define ACQUIRE_TRIES 4
+/* A grant whose txn finds the lock free but was refused all the same (a
+ * release between the compare and the failure branch's reads, or the
+ * token's count moved: another grant of the same token) is tried again
+ * with the same etcd leases, this often. A count race is what a busy
+ * token meets all the time: every grant of the token under another client
+ * moves the count, and each try costs one txn, the count it compares
+ * against being the one its failed try read. A grant that loses every try
+ * is STORE_EUNAVAIL ("try again"), never a false "held": 16 clients of one
+ * token on one picketd lose 32 tries about once in 50 cycles (a pause
+ * between tries made it worse: the losers' windows grow), which only a
+ * count that grants do not all compare (slots, as a semaphore's) would
+ * end. */
+#define ACQUIRE_TRIES 32
 
 typedef struct {
   char l[STORE_ETCD_KEY_MAX], f[STORE_ETCD_KEY_MAX], d[STORE_ETCD_KEY_MAX];
@@ -50,22 +60,85 @@ static void keys_of(lock_keys *k, const char *name) {
   store_etcd_key(k->d, sizeof k->d, 'd', name);
 }
 
+/* lock_found's outcome when something is there. */
+static store_status lock_outcome(etcd_client *c, store_op *op, const lock_keys *k,
+                                 const etcd_kv *held, const etcd_kv *delayed, store_result *r) {
+  store_etcd_grant cur;
+  if (held && store_etcd_grant_parse(held, &cur) < 0) {
+    snprintf(r->err, sizeof r->err, "etcd: %.200s holds no picket grant", k->l);
+    return STORE_EREPLY;
+  }
+  if (held && strcmp(cur.lease, op->lease) == 0) {
+    /* a retry of this lease's own acquire (its reply was lost, or the
+     * txn ran twice across a failover): the same grant, its TTL
+     * refreshed, its delay and cap kept */
+    store_status st = store_etcd_refresh(c, op, k->l, k->d, held, &cur, 0, r);
+    if (st == STORE_LOST) { /* at its cap: held, by nobody who may renew it */
+      r->ttl_ms = 1;
+      st = STORE_HELD;
+    }
+    return st;
+  }
+  if (held) {
+    r->ttl_ms = store_etcd_left_s(c, held->lease) * 1000;
+    snprintf(r->owner, sizeof r->owner, "%s", cur.owner);
+    return STORE_HELD;
+  }
+  store_etcd_grant dg; /* only a delay is there */
+  if (store_etcd_grant_parse(delayed, &dg) == 0) snprintf(r->owner, sizeof r->owner, "%s", dg.owner);
+  r->ttl_ms = store_etcd_left_s(c, delayed->lease) * 1000;
+  return STORE_DELAYED;
+}
+
+/* What a refused acquire found at P l/NAME (held) and P d/NAME (delayed),
+ * either NULL: 1 with *st the outcome (STORE_HELD, STORE_DELAYED, a
+ * same-lease retry's), or 0 when neither is there (the caller decides). */
+static int lock_found(etcd_client *c, store_op *op, const lock_keys *k, const etcd_kv *held,
+                      const etcd_kv *delayed, store_status *st, store_result *r) {
+  if (!held && !delayed) return 0;
+  *st = lock_outcome(c, op, k, held, delayed, r);
+  return 1;
+}
+
+/* The first kv of range i of tr, or NULL. */
+static const etcd_kv *first_kv(const etcd_txn_result *tr, int i) {
+  return tr->nresults > i && tr->results[i].nkvs > 0 ? &tr->results[i].kvs[0] : NULL;
+}
+
+/* A token at its max_leases: a held lock (or its delay, or this lease's
+ * own grant) is told first, as Redis's acquire.lua looks at the holder
+ * before the count; only a free lock is STORE_EQUOTA. One read-only txn,
+ * paid only at the quota. */
+static store_status lock_at_quota(etcd_client *c, store_op *op, const lock_keys *k,
+                                  store_result *r) {
+  etcd_op get[2] = {{.kind = ETCD_OP_RANGE, .key = k->l}, {.kind = ETCD_OP_RANGE, .key = k->d}};
+  etcd_txn_req t = {NULL, 0, get, 2, NULL, 0};
+  etcd_txn_result tr = {0};
+  int rc = etcd_txn(c, &t, &tr);
+  store_status st = STORE_EQUOTA;
+  if (rc != ETCD_OK) st = store_etcd_failed(c, rc, r);
+  else lock_found(c, op, k, first_kv(&tr, 0), first_kv(&tr, 1), &st, r);
+  etcd_txn_result_clear(&tr);
+  return st;
+}
+
 static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) {
   lock_keys k;
   keys_of(&k, op->name);
+  store_etcd_quota q;
+  store_status st = store_etcd_quota_read(c, op, &q, r);
+  if (st == STORE_EQUOTA) return lock_at_quota(c, op, &k, r);
+  if (st != STORE_OK) return st;
+  store_etcd_grant g;
+  int64_t L = 0, D = 0;
+  st = store_etcd_grant_new(c, op, &q, op->lock_delay_ms, &g, &L, &D, r);
+  if (st != STORE_OK) return st;
+  char *value = store_etcd_grant_value(&g);
+  if (value == NULL) {
+    store_etcd_leases_revoke(c, L, D);
+    return store_etcd_no_memory(r);
+  }
   for (int attempt = 0; attempt < ACQUIRE_TRIES; attempt++) {
-    store_etcd_quota q;
-    store_status st = store_etcd_quota_read(c, op, &q, r);
-    if (st != STORE_OK) return st;
-    store_etcd_grant g;
-    int64_t L = 0, D = 0;
-    st = store_etcd_grant_new(c, op, &q, op->lock_delay_ms, &g, &L, &D, r);
-    if (st != STORE_OK) return st;
-    char *value = store_etcd_grant_value(&g);
-    if (value == NULL) {
-      store_etcd_leases_revoke(c, L, D);
-      return store_etcd_no_memory(r);
-    }
     /* Free means no grant and no lock-delay running. */
     etcd_compare cmp[3] = {{.key = k.l, .target = ETCD_CMP_CREATE},
                            {.key = k.d, .target = ETCD_CMP_CREATE}};
@@ -76,50 +149,44 @@ static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) 
     int counted = store_etcd_quota_txn(&q, L, &cmp[ncmp], &put[nput]);
     ncmp += counted;
     nput += counted;
-    etcd_op get[2] = {{.kind = ETCD_OP_RANGE, .key = k.l}, {.kind = ETCD_OP_RANGE, .key = k.d}};
-    etcd_txn_req t = {cmp, ncmp, put, nput, get, 2};
+    /* The failure branch says why: who holds it, its delay, and the count
+     * as it is now (a count race is not "held"). */
+    etcd_op get[4] = {{.kind = ETCD_OP_RANGE, .key = k.l}, {.kind = ETCD_OP_RANGE, .key = k.d}};
+    int nget = 2 + store_etcd_quota_get(&q, &get[2]);
+    etcd_txn_req t = {cmp, ncmp, put, nput, get, nget};
     etcd_txn_result tr;
-    int done = store_etcd_grant_commit(c, &t, &g, L, D, &tr, &st, r);
-    free(value);
-    if (done != 0) {
-      etcd_txn_result_clear(&tr);
-      return done > 0 ? STORE_OK : st;
-    }
-    etcd_kv *held = tr.nresults == 2 && tr.results[0].nkvs > 0 ? &tr.results[0].kvs[0] : NULL;
-    etcd_kv *delayed = tr.nresults == 2 && tr.results[1].nkvs > 0 ? &tr.results[1].kvs[0] : NULL;
-    store_etcd_grant cur;
-    if (held && store_etcd_grant_parse(held, &cur) < 0) {
-      snprintf(r->err, sizeof r->err, "etcd: %.200s holds no picket grant", k.l);
-      st = STORE_EREPLY;
-    } else if (held && strcmp(cur.lease, op->lease) == 0) {
-      /* a retry of this lease's own acquire (its reply was lost, or the
-       * txn ran twice across a failover): the same grant, its TTL
-       * refreshed, its delay and cap kept */
-      st = store_etcd_refresh(c, op, k.l, k.d, held, &cur, 0, r);
-      if (st == STORE_LOST) { /* at its cap: held, by nobody who may renew it */
-        r->ttl_ms = 1;
-        st = STORE_HELD;
+    /* L and D are kept for the next try: revoked below unless granted */
+    int done = store_etcd_grant_commit(c, &t, &g, 0, 0, &tr, &st, r), again = 0;
+    if (done == 0) {
+      if (tr.nresults != nget) {
+        snprintf(r->err, sizeof r->err, "etcd: a refused acquire gave %d results", tr.nresults);
+        st = STORE_EREPLY;
+      } else if (!lock_found(c, op, &k, first_kv(&tr, 0), first_kv(&tr, 1), &st, r)) {
+        /* neither held nor delayed (read in the same txn as the compare):
+         * the token's count moved. At the quota now, the token is full
+         * (the lock is free); else the next try compares against it. */
+        st = q.on ? store_etcd_quota_reread(&q, op, &tr.results[2], tr.revision) : STORE_OK;
+        again = st == STORE_OK;
       }
-    } else if (held) {
-      r->ttl_ms = store_etcd_left_s(c, held->lease) * 1000;
-      snprintf(r->owner, sizeof r->owner, "%s", cur.owner);
-      st = STORE_HELD;
-    } else if (delayed) {
-      store_etcd_grant dg;
-      if (store_etcd_grant_parse(delayed, &dg) == 0)
-        snprintf(r->owner, sizeof r->owner, "%s", dg.owner);
-      r->ttl_ms = store_etcd_left_s(c, delayed->lease) * 1000;
-      st = STORE_DELAYED;
-    } else {
-      /* neither: released meanwhile, or the token's count moved */
-      etcd_txn_result_clear(&tr);
-      continue;
     }
     etcd_txn_result_clear(&tr);
-    return st;
+    if (again) continue;
+    free(value);
+    if (done <= 0) store_etcd_leases_revoke(c, L, D);
+    else if (attempt > 0) {
+      /* L was granted before the first try: its TTL starts again now, so
+       * the tries never shorten the grant's TTL by more than one call */
+      int64_t ttl_s = 0;
+      etcd_lease_keepalive_once(c, L, &ttl_s);
+      if (D) etcd_lease_keepalive_once(c, D, &ttl_s);
+    }
+    return done > 0 ? STORE_OK : st;
   }
-  r->ttl_ms = 1; /* lost every race: the caller tries again */
-  return STORE_HELD;
+  free(value);
+  store_etcd_leases_revoke(c, L, D);
+  snprintf(r->err, sizeof r->err, "etcd: lock %.200s: %d tries each found its place changed",
+           op->name, ACQUIRE_TRIES);
+  return STORE_EUNAVAIL;
 }
 
 /* P l/NAME when it is op's lease's grant: 1 with *kv into res and *g, 0
