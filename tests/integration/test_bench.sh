@@ -162,12 +162,15 @@ ln -sf "$PICKET_BIN_DIR/picketd" "$H_DIR/rbin/picketd"
 ln -sf "$PICKET_BIN_DIR/picket" "$H_DIR/rbin/picket"
 printf '#!/bin/sh\nexec "%s" "$@" --warmup 0 --ops 300\n' "$B" > "$H_DIR/rbin/picket-bench"
 chmod +x "$H_DIR/rbin/picket-bench"
-bash "$R" --bin "$H_DIR/rbin" --quick --duration 0.5 --repeat 2 --picketd-flags "--redis-pipeline off" \
+# The etcd peer as well: 0.1 s measured, no warmup (later flags win).
+printf '#!/bin/sh\nexec "%s" "$@" --duration 0.1 --warmup 0\n' "$PICKET_SOURCE_DIR/bench/etcd_peer.py" > "$H_DIR/rbin/etcd-peer"
+chmod +x "$H_DIR/rbin/etcd-peer"
+bash "$R" --bin "$H_DIR/rbin" --peer "$H_DIR/rbin/etcd-peer" --quick --duration 0.5 --repeat 2 --picketd-flags "--redis-pipeline off" \
   > "$H_DIR/run.out" 2> "$H_DIR/run.err" || h_fail "bench/run --repeat 2 exited $?: $(cat "$H_DIR/run.err")"
 grep -q '^picket-bench .*0.5 s measured' "$H_DIR/run.out" || h_fail "bench/run: no header: $(cat "$H_DIR/run.out")"
 grep -q 'picketd (default threads; flags --redis-pipeline off) reaches Redis' "$H_DIR/run.out" ||
   h_fail "bench/run: picketd's flags not in the header: $(cat "$H_DIR/run.out")"
-[ "$(grep -c 'run [12] of 2' "$H_DIR/run.err")" = 44 ] || h_fail "bench/run: not 2 runs of each of 22 rows: $(cat "$H_DIR/run.err")"
+[ "$(grep -c 'run [12] of 2' "$H_DIR/run.err")" = 52 ] || h_fail "bench/run: not 2 runs of each of 26 rows: $(cat "$H_DIR/run.err")"
 # The primitive rows run in turns with the target row: cycle, then each of them.
 grep -A3 '^bench/run: cycle (run 2 of 2)$' "$H_DIR/run.err" | tr '\n' '|' |
   grep -q 'cycle (run 2 of 2)|bench/run: cycle semaphore (run 2 of 2)|bench/run: cycle rwlock read (run 2 of 2)|bench/run: cycle rwlock write (run 2 of 2)' ||
@@ -190,6 +193,22 @@ for c in 1 16 64; do
     h_fail "bench/run: no etcd row at $c connections (with the members' CPU): $(cat "$H_DIR/run.out")"
   grep -Eq "^etcd [0-9.]+ \(3 members, this machine, its defaults\), cycle at $c connections? .*: [0-9]+ ops/s against [0-9]+ on one Redis" \
     "$H_DIR/run.out" || h_fail "bench/run: no etcd comparison at $c: $(cat "$H_DIR/run.out")"
+done
+# The peer rows (issue 42): picketd --etcd, then the hand-written etcd lock,
+# on one member and on three, at 1 and 16 connections over 16 names; each
+# pair in the table with the peer as its floor, in the peer table with its
+# ratio, and in a target line.
+[ "$(grep -Ec 'vs peer, (1 member|3 members) \(the peer, [12] of 2\)' "$H_DIR/run.err")" = 8 ] ||
+  h_fail "bench/run: not 2 peer runs for each pair row: $(cat "$H_DIR/run.err")"
+for m in "1 member" "3 members"; do
+  for c in 1 16; do
+    grep -Eq "^\| cycle etcd vs peer, $m \| $c \| 16 \| [0-9]+ \| [0-9]+ \| [0-9.]+ \([0-9.]+–[0-9.]+\) \|" "$H_DIR/run.out" ||
+      h_fail "bench/run: no '$m' pair row at $c connections: $(cat "$H_DIR/run.out")"
+    grep -Eq "^\| $m \| $c \| [0-9]+ \| [0-9]+ \| [0-9.]+ \([0-9.]+–[0-9.]+\) \| [0-9.]+ / [0-9.]+ \| [0-9.]+ / [0-9.]+ \| [0-9]+ / [0-9]+ \| 0 / 0 \|\$" "$H_DIR/run.out" ||
+      h_fail "bench/run: no '$m' row at $c connections in the peer table: $(cat "$H_DIR/run.out")"
+    grep -Eq "^- $m, $c connections?: [0-9.]+ x the peer \(target >= (0.8|1.0)\): (met|NOT met); p99 [0-9.]+ ms against [0-9.]+ \(target <= 2 x\): (met|NOT met)\$" \
+      "$H_DIR/run.out" || h_fail "bench/run: no issue 42 target line for '$m' at $c: $(cat "$H_DIR/run.out")"
+  done
 done
 grep -Eq '^Sidecars on that etcd, .*: picket run [0-9.]+ ms a cycle .*, etcdctl lock [0-9.]+ ms a cycle\.$' \
   "$H_DIR/run.out" || h_fail "bench/run: no sidecar comparison: $(cat "$H_DIR/run.out")"
