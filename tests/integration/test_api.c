@@ -473,6 +473,7 @@ START_TEST(quota_max_leases) {
   ck_assert_int_eq(as_token(q, "/v1/locks/qd/acquire", "{\"ttl_ms\":60000}", &r), 429);
   harness_resp_free(&r);
   harness_picketd_free(q);
+  unlink(file); /* (it was left in /tmp, a run at a time) */
 }
 END_TEST
 
