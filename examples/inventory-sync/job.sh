@@ -73,7 +73,7 @@ sleep "$(secs "$INV_WORK_MS")" # the sync's own work
 
 # ...but a pause can come right after the check.
 if [ "${INV_PAUSE:-0}" = 1 ] && mkdir "$INV_DIR/pause" 2>/dev/null; then
-  say "read stock=$stock (v$version); now PAUSED (SIGSTOP, as a GC pause) past its 1s TTL"
+  say "read stock=$stock (v$version); now PAUSED (SIGSTOP, as a GC pause) past its ${INV_TTL_S}s TTL"
   echo "$$ $PPID $version $FENCE $INV_WORKER" >"$INV_DIR/pause/marker.tmp"
   mv "$INV_DIR/pause/marker.tmp" "$INV_DIR/pause/marker"
   kill -STOP $$
