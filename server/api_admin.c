@@ -314,10 +314,15 @@ int api_admin_may_break(const api_request *req, const api_call *call) {
 }
 
 api_result api_admin_break(const api_request *req, api_call *call, api_response *resp) {
-  static const char *const allowed[] = {NULL}; /* {} or no body */
+  /* {} or no body: break whoever holds it; {"fence": F}: only the grant of
+   * fence F, the one a retry of a break whose reply was lost may send */
+  static const char *const allowed[] = {"fence", NULL};
   json_t *b = api_json_body(req, allowed, resp);
   if (b == NULL) return API_DONE;
+  int64_t fence = 0;
+  int bad = api_json_int(b, "fence", 1, PICKET_PROTO_FENCE_MAX, 0, &fence, resp);
   json_decref(b);
+  if (bad < 0) return API_DONE;
   struct api_admin_state *st = call->admin = calloc(1, sizeof *call->admin);
   if (st == NULL) {
     api_error(resp, PICKET_PROTO_ERR_INTERNAL, "out of memory");
@@ -332,12 +337,23 @@ api_result api_admin_break(const api_request *req, api_call *call, api_response 
   call->op.kind = STORE_OP_BREAK;
   call->op.name = call->store_name;
   call->op.who = st->who;
+  call->op.fence = fence;
   return API_STORE;
 }
 
 api_result api_admin_break_outcome(api_call *call, api_response *resp) {
   const store_result *r = &call->op.r;
   const char *who = call->admin->who;
+  if (call->op.st == STORE_HELD) { /* a break given a fence found another grant */
+    char msg[400];
+    snprintf(msg, sizeof msg, "%s %s is held under %s %lld, not %lld; nothing was broken",
+             call->family->noun, call->name, call->family->values ? "term" : "fence",
+             (long long)r->fence, (long long)call->op.fence);
+    json_t *err = api_json_error(PICKET_PROTO_ERR_LOCK_HELD, msg);
+    json_object_set_new(err, "owner", api_json_owner(r->owner));
+    api_json_reply_retry(resp, 409, err, r->ttl_ms > 0 ? r->ttl_ms : 1);
+    return API_DONE;
+  }
   if (call->op.st != STORE_OK) {
     api_json_store_failure(resp, call->op.st, r, call);
     return API_DONE;

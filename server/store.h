@@ -227,6 +227,7 @@ typedef struct store_op {
   int write;                       /* rwlock acquire: 1 write, 0 read */
   int64_t wait_ms;                 /* rwlock write acquire: how long it will wait (0: no wait) */
   const char *who;                 /* break: who breaks it */
+  int64_t fence;                   /* break: only the grant of this fence (0: whoever holds it) */
   const char *after;               /* list: the index member to resume after ("": the first) */
   int index_slot;                  /* list: which of the store's indexes (0: its only one) */
   store_cursor *cursor;            /* a list's (STORE_OP_LIST by store_run): where it starts;
@@ -250,7 +251,7 @@ typedef struct store_op {
  * acknowledgement) and sets
  * op->st and op->r. op->done is not called. A STORE_OP_LIST is
  * store_list(op->name as the prefix, op->limit, op->cursor, &op->r.more),
- * a STORE_OP_BREAK store_break(op->name, op->who) and a STORE_OP_READY
+ * a STORE_OP_BREAK store_break(op->name, op->who, op->fence) and a STORE_OP_READY
  * store_ready(op->limit, &op->r, &op->r.body): so that every call
  * can be handed to one runner (call.c) as an op. Loops never call this:
  * call_submit does, on a thread that may block. */
@@ -316,8 +317,15 @@ store_status store_list(const char *prefix, int limit, store_cursor *at, int *mo
  * new fence, r->owner the broken lease's, r->at the time. `who` is shown
  * to the broken holder when it renews or releases. With --min-replicas the
  * break is acknowledged by the replicas first (else STORE_ENOTREPL: it
- * happened on the primary but may not survive a failover). */
-store_status store_break(const char *name, const char *who, store_result *r);
+ * happened on the primary but may not survive a failover).
+ *
+ * With fence > 0 only the grant of that fence is broken: when the lock is
+ * held (or in the lock-delay of) a grant of another fence, STORE_HELD
+ * with r->fence, r->owner and r->ttl_ms that grant's, and nothing changed; when no
+ * grant is there, as a break of a free lock. So a retry of a break whose
+ * reply was lost never ends the next holder's lease, and the broken
+ * holder's reason (who broke it) is kept. */
+store_status store_break(const char *name, const char *who, int64_t fence, store_result *r);
 
 /* ---- lock events (events.c) --------------------------------------------- */
 

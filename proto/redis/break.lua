@@ -16,8 +16,15 @@
 -- (acquire.lua). ARGV[1] = fence floor ("clock" or "none"), ARGV[2] =
 -- counter idle TTL ms ("0": never expires), ARGV[3] = the release channel,
 -- ARGV[4] = lock name, ARGV[5] = who breaks it (a token's name or a
--- client's address: it is shown to the broken holder).
--- Returns {broken, fence, owner, tamper, at, token}: broken 1 when a live
+-- client's address: it is shown to the broken holder), ARGV[6] = the fence
+-- of the only grant to break ("0": whoever holds it). With a fence, a
+-- grant of another fence (live or in its lock-delay) is left alone: a
+-- retry of a break whose reply was lost must not end the next holder's
+-- lease. With no grant there it is a break of a free lock, which keeps
+-- P{NAME}:broken, so the broken holder is still told why.
+-- Returns {2, its fence, its owner, tamper, its PTTL, ""} when a grant of
+-- another fence than ARGV[6] is there (nothing changed), else
+-- {broken, fence, owner, tamper, at, token}: broken 1 when a live
 -- lease ended (0: none was held; the fence moves on all the same), the new
 -- fence (a decimal string), the broken lease's owner ("" for none), tamper
 -- as counter.lua's, at the broken lease's grant time (ms; 0 if none or
@@ -27,6 +34,13 @@
 -- Everything that can fail (the counter's checks in guard and fence_next)
 -- comes before the first write.
 local last, cur, live, tamper = guard(ARGV[2])
+local want = tonumber(ARGV[6]) or 0
+if want > 0 and cur then
+  local h = redis.call('HMGET', KEYS[1], 'fence', 'owner')
+  if tonumber(h[1]) ~= want then
+    return {2, h[1] or '0', h[2] or '', tamper, math.max(redis.call('PTTL', KEYS[1]), 1), ''}
+  end
+end
 local t = redis.call('TIME')
 local now = hold_now(t)
 local fence, why = fence_next(last, KEYS[2], ARGV[1], t)

@@ -35,7 +35,7 @@ typedef struct {
   void (*pipe_expire)(store_pipe *p);
   store_status (*list)(const char *prefix, int limit, store_cursor *at, int *more,
                        store_result *r);
-  store_status (*break_lock)(const char *name, const char *who, store_result *r);
+  store_status (*break_lock)(const char *name, const char *who, int64_t fence, store_result *r);
   store_events *(*events_new)(const store_events_hooks *hooks, void *ctx);
   void (*events_free)(store_events *e);
   int (*events_add)(store_events *e, const char *name);

@@ -33,7 +33,7 @@ void store_run(store_op *op) {
   if (op->kind == STORE_OP_LIST)
     op->st = be->list(op->name, (int)op->limit, op->cursor, &op->r.more, &op->r);
   else if (op->kind == STORE_OP_BREAK)
-    op->st = be->break_lock(op->name, op->who, &op->r);
+    op->st = be->break_lock(op->name, op->who, op->fence, &op->r);
   else if (op->kind == STORE_OP_READY)
     op->st = be->ready((int)op->limit, &op->r, &op->r.body);
   else
@@ -60,8 +60,8 @@ store_status store_list(const char *prefix, int limit, store_cursor *at, int *mo
                         store_result *r) {
   return be->list(prefix, limit, at, more, r);
 }
-store_status store_break(const char *name, const char *who, store_result *r) {
-  return be->break_lock(name, who, r);
+store_status store_break(const char *name, const char *who, int64_t fence, store_result *r) {
+  return be->break_lock(name, who, fence, r);
 }
 
 store_events *store_events_new(const store_events_hooks *hooks, void *ctx) {

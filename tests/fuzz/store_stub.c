@@ -366,7 +366,7 @@ void store_run(store_op *op) {
     case STORE_OP_LIST:
       op->st = store_list(op->name, (int)op->limit, op->cursor, &op->r.more, &op->r);
       break;
-    case STORE_OP_BREAK: op->st = store_break(op->name, op->who, &op->r); break;
+    case STORE_OP_BREAK: op->st = store_break(op->name, op->who, op->fence, &op->r); break;
     case STORE_OP_READY: op->st = store_ready((int)op->limit, &op->r, &op->r.body); break;
     default: op->st = stub_family(op); break;
   }
@@ -419,14 +419,21 @@ store_status store_list(const char *prefix, int limit, store_cursor *at, int *mo
 }
 
 /* break.lua: the grant goes, the fence moves on whether or not one was
- * held (an unknown name gets an entry, as the counter key would). */
-store_status store_break(const char *name, const char *who, store_result *r) {
+ * held (an unknown name gets an entry, as the counter key would); with a
+ * fence, a grant of another fence is left alone (held). */
+store_status store_break(const char *name, const char *who, int64_t fence, store_result *r) {
   (void)who;
   memset(r, 0, sizeof *r);
   stub_fault f = enter(name);
   if (f != STUB_FAULT_NONE) return failed(f, STORE_LOST, r);
   stub_lock *l = lookup_or_oom(name, r);
   if (l == NULL) return STORE_EREPLY;
+  if (fence > 0 && l->has_grant && l->fence != fence) {
+    r->fence = l->fence;
+    r->ttl_ms = 1000;
+    memcpy(r->owner, l->owner, sizeof r->owner);
+    return STORE_HELD;
+  }
   r->held = l->has_grant;
   if (l->has_grant) memcpy(r->owner, l->owner, sizeof r->owner);
   l->has_grant = 0;

@@ -19,6 +19,10 @@
  *   saying it was broken and by whom; its next write to a real fenced-kv
  *   is refused once the new holder has written. A break of a free lock
  *   moves the fence too and says broken false.
+ * break_with_fence: a break given the holder's fence, then its retry (as
+ *   after a lost reply): both 200, and the broken holder's renew still
+ *   says who broke it; the same break once a new holder took the lock is
+ *   409 lock_held (its owner) and the new holder keeps the lock; a bad fence is 400.
  * whoami_local: without --auth-file a loopback caller may do everything,
  *   breaking included.
  * hold_metrics: a lease renewed 1.2 s after its grant is the oldest hold
@@ -306,6 +310,53 @@ START_TEST(break_moves_fence) {
 }
 END_TEST
 
+/* A renew of lease `lease` of `name`: its status, and the message when
+ * `why` must be in it. */
+static long renew_says(const char *name, const char *lease, const char *why) {
+  char path[120], body[80];
+  snprintf(path, sizeof path, "/v1/locks/%s/renew", name);
+  snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lease);
+  harness_resp r;
+  call("POST", path, body, &r);
+  long status = r.status;
+  const char *msg = harness_json_str(json_object_get(r.json, "error"), "message");
+  if (why) ck_assert_msg(msg && strstr(msg, why), "renew does not say '%s': %s", why, r.body);
+  harness_resp_free(&r);
+  return status;
+}
+
+START_TEST(break_with_fence) {
+  char held[33], next[33], body[80];
+  int64_t f1 = lease_fence("brkf", "{\"ttl_ms\":60000,\"owner\":\"stuck\"}", held);
+  snprintf(body, sizeof body, "{\"fence\":%lld}", (long long)f1);
+  harness_resp r;
+  for (int i = 0; i < 2; i++) { /* the break, then its retry after a lost reply */
+    call("POST", "/v1/locks/brkf/break", body, &r);
+    ck_assert_msg(r.status == 200, "break %d: %ld %s", i, r.status, r.body);
+    if (i == 0) ck_assert_msg(json_is_true(json_object_get(r.json, "broken")), "%s", r.body);
+    harness_resp_free(&r);
+  }
+  ck_assert_int_eq(renew_says("brkf", held, "broken by address"), 409);
+  /* a new holder: the same break, sent late once more, leaves it alone */
+  int64_t f2 = lease_fence("brkf", "{\"ttl_ms\":60000,\"owner\":\"next\"}", next);
+  call("POST", "/v1/locks/brkf/break", body, &r);
+  expect_error(&r, 409, "lock_held");
+  ck_assert_str_eq(harness_json_str(json_object_get(r.json, "error"), "owner"), "next");
+  harness_resp_free(&r);
+  ck_assert_int_eq(renew_says("brkf", next, NULL), 200);
+  r = get("/v1/locks/brkf");
+  ck_assert_msg(json_is_true(json_object_get(r.json, "held")) &&
+                    harness_json_int(r.json, "fence") == f2, "%s", r.body);
+  harness_resp_free(&r);
+  call("POST", "/v1/locks/brkf/break", "{\"fence\":0}", &r);
+  expect_error(&r, 400, "invalid_argument");
+  harness_resp_free(&r);
+  call("POST", "/v1/locks/brkf/break", "{\"fence\":\"1\"}", &r);
+  expect_error(&r, 400, "invalid_argument");
+  harness_resp_free(&r);
+}
+END_TEST
+
 START_TEST(whoami_local) {
   harness_resp r = get("/v1/whoami");
   ck_assert_int_eq(r.status, 200);
@@ -373,6 +424,7 @@ int main(void) {
   tcase_add_test(tc, list_bad_input);
   tcase_add_test(tc, inspect_fields);
   tcase_add_test(tc, break_moves_fence);
+  tcase_add_test(tc, break_with_fence);
   tcase_add_test(tc, whoami_local);
   suite_add_tcase(s, tc);
   /* its own picketd: the oldest-hold gauge names the oldest of all */

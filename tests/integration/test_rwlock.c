@@ -16,6 +16,10 @@
  *   refuses a paused writer's late write once another writer came.
  * renew_and_release: both modes; lease_lost for leases that hold nothing.
  * lock_delay: an expired write lease's lock-delay keeps readers out.
+ * read_lock_delay: an expired read lease's lock-delay keeps writers out
+ *   (409 lock_held, "readers hold it", as while it was live) until the
+ *   delay has run, then a writer is granted; a read lease released before
+ *   its expiry leaves no delay behind (issue 42: etcd kept none).
  * bad_input: mode missing or bad, a limit, a name too long: 400. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -229,6 +233,25 @@ START_TEST(lock_delay) {
 }
 END_TEST
 
+START_TEST(read_lock_delay) {
+  enum { DELAY_MS = 3000 };
+  int64_t t0 = harness_now_ms();
+  take("rw7", "{\"mode\":\"read\",\"ttl_ms\":200,\"lock_delay_ms\":3000}");
+  /* held by the reader, then by its delay: refused as while it was live */
+  refused("rw7", WRITE, "readers hold it");
+  harness_resp r = acquire_within("rw7", WRITE, 20000 * harness_time_scale());
+  int64_t took = harness_now_ms() - t0;
+  ck_assert_msg(r.status == 200, "the writer after the delay: %ld %s", r.status, r.body);
+  ck_assert_msg(took >= DELAY_MS, "a writer was granted %lld ms after a read lease with a %d ms "
+                "lock-delay was taken: before its delay had run", (long long)took, DELAY_MS);
+  harness_resp_free(&r);
+  /* released before its expiry: no delay */
+  grant a = take("rw8", "{\"mode\":\"read\",\"ttl_ms\":20000,\"lock_delay_ms\":30000}");
+  ck_assert_int_eq(give_back("rw8", a.lease), 200);
+  take("rw8", WRITE);
+}
+END_TEST
+
 static void expect_bad(const char *name, const char *body, const char *field) {
   char path[300];
   snprintf(path, sizeof path, "/v1/rwlocks/%s/acquire", name);
@@ -266,6 +289,7 @@ int main(void) {
   tcase_add_test(tc, stale_writer_in_fenced_kv);
   tcase_add_test(tc, renew_and_release);
   tcase_add_test(tc, lock_delay);
+  tcase_add_test(tc, read_lock_delay);
   tcase_add_test(tc, bad_input);
   suite_add_tcase(s, tc);
   return harness_run_suite(s);

@@ -13,7 +13,10 @@
  * revision is the new last fence, above the broken holder's, and the next
  * grant's is above it. It leaves P b/NAME (who, when, the broken lease's
  * id) on a lease of what the grant had left and at least a minute, and
- * then revokes the grant's etcd leases so nothing keeps them alive. */
+ * then revokes the grant's etcd leases so nothing keeps them alive. A
+ * break of a free lock keeps the last broken lease's reason in it, and a
+ * break given a fence leaves another fence's grant alone: a retried break
+ * is told from a new one by the fence it names. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,7 +262,33 @@ store_status store_etcd_list(const char *prefix, int limit, store_cursor *at, in
 
 /* ---- breaking -------------------------------------------------------------- */
 
-store_status store_etcd_break(const char *name, const char *who, store_result *r) {
+/* The note a break leaves in P b/NAME: what event followers tell of this
+ * break (by, at, and the broken lease's fence, 0 for none), and the reason
+ * the broken holder is given (lease, note_by, note_at). A break of a free
+ * lock keeps the reason of the last lease broken (old: P b/NAME as read,
+ * or NULL), so a retry of a break whose reply was lost does not erase it.
+ * The caller frees the string; NULL when out of memory. */
+static char *break_note(const etcd_kv *old, const store_etcd_grant *g, int64_t fence,
+                        const char *who, int64_t now) {
+  json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:s, s:I}", "lease", g ? g->lease : "", "by", who,
+                        "at", (json_int_t)now, "fence", (json_int_t)fence, "note_by", who,
+                        "note_at", (json_int_t)now);
+  json_t *o = old && !g ? json_loadb(old->value, old->value_len, 0, NULL) : NULL;
+  const char *lease = json_string_value(json_object_get(o, "lease"));
+  if (j && lease && lease[0]) {
+    json_t *by = json_object_get(o, "note_by"), *at = json_object_get(o, "note_at");
+    json_object_set(j, "lease", json_object_get(o, "lease"));
+    json_object_set(j, "note_by", by ? by : json_object_get(o, "by"));
+    json_object_set(j, "note_at", at ? at : json_object_get(o, "at"));
+  }
+  char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  json_decref(o);
+  json_decref(j);
+  return text;
+}
+
+store_status store_etcd_break(const char *name, const char *who, int64_t fence,
+                              store_result *r) {
   memset(r, 0, sizeof *r);
   etcd_client *c = store_etcd_client(r);
   if (c == NULL) return STORE_EUNAVAIL;
@@ -269,17 +298,37 @@ store_status store_etcd_break(const char *name, const char *who, store_result *r
   store_etcd_key(f, sizeof f, 'f', name);
   store_etcd_key(b, sizeof b, 'b', name);
   for (int attempt = 0; attempt < 4; attempt++) {
-    etcd_op_result res = {0};
-    etcd_kv *kv = NULL;
-    int rc = store_etcd_read(c, l, &res, &kv);
-    if (rc < 0) {
-      etcd_op_result_clear(&res);
-      return store_etcd_failed(c, rc, r);
+    /* the grant, its lock-delay (put in the grant's txn: the same
+     * create_revision, its fence) and the last break's note */
+    etcd_op reads[3] = {{.kind = ETCD_OP_RANGE, .key = l},
+                        {.kind = ETCD_OP_RANGE, .key = d},
+                        {.kind = ETCD_OP_RANGE, .key = b}};
+    etcd_txn_req rt = {NULL, 0, reads, 3, NULL, 0};
+    etcd_txn_result rr = {0};
+    int rc = etcd_txn(c, &rt, &rr);
+    if (rc != ETCD_OK || rr.nresults != 3) {
+      store_status st = store_etcd_failed(c, rc != ETCD_OK ? rc : ETCD_EREPLY, r);
+      etcd_txn_result_clear(&rr);
+      return st;
     }
+    etcd_kv *kv = rr.results[0].nkvs == 1 ? &rr.results[0].kvs[0] : NULL;
+    etcd_kv *dk = rr.results[1].nkvs == 1 ? &rr.results[1].kvs[0] : NULL;
+    etcd_kv *bk = rr.results[2].nkvs == 1 ? &rr.results[2].kvs[0] : NULL;
     store_etcd_grant g;
-    int held = rc == 1 && store_etcd_grant_parse(kv, &g) == 0;
+    int held = kv && store_etcd_grant_parse(kv, &g) == 0;
+    etcd_kv *there = kv ? kv : dk;
+    if (fence > 0 && there && there->create_revision != fence) {
+      /* another grant's: left alone (a retry must not break the next holder) */
+      store_etcd_grant o;
+      r->fence = there->create_revision;
+      r->ttl_ms = store_etcd_left_s(c, there->lease) * 1000;
+      if (store_etcd_grant_parse(there, &o) == 0)
+        snprintf(r->owner, sizeof r->owner, "%s", o.owner);
+      etcd_txn_result_clear(&rr);
+      return STORE_HELD;
+    }
     int64_t now = clock_wall_ms(), M = 0, given = 0;
-    char *marker = NULL, qentry[sizeof ((store_etcd_quota *)0)->entry];
+    char qentry[sizeof ((store_etcd_quota *)0)->entry];
     int nops = 0;
     etcd_op ops[5];
     ops[nops++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = l};
@@ -289,10 +338,7 @@ store_status store_etcd_break(const char *name, const char *who, store_result *r
      * event followers tell of the break (store_events.c) */
     int64_t keep_s = held && g.exp > now ? (g.exp - now + 999) / 1000 : 0;
     if (keep_s < BROKEN_KEEP_S) keep_s = BROKEN_KEEP_S;
-    json_t *j = json_pack("{s:s, s:s, s:I, s:I}", "lease", held ? g.lease : "", "by", who, "at",
-                          (json_int_t)now, "fence", (json_int_t)(held ? kv->create_revision : 0));
-    marker = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
+    char *marker = break_note(bk, held ? &g : NULL, held ? kv->create_revision : 0, who, now);
     if (marker && etcd_lease_grant(c, keep_s, &M, &given) == ETCD_OK)
       ops[nops++] = (etcd_op){.kind = ETCD_OP_PUT, .key = b, .value = marker, .lease = M};
     if (held && g.token[0]) { /* the broken lease's place in its token's count */
@@ -300,11 +346,14 @@ store_status store_etcd_break(const char *name, const char *who, store_result *r
       store_etcd_quota_entry(qentry, sizeof qentry, g.token, &qop);
       ops[nops++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = qentry};
     }
-    /* only the grant just read (or, with none, still none) */
-    etcd_compare cmp = held ? (etcd_compare){.key = l, .target = ETCD_CMP_MOD,
-                                             .number = kv->mod_revision}
-                            : (etcd_compare){.key = l, .target = ETCD_CMP_CREATE};
-    etcd_txn_req t = {&cmp, 1, ops, nops, NULL, 0};
+    /* only the grant just read (or, with none, still none), and only over
+     * the note just read */
+    etcd_compare cmp[2] = {
+        held ? (etcd_compare){.key = l, .target = ETCD_CMP_MOD, .number = kv->mod_revision}
+             : (etcd_compare){.key = l, .target = ETCD_CMP_CREATE},
+        bk ? (etcd_compare){.key = b, .target = ETCD_CMP_MOD, .number = bk->mod_revision}
+           : (etcd_compare){.key = b, .target = ETCD_CMP_CREATE}};
+    etcd_txn_req t = {cmp, 2, ops, nops, NULL, 0};
     etcd_txn_result tr = {0};
     rc = etcd_txn(c, &t, &tr);
     int ok = rc == ETCD_OK && tr.succeeded;
@@ -314,9 +363,9 @@ store_status store_etcd_break(const char *name, const char *who, store_result *r
     if (!ok) {
       store_status st = rc != ETCD_OK ? store_etcd_failed(c, rc, r) : STORE_OK;
       if (M) etcd_lease_revoke(c, M); /* after: its call replaces the failure's message */
-      etcd_op_result_clear(&res);
+      etcd_txn_result_clear(&rr);
       if (rc != ETCD_OK) return st;
-      continue; /* granted or renewed meanwhile: break what is there now */
+      continue; /* granted, renewed or broken meanwhile: look again */
     }
     r->fence = rev;
     r->held = held;
@@ -327,7 +376,7 @@ store_status store_etcd_break(const char *name, const char *who, store_result *r
       /* nothing may keep the broken lease alive */
       store_etcd_leases_revoke(c, kv->lease, g.delay_lease);
     }
-    etcd_op_result_clear(&res);
+    etcd_txn_result_clear(&rr);
     return STORE_OK;
   }
   snprintf(r->err, sizeof r->err, "etcd: lock %.200s kept changing while it was broken", name);

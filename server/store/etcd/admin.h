@@ -7,6 +7,6 @@
 /* store.h's store_list and store_break on etcd. */
 store_status store_etcd_list(const char *prefix, int limit, store_cursor *at, int *more,
                              store_result *r);
-store_status store_etcd_break(const char *name, const char *who, store_result *r);
+store_status store_etcd_break(const char *name, const char *who, int64_t fence, store_result *r);
 
 #endif

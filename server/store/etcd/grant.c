@@ -231,10 +231,13 @@ void store_etcd_broken_why(etcd_client *c, const char *name, const char *lease,
   if (store_etcd_read(c, b, &res, &kv) == 1) {
     json_t *j = json_loadb(kv->value, kv->value_len, 0, NULL);
     const char *l = json_string_value(json_object_get(j, "lease"));
-    const char *by = json_string_value(json_object_get(j, "by"));
+    /* (note_by and note_at: the break that ended `lease`; a later break of
+     * the free lock keeps them, and its own by and at are for events) */
+    json_t *n = json_object_get(j, "note_by") ? j : NULL;
+    const char *by = json_string_value(json_object_get(j, n ? "note_by" : "by"));
     if (l && strcmp(l, lease) == 0)
       snprintf(r->why, sizeof r->why, "broken by %.100s at %lld", by ? by : "?",
-               (long long)json_integer_value(json_object_get(j, "at")));
+               (long long)json_integer_value(json_object_get(j, n ? "note_at" : "at")));
     json_decref(j);
   }
   etcd_op_result_clear(&res);

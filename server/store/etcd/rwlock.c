@@ -12,11 +12,19 @@
  *             with no write before it puts f itself, so every fence is a
  *             revision above the ones before);
  *  - r/LEASE  a read lease, its fence (the epoch) in its JSON;
+ *  - rd/LEASE a read lease's lock-delay, on an etcd lease D of the read
+ *             lease's TTL plus the delay (grant.c keeps D alive with the
+ *             read lease, and deletes it with a release): a read lease
+ *             that expires leaves it behind, and writers wait it out as
+ *             Redis's readers set keeps an expired reader until its
+ *             delay has run;
  *  - q/LEASE  a writer that waits, on an etcd lease as long as its wait,
  *             so it is gone when the wait is, even if picketd dies.
  * A write grant's txn compares that there is no writer, no delay and no
- * reader (a whole-prefix compare on r/); a read grant's, that there is no
- * writer, no delay and no waiting writer (on q/). A read finds at most
+ * reader (whole-prefix compares on r/ and rd/: etcd compares every key of
+ * a range, and an empty one as a key that does not exist); a read grant's,
+ * that there is no writer, no write lease's delay and no waiting writer
+ * (on q/): a read lease's delay keeps out writers only, as on Redis. A read finds at most
  * --max-readers read leases there: past it, it is refused (held_by 3)
  * with nothing written. */
 #include <stdio.h>
@@ -31,7 +39,9 @@
 typedef struct {
   char base[STORE_ETCD_KEY_MAX]; /* P r/NAME/ */
   char w[RW_KEY_MAX], wd[RW_KEY_MAX], f[RW_KEY_MAX], r[RW_KEY_MAX], q[RW_KEY_MAX];
-  char mine[RW_KEY_MAX], waiting[RW_KEY_MAX]; /* r/LEASE and q/LEASE of op's lease */
+  char rd[RW_KEY_MAX];
+  /* r/LEASE, rd/LEASE and q/LEASE of op's lease */
+  char mine[RW_KEY_MAX], mine_delay[RW_KEY_MAX], waiting[RW_KEY_MAX];
 } rw_keys;
 
 static void keys_of(rw_keys *k, const char *name, const char *lease) {
@@ -41,7 +51,9 @@ static void keys_of(rw_keys *k, const char *name, const char *lease) {
   snprintf(k->f, sizeof k->f, "%sf", k->base);
   snprintf(k->r, sizeof k->r, "%sr/", k->base);
   snprintf(k->q, sizeof k->q, "%sq/", k->base);
+  snprintf(k->rd, sizeof k->rd, "%srd/", k->base);
   snprintf(k->mine, sizeof k->mine, "%sr/%s", k->base, lease ? lease : "");
+  snprintf(k->mine_delay, sizeof k->mine_delay, "%srd/%s", k->base, lease ? lease : "");
   snprintf(k->waiting, sizeof k->waiting, "%sq/%s", k->base, lease ? lease : "");
 }
 
@@ -51,31 +63,34 @@ typedef struct {
   etcd_kv *w, *wd, *f, *mine;
   int readers, waiting;
   int64_t revision;                 /* the revision it was read at */
-  etcd_kv *first_reader, *first_waiting;
+  int delays;                       /* read leases' lock-delays (rd/) */
+  etcd_kv *first_reader, *first_waiting, *first_delay;
   etcd_kv *listed;                  /* the first nlisted readers, in key order */
   int nlisted;
 } rw_view;
 
 /* Reads the lock: STORE_OK with *v filled (the caller clears v->tr), or a
- * failure (nothing to clear). One txn of four ranges: f and the waiting
- * writers (P r/NAME/ up to r/), w and wd (past r/), this lease's reader,
- * and the readers counted with at most `listed` of them (at least one)
- * read: a lock with many readers costs a call no more than a few. */
+ * failure (nothing to clear). One txn of five ranges: f and the waiting
+ * writers (P r/NAME/ up to r/), w and wd (past rd/), this lease's reader,
+ * the readers counted with at most `listed` of them (at least one) read,
+ * and the read leases' delays counted with one read: a lock with many
+ * readers costs a call no more than a few. */
 static store_status view_read(etcd_client *c, const rw_keys *k, int64_t listed, rw_view *v,
                               store_result *r) {
   memset(v, 0, sizeof *v);
-  char r_end[RW_KEY_MAX], base_end[RW_KEY_MAX];
-  snprintf(r_end, sizeof r_end, "%sr0", k->base); /* past r/...: '/' + 1 is '0' */
+  char rd_end[RW_KEY_MAX], base_end[RW_KEY_MAX];
+  snprintf(rd_end, sizeof rd_end, "%srd0", k->base); /* past rd/...: '/' + 1 is '0' */
   snprintf(base_end, sizeof base_end, "%.*s0", (int)strlen(k->base) - 1, k->base);
-  etcd_op ops[4] = {
+  etcd_op ops[5] = {
       {.kind = ETCD_OP_RANGE, .key = k->base, .end = k->r},
-      {.kind = ETCD_OP_RANGE, .key = r_end, .end = base_end},
+      {.kind = ETCD_OP_RANGE, .key = rd_end, .end = base_end},
       {.kind = ETCD_OP_RANGE, .key = k->mine},
       {.kind = ETCD_OP_RANGE, .key = k->r, .prefix = 1, .limit = listed > 0 ? listed : 1},
+      {.kind = ETCD_OP_RANGE, .key = k->rd, .prefix = 1, .limit = 1},
   };
-  etcd_txn_req t = {NULL, 0, ops, 4, NULL, 0};
+  etcd_txn_req t = {NULL, 0, ops, 5, NULL, 0};
   int rc = etcd_txn(c, &t, &v->tr);
-  if (rc != ETCD_OK || v->tr.nresults != 4) {
+  if (rc != ETCD_OK || v->tr.nresults != 5) {
     store_status st = store_etcd_failed(c, rc != ETCD_OK ? rc : ETCD_EREPLY, r);
     etcd_txn_result_clear(&v->tr);
     return st;
@@ -96,6 +111,8 @@ static store_status view_read(etcd_client *c, const rw_keys *k, int64_t listed, 
   v->listed = rd->kvs;
   v->nlisted = rd->nkvs;
   if (rd->nkvs > 0) v->first_reader = &rd->kvs[0];
+  v->delays = (int)v->tr.results[4].count;
+  if (v->tr.results[4].nkvs > 0) v->first_delay = &v->tr.results[4].kvs[0];
   return STORE_OK;
 }
 
@@ -130,7 +147,7 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
     /* a same-lease retry refreshes the lease it holds */
     etcd_kv *own = op->write ? v.w : v.mine;
     if (own && store_etcd_grant_parse(own, &g) == 0 && strcmp(g.lease, op->lease) == 0) {
-      st = store_etcd_refresh(c, op, own->key, op->write ? k.wd : "", own, &g, 0, r);
+      st = store_etcd_refresh(c, op, own->key, op->write ? k.wd : k.mine_delay, own, &g, 0, r);
       if (!op->write) r->fence = g.fence;
       etcd_txn_result_clear(&v.tr);
       if (st == STORE_LOST) r->ttl_ms = 1, st = STORE_HELD;
@@ -145,6 +162,9 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
     etcd_kv *blocker = NULL;
     if (v.w) blocker = v.w, r->held_by = 0;
     else if (op->write && v.readers) blocker = v.first_reader, r->held_by = 1;
+    /* an expired read lease's delay holds the lock for writers as its
+     * reader did (Redis keeps it in the readers set until then) */
+    else if (op->write && v.delays) blocker = v.first_delay, r->held_by = 1;
     else if (!op->write && v.waiting) blocker = v.first_waiting, r->held_by = 2;
     if (blocker) {
       if (r->held_by == 0) owner_of(v.w, r);
@@ -185,8 +205,7 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
 
     store_etcd_grant ng;
     int64_t L = 0, D = 0;
-    /* a read lease keeps no lock-delay: nothing waits out a reader */
-    st = store_etcd_grant_new(c, op, &q, op->write ? op->lock_delay_ms : 0, &ng, &L, &D, r);
+    st = store_etcd_grant_new(c, op, &q, op->lock_delay_ms, &ng, &L, &D, r);
     if (st != STORE_OK) return st;
     ng.write = op->write;
     ng.fence = op->write ? 0 : epoch;
@@ -199,14 +218,19 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
                            {.key = k.wd, .target = ETCD_CMP_CREATE},
                            {.key = op->write ? k.r : k.q, .prefix = 1, .target = ETCD_CMP_CREATE}};
     int ncmp = 3, nput = 0;
-    etcd_op put[5];
+    etcd_op put[6];
     if (op->write) {
       put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.w, .value = value, .lease = L};
       put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.f, .value = ""};
       put[nput++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = k.waiting};
       if (D) put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.wd, .value = value, .lease = D};
+      cmp[ncmp++] = (etcd_compare){.key = k.rd, .prefix = 1, .target = ETCD_CMP_CREATE};
     } else {
       put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.mine, .value = value, .lease = L};
+      /* a retry of a lease whose delay runs starts a new one (or none) */
+      put[nput++] = D ? (etcd_op){.kind = ETCD_OP_PUT, .key = k.mine_delay, .value = value,
+                                  .lease = D}
+                      : (etcd_op){.kind = ETCD_OP_DELETE, .key = k.mine_delay};
       /* the epoch read must still be the last write's */
       cmp[ncmp++] = (etcd_compare){.key = k.f, .target = ETCD_CMP_MOD, .number = epoch};
       if (counted_at)
@@ -243,11 +267,11 @@ static store_status rw_renew_release(etcd_client *c, store_op *op, store_result 
     own = v.mine;
   store_status st = STORE_LOST;
   if (own && op->kind == STORE_OP_RW_RENEW) {
-    st = store_etcd_refresh(c, op, own->key, write ? k.wd : "", own, &g, 1, r);
+    st = store_etcd_refresh(c, op, own->key, write ? k.wd : k.mine_delay, own, &g, 1, r);
     if (!write) r->fence = g.fence;
     r->held_by = !write;
   } else if (own) {
-    st = store_etcd_grant_end(c, op, own->key, write ? k.wd : "", own, &g, NULL, r);
+    st = store_etcd_grant_end(c, op, own->key, write ? k.wd : k.mine_delay, own, &g, NULL, r);
     if (!write) r->fence = g.fence;
   }
   etcd_txn_result_clear(&v.tr);

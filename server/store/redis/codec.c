@@ -277,9 +277,10 @@ int codec_build(const store_op *op, op_command *cmd) {
       a[n++] = quota ? op->token : "";
       if (op->value) a[n++] = op->value;
       break;
-    case STORE_OP_BREAK: /* (floor, idle, channel, name, who) */
+    case STORE_OP_BREAK: /* (floor, idle, channel, name, who, fence) */
+      snprintf(cmd->ttl, sizeof cmd->ttl, "%lld", (long long)op->fence);
       a[n++] = floor_arg, a[n++] = idle_arg, a[n++] = channel, a[n++] = op->name;
-      a[n++] = op->who ? op->who : "";
+      a[n++] = op->who ? op->who : "", a[n++] = cmd->ttl;
       break;
     case STORE_OP_RENEW: /* (lease, ttl, idle[, name[, "v", value]]) */
       a[n++] = op->lease, a[n++] = cmd->ttl, a[n++] = idle_arg;
@@ -579,6 +580,11 @@ store_status codec_parse(store_op *op, redisReply *rep) {
       memcpy(r->token, e[5]->str, e[5]->len + 1);
       r->held = e[0]->integer == 1;
       copy_owner(e[2], r);
+      if (e[0]->integer == 2) { /* another fence's grant, left alone: its PTTL */
+        st = STORE_HELD;
+        r->ttl_ms = r->at;
+        r->at = 0;
+      }
       tamper_repaired(op, e[3]);
       r->at = e[4]->integer;
       break;

@@ -80,8 +80,9 @@ store_status store_redis_list(const char *prefix, int limit, store_cursor *at, i
   return STORE_OK;
 }
 
-store_status store_redis_break(const char *name, const char *who, store_result *r) {
-  store_op op = {.kind = STORE_OP_BREAK, .name = name, .who = who};
+store_status store_redis_break(const char *name, const char *who, int64_t fence,
+                               store_result *r) {
+  store_op op = {.kind = STORE_OP_BREAK, .name = name, .who = who, .fence = fence};
   store_redis_run(&op);
   *r = op.r;
   if (op.st != STORE_OK || r->token[0] == '\0') return op.st;

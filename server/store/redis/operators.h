@@ -9,7 +9,8 @@
 
 store_status store_redis_list(const char *prefix, int limit, store_cursor *at, int *more,
                               store_result *r);
-store_status store_redis_break(const char *name, const char *who, store_result *r);
+store_status store_redis_break(const char *name, const char *who, int64_t fence,
+                               store_result *r);
 /* (store_redis_watch, which store_events.c calls, is declared in feed.h.) */
 
 #endif
