@@ -121,7 +121,22 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *
   }
   /* Another TTL: the grant moves to new etcd leases in one txn guarded by
    * the revision read, then the old ones end (their keys have moved, so
-   * that deletes nothing). */
+   * that deletes nothing). But first the old lease must still be live on
+   * etcd's clock: etcd deletes an expired lease's keys only at its
+   * leader's next sweep (up to 500 ms late), and a move in that window
+   * would bring a lost grant back to life. A keepalive is the exact test:
+   * the leader answers it for a live lease (which then cannot expire
+   * before the move, one TTL later at the soonest) and holds back its
+   * answer for an expired one until the sweep has revoked it, then says
+   * it is gone. The txn cannot ask this itself: the key still names the
+   * lease until the sweep. A break or a release meanwhile is the txn's
+   * compare's. */
+  {
+    int64_t old_s = 0;
+    rc = etcd_lease_keepalive_once(c, kv->lease, &old_s);
+    if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
+    if (old_s == 0) return STORE_LOST;
+  }
   int64_t L = 0, D = 0, given_s = 0;
   rc = store_etcd_leases_grant(c, want_s, g->delay_ms, &L, &given_s, &D);
   if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
