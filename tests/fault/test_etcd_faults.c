@@ -14,6 +14,12 @@
  *    been granted after a newer one), and it refuses a real zombie's: a
  *    holder whose lease ran out while it slept, writing after the next
  *    holder has.
+ * watch_member_paused (no load): a waiter on picketd 0, whose release
+ * feed watches etcd's first member, is granted within 8 s of a release
+ * made through picketd 1 after that member was paused (SIGSTOP), where
+ * it used to wait for the holder's 30 s TTL: the paused member's stream
+ * stays open and silent, so the watch now asks a silent stream's member
+ * for a read and reopens on the next member when it gets no answer.
  * What each fault must cost is each case's own check: a leader's death and
  * a pause about a second (an election), the loss of quorum a 503 until it
  * is back. Network partitions are the chaos suite's (tests/chaos, the etcd
@@ -350,6 +356,41 @@ START_TEST(quorum_lost_is_503_then_served) {
 }
 END_TEST
 
+static fault_call waited;
+
+static void *waiter_main(void *arg) {
+  fault_lock(server[0], "pw", "acquire", "{\"ttl_ms\":30000,\"wait_ms\":40000}", &waited);
+  return arg;
+}
+
+START_TEST(watch_member_paused) {
+  char lease[33];
+  fault_call c;
+  fault_lease_id(lease);
+  ck_assert_int_eq(fault_acquire(server[1], "pw", 30000, lease, &c), 200);
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, waiter_main, NULL), 0);
+  /* the waiter waits, so picketd 0's release feed watches, on the first
+   * member: every client starts at the first endpoint named */
+  int64_t until = harness_now_ms() + 10000;
+  while (harness_metric(server[0], "picket_waiters") < 1 && harness_now_ms() < until)
+    harness_sleep_ms(50);
+  ck_assert_msg(harness_metric(server[0], "picket_waiters") >= 1, "the waiter did not wait");
+  harness_sleep_ms(1000);
+  harness_etcd_signal(E, 0, SIGSTOP);
+  ck_assert_int_eq(fault_lease_call(server[1], "pw", "release", lease, &c), 200);
+  int64_t released = c.t1;
+  pthread_join(t, NULL);
+  harness_etcd_signal(E, 0, SIGCONT);
+  ck_assert_msg(waited.status == 200, "the waiter: %ld %s", waited.status, waited.code);
+  int64_t took = waited.t1 - released;
+  printf("measure: a waiter whose watch's member is paused granted %lld ms after the release\n",
+         (long long)took);
+  ck_assert_msg(took <= 8000 * harness_time_scale(), "granted %lld ms after the release (TTL 30 s)",
+                (long long)took);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("etcd_faults");
   TCase *tc = tcase_create("faults");
@@ -360,5 +401,10 @@ int main(void) {
   tcase_add_test(tc, follower_restarted_under_load);
   tcase_add_test(tc, quorum_lost_is_503_then_served);
   suite_add_tcase(s, tc);
+  TCase *tw = tcase_create("watch");
+  tcase_add_checked_fixture(tw, setup, teardown);
+  tcase_set_timeout(tw, 120);
+  tcase_add_test(tw, watch_member_paused);
+  suite_add_tcase(s, tw);
   return harness_run_suite(s);
 }

@@ -454,6 +454,25 @@ START_TEST(watch_stop_wakes_a_blocked_next) {
 }
 END_TEST
 
+/* A watch from now (no start revision) knows the revision it started
+ * after, so a reopen from etcd_watch_last_revision + 1 starts there: it
+ * used to say 0 until an event came, and a reopen then replayed the
+ * whole history from revision 1. */
+START_TEST(watch_from_now_knows_its_revision) {
+  etcd_client *c = client_for(harness_etcd_urls(E), 5000);
+  etcd_client_opts o = opts_for(harness_etcd_urls(E), 5000);
+  char key[128];
+  unique_key(key, sizeof key, "now");
+  int64_t before = store_revision(c);
+  etcd_watch *w;
+  char err[256];
+  ck_assert_msg(etcd_watch_open(&o, key, 0, 0, &w, err, sizeof err) == ETCD_OK, "%s", err);
+  ck_assert_int_ge(etcd_watch_last_revision(w), before);
+  etcd_watch_free(w);
+  etcd_client_free(c);
+}
+END_TEST
+
 /* ---- faults -------------------------------------------------------------- */
 
 /* Endpoints with member `first` first, so the client talks to it until it fails. */
@@ -767,6 +786,7 @@ int main(void) {
   tcase_add_test(tc, watch_resumes_after_reopen);
   tcase_add_test(tc, watch_compacted);
   tcase_add_test(tc, watch_stop_wakes_a_blocked_next);
+  tcase_add_test(tc, watch_from_now_knows_its_revision);
   tcase_add_test(tc, status_and_members);
   tcase_add_test(tc, txn_latency);
   tcase_add_test(tc, no_endpoint_answers);

@@ -27,6 +27,20 @@
  *   past it is lease_lost. The cases above time 300 ms leases to the
  *   millisecond and run on Redis only.
  *
+ * etcd_renew_after_end: a renewal to another TTL sent just after the
+ *   lease's end on etcd's clock, before etcd's sweep has deleted its keys,
+ *   is lease_lost and leaves the lock free (it used to move the grant to
+ *   a new etcd lease and bring it back). The sweep comes 0-500 ms after
+ *   the end at a phase nobody picks, and the renewal lands some 30 ms
+ *   after it: each try fell in the window about 9 times in 10 before the
+ *   fix, so five tries all missing it is about one in 100,000.
+ *
+ * etcd_cap_on_etcd_clock: the hold cap counts on etcd's clock: a lock
+ *   renewed every 500 ms through a second picketd whose wall clock is 60 s
+ *   behind (libfaketime) is lease_lost at its 4 s cap, give or take
+ *   etcd's sweep and one renewal, and free at once; it used to be renewed
+ *   for as long as the test went on (8 s and counting).
+ *
  * Times are generous (ttl 300 ms, delays of 1.5-2 s) and checked with
  * margins, so a slow machine does not fail them. */
 #include "picketd_common.h"
@@ -282,6 +296,63 @@ START_TEST(etcd_whole_seconds) {
 }
 END_TEST
 
+START_TEST(etcd_renew_after_end) {
+  for (int i = 0; i < 5; i++) {
+    char lease[33];
+    /* etcd's lease began before this reply (etcd granted it, then picketd
+     * answered): it has ended on etcd's clock by t + 1000 */
+    acquire_ok("er", "{\"ttl_ms\":1000}", lease);
+    int64_t t = harness_now_ms();
+    harness_sleep_ms(1000 + 20 - (harness_now_ms() - t));
+    harness_resp r = renew("er", lease, 3000);
+    ck_assert_msg(r.status == 409, "try %d: a renewal %lld ms after the end: %ld %s", i,
+                  (long long)(harness_now_ms() - t - 1000), r.status, r.body);
+    expect_error(&r, 409, "lease_lost");
+    harness_resp_free(&r);
+    ck_assert_int_eq(lock_ttl_ms("er"), 0);
+  }
+}
+END_TEST
+
+START_TEST(etcd_cap_on_etcd_clock) {
+  setenv("LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1", 1);
+  setenv("FAKETIME", "-60s", 1);
+  setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+  harness_picketd *behind = harness_picketd_start(harness_redis_url(R), NULL);
+  unsetenv("LD_PRELOAD");
+  unsetenv("FAKETIME");
+  unsetenv("FAKETIME_DONT_FAKE_MONOTONIC");
+  ck_assert_msg(behind != NULL, "picketd under libfaketime did not start");
+  char lease[33], path[64], body[120];
+  acquire_ok("cb", "{\"ttl_ms\":2000,\"max_hold_ms\":4000}", lease);
+  int64_t t0 = harness_now_ms(), scale = harness_time_scale(), lost = -1;
+  snprintf(path, sizeof path, "/v1/locks/cb/renew");
+  snprintf(body, sizeof body, "{\"lease\":\"%s\",\"ttl_ms\":2000}", lease);
+  while (lost < 0 && harness_now_ms() - t0 < 12000 * scale) {
+    harness_sleep_ms(500);
+    harness_resp r;
+    ck_assert_int_eq(harness_http(harness_picketd_url(behind), "POST", path, body, &r), 0);
+    if (r.status == 409) {
+      expect_error(&r, 409, "lease_lost");
+      lost = harness_now_ms() - t0;
+    } else {
+      ck_assert_msg(r.status == 200, "renew: %ld %s", r.status, r.body);
+    }
+    harness_resp_free(&r);
+  }
+  harness_picketd_free(behind);
+  printf("measure: a 4000 ms cap renewed through a picketd 60 s behind: lost at %lld ms\n",
+         (long long)lost);
+  ck_assert_msg(lost >= 0, "still renewed %lld ms after a grant capped at 4000 ms",
+                (long long)(harness_now_ms() - t0));
+  /* the cap lease began before the grant's reply; etcd's sweep and one
+   * renewal period come on top (about 1 s in all) */
+  ck_assert_msg(lost >= 3000 && lost <= 4000 + 3000 * scale, "lost %lld ms after the grant",
+                (long long)lost);
+  ck_assert_int_eq(lock_ttl_ms("cb"), 0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("hold");
   TCase *tc = tcase_create("hold");
@@ -294,6 +365,8 @@ int main(void) {
   REDIS_CASE(tc, cap_then_delay);
   REDIS_CASE(tc, plain_lease_unchanged);
   if (harness_backend_etcd()) tcase_add_test(tc, etcd_whole_seconds);
+  if (harness_backend_etcd()) tcase_add_test(tc, etcd_renew_after_end);
+  if (harness_backend_etcd()) tcase_add_test(tc, etcd_cap_on_etcd_clock);
   tcase_add_test(tc, bad_input);
   suite_add_tcase(s, tc);
   return harness_run_suite(s);

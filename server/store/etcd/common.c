@@ -100,6 +100,7 @@ int store_etcd_grant_parse(const etcd_kv *kv, store_etcd_grant *g) {
   g->renewals = json_integer_value(json_object_get(j, "renewals"));
   g->ttl_ms = json_integer_value(json_object_get(j, "ttl_ms"));
   g->cap = json_integer_value(json_object_get(j, "cap"));
+  g->cap_lease = json_integer_value(json_object_get(j, "cl"));
   g->delay_ms = json_integer_value(json_object_get(j, "delay"));
   g->delay_lease = json_integer_value(json_object_get(j, "dl"));
   g->limit = json_integer_value(json_object_get(j, "limit"));
@@ -116,6 +117,7 @@ char *store_etcd_grant_value(const store_etcd_grant *g) {
   /* the rest only when set, so a plain grant stays short */
   if (j && g->token[0]) json_object_set_new(j, "qt", json_string(g->token));
   if (j && g->cap) json_object_set_new(j, "cap", json_integer(g->cap));
+  if (j && g->cap_lease) json_object_set_new(j, "cl", json_integer(g->cap_lease));
   if (j && g->delay_ms) json_object_set_new(j, "delay", json_integer(g->delay_ms));
   if (j && g->delay_lease) json_object_set_new(j, "dl", json_integer(g->delay_lease));
   if (j && g->limit) json_object_set_new(j, "limit", json_integer(g->limit));

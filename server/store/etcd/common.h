@@ -74,6 +74,8 @@ typedef struct {
   int64_t renewals;
   int64_t ttl_ms;    /* what etcd granted, whole seconds */
   int64_t cap;       /* the hold cap: no expiry past it (unix ms; 0: none) */
+  int64_t cap_lease; /* a lock's: the etcd lease of its cap key, P c/NAME,
+                        which ends at the cap on etcd's clock (0: none) */
   int64_t delay_ms;  /* its lock-delay (0: none) */
   int64_t delay_lease; /* the etcd lease of its delay key (0: none) */
   int64_t limit;     /* a permit's: its semaphore's limit */

@@ -38,7 +38,18 @@
  * flag, so libcurl ends the transfer as well. The gateway sends one JSON
  * object per line; the write callback splits the lines and queues the
  * events, and pauses the transfer while the queue is full, so memory stays
- * bounded however fast etcd writes. */
+ * bounded however fast etcd writes.
+ *
+ * A paused member (SIGSTOP, a hung VM) keeps its watch streams open and
+ * silent: its kernel still ACKs, so neither TCP nor libcurl notices. And
+ * the gateway gives no way to ask for a progress notification on a
+ * stream whose request body is sent whole. So a watch that has heard
+ * nothing for WATCH_SILENCE_MS asks its member for a linearizable read
+ * of the watched key (a count, no value): a member that answers within
+ * WATCH_PROBE_MS serves (it reaches its leader), and its silence only
+ * means nothing changed; one that does not ends the watch with
+ * ETCD_EUNAVAIL, which its owner reopens where a member answers. An idle
+ * watch costs one read per WATCH_SILENCE_MS and nothing is reopened. */
 #include "etcd_client.h"
 
 #include <curl/curl.h>
@@ -66,6 +77,10 @@
 /* A watch's poll never waits longer than this (the stop flag is also
  * checked by the progress callback; this is a second line). */
 #define WATCH_POLL_SLICE_MS 1000
+/* A watch silent this long asks its member whether it serves, and gives
+ * the answer this long (the top of the file says why). */
+#define WATCH_SILENCE_MS 3000
+#define WATCH_PROBE_MS 1000
 #define ERR_BODY_MAX (64 * 1024)
 
 /* gRPC status codes, as the gateway reports them in "code". */
@@ -107,7 +122,11 @@ struct etcd_watch {
   CURLM *multi;
   CURL *easy;
   struct curl_slist *headers;
-  char *body; /* the create request */
+  char *body;  /* the create request */
+  char *probe; /* the read that asks a silent watch's member whether it serves */
+  int endpoint; /* where the watch is open */
+  int from_now; /* created with no start revision: the created reply's is the last seen */
+  int64_t heard_ms; /* when the stream last brought anything */
   atomic_int stop;
   char curl_err[CURL_ERROR_SIZE];
   long status;     /* the reply's, once its head is in */
@@ -413,6 +432,7 @@ etcd_client *etcd_client_new(const etcd_client_opts *o, char *err, size_t errlen
     etcd_client_free(c);
     return NULL;
   }
+  if (o->first_endpoint > 0) c->cur = o->first_endpoint % c->nendpoints;
   setup_easy(c, c->easy, c->curl_err);
   curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, on_reply);
   curl_easy_setopt(c->easy, CURLOPT_WRITEDATA, c);
@@ -1050,7 +1070,16 @@ static void watch_message(etcd_watch *w, const char *line, size_t len) {
     json_decref(j);
     return;
   }
-  if (j_bool(res, "created")) w->created = 1;
+  if (j_bool(res, "created")) {
+    /* A watch from now starts after the revision its creation reports: a
+     * reopen from the last revision + 1 then starts there too, and not
+     * at revision 1 (the whole history again) when no event came. */
+    int64_t rev = 0;
+    if (w->from_now && w->last_revision == 0 &&
+        j_i64(json_object_get(res, "header"), "revision", &rev) == 0)
+      w->last_revision = rev;
+    w->created = 1;
+  }
   if (j_bool(res, "canceled")) {
     int64_t compact = 0;
     const char *why = json_string_value(json_object_get(res, "cancel_reason"));
@@ -1096,6 +1125,7 @@ static int line_append(etcd_watch *w, const char *p, size_t n, size_t max) {
 static size_t on_watch_data(char *ptr, size_t size, size_t n, void *ud) {
   etcd_watch *w = ud;
   size_t len = size * n;
+  w->heard_ms = now_ms();
   if (w->status == 0) curl_easy_getinfo(w->easy, CURLINFO_RESPONSE_CODE, &w->status);
   if (w->status != 200) { /* a refusal's body: what fits is plenty */
     size_t room = ERR_BODY_MAX - w->line_len;
@@ -1232,6 +1262,11 @@ int etcd_watch_open(const etcd_client_opts *o, const char *key, int prefix, int6
   }
   etcd_client *c = w->c;
   w->last_revision = start_revision > 0 ? start_revision - 1 : 0;
+  w->from_now = start_revision == 0;
+  json_t *pr = json_object();
+  if (pr && set_key_range(pr, key, 0, NULL) == 0 && json_object_set_new(pr, "count_only", json_true()) == 0)
+    w->probe = json_dumps(pr, JSON_COMPACT);
+  json_decref(pr);
   json_t *cr = json_object();
   if (cr && start_revision > 0) set_i64(cr, "start_revision", start_revision);
   json_t *req =
@@ -1239,7 +1274,7 @@ int etcd_watch_open(const etcd_client_opts *o, const char *key, int prefix, int6
   json_decref(cr);
   w->body = req ? json_dumps(req, JSON_COMPACT) : NULL;
   json_decref(req);
-  if (w->body == NULL || (w->easy = curl_easy_init()) == NULL ||
+  if (w->body == NULL || w->probe == NULL || (w->easy = curl_easy_init()) == NULL ||
       (w->multi = curl_multi_init()) == NULL) {
     snprintf(err, errlen, "etcd: out of memory");
     etcd_watch_free(w);
@@ -1266,6 +1301,8 @@ int etcd_watch_open(const etcd_client_opts *o, const char *key, int prefix, int6
     int a = watch_try(w, i, until);
     if (a == A_OK) {
       rc = ETCD_OK;
+      w->endpoint = i;
+      w->heard_ms = now_ms();
       break;
     }
     snprintf(last, sizeof last, "%s", w->errstr);
@@ -1300,6 +1337,24 @@ int etcd_watch_open(const etcd_client_opts *o, const char *key, int prefix, int6
   return ETCD_OK;
 }
 
+/* After WATCH_SILENCE_MS of silence: 0 when the watch's member answers
+ * a read of the watched key (its silence is news of nothing), else -1
+ * with the watch over (ETCD_EUNAVAIL). */
+static int watch_probe(etcd_watch *w) {
+  json_t *rep = NULL;
+  etcd_client *c = w->c;
+  int a = attempt(c, w->endpoint, "/v3/kv/range", w->probe, 1, WATCH_PROBE_MS, &rep);
+  json_decref(rep);
+  if (a == A_NEXT) {
+    watch_over(w, ETCD_EUNAVAIL, "etcd %s: the watch heard nothing for %d ms and its member "
+               "did not answer a read: %s", c->endpoints[w->endpoint], WATCH_SILENCE_MS,
+               c->errstr);
+    return -1;
+  }
+  w->heard_ms = now_ms(); /* any answer, even a refusal: the member is there */
+  return 0;
+}
+
 int etcd_watch_next(etcd_watch *w, etcd_event *ev, int max, long timeout_ms) {
   int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
   for (;;) {
@@ -1329,9 +1384,13 @@ int etcd_watch_next(etcd_watch *w, etcd_event *ev, int max, long timeout_ms) {
                                 : "closed by etcd");
       continue;
     }
+    if (now_ms() - w->heard_ms >= WATCH_SILENCE_MS && watch_probe(w) < 0) continue;
     long left = (long)(deadline - now_ms());
     if (left <= 0) return 0;
-    watch_pump(w, left < WATCH_POLL_SLICE_MS ? left : WATCH_POLL_SLICE_MS);
+    long slice = WATCH_SILENCE_MS - (long)(now_ms() - w->heard_ms);
+    if (slice > WATCH_POLL_SLICE_MS) slice = WATCH_POLL_SLICE_MS;
+    if (slice < 1) slice = 1;
+    watch_pump(w, left < slice ? left : slice);
   }
 }
 
@@ -1344,6 +1403,8 @@ int64_t etcd_watch_last_revision(const etcd_watch *w) { return w->last_revision;
 
 int64_t etcd_watch_compact_revision(const etcd_watch *w) { return w->compact_revision; }
 
+int etcd_watch_endpoint(const etcd_watch *w) { return w->endpoint; }
+
 const char *etcd_watch_errstr(const etcd_watch *w) { return w->errstr; }
 
 void etcd_watch_free(etcd_watch *w) {
@@ -1353,6 +1414,7 @@ void etcd_watch_free(etcd_watch *w) {
   if (w->multi) curl_multi_cleanup(w->multi);
   free_headers(w->headers);
   free(w->body);
+  free(w->probe);
   free(w->line);
   free(w->queue);
   etcd_client_free(w->c);

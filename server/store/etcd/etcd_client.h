@@ -63,6 +63,8 @@ typedef struct {
   const char *key_file;
   const char *user; /* etcd auth: user and password (both, or neither) */
   const char *password;
+  int first_endpoint; /* where the first call (or a watch) starts: an index into
+                         endpoints, modulo their number (default 0) */
 } etcd_client_opts;
 
 /* A new client. Returns NULL with the reason in err when the options are
@@ -266,6 +268,9 @@ void etcd_watch_stop(etcd_watch *w);
 /* The mod_revision of the last event returned (or start_revision - 1
  * before any): a reopen continues from it + 1. */
 int64_t etcd_watch_last_revision(const etcd_watch *w);
+/* The index (in the options' endpoints) of the member the watch is open
+ * on: a watch that ended ETCD_EUNAVAIL is best reopened on the next. */
+int etcd_watch_endpoint(const etcd_watch *w);
 /* The revision etcd compacted to, after ETCD_ECOMPACTED; else 0. */
 int64_t etcd_watch_compact_revision(const etcd_watch *w);
 /* Why the watch ended ("" while it runs). */

@@ -51,6 +51,7 @@ static void *feed_main(void *arg) {
   snprintf(prefix, sizeof prefix, "%s", store_etcd_cfg->key_prefix);
   size_t plen = strlen(prefix);
   int64_t from = 0;
+  etcd_client_opts o = store_etcd_opts; /* o.first_endpoint: where the next watch opens */
   for (;;) {
     pthread_mutex_lock(&feed_mu);
     while (!feed_stopping && !feed_wanted) pthread_cond_wait(&feed_cv, &feed_mu);
@@ -59,7 +60,7 @@ static void *feed_main(void *arg) {
     if (stop) break;
     etcd_watch *w = NULL;
     char err[200];
-    if (etcd_watch_open(&store_etcd_opts, prefix, 1, from, &w, err, sizeof err) != ETCD_OK) {
+    if (etcd_watch_open(&o, prefix, 1, from, &w, err, sizeof err) != ETCD_OK) {
       LOG(LOG_DEBUG, "release feed: %s", err);
       struct timespec ts = {0, 200 * 1000000L};
       nanosleep(&ts, NULL);
@@ -83,6 +84,9 @@ static void *feed_main(void *arg) {
       pthread_mutex_unlock(&feed_mu);
     }
     from = n == ETCD_EUNAVAIL ? etcd_watch_last_revision(w) + 1 : 0;
+    /* a member that went away, or was paused (a silent stream whose
+     * member no longer answers, etcd_client.c): the next one first */
+    if (n == ETCD_EUNAVAIL) o.first_endpoint = etcd_watch_endpoint(w) + 1;
     if (n == ETCD_ECOMPACTED) released(NULL);
     pthread_mutex_lock(&feed_mu);
     feed_watch = NULL;

@@ -62,6 +62,30 @@ int64_t store_etcd_left_s(etcd_client *c, int64_t id) {
   return left;
 }
 
+/* A grant whose guarded write was refused, when it has a cap key (a
+ * lock's P c/NAME, on an etcd lease that ends at the cap): if that key is
+ * gone, etcd's clock has passed the cap, and the grant is ended as an
+ * expiry would end it (its lock-delay key stays, on its own lease), in a
+ * txn guarded by the revision read, so that the lock is free at the cap
+ * and not one TTL later, whatever the clock of the picketd that renewed
+ * it last said. Best effort: a failure leaves it to its etcd lease. */
+static void refresh_end_at_cap(etcd_client *c, const store_op *op, const char *key,
+                               const char *ckey, const etcd_kv *kv, const store_etcd_grant *g) {
+  char qentry[sizeof ((store_etcd_quota *)0)->entry];
+  etcd_compare cmp[2] = {{.key = key, .target = ETCD_CMP_MOD, .number = kv->mod_revision},
+                         {.key = ckey, .target = ETCD_CMP_MOD, .number = 0}};
+  etcd_op del[2] = {{.kind = ETCD_OP_DELETE, .key = key}};
+  int n = 1;
+  if (g->token[0]) {
+    store_etcd_quota_entry(qentry, sizeof qentry, g->token, op);
+    del[n++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = qentry};
+  }
+  etcd_txn_req t = {cmp, 2, del, n, NULL, 0};
+  etcd_txn_result tr = {0};
+  etcd_txn(c, &t, &tr);
+  etcd_txn_result_clear(&tr);
+}
+
 /* A live grant of op's lease gets ttl_ms from now (a same-lease acquire, a
  * renewal: `renewal` counts it): kept alive when its etcd lease has that
  * TTL, else moved to a new one, never past its cap. kv is P l/NAME as read,
@@ -90,6 +114,20 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *
   /* a proclaim's value, or a campaign retry's again, in the same guarded
    * write as the renewal (only an election's calls carry one) */
   if (op->value) snprintf(ng.value, sizeof ng.value, "%s", op->value);
+  /* A lock's hold cap on etcd's clock: its cap key was put in the
+   * grant's txn (so its mod_revision is the fence) on an etcd lease that
+   * ends at the cap and is never kept alive. Each write below requires it,
+   * so no renewal outlives the cap, whatever this picketd's clock says;
+   * `cap` above only cuts the TTL on the clock of the picketd that
+   * renews. */
+  char ckey[STORE_ETCD_KEY_MAX];
+  etcd_compare cmp[2] = {{.key = key, .target = ETCD_CMP_MOD, .number = kv->mod_revision},
+                         {.key = ckey, .target = ETCD_CMP_MOD, .number = kv->create_revision}};
+  int ncmp = 1;
+  if (g->cap_lease) {
+    store_etcd_key(ckey, sizeof ckey, 'c', op->name);
+    ncmp = 2;
+  }
   int rc;
   if (want_s * 1000 == g->ttl_ms) {
     /* The same TTL: keep the etcd leases alive. First the grant is written
@@ -100,14 +138,14 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *
     {
       char *value = store_etcd_grant_value(&ng);
       if (value == NULL) return store_etcd_no_memory(r);
-      etcd_compare cmp = {.key = key, .target = ETCD_CMP_MOD, .number = kv->mod_revision};
       etcd_op put = {.kind = ETCD_OP_PUT, .key = key, .value = value, .lease = kv->lease};
-      etcd_txn_req t = {&cmp, 1, &put, 1, NULL, 0};
+      etcd_txn_req t = {cmp, ncmp, &put, 1, NULL, 0};
       etcd_txn_result tr = {0};
       rc = etcd_txn(c, &t, &tr);
       int ok = rc == ETCD_OK && tr.succeeded;
       etcd_txn_result_clear(&tr);
       free(value);
+      if (rc == ETCD_OK && !ok && g->cap_lease) refresh_end_at_cap(c, op, key, ckey, kv, g);
       if (rc == ETCD_ENOTFOUND || (rc == ETCD_OK && !ok)) return STORE_LOST;
       if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
     }
@@ -121,7 +159,22 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *
   }
   /* Another TTL: the grant moves to new etcd leases in one txn guarded by
    * the revision read, then the old ones end (their keys have moved, so
-   * that deletes nothing). */
+   * that deletes nothing). But first the old lease must still be live on
+   * etcd's clock: etcd deletes an expired lease's keys only at its
+   * leader's next sweep (up to 500 ms late), and a move in that window
+   * would bring a lost grant back to life. A keepalive is the exact test:
+   * the leader answers it for a live lease (which then cannot expire
+   * before the move, one TTL later at the soonest) and holds back its
+   * answer for an expired one until the sweep has revoked it, then says
+   * it is gone. The txn cannot ask this itself: the key still names the
+   * lease until the sweep. A break or a release meanwhile is the txn's
+   * compare's. */
+  {
+    int64_t old_s = 0;
+    rc = etcd_lease_keepalive_once(c, kv->lease, &old_s);
+    if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
+    if (old_s == 0) return STORE_LOST;
+  }
   int64_t L = 0, D = 0, given_s = 0;
   rc = store_etcd_leases_grant(c, want_s, g->delay_ms, &L, &given_s, &D);
   if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
@@ -134,7 +187,6 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *
     return store_etcd_no_memory(r);
   }
   char qentry[sizeof ((store_etcd_quota *)0)->entry];
-  etcd_compare cmp = {.key = key, .target = ETCD_CMP_MOD, .number = kv->mod_revision};
   etcd_op put[3] = {{.kind = ETCD_OP_PUT, .key = key, .value = value, .lease = L}};
   int nput = 1;
   if (D) put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = dkey, .value = value, .lease = D};
@@ -142,12 +194,13 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *
     store_etcd_quota_entry(qentry, sizeof qentry, g->token, op);
     put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = qentry, .value = "", .lease = L};
   }
-  etcd_txn_req t = {&cmp, 1, put, nput, NULL, 0};
+  etcd_txn_req t = {cmp, ncmp, put, nput, NULL, 0};
   etcd_txn_result tr = {0};
   rc = etcd_txn(c, &t, &tr);
   int ok = rc == ETCD_OK && tr.succeeded;
   etcd_txn_result_clear(&tr);
   free(value);
+  if (rc == ETCD_OK && !ok && g->cap_lease) refresh_end_at_cap(c, op, key, ckey, kv, g);
   if (!ok) {
     store_status st = rc == ETCD_OK ? STORE_LOST : store_etcd_failed(c, rc, r);
     store_etcd_leases_revoke(c, L, D); /* after: its call replaces the failure's message */

@@ -15,8 +15,14 @@
  *    the delay: every acquire compares that neither exists, so nobody gets
  *    the lock before the delay has run (Consul's lock-delay, as hold.lua
  *    does it on Redis). A release deletes both.
- *  - the hold cap is the grant's `cap` (picketd's wall clock, ms): no
- *    renewal gives L a TTL that runs past it.
+ *  - P c/NAME: only for a grant with a hold cap: put in the grant's txn
+ *    (its mod_revision is the fence) on an etcd lease C of the cap's
+ *    length that nobody keeps alive. Every renewal's txn requires it
+ *    (grant.c), so the cap is counted on etcd's clock: a renewal through
+ *    a picketd whose clock is behind still ends at the cap. The grant's
+ *    `cap` (the granting picketd's wall clock, ms) only cuts each
+ *    renewal's TTL so that L does not run past it either. A release
+ *    revokes C.
  *  - a token's count: leases.c.
  *
  * etcd leases count whole seconds and have a minimum (store_etcd_ttl_s);
@@ -51,11 +57,12 @@
 #define ACQUIRE_TRIES 32
 
 typedef struct {
-  char l[STORE_ETCD_KEY_MAX], f[STORE_ETCD_KEY_MAX], d[STORE_ETCD_KEY_MAX];
+  char l[STORE_ETCD_KEY_MAX], f[STORE_ETCD_KEY_MAX], d[STORE_ETCD_KEY_MAX], c[STORE_ETCD_KEY_MAX];
 } lock_keys;
 
 static void keys_of(lock_keys *k, const char *name) {
   store_etcd_key(k->l, sizeof k->l, 'l', name);
+  store_etcd_key(k->c, sizeof k->c, 'c', name);
   store_etcd_key(k->f, sizeof k->f, 'f', name);
   store_etcd_key(k->d, sizeof k->d, 'd', name);
 }
@@ -133,19 +140,33 @@ static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) 
   int64_t L = 0, D = 0;
   st = store_etcd_grant_new(c, op, &q, op->lock_delay_ms, &g, &L, &D, r);
   if (st != STORE_OK) return st;
+  if (op->max_hold_ms > 0) {
+    /* the cap on etcd's clock (P c/NAME): whole seconds, rounded down, as
+     * the grant's TTL is cut to it */
+    int64_t cap_s = op->max_hold_ms / 1000, given = 0;
+    int rc = etcd_lease_grant(c, cap_s > 0 ? cap_s : 1, &g.cap_lease, &given);
+    if (rc != ETCD_OK) {
+      st = store_etcd_failed(c, rc, r);
+      store_etcd_leases_revoke(c, L, D);
+      return st;
+    }
+  }
   char *value = store_etcd_grant_value(&g);
   if (value == NULL) {
     store_etcd_leases_revoke(c, L, D);
+    store_etcd_leases_revoke(c, g.cap_lease, 0);
     return store_etcd_no_memory(r);
   }
   for (int attempt = 0; attempt < ACQUIRE_TRIES; attempt++) {
     /* Free means no grant and no lock-delay running. */
     etcd_compare cmp[3] = {{.key = k.l, .target = ETCD_CMP_CREATE},
                            {.key = k.d, .target = ETCD_CMP_CREATE}};
-    etcd_op put[4] = {{.kind = ETCD_OP_PUT, .key = k.l, .value = value, .lease = L},
+    etcd_op put[5] = {{.kind = ETCD_OP_PUT, .key = k.l, .value = value, .lease = L},
                       {.kind = ETCD_OP_PUT, .key = k.f, .value = ""}};
     int ncmp = 2, nput = 2;
     if (D) put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.d, .value = value, .lease = D};
+    if (g.cap_lease)
+      put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.c, .value = "", .lease = g.cap_lease};
     int counted = store_etcd_quota_txn(&q, L, &cmp[ncmp], &put[nput]);
     ncmp += counted;
     nput += counted;
@@ -173,6 +194,7 @@ static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) 
     if (again) continue;
     free(value);
     if (done <= 0) store_etcd_leases_revoke(c, L, D);
+    if (done <= 0) store_etcd_leases_revoke(c, g.cap_lease, 0);
     else if (attempt > 0) {
       /* L was granted before the first try: its TTL starts again now, so
        * the tries never shorten the grant's TTL by more than one call */
@@ -184,6 +206,7 @@ static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) 
   }
   free(value);
   store_etcd_leases_revoke(c, L, D);
+  store_etcd_leases_revoke(c, g.cap_lease, 0);
   snprintf(r->err, sizeof r->err, "etcd: lock %.200s: %d tries each found its place changed",
            op->name, ACQUIRE_TRIES);
   return STORE_EUNAVAIL;
@@ -239,6 +262,8 @@ static store_status lock_release(etcd_client *c, store_op *op, store_result *r) 
   snprintf(mark, sizeof mark, "{\"fence\":%lld}", (long long)kv->create_revision);
   etcd_op marker = {.kind = ETCD_OP_PUT, .key = x, .value = mark, .lease = kv->lease};
   st = store_etcd_grant_end(c, op, k.l, k.d, kv, &g, &marker, r);
+  /* its cap key goes with its cap lease (a long cap would keep both) */
+  if (st == STORE_OK && g.cap_lease) etcd_lease_revoke(c, g.cap_lease);
   etcd_op_result_clear(&res);
   return st;
 }

@@ -147,13 +147,14 @@ static void *watch_main(void *arg) {
   char err[200];
   etcd_client *c = etcd_client_new(&store_etcd_opts, err, sizeof err);
   int64_t from = 0;
+  etcd_client_opts o = store_etcd_opts; /* o.first_endpoint: where the next watch opens */
   while (c) {
     pthread_mutex_lock(&e->mu);
     int stop = e->stopping;
     pthread_mutex_unlock(&e->mu);
     if (stop) break;
     etcd_watch *w = NULL;
-    if (etcd_watch_open(&store_etcd_opts, prefix, 1, from, &w, err, sizeof err) != ETCD_OK) {
+    if (etcd_watch_open(&o, prefix, 1, from, &w, err, sizeof err) != ETCD_OK) {
       LOG(LOG_DEBUG, "lock events: %s", err);
       struct timespec ts = {0, 250 * 1000000L};
       nanosleep(&ts, NULL);
@@ -183,6 +184,9 @@ static void *watch_main(void *arg) {
     pthread_mutex_unlock(&e->mu);
     /* reopened after the last event seen: nothing in between is missed */
     from = n == ETCD_ECOMPACTED ? etcd_watch_compact_revision(w) : etcd_watch_last_revision(w) + 1;
+    /* a member that went away, or was paused (a silent stream whose
+     * member no longer answers, etcd_client.c): the next one first */
+    if (n == ETCD_EUNAVAIL) o.first_endpoint = etcd_watch_endpoint(w) + 1;
     etcd_watch_free(w);
     wake(e);
   }
