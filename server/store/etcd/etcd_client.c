@@ -2,8 +2,9 @@
  * the HTTP exchanges with etcd's JSON gateway (/v3/...: every gRPC call of
  * the KV, Lease, Watch, Maintenance, Cluster and Auth services, as JSON,
  * bytes fields in base64, 64-bit numbers as strings, zero values left
- * out), the choice of endpoint, the auth token, and the translation of all
- * of it into the plain structs of etcd_client.h.
+ * out; the encoding itself is etcd_json.c's), the choice of endpoint, the
+ * auth token, and the translation of all of it into the plain structs of
+ * etcd_client.h.
  *
  * Why the gateway rather than a gRPC client: Debian 12 packages no C (or
  * C++) gRPC client for etcd, and picketd would otherwise carry protobuf and
@@ -63,6 +64,8 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+
+#include "etcd_json.h"
 
 #define DEFAULT_TIMEOUT_MS 5000
 /* The least an attempt gets, so that a short timeout still connects. */
@@ -183,141 +186,6 @@ static void free_secret(char *s) {
   if (s == NULL) return;
   explicit_bzero(s, strlen(s));
   free(s);
-}
-
-/* ---- base64 (RFC 4648, with padding: what the gateway reads and writes) -- */
-
-static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/* A malloc'd base64 text of n bytes of s, or NULL (out of memory). */
-static char *b64_encode(const char *s, size_t n) {
-  char *out = malloc((n + 2) / 3 * 4 + 1);
-  if (out == NULL) return NULL;
-  const unsigned char *p = (const unsigned char *)s;
-  size_t o = 0;
-  for (size_t i = 0; i < n; i += 3) {
-    uint32_t v = (uint32_t)p[i] << 16;
-    if (i + 1 < n) v |= (uint32_t)p[i + 1] << 8;
-    if (i + 2 < n) v |= p[i + 2];
-    out[o++] = b64chars[v >> 18 & 63];
-    out[o++] = b64chars[v >> 12 & 63];
-    out[o++] = i + 1 < n ? b64chars[v >> 6 & 63] : '=';
-    out[o++] = i + 2 < n ? b64chars[v & 63] : '=';
-  }
-  out[o] = '\0';
-  return out;
-}
-
-static int b64_value(char ch) {
-  const char *p = ch ? strchr(b64chars, ch) : NULL;
-  return p ? (int)(p - b64chars) : -1;
-}
-
-/* Decodes base64 text s into a malloc'd, NUL-terminated buffer; its length
- * in *len. NULL when s is not base64 (or memory ran out). */
-static char *b64_decode(const char *s, size_t *len) {
-  size_t n = strlen(s);
-  if (n % 4 != 0) return NULL;
-  char *out = malloc(n / 4 * 3 + 1);
-  if (out == NULL) return NULL;
-  size_t o = 0;
-  for (size_t i = 0; i < n; i += 4) {
-    int v[4];
-    for (int k = 0; k < 4; k++) {
-      /* '=' only as the last one or two characters of the text */
-      v[k] = s[i + k] == '=' && i + 4 == n && k >= 2 ? 0 : b64_value(s[i + k]);
-      if (v[k] < 0 || (k == 2 && s[i + 2] == '=' && s[i + 3] != '=')) {
-        free(out);
-        return NULL;
-      }
-    }
-    uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
-    out[o++] = (char)(w >> 16);
-    if (s[i + 2] != '=') out[o++] = (char)(w >> 8 & 255);
-    if (s[i + 3] != '=') out[o++] = (char)(w & 255);
-  }
-  out[o] = '\0';
-  *len = o;
-  return out;
-}
-
-/* ---- JSON helpers --------------------------------------------------------- */
-
-/* A 64-bit number of the gateway: a string of digits (how it writes them)
- * or a JSON integer; absent is 0 (the gateway leaves zero values out).
- * Returns 0, or -1 when the member is something else. */
-static int j_i64(const json_t *o, const char *name, int64_t *out) {
-  const json_t *v = json_object_get(o, name);
-  *out = 0;
-  if (v == NULL || json_is_null(v)) return 0;
-  if (json_is_integer(v)) {
-    *out = (int64_t)json_integer_value(v);
-    return 0;
-  }
-  const char *s = json_string_value(v);
-  if (s == NULL || *s == '\0') return -1;
-  char *end;
-  errno = 0;
-  long long n = strtoll(s, &end, 10);
-  if (errno || *end) return -1;
-  *out = n;
-  return 0;
-}
-
-/* The same for the unsigned 64-bit member and cluster ids. */
-static int j_u64(const json_t *o, const char *name, uint64_t *out) {
-  const json_t *v = json_object_get(o, name);
-  *out = 0;
-  if (v == NULL || json_is_null(v)) return 0;
-  if (json_is_integer(v) && json_integer_value(v) >= 0) {
-    *out = (uint64_t)json_integer_value(v);
-    return 0;
-  }
-  const char *s = json_string_value(v);
-  if (s == NULL || *s == '\0' || *s == '-') return -1;
-  char *end;
-  errno = 0;
-  unsigned long long n = strtoull(s, &end, 10);
-  if (errno || *end) return -1;
-  *out = n;
-  return 0;
-}
-
-static int j_bool(const json_t *o, const char *name) {
-  return json_is_true(json_object_get(o, name));
-}
-
-/* Sets o[name] to a number as the gateway's decimal string; 0 or -1. */
-static int set_i64(json_t *o, const char *name, int64_t v) {
-  char s[24];
-  snprintf(s, sizeof s, "%lld", (long long)v);
-  return json_object_set_new(o, name, json_string(s));
-}
-
-/* Sets o[name] to the base64 of n bytes of s; 0 or -1. */
-static int set_bytes(json_t *o, const char *name, const char *s, size_t n) {
-  char *b = b64_encode(s, n);
-  int rc = b ? json_object_set_new(o, name, json_string(b)) : -1;
-  free(b);
-  return rc;
-}
-
-/* Sets key and range_end: `end` when given (the range [key, end)), else
- * with prefix the key just above every key that starts with `prefix_of`
- * (its last byte below 0xff plus one; "\0", all keys, when there is none),
- * else none (the one key). 0 or -1. */
-static int set_key_range(json_t *o, const char *key, int prefix, const char *end_key) {
-  size_t n = strlen(key);
-  if (set_bytes(o, "key", key, n) < 0) return -1;
-  if (end_key) return set_bytes(o, "range_end", end_key, strlen(end_key));
-  if (!prefix) return 0;
-  char end[ETCD_KEY_MAX + 1];
-  size_t m = n;
-  while (m > 0 && (unsigned char)key[m - 1] == 0xff) m--;
-  if (m == 0) return set_bytes(o, "range_end", "", 1);
-  memcpy(end, key, m);
-  end[m - 1] = (char)((unsigned char)end[m - 1] + 1);
-  return set_bytes(o, "range_end", end, m);
 }
 
 /* ---- the client ------------------------------------------------------------ */
@@ -491,7 +359,7 @@ static int classify(etcd_client *c, int endpoint, long status, const char *body,
   const char *msg = json_string_value(json_object_get(o, "message"));
   if (msg == NULL) msg = json_string_value(e);
   int64_t grpc = 0;
-  if (j_i64(o, json_is_object(e) ? "grpc_code" : "code", &grpc) < 0) grpc = 0;
+  if (etcd_j_i64(o, json_is_object(e) ? "grpc_code" : "code", &grpc) < 0) grpc = 0;
   char detail[300];
   if (msg)
     snprintf(detail, sizeof detail, "%.280s", msg);
@@ -699,22 +567,13 @@ void etcd_txn_result_clear(etcd_txn_result *r) {
   memset(r, 0, sizeof *r);
 }
 
-/* A bytes member decoded ("" when absent); 0, or -1 when not base64. */
-static int j_bytes(const json_t *o, const char *name, char **out, size_t *len) {
-  const json_t *v = json_object_get(o, name);
-  *out = NULL;
-  if (v != NULL && !json_is_string(v)) return -1;
-  *out = b64_decode(v ? json_string_value(v) : "", len);
-  return *out ? 0 : -1;
-}
-
 static int parse_kv(const json_t *j, etcd_kv *kv) {
   memset(kv, 0, sizeof *kv);
-  if (!json_is_object(j) || j_bytes(j, "key", &kv->key, &kv->key_len) < 0 ||
-      j_bytes(j, "value", &kv->value, &kv->value_len) < 0 ||
-      j_i64(j, "create_revision", &kv->create_revision) < 0 ||
-      j_i64(j, "mod_revision", &kv->mod_revision) < 0 || j_i64(j, "version", &kv->version) < 0 ||
-      j_i64(j, "lease", &kv->lease) < 0) {
+  if (!json_is_object(j) || etcd_j_bytes(j, "key", &kv->key, &kv->key_len) < 0 ||
+      etcd_j_bytes(j, "value", &kv->value, &kv->value_len) < 0 ||
+      etcd_j_i64(j, "create_revision", &kv->create_revision) < 0 ||
+      etcd_j_i64(j, "mod_revision", &kv->mod_revision) < 0 || etcd_j_i64(j, "version", &kv->version) < 0 ||
+      etcd_j_i64(j, "lease", &kv->lease) < 0) {
     kv_clear(kv);
     return -1;
   }
@@ -725,12 +584,12 @@ static int parse_kv(const json_t *j, etcd_kv *kv) {
 static int parse_op_result(const json_t *j, etcd_op_kind kind, etcd_op_result *r) {
   memset(r, 0, sizeof *r);
   r->kind = kind;
-  if (!json_is_object(j) || j_i64(json_object_get(j, "header"), "revision", &r->revision) < 0)
+  if (!json_is_object(j) || etcd_j_i64(json_object_get(j, "header"), "revision", &r->revision) < 0)
     return -1;
-  if (kind == ETCD_OP_DELETE) return j_i64(j, "deleted", &r->count);
+  if (kind == ETCD_OP_DELETE) return etcd_j_i64(j, "deleted", &r->count);
   if (kind != ETCD_OP_RANGE) return 0;
-  r->more = j_bool(j, "more");
-  if (j_i64(j, "count", &r->count) < 0) return -1;
+  r->more = etcd_j_bool(j, "more");
+  if (etcd_j_i64(j, "count", &r->count) < 0) return -1;
   const json_t *kvs = json_object_get(j, "kvs");
   size_t n = json_array_size(kvs);
   if (n > ETCD_KVS_MAX || (kvs && !json_is_array(kvs))) return -1;
@@ -751,21 +610,21 @@ static json_t *op_json(const etcd_op *op) {
   json_t *o = json_object();
   if (o == NULL || op->key == NULL || strlen(op->key) > ETCD_KEY_MAX) goto bad;
   if (op->kind == ETCD_OP_PUT) {
-    if (set_bytes(o, "key", op->key, strlen(op->key)) < 0 ||
-        set_bytes(o, "value", op->value ? op->value : "", op->value ? strlen(op->value) : 0) < 0 ||
-        (op->lease && set_i64(o, "lease", op->lease) < 0))
+    if (etcd_set_bytes(o, "key", op->key, strlen(op->key)) < 0 ||
+        etcd_set_bytes(o, "value", op->value ? op->value : "", op->value ? strlen(op->value) : 0) < 0 ||
+        (op->lease && etcd_set_i64(o, "lease", op->lease) < 0))
       goto bad;
     return o;
   }
   if ((op->end && strlen(op->end) > ETCD_KEY_MAX) ||
-      set_key_range(o, op->key, op->prefix, op->end) < 0)
+      etcd_set_key_range(o, op->key, op->prefix, op->end) < 0)
     goto bad;
   if (op->kind == ETCD_OP_DELETE) return o;
   if (op->kind != ETCD_OP_RANGE) goto bad;
   int64_t limit = op->limit > 0 && op->limit < ETCD_KVS_MAX ? op->limit : ETCD_KVS_MAX;
-  if (set_i64(o, "limit", limit) < 0 ||
+  if (etcd_set_i64(o, "limit", limit) < 0 ||
       (op->count_only && json_object_set_new(o, "count_only", json_true()) < 0) ||
-      (op->revision > 0 && set_i64(o, "revision", op->revision) < 0))
+      (op->revision > 0 && etcd_set_i64(o, "revision", op->revision) < 0))
     goto bad;
   return o;
 bad:
@@ -787,11 +646,11 @@ static json_t *compare_json(const etcd_compare *k) {
     return NULL;
   json_t *o =
       json_pack("{s:s, s:s}", "target", cmp_targets[k->target], "result", cmp_results[k->result]);
-  int bad = o == NULL || set_key_range(o, k->key, k->prefix, NULL) < 0;
+  int bad = o == NULL || etcd_set_key_range(o, k->key, k->prefix, NULL) < 0;
   if (!bad && k->target == ETCD_CMP_VALUE)
-    bad = set_bytes(o, "value", k->value, strlen(k->value)) < 0;
+    bad = etcd_set_bytes(o, "value", k->value, strlen(k->value)) < 0;
   else if (!bad)
-    bad = set_i64(o, cmp_fields[k->target], k->number) < 0;
+    bad = etcd_set_i64(o, cmp_fields[k->target], k->number) < 0;
   if (bad) {
     json_decref(o);
     return NULL;
@@ -840,11 +699,11 @@ int etcd_txn(etcd_client *c, const etcd_txn_req *t, etcd_txn_result *out) {
       req ? post(c, "/v3/kv/txn", req, &rep, 1, 0) : fail(c, ETCD_EREPLY, "etcd: out of memory");
   json_decref(req);
   if (rc != ETCD_OK) return rc;
-  out->succeeded = j_bool(rep, "succeeded");
+  out->succeeded = etcd_j_bool(rep, "succeeded");
   const etcd_op *ops = out->succeeded ? t->success : t->failure;
   int nops = out->succeeded ? t->nsuccess : t->nfailure;
   const json_t *resp = json_object_get(rep, "responses");
-  int bad = j_i64(json_object_get(rep, "header"), "revision", &out->revision) < 0 ||
+  int bad = etcd_j_i64(json_object_get(rep, "header"), "revision", &out->revision) < 0 ||
             (int)json_array_size(resp) != nops;
   if (!bad && nops > 0 && (out->results = calloc((size_t)nops, sizeof *out->results)) == NULL)
     bad = 1;
@@ -887,7 +746,7 @@ int etcd_range(etcd_client *c, const etcd_op *op, etcd_op_result *out) {
 static int lease_call(etcd_client *c, const char *path, const char *idname, int64_t id,
                       json_t **reply) {
   json_t *req = json_object();
-  int rc = req && set_i64(req, idname, id) == 0 ? post(c, path, req, reply, 1, 0)
+  int rc = req && etcd_set_i64(req, idname, id) == 0 ? post(c, path, req, reply, 1, 0)
                                                 : fail(c, ETCD_EREPLY, "etcd: out of memory");
   json_decref(req);
   return rc;
@@ -899,7 +758,7 @@ int etcd_lease_grant(etcd_client *c, int64_t ttl_s, int64_t *id, int64_t *grante
   if (ttl_s <= 0) return fail(c, ETCD_EINVAL, "etcd: a lease needs a TTL of 1 s or more");
   json_t *rep = NULL;
   int rc = lease_call(c, "/v3/lease/grant", "TTL", ttl_s, &rep);
-  if (rc == ETCD_OK && (j_i64(rep, "ID", id) < 0 || j_i64(rep, "TTL", granted_s) < 0 || *id == 0))
+  if (rc == ETCD_OK && (etcd_j_i64(rep, "ID", id) < 0 || etcd_j_i64(rep, "TTL", granted_s) < 0 || *id == 0))
     rc = fail(c, ETCD_EREPLY, "etcd %s: a lease grant reply with no lease", c->endpoints[c->last]);
   json_decref(rep);
   return rc;
@@ -920,7 +779,7 @@ int etcd_lease_keepalive_once(etcd_client *c, int64_t id, int64_t *ttl_s) {
    * is answered with no TTL, which reads as 0. */
   int rc = lease_call(c, "/v3/lease/keepalive", "ID", id, &rep);
   const json_t *res = json_object_get(rep, "result");
-  if (rc == ETCD_OK && (res == NULL || j_i64(res, "TTL", ttl_s) < 0))
+  if (rc == ETCD_OK && (res == NULL || etcd_j_i64(res, "TTL", ttl_s) < 0))
     rc = fail(c, ETCD_EREPLY, "etcd %s: a keepalive reply with no result", c->endpoints[c->last]);
   json_decref(rep);
   return rc;
@@ -931,7 +790,7 @@ int etcd_lease_timetolive(etcd_client *c, int64_t id, int64_t *ttl_s, int64_t *g
   *granted_s = 0;
   json_t *rep = NULL;
   int rc = lease_call(c, "/v3/lease/timetolive", "ID", id, &rep);
-  if (rc == ETCD_OK && (j_i64(rep, "TTL", ttl_s) < 0 || j_i64(rep, "grantedTTL", granted_s) < 0))
+  if (rc == ETCD_OK && (etcd_j_i64(rep, "TTL", ttl_s) < 0 || etcd_j_i64(rep, "grantedTTL", granted_s) < 0))
     rc = fail(c, ETCD_EREPLY, "etcd %s: a timetolive reply this client cannot read",
               c->endpoints[c->last]);
   json_decref(rep);
@@ -947,10 +806,10 @@ int etcd_status(etcd_client *c, etcd_status_info *out) {
                : fail(c, ETCD_EREPLY, "etcd: out of memory");
   json_decref(req);
   if (rc == ETCD_OK) {
-    if (j_u64(json_object_get(rep, "header"), "member_id", &out->member_id) < 0 ||
-        j_u64(rep, "leader", &out->leader) < 0 || j_u64(rep, "raftTerm", &out->raft_term) < 0 ||
-        j_i64(rep, "raftIndex", &out->raft_index) < 0 || j_i64(rep, "dbSize", &out->db_size) < 0 ||
-        j_i64(rep, "dbSizeInUse", &out->db_size_in_use) < 0)
+    if (etcd_j_u64(json_object_get(rep, "header"), "member_id", &out->member_id) < 0 ||
+        etcd_j_u64(rep, "leader", &out->leader) < 0 || etcd_j_u64(rep, "raftTerm", &out->raft_term) < 0 ||
+        etcd_j_i64(rep, "raftIndex", &out->raft_index) < 0 || etcd_j_i64(rep, "dbSize", &out->db_size) < 0 ||
+        etcd_j_i64(rep, "dbSizeInUse", &out->db_size_in_use) < 0)
       rc = fail(c, ETCD_EREPLY, "etcd %s: a status reply this client cannot read",
                 c->endpoints[c->last]);
     const char *version = json_string_value(json_object_get(rep, "version"));
@@ -977,14 +836,14 @@ int etcd_member_list(etcd_client *c, etcd_member **members, int *n) {
     etcd_member *e = &(*members)[i];
     const char *name = json_string_value(json_object_get(m, "name"));
     const char *url = json_string_value(json_array_get(json_object_get(m, "clientURLs"), 0));
-    if (j_u64(m, "ID", &e->id) < 0) {
+    if (etcd_j_u64(m, "ID", &e->id) < 0) {
       rc = fail(c, ETCD_EREPLY, "etcd %s: a member list this client cannot read",
                 c->endpoints[c->last]);
       break;
     }
     snprintf(e->name, sizeof e->name, "%s", name ? name : "");
     snprintf(e->client_url, sizeof e->client_url, "%s", url ? url : "");
-    e->learner = j_bool(m, "isLearner");
+    e->learner = etcd_j_bool(m, "isLearner");
     (*n)++;
   }
   if (rc != ETCD_OK) {
@@ -1034,10 +893,10 @@ static int watch_event(etcd_watch *w, const json_t *j, etcd_event *ev) {
   ev->type = type && strcmp(type, "DELETE") == 0 ? ETCD_EVENT_DELETE : ETCD_EVENT_PUT;
   size_t len = 0;
   char *key = NULL;
-  if (!json_is_object(kv) || j_bytes(kv, "key", &key, &len) < 0 ||
-      j_i64(kv, "mod_revision", &ev->mod_revision) < 0 ||
-      j_i64(kv, "create_revision", &ev->create_revision) < 0 ||
-      j_i64(kv, "version", &ev->version) < 0 || j_i64(kv, "lease", &ev->lease) < 0) {
+  if (!json_is_object(kv) || etcd_j_bytes(kv, "key", &key, &len) < 0 ||
+      etcd_j_i64(kv, "mod_revision", &ev->mod_revision) < 0 ||
+      etcd_j_i64(kv, "create_revision", &ev->create_revision) < 0 ||
+      etcd_j_i64(kv, "version", &ev->version) < 0 || etcd_j_i64(kv, "lease", &ev->lease) < 0) {
     free(key);
     watch_over(w, ETCD_EREPLY, "etcd watch: an event this client cannot read");
     return -1;
@@ -1070,20 +929,20 @@ static void watch_message(etcd_watch *w, const char *line, size_t len) {
     json_decref(j);
     return;
   }
-  if (j_bool(res, "created")) {
+  if (etcd_j_bool(res, "created")) {
     /* A watch from now starts after the revision its creation reports: a
      * reopen from the last revision + 1 then starts there too, and not
      * at revision 1 (the whole history again) when no event came. */
     int64_t rev = 0;
     if (w->from_now && w->last_revision == 0 &&
-        j_i64(json_object_get(res, "header"), "revision", &rev) == 0)
+        etcd_j_i64(json_object_get(res, "header"), "revision", &rev) == 0)
       w->last_revision = rev;
     w->created = 1;
   }
-  if (j_bool(res, "canceled")) {
+  if (etcd_j_bool(res, "canceled")) {
     int64_t compact = 0;
     const char *why = json_string_value(json_object_get(res, "cancel_reason"));
-    if (j_i64(res, "compact_revision", &compact) == 0 && compact > 0) {
+    if (etcd_j_i64(res, "compact_revision", &compact) == 0 && compact > 0) {
       w->compact_revision = compact;
       watch_over(w, ETCD_ECOMPACTED, "etcd watch: revisions before %lld are compacted",
                  (long long)compact);
@@ -1264,13 +1123,13 @@ int etcd_watch_open(const etcd_client_opts *o, const char *key, int prefix, int6
   w->last_revision = start_revision > 0 ? start_revision - 1 : 0;
   w->from_now = start_revision == 0;
   json_t *pr = json_object();
-  if (pr && set_key_range(pr, key, 0, NULL) == 0 && json_object_set_new(pr, "count_only", json_true()) == 0)
+  if (pr && etcd_set_key_range(pr, key, 0, NULL) == 0 && json_object_set_new(pr, "count_only", json_true()) == 0)
     w->probe = json_dumps(pr, JSON_COMPACT);
   json_decref(pr);
   json_t *cr = json_object();
-  if (cr && start_revision > 0) set_i64(cr, "start_revision", start_revision);
+  if (cr && start_revision > 0) etcd_set_i64(cr, "start_revision", start_revision);
   json_t *req =
-      cr && set_key_range(cr, key, prefix, NULL) == 0 ? json_pack("{s:O}", "create_request", cr) : NULL;
+      cr && etcd_set_key_range(cr, key, prefix, NULL) == 0 ? json_pack("{s:O}", "create_request", cr) : NULL;
   json_decref(cr);
   w->body = req ? json_dumps(req, JSON_COMPACT) : NULL;
   json_decref(req);
