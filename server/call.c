@@ -127,7 +127,8 @@ static void now_done(store_op *op) {
 
 call_now_result call_now(store_op *op) {
   loop *l = loop_current();
-  if (l == NULL || loop_in_flight > 0 || op->kind >= STORE_OP_BREAK || !loop_pipe_open())
+  if (l == NULL || loop_in_flight > 0 || op->kind >= STORE_OP_BREAK || !loop_pipe_open() ||
+      !loop_pass_lone())
     return CALL_NOT_TRIED;
   void (*then)(store_op *) = op->done;
   op->done = now_done;

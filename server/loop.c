@@ -139,12 +139,14 @@ static int64_t own_timeout_ms(loop *l) {
   return t;
 }
 
+/* Only in a pass that serves one client: the daemon goes through the
+ * connections it read one after the other, and a wait would hold the
+ * others back and keep their calls out of one batch. */
+int loop_pass_lone(void) { return cur && cur->lone; }
+
 int loop_pipe_wait(const int *done, int max_ms) {
   loop *l = cur;
   unsigned long opens = 0;
-  /* Only in a pass that serves one client: the daemon goes through the
-   * connections it read one after the other, and a wait here would hold
-   * the others back and keep their calls out of one batch. */
   if (l == NULL || !l->lone) return *done;
   int fd = l->pipe ? store_pipe_fd(l->pipe, &opens) : -1;
   if (fd < 0) return *done;

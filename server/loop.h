@@ -79,6 +79,9 @@ int loop_pipe_call(store_op *op);
  * pipe holds first. Why (call_now): a lone call then needs no suspend,
  * no resume and no extra passes of the daemon. */
 int loop_pipe_wait(const int *done, int max_ms);
+/* 1 when the calling loop's pass serves at most one client's request and
+ * nothing else (no resume, no pipe replies): when loop_pipe_wait waits. */
+int loop_pass_lone(void);
 /* Stopping: new store calls go to the runner's workers from now on. */
 void loop_close_pipes(void);
 /* A call for l went to another thread (call.c's workers): l owes it a
