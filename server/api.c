@@ -244,10 +244,14 @@ static int authorize(api_call *call, auth_verb verb, const char *name, api_respo
   return 0;
 }
 
-void api_call_end(api_call *call) {
-  api_admin_end(call);
+void api_wait_over(api_call *call) {
   if (call->waiter_counted) quota_waiter_leave(call->subject);
   call->waiter_counted = 0;
+}
+
+void api_call_end(api_call *call) {
+  api_admin_end(call);
+  api_wait_over(call);
   quota_put(call->subject);
   call->subject = NULL;
   auth_put(call->who);

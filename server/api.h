@@ -44,6 +44,12 @@ int api_granted(const api_call *call);
 /* Gives back a new grant whose reply never reached its client (the lock,
  * and its place in the token's lease count). */
 void api_undo_grant(api_call *call);
+/* A parked acquire is no longer waiting (granted, refused, timed out,
+ * its client gone): gives back its place in the caller's max_waiters.
+ * Called before the reply is queued, since a client that reads the
+ * reply may wait again at once (api_call_end would be too late: it runs
+ * once libmicrohttpd has sent the reply). */
+void api_wait_over(api_call *call);
 /* The end of a call, whatever happened: gives back what api_prepare took
  * (the principal, the quota subject, a waiter's place). */
 void api_call_end(api_call *call);

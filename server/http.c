@@ -261,6 +261,7 @@ static enum MHD_Result park(struct MHD_Connection *conn, http_req *r) {
 static void leave_wait(http_req *r, int granted) {
   conns_waiting(r->sock, 0);
   wait_leave(&r->w, granted);
+  api_wait_over(&r->call);
   /* (its mark: before the reply, send_response; with none, on_completed) */
 }
 

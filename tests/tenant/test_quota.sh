@@ -9,11 +9,13 @@ set -u
 . "$PICKET_SOURCE_DIR/tests/harness/harness.sh"
 . "$PICKET_SOURCE_DIR/tests/tenant/tenant.sh"
 h_start_redis
-export T_FULL=$(tok) T_OTHER=$(tok) T_BUSY=$(tok)
+export T_FULL=$(tok) T_OTHER=$(tok) T_BUSY=$(tok) T_WAIT=$(tok) T_HOLD=$(tok)
 cat > "$H_DIR/auth" <<AUTH
 quota-full sha256:$(sha "$T_FULL") qf. lock,read max_leases=1
 quota-other sha256:$(sha "$T_OTHER") qf. lock,read
 quota-busy sha256:$(sha "$T_BUSY") qb. lock,read max_leases=64
+quota-wait sha256:$(sha "$T_WAIT") qw. lock,read max_waiters=1
+quota-hold sha256:$(sha "$T_HOLD") qw. lock,read
 AUTH
 h_start_picketd --auth-file "$H_DIR/auth"
 python3 "$PICKET_SOURCE_DIR/tests/tenant/test_quota.py" "$PICKETD_PORT" || h_fail "test_quota.py"
