@@ -12,8 +12,7 @@
  * A break deletes the grant and puts P f/NAME in one txn: that txn's
  * revision is the new last fence, above the broken holder's, and the next
  * grant's is above it. It leaves P b/NAME (who, when, the broken lease's
- * id) on a lease of what the grant had left and at least a minute, and
- * then revokes the grant's etcd leases so nothing keeps them alive. A
+ * id) on a lease of what the grant had left and at least a minute. A
  * break of a free lock keeps the last broken lease's reason in it, and a
  * break given a fence leaves another fence's grant alone: a retried break
  * is told from a new one by the fence it names. */
@@ -293,7 +292,9 @@ store_status store_etcd_break(const char *name, const char *who, int64_t fence,
   etcd_client *c = store_etcd_client(r);
   if (c == NULL) return STORE_EUNAVAIL;
   char l[STORE_ETCD_KEY_MAX], d[STORE_ETCD_KEY_MAX], f[STORE_ETCD_KEY_MAX], b[STORE_ETCD_KEY_MAX];
+  char okey[STORE_ETCD_KEY_MAX];
   store_etcd_key(l, sizeof l, 'l', name);
+  store_etcd_key(okey, sizeof okey, 'o', name);
   store_etcd_key(d, sizeof d, 'd', name);
   store_etcd_key(f, sizeof f, 'f', name);
   store_etcd_key(b, sizeof b, 'b', name);
@@ -330,8 +331,9 @@ store_status store_etcd_break(const char *name, const char *who, int64_t fence,
     int64_t now = clock_wall_ms(), M = 0, given = 0;
     char qentry[sizeof ((store_etcd_quota *)0)->entry];
     int nops = 0;
-    etcd_op ops[5];
+    etcd_op ops[6];
     ops[nops++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = l};
+    ops[nops++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = okey}; /* its owner key (locks.c) */
     ops[nops++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = d};
     ops[nops++] = (etcd_op){.kind = ETCD_OP_PUT, .key = f, .value = ""};
     /* the reason, for the broken holder's next renew or release, and what
@@ -373,8 +375,7 @@ store_status store_etcd_break(const char *name, const char *who, int64_t fence,
       r->at = g.at;
       snprintf(r->owner, sizeof r->owner, "%s", g.owner);
       snprintf(r->token, sizeof r->token, "%s", g.token);
-      /* nothing may keep the broken lease alive */
-      store_etcd_leases_revoke(c, kv->lease, g.delay_lease);
+      /* (its etcd leases are shared and nothing keeps them alive: pool.h) */
     }
     etcd_txn_result_clear(&rr);
     return STORE_OK;

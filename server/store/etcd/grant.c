@@ -1,11 +1,10 @@
 /* grant.c: one lease on one key, as the etcd store keeps every lease
  * (a lock's, a permit's, a read or write lease): what locks.c,
  * semaphore.c and rwlock.c share. A grant is a key holding its JSON
- * (store_etcd_grant) on an etcd lease L of the grant's TTL, and, with a
- * lock-delay, a second key on a lease D of that TTL plus the delay
- * (locks.c says why). etcd leases count whole seconds and keep the TTL
- * they were granted: a refresh that asks for the same TTL keeps them
- * alive, one that asks for another moves the grant to new ones. Last,
+ * (store_etcd_grant) on a shared etcd lease L of the grant's TTL (pool.h),
+ * and, with a lock-delay, a second key on a shared lease D of that TTL
+ * plus the delay (locks.c says why). A shared lease is never kept alive:
+ * a refresh moves the grant to the pool's lease of its new TTL. Last,
  * why a grant was lost: the note a break (admin.c) leaves, read here so
  * that the families and admin.c stay side by side, none calling another. */
 #include <stdio.h>
@@ -14,6 +13,7 @@
 
 #include "clock.h"
 #include "grant.h"
+#include "pool.h"
 
 store_status store_etcd_no_memory(store_result *r) {
   snprintf(r->err, sizeof r->err, "out of memory");
@@ -34,24 +34,19 @@ int64_t store_etcd_ttl_under_cap(int64_t ttl_ms, int64_t cap, int64_t now) {
   return left_s >= store_etcd_min_ttl_s() ? left_s : -1;
 }
 
-/* Grants the etcd leases of a grant of ttl_s: *L, and with a lock-delay *D
- * of the TTL etcd gave L plus the delay. ETCD_OK, or a code with none left
- * granted. */
+/* The etcd leases of a grant of ttl_s (pool.c's, shared): *L, and with a
+ * lock-delay *D, on which the delay key lives ttl_s plus the delay. */
 int store_etcd_leases_grant(etcd_client *c, int64_t ttl_s, int64_t delay_ms, int64_t *L,
-                        int64_t *given_s, int64_t *D) {
+                            int64_t *D) {
   *D = 0;
-  int rc = etcd_lease_grant(c, ttl_s, L, given_s);
-  if (rc == ETCD_OK) store_etcd_min_ttl_seen(ttl_s, *given_s);
+  int rc = store_etcd_pool_lease(c, ttl_s, L);
   if (rc != ETCD_OK || delay_ms <= 0) return rc;
-  int64_t d_given = 0;
-  rc = etcd_lease_grant(c, *given_s + (delay_ms + 999) / 1000, D, &d_given);
-  if (rc != ETCD_OK) etcd_lease_revoke(c, *L);
-  return rc;
+  return store_etcd_pool_lease(c, ttl_s + (delay_ms + 999) / 1000, D);
 }
 
-void store_etcd_leases_revoke(etcd_client *c, int64_t L, int64_t D) {
-  if (L) etcd_lease_revoke(c, L);
-  if (D) etcd_lease_revoke(c, D);
+int64_t store_etcd_grant_left_ms(etcd_client *c, const etcd_kv *kv, const store_etcd_grant *g) {
+  int64_t left = g->exp - clock_wall_ms();
+  return left > 0 ? left : store_etcd_left_s(c, kv->lease) * 1000;
 }
 
 /* The seconds left of etcd lease `id` (at least 1: it was live a moment
@@ -62,50 +57,59 @@ int64_t store_etcd_left_s(etcd_client *c, int64_t id) {
   return left;
 }
 
-/* A grant whose guarded write was refused, when it has a cap key (a
- * lock's P c/NAME, on an etcd lease that ends at the cap): if that key is
- * gone, etcd's clock has passed the cap, and the grant is ended as an
- * expiry would end it (its lock-delay key stays, on its own lease), in a
- * txn guarded by the revision read, so that the lock is free at the cap
- * and not one TTL later, whatever the clock of the picketd that renewed
- * it last said. Best effort: a failure leaves it to its etcd lease. */
-static void refresh_end_at_cap(etcd_client *c, const store_op *op, const char *key,
-                               const char *ckey, const etcd_kv *kv, const store_etcd_grant *g) {
+/* Ends a grant as an expiry would (its lock-delay key stays, on its own
+ * lease), in a txn guarded by the revision read: with ckey, when its cap
+ * key (a lock's P c/NAME, on an etcd lease that ends at the cap) is gone,
+ * so that the lock is free at the cap on etcd's clock and not one TTL
+ * later, whatever the clock of the picketd that renewed it last said;
+ * without, when a renewal came after the grant's end (its key lives on a
+ * shared lease up to a second and a half longer: pool.h). Best effort: a
+ * failure leaves it to its etcd lease. */
+static void refresh_end(etcd_client *c, const store_op *op, const char *key, const char *okey,
+                        const char *ckey, const etcd_kv *kv, const store_etcd_grant *g) {
   char qentry[sizeof ((store_etcd_quota *)0)->entry];
   etcd_compare cmp[2] = {{.key = key, .target = ETCD_CMP_MOD, .number = kv->mod_revision},
                          {.key = ckey, .target = ETCD_CMP_MOD, .number = 0}};
-  etcd_op del[2] = {{.kind = ETCD_OP_DELETE, .key = key}};
+  etcd_op del[3] = {{.kind = ETCD_OP_DELETE, .key = key}};
   int n = 1;
+  if (okey) del[n++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = okey};
   if (g->token[0]) {
     store_etcd_quota_entry(qentry, sizeof qentry, g->token, op);
     del[n++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = qentry};
   }
-  etcd_txn_req t = {cmp, 2, del, n, NULL, 0};
+  etcd_txn_req t = {cmp, ckey ? 2 : 1, del, n, NULL, 0};
   etcd_txn_result tr = {0};
   etcd_txn(c, &t, &tr);
   etcd_txn_result_clear(&tr);
 }
 
 /* A live grant of op's lease gets ttl_ms from now (a same-lease acquire, a
- * renewal: `renewal` counts it): kept alive when its etcd lease has that
- * TTL, else moved to a new one, never past its cap. kv is P l/NAME as read,
- * g its grant. */
-store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *key,
-                                const char *dkey,
-                            const etcd_kv *kv, const store_etcd_grant *g, int renewal,
-                            store_result *r) {
+ * renewal: `renewal` counts it): moved to a shared etcd lease of that TTL
+ * (pool.h: one that nothing keeps alive) in a txn guarded by the revision
+ * read, never past its cap. kv is P l/NAME as read, g its grant. */
+store_status store_etcd_refresh(etcd_client *c, const store_op *op, const store_etcd_keys *k,
+                                const etcd_kv *kv, const store_etcd_grant *g, int renewal,
+                                store_result *r) {
   r->fence = kv->create_revision;
   r->at = g->at;
   snprintf(r->owner, sizeof r->owner, "%s", g->owner);
   int64_t now = clock_wall_ms();
+  /* A renewal after the grant's end: lost, as on Redis, though its key
+   * may live on for up to a second and a half (pool.h). The end is the
+   * one the last grant or renewal wrote, on its picketd's clock; with
+   * clocks apart, etcd's end of the shared lease still bounds it. */
+  if (g->exp > 0 && now > g->exp) {
+    refresh_end(c, op, k->key, k->okey, NULL, kv, g);
+    return STORE_LOST;
+  }
   /* (a proclaim's TTL 0: the TTL the lease has) */
   int64_t want_s = store_etcd_ttl_under_cap(op->ttl_ms > 0 ? op->ttl_ms : g->ttl_ms, g->cap, now);
   if (want_s == 0) return STORE_LOST; /* at its cap */
   if (want_s < 0) {
     /* Less of the cap is left than etcd's shortest lease: the lease keeps
-     * the expiry it has, which the last grant or renewal kept inside the
+     * the end it has, which the last grant or renewal kept inside the
      * cap, and says what is left of it. */
-    int64_t left = store_etcd_left_s(c, kv->lease) * 1000;
+    int64_t left = g->exp - now;
     r->ttl_ms = left < g->cap - now ? left : g->cap - now;
     return STORE_OK;
   }
@@ -114,82 +118,31 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *
   /* a proclaim's value, or a campaign retry's again, in the same guarded
    * write as the renewal (only an election's calls carry one) */
   if (op->value) snprintf(ng.value, sizeof ng.value, "%s", op->value);
+  int64_t L = 0, D = 0;
+  int rc = store_etcd_leases_grant(c, want_s, g->delay_ms, &L, &D);
+  if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
+  ng.ttl_ms = want_s * 1000;
+  ng.delay_lease = D;
+  ng.exp = now + want_s * 1000;
+  char *value = store_etcd_grant_value(&ng);
+  if (value == NULL) return store_etcd_no_memory(r);
   /* A lock's hold cap on etcd's clock: its cap key was put in the
    * grant's txn (so its mod_revision is the fence) on an etcd lease that
-   * ends at the cap and is never kept alive. Each write below requires it,
-   * so no renewal outlives the cap, whatever this picketd's clock says;
-   * `cap` above only cuts the TTL on the clock of the picketd that
-   * renews. */
-  char ckey[STORE_ETCD_KEY_MAX];
-  etcd_compare cmp[2] = {{.key = key, .target = ETCD_CMP_MOD, .number = kv->mod_revision},
+   * ends at the cap and is never kept alive. The write requires it, so no
+   * renewal outlives the cap, whatever this picketd's clock says; `cap`
+   * above only cuts the TTL on the clock of the picketd that renews. */
+  char ckey[STORE_ETCD_KEY_MAX], qentry[sizeof ((store_etcd_quota *)0)->entry];
+  etcd_compare cmp[2] = {{.key = k->key, .target = ETCD_CMP_MOD, .number = kv->mod_revision},
                          {.key = ckey, .target = ETCD_CMP_MOD, .number = kv->create_revision}};
   int ncmp = 1;
   if (g->cap_lease) {
     store_etcd_key(ckey, sizeof ckey, 'c', op->name);
     ncmp = 2;
   }
-  int rc;
-  if (want_s * 1000 == g->ttl_ms) {
-    /* The same TTL: keep the etcd leases alive. First the grant is written
-     * again with its count of renewals and its new end (guarded by the
-     * revision read: a grant broken or replaced since is lost), which also
-     * tells event watchers. */
-    ng.exp = now + want_s * 1000;
-    {
-      char *value = store_etcd_grant_value(&ng);
-      if (value == NULL) return store_etcd_no_memory(r);
-      etcd_op put = {.kind = ETCD_OP_PUT, .key = key, .value = value, .lease = kv->lease};
-      etcd_txn_req t = {cmp, ncmp, &put, 1, NULL, 0};
-      etcd_txn_result tr = {0};
-      rc = etcd_txn(c, &t, &tr);
-      int ok = rc == ETCD_OK && tr.succeeded;
-      etcd_txn_result_clear(&tr);
-      free(value);
-      if (rc == ETCD_OK && !ok && g->cap_lease) refresh_end_at_cap(c, op, key, ckey, kv, g);
-      if (rc == ETCD_ENOTFOUND || (rc == ETCD_OK && !ok)) return STORE_LOST;
-      if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
-    }
-    int64_t ttl_s = 0;
-    rc = etcd_lease_keepalive_once(c, kv->lease, &ttl_s);
-    if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
-    if (ttl_s == 0) return STORE_LOST;
-    if (g->delay_lease) etcd_lease_keepalive_once(c, g->delay_lease, &ttl_s);
-    r->ttl_ms = want_s * 1000;
-    return STORE_OK;
-  }
-  /* Another TTL: the grant moves to new etcd leases in one txn guarded by
-   * the revision read, then the old ones end (their keys have moved, so
-   * that deletes nothing). But first the old lease must still be live on
-   * etcd's clock: etcd deletes an expired lease's keys only at its
-   * leader's next sweep (up to 500 ms late), and a move in that window
-   * would bring a lost grant back to life. A keepalive is the exact test:
-   * the leader answers it for a live lease (which then cannot expire
-   * before the move, one TTL later at the soonest) and holds back its
-   * answer for an expired one until the sweep has revoked it, then says
-   * it is gone. The txn cannot ask this itself: the key still names the
-   * lease until the sweep. A break or a release meanwhile is the txn's
-   * compare's. */
-  {
-    int64_t old_s = 0;
-    rc = etcd_lease_keepalive_once(c, kv->lease, &old_s);
-    if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
-    if (old_s == 0) return STORE_LOST;
-  }
-  int64_t L = 0, D = 0, given_s = 0;
-  rc = store_etcd_leases_grant(c, want_s, g->delay_ms, &L, &given_s, &D);
-  if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
-  ng.ttl_ms = given_s * 1000;
-  ng.delay_lease = D;
-  ng.exp = now + given_s * 1000;
-  char *value = store_etcd_grant_value(&ng);
-  if (value == NULL) {
-    store_etcd_leases_revoke(c, L, D);
-    return store_etcd_no_memory(r);
-  }
-  char qentry[sizeof ((store_etcd_quota *)0)->entry];
-  etcd_op put[3] = {{.kind = ETCD_OP_PUT, .key = key, .value = value, .lease = L}};
+  etcd_op put[4] = {{.kind = ETCD_OP_PUT, .key = k->key, .value = value, .lease = L}};
   int nput = 1;
-  if (D) put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = dkey, .value = value, .lease = D};
+  if (D) put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k->dkey, .value = value, .lease = D};
+  if (k->okey) put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k->okey, .value = g->lease, .lease = L};
   if (g->token[0]) {
     store_etcd_quota_entry(qentry, sizeof qentry, g->token, op);
     put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = qentry, .value = "", .lease = L};
@@ -200,14 +153,13 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *
   int ok = rc == ETCD_OK && tr.succeeded;
   etcd_txn_result_clear(&tr);
   free(value);
-  if (rc == ETCD_OK && !ok && g->cap_lease) refresh_end_at_cap(c, op, key, ckey, kv, g);
-  if (!ok) {
-    store_status st = rc == ETCD_OK ? STORE_LOST : store_etcd_failed(c, rc, r);
-    store_etcd_leases_revoke(c, L, D); /* after: its call replaces the failure's message */
-    return st;
+  if (rc == ETCD_OK && !ok && g->cap_lease) refresh_end(c, op, k->key, k->okey, ckey, kv, g);
+  if (rc == ETCD_ENOTFOUND) { /* a shared lease etcd no longer has: the next call gets another */
+    store_etcd_pool_drop(L);
+    store_etcd_pool_drop(D);
   }
-  store_etcd_leases_revoke(c, kv->lease, g->delay_lease);
-  r->ttl_ms = given_s * 1000;
+  if (!ok) return rc == ETCD_OK ? STORE_LOST : store_etcd_failed(c, rc, r);
+  r->ttl_ms = want_s * 1000;
   return STORE_OK;
 }
 
@@ -218,11 +170,10 @@ store_status store_etcd_grant_new(etcd_client *c, const store_op *op, const stor
   int64_t ttl_s = store_etcd_ttl_under_cap(op->ttl_ms, cap, now);
   /* a cap shorter than etcd's shortest lease: that lease, the least etcd gives */
   if (ttl_s <= 0) ttl_s = store_etcd_min_ttl_s();
-  int64_t given_s = 0;
   if (delay_ms < 0) delay_ms = 0;
-  int rc = store_etcd_leases_grant(c, ttl_s, delay_ms, L, &given_s, D);
+  int rc = store_etcd_leases_grant(c, ttl_s, delay_ms, L, D);
   if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
-  *g = (store_etcd_grant){.at = now, .exp = now + given_s * 1000, .ttl_ms = given_s * 1000,
+  *g = (store_etcd_grant){.at = now, .exp = now + ttl_s * 1000, .ttl_ms = ttl_s * 1000,
                           .cap = cap, .delay_ms = delay_ms, .delay_lease = *D};
   snprintf(g->lease, sizeof g->lease, "%s", op->lease);
   snprintf(g->owner, sizeof g->owner, "%s", op->owner ? op->owner : "");
@@ -243,21 +194,23 @@ int store_etcd_grant_commit(etcd_client *c, const etcd_txn_req *t, const store_e
     r->at = g->at;
     return 1;
   }
-  /* the failure's message first: the revoke's call replaces it */
+  if (rc == ETCD_ENOTFOUND) { /* a shared lease etcd no longer has: the next call gets another */
+    store_etcd_pool_drop(L);
+    store_etcd_pool_drop(D);
+  }
   if (rc != ETCD_OK) *st = store_etcd_failed(c, rc, r);
-  store_etcd_leases_revoke(c, L, D); /* granted for nothing */
   return rc == ETCD_OK ? 0 : -1;
 }
 
 store_status store_etcd_grant_end(etcd_client *c, const store_op *op, const char *key,
                                   const char *dkey, const etcd_kv *kv, const store_etcd_grant *g,
-                                  const etcd_op *also, store_result *r) {
+                                  const etcd_op *also, int nalso, store_result *r) {
   char qentry[sizeof ((store_etcd_quota *)0)->entry];
   etcd_compare cmp = {.key = key, .target = ETCD_CMP_MOD, .number = kv->mod_revision};
-  etcd_op ops[4] = {{.kind = ETCD_OP_DELETE, .key = key}};
+  etcd_op ops[3 + STORE_ETCD_END_ALSO_MAX] = {{.kind = ETCD_OP_DELETE, .key = key}};
   int n = 1;
   if (dkey[0]) ops[n++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = dkey};
-  if (also) ops[n++] = *also;
+  for (int i = 0; i < nalso && i < STORE_ETCD_END_ALSO_MAX; i++) ops[n++] = also[i];
   if (g->token[0]) {
     store_etcd_quota_entry(qentry, sizeof qentry, g->token, op);
     ops[n++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = qentry};

@@ -14,51 +14,62 @@ store_status store_etcd_no_memory(store_result *r);
  * rounded down, so no expiry runs past it. 0 when the cap has passed; -1
  * when what is left of it is shorter than etcd's shortest lease. */
 int64_t store_etcd_ttl_under_cap(int64_t ttl_ms, int64_t cap, int64_t now);
-/* Grants a grant's etcd leases: *L of ttl_s (*given_s what etcd gave) and,
- * with a lock-delay, *D of that plus the delay (else 0). ETCD_OK, or a
- * code with none left granted. */
+/* A grant's etcd leases, shared (pool.h): *L on which a grant of ttl_s
+ * made now lives at least ttl_s, and with a lock-delay *D, on which its
+ * delay key lives that plus the delay (else 0). ETCD_OK, or a code. They
+ * are never revoked and never kept alive. */
 int store_etcd_leases_grant(etcd_client *c, int64_t ttl_s, int64_t delay_ms, int64_t *L,
-                            int64_t *given_s, int64_t *D);
-/* Revokes L and D (0: none), best effort. */
-void store_etcd_leases_revoke(etcd_client *c, int64_t L, int64_t D);
+                            int64_t *D);
+/* What is left of grant g (kv as read) in ms, at least 1: until the end
+ * its last grant or renewal wrote, as long as that is ahead on this
+ * picketd's clock; else what etcd says its lease has left (its key is
+ * still there: a shared lease outlives the grant by up to 1.5 s). */
+int64_t store_etcd_grant_left_ms(etcd_client *c, const etcd_kv *kv, const store_etcd_grant *g);
 /* Seconds left of etcd lease id: at least 1 (it was live a moment ago). */
 int64_t store_etcd_left_s(etcd_client *c, int64_t id);
-/* A live grant of op's lease at `key` (its delay key `dkey`), as read in
- * kv and g, gets op->ttl_ms from now: kept alive when its etcd lease has
- * that TTL, else moved to new ones, never past its cap; `renewal` counts
- * it in the grant. Sets r->fence, ttl_ms, at and owner. STORE_LOST when it
- * ended meanwhile or is at its cap. */
-store_status store_etcd_refresh(etcd_client *c, const store_op *op, const char *key,
-                                const char *dkey, const etcd_kv *kv, const store_etcd_grant *g,
-                                int renewal, store_result *r);
+/* Where a grant lives: its key, its delay key (used only with a
+ * lock-delay) and, for a lock, its owner key P o/NAME (the lease id, that
+ * a release compares; NULL for the other families). */
+typedef struct {
+  const char *key, *dkey, *okey;
+} store_etcd_keys;
+/* A live grant of op's lease, as read in kv and g, gets op->ttl_ms from
+ * now: moved to a shared etcd lease of that TTL, never past its cap;
+ * `renewal` counts it in the grant. Sets r->fence, ttl_ms, at and owner.
+ * STORE_LOST when it ended meanwhile, is at its cap, or its end (as the
+ * last grant or renewal wrote it) has passed: then it is ended as an
+ * expiry would end it. */
+store_status store_etcd_refresh(etcd_client *c, const store_op *op, const store_etcd_keys *k,
+                                const etcd_kv *kv, const store_etcd_grant *g, int renewal,
+                                store_result *r);
 
-/* A new grant of op, now: grants its etcd leases (*L for its TTL under its
- * hold cap, and *D with a lock-delay of delay_ms) and fills g (lease id,
- * owner, the token when q counts it, times, TTL). STORE_OK, or a failure
- * with nothing granted. The caller adds its own fields, makes the value
- * (store_etcd_grant_value) and revokes L and D if the grant does not
- * happen. */
+/* A new grant of op, now: takes its shared etcd leases (*L for its TTL
+ * under its hold cap, and *D with a lock-delay of delay_ms) and fills g
+ * (lease id, owner, the token when q counts it, times, TTL). STORE_OK, or
+ * a failure. The caller adds its own fields and makes the value
+ * (store_etcd_grant_value); L and D need nothing if the grant does not
+ * happen (pool.h). */
 store_status store_etcd_grant_new(etcd_client *c, const store_op *op, const store_etcd_quota *q,
                                   int64_t delay_ms, store_etcd_grant *g, int64_t *L, int64_t *D,
                                   store_result *r);
 
 /* Writes a new grant g with txn t (its compares say the place is free, its
- * success branch puts g's keys): 1 granted, with r->fence (the txn's
- * revision, the grant key's create_revision), ttl_ms, at and created set;
- * 0 when a compare failed, *tr holding the failure branch's reads; -1 a
- * failure, *st saying why. Unless granted, g's etcd leases L and D are
- * revoked. The caller clears *tr. */
+ * success branch puts g's keys on L and D): 1 granted, with r->fence (the
+ * txn's revision, the grant key's create_revision), ttl_ms, at and created
+ * set; 0 when a compare failed, *tr holding the failure branch's reads; -1
+ * a failure, *st saying why. The caller clears *tr. */
 int store_etcd_grant_commit(etcd_client *c, const etcd_txn_req *t, const store_etcd_grant *g,
                             int64_t L, int64_t D, etcd_txn_result *tr, store_status *st,
                             store_result *r);
 /* Ends op's grant at key (its delay key dkey, "" for none), as read in kv
  * and g: one txn guarded by kv's mod_revision deletes them and its place
- * in its token's count, with `also` (NULL, or one more op) in it. Sets
- * r->fence and r->at. STORE_OK, STORE_LOST when it changed or ended
- * meanwhile, or a failure. */
+ * in its token's count, with the nalso ops of `also` (at most
+ * STORE_ETCD_END_ALSO_MAX) in it. Sets r->fence and r->at. STORE_OK,
+ * STORE_LOST when it changed or ended meanwhile, or a failure. */
+#define STORE_ETCD_END_ALSO_MAX 2
 store_status store_etcd_grant_end(etcd_client *c, const store_op *op, const char *key,
                                   const char *dkey, const etcd_kv *kv, const store_etcd_grant *g,
-                                  const etcd_op *also, store_result *r);
+                                  const etcd_op *also, int nalso, store_result *r);
 
 /* Why a lease was lost. A break (admin.c) leaves P b/NAME (who, when, and
  * the broken lease's id) for as long as the lease had left and at least a

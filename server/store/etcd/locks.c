@@ -58,10 +58,14 @@
 
 typedef struct {
   char l[STORE_ETCD_KEY_MAX], f[STORE_ETCD_KEY_MAX], d[STORE_ETCD_KEY_MAX], c[STORE_ETCD_KEY_MAX];
+  char o[STORE_ETCD_KEY_MAX];
+  store_etcd_keys at; /* l, d and o, for grant.c */
 } lock_keys;
 
 static void keys_of(lock_keys *k, const char *name) {
   store_etcd_key(k->l, sizeof k->l, 'l', name);
+  store_etcd_key(k->o, sizeof k->o, 'o', name);
+  k->at = (store_etcd_keys){k->l, k->d, k->o};
   store_etcd_key(k->c, sizeof k->c, 'c', name);
   store_etcd_key(k->f, sizeof k->f, 'f', name);
   store_etcd_key(k->d, sizeof k->d, 'd', name);
@@ -79,7 +83,7 @@ static store_status lock_outcome(etcd_client *c, store_op *op, const lock_keys *
     /* a retry of this lease's own acquire (its reply was lost, or the
      * txn ran twice across a failover): the same grant, its TTL
      * refreshed, its delay and cap kept */
-    store_status st = store_etcd_refresh(c, op, k->l, k->d, held, &cur, 0, r);
+    store_status st = store_etcd_refresh(c, op, &k->at, held, &cur, 0, r);
     if (st == STORE_LOST) { /* at its cap: held, by nobody who may renew it */
       r->ttl_ms = 1;
       st = STORE_HELD;
@@ -87,7 +91,7 @@ static store_status lock_outcome(etcd_client *c, store_op *op, const lock_keys *
     return st;
   }
   if (held) {
-    r->ttl_ms = store_etcd_left_s(c, held->lease) * 1000;
+    r->ttl_ms = store_etcd_grant_left_ms(c, held, &cur);
     snprintf(r->owner, sizeof r->owner, "%s", cur.owner);
     return STORE_HELD;
   }
@@ -145,25 +149,21 @@ static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) 
      * the grant's TTL is cut to it */
     int64_t cap_s = op->max_hold_ms / 1000, given = 0;
     int rc = etcd_lease_grant(c, cap_s > 0 ? cap_s : 1, &g.cap_lease, &given);
-    if (rc != ETCD_OK) {
-      st = store_etcd_failed(c, rc, r);
-      store_etcd_leases_revoke(c, L, D);
-      return st;
-    }
+    if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
   }
   char *value = store_etcd_grant_value(&g);
   if (value == NULL) {
-    store_etcd_leases_revoke(c, L, D);
-    store_etcd_leases_revoke(c, g.cap_lease, 0);
+    if (g.cap_lease) etcd_lease_revoke(c, g.cap_lease);
     return store_etcd_no_memory(r);
   }
   for (int attempt = 0; attempt < ACQUIRE_TRIES; attempt++) {
     /* Free means no grant and no lock-delay running. */
     etcd_compare cmp[3] = {{.key = k.l, .target = ETCD_CMP_CREATE},
                            {.key = k.d, .target = ETCD_CMP_CREATE}};
-    etcd_op put[5] = {{.kind = ETCD_OP_PUT, .key = k.l, .value = value, .lease = L},
-                      {.kind = ETCD_OP_PUT, .key = k.f, .value = ""}};
-    int ncmp = 2, nput = 2;
+    etcd_op put[6] = {{.kind = ETCD_OP_PUT, .key = k.l, .value = value, .lease = L},
+                      {.kind = ETCD_OP_PUT, .key = k.f, .value = ""},
+                      {.kind = ETCD_OP_PUT, .key = k.o, .value = op->lease, .lease = L}};
+    int ncmp = 2, nput = 3;
     if (D) put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.d, .value = value, .lease = D};
     if (g.cap_lease)
       put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = k.c, .value = "", .lease = g.cap_lease};
@@ -176,7 +176,6 @@ static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) 
     int nget = 2 + store_etcd_quota_get(&q, &get[2]);
     etcd_txn_req t = {cmp, ncmp, put, nput, get, nget};
     etcd_txn_result tr;
-    /* L and D are kept for the next try: revoked below unless granted */
     int done = store_etcd_grant_commit(c, &t, &g, 0, 0, &tr, &st, r), again = 0;
     if (done == 0) {
       if (tr.nresults != nget) {
@@ -193,20 +192,13 @@ static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) 
     etcd_txn_result_clear(&tr);
     if (again) continue;
     free(value);
-    if (done <= 0) store_etcd_leases_revoke(c, L, D);
-    if (done <= 0) store_etcd_leases_revoke(c, g.cap_lease, 0);
-    else if (attempt > 0) {
-      /* L was granted before the first try: its TTL starts again now, so
-       * the tries never shorten the grant's TTL by more than one call */
-      int64_t ttl_s = 0;
-      etcd_lease_keepalive_once(c, L, &ttl_s);
-      if (D) etcd_lease_keepalive_once(c, D, &ttl_s);
-    }
+    /* (L and D, shared, were taken before the first try, after the client
+     * sent its call: the grant lives its TTL from then, however many tries) */
+    if (done <= 0 && g.cap_lease) etcd_lease_revoke(c, g.cap_lease);
     return done > 0 ? STORE_OK : st;
   }
   free(value);
-  store_etcd_leases_revoke(c, L, D);
-  store_etcd_leases_revoke(c, g.cap_lease, 0);
+  if (g.cap_lease) etcd_lease_revoke(c, g.cap_lease);
   snprintf(r->err, sizeof r->err, "etcd: lock %.200s: %d tries each found its place changed",
            op->name, ACQUIRE_TRIES);
   return STORE_EUNAVAIL;
@@ -237,32 +229,95 @@ static store_status lock_renew(etcd_client *c, store_op *op, store_result *r) {
   etcd_kv *kv;
   store_etcd_grant g;
   store_status st = STORE_OK;
-  if (own_grant(c, op, &k, &res, &kv, &g, &st, r) > 0) st = store_etcd_refresh(c, op, k.l, k.d, kv, &g, 1, r);
+  if (own_grant(c, op, &k, &res, &kv, &g, &st, r) > 0) st = store_etcd_refresh(c, op, &k.at, kv, &g, 1, r);
   etcd_op_result_clear(&res);
   return st;
+}
+
+/* A released grant's place in the count of a token other than the
+ * releaser's (a lease handed to another token's client): deleted unless
+ * a grant wrote it again after the release's txn (rev). Best effort: it
+ * ends with its lease anyway. */
+static void uncount(etcd_client *c, const store_op *op, const char *token, int64_t rev) {
+  char qentry[sizeof ((store_etcd_quota *)0)->entry];
+  store_etcd_quota_entry(qentry, sizeof qentry, token, op);
+  etcd_compare cmp = {.key = qentry, .target = ETCD_CMP_MOD, .result = ETCD_CMP_LESS, .number = rev};
+  etcd_op del = {.kind = ETCD_OP_DELETE, .key = qentry};
+  etcd_txn_req t = {&cmp, 1, &del, 1, NULL, 0};
+  etcd_txn_result tr = {0};
+  etcd_txn(c, &t, &tr);
+  etcd_txn_result_clear(&tr);
+}
+
+/* The release in one txn, with no read first: P o/NAME holds the lease id
+ * of the grant at P l/NAME (every write of the grant writes both, every
+ * delete deletes both), so "P o/NAME is this lease and P l/NAME exists"
+ * says the grant is this lease's, and the txn deletes it, reading it as it
+ * goes (the fence, the time, the token and the cap lease, for the reply
+ * and what follows). P x/NAME tells event followers (store_events.c) that
+ * the delete was a release, not an expiry; it has no lease (one key per
+ * name, as P f/NAME: followers read it at its revision). 1 released, 0 when the compare failed (lost, or a
+ * grant written before P o/ existed: lock_release reads and decides), or
+ * -1 with *st a failure. */
+static int release_at_once(etcd_client *c, store_op *op, const lock_keys *k, store_status *st,
+                           store_result *r) {
+  char x[STORE_ETCD_KEY_MAX], qentry[sizeof ((store_etcd_quota *)0)->entry];
+  store_etcd_key(x, sizeof x, 'x', op->name);
+  etcd_compare cmp[2] = {{.key = k->o, .target = ETCD_CMP_VALUE, .value = op->lease},
+                         {.key = k->l, .target = ETCD_CMP_CREATE, .result = ETCD_CMP_GREATER}};
+  etcd_op ops[6] = {{.kind = ETCD_OP_RANGE, .key = k->l},
+                    {.kind = ETCD_OP_DELETE, .key = k->l},
+                    {.kind = ETCD_OP_DELETE, .key = k->d},
+                    {.kind = ETCD_OP_DELETE, .key = k->o},
+                    {.kind = ETCD_OP_PUT, .key = x, .value = "{}"}};
+  int n = 5;
+  if (op->token && op->token[0]) { /* the releaser's place, as the grant's usually is */
+    store_etcd_quota_entry(qentry, sizeof qentry, op->token, op);
+    ops[n++] = (etcd_op){.kind = ETCD_OP_DELETE, .key = qentry};
+  }
+  etcd_txn_req t = {cmp, 2, ops, n, NULL, 0};
+  etcd_txn_result tr = {0};
+  int rc = etcd_txn(c, &t, &tr);
+  if (rc != ETCD_OK || !tr.succeeded) {
+    if (rc != ETCD_OK) *st = store_etcd_failed(c, rc, r);
+    etcd_txn_result_clear(&tr);
+    return rc == ETCD_OK ? 0 : -1;
+  }
+  *st = STORE_OK;
+  store_etcd_grant g;
+  const etcd_kv *kv = first_kv(&tr, 0);
+  if (kv && store_etcd_grant_parse(kv, &g) == 0) {
+    r->fence = kv->create_revision;
+    r->at = g.at;
+    if (g.token[0] && strcmp(g.token, op->token ? op->token : "") != 0)
+      uncount(c, op, g.token, tr.revision + 1);
+    /* its cap key goes with its cap lease (a long cap would keep both) */
+    if (g.cap_lease) etcd_lease_revoke(c, g.cap_lease);
+  }
+  etcd_txn_result_clear(&tr);
+  return 1;
 }
 
 static store_status lock_release(etcd_client *c, store_op *op, store_result *r) {
   lock_keys k;
   keys_of(&k, op->name);
+  store_status st = STORE_OK;
+  if (release_at_once(c, op, &k, &st, r) != 0) return st;
   etcd_op_result res = {0};
   etcd_kv *kv;
   store_etcd_grant g;
-  store_status st = STORE_OK;
   if (own_grant(c, op, &k, &res, &kv, &g, &st, r) <= 0) {
     etcd_op_result_clear(&res);
     return st;
   }
   /* Deleted only if it is still the grant just read: a stale release
-   * cannot end a newer holder's lease. P x/NAME tells event followers
-   * (store_events.c) that this delete was a release, not an expiry; it
-   * lives on the grant's own etcd lease, which ends with the grant's TTL. */
+   * cannot end a newer holder's lease. */
   char x[STORE_ETCD_KEY_MAX], mark[48];
   store_etcd_key(x, sizeof x, 'x', op->name);
   snprintf(mark, sizeof mark, "{\"fence\":%lld}", (long long)kv->create_revision);
-  etcd_op marker = {.kind = ETCD_OP_PUT, .key = x, .value = mark, .lease = kv->lease};
-  st = store_etcd_grant_end(c, op, k.l, k.d, kv, &g, &marker, r);
-  /* its cap key goes with its cap lease (a long cap would keep both) */
+  etcd_op also[2] = {{.kind = ETCD_OP_PUT, .key = x, .value = mark, .lease = kv->lease},
+                     {.kind = ETCD_OP_DELETE, .key = k.o}};
+  st = store_etcd_grant_end(c, op, k.l, k.d, kv, &g, also, 2, r);
   if (st == STORE_OK && g.cap_lease) etcd_lease_revoke(c, g.cap_lease);
   etcd_op_result_clear(&res);
   return st;

@@ -147,7 +147,8 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
     /* a same-lease retry refreshes the lease it holds */
     etcd_kv *own = op->write ? v.w : v.mine;
     if (own && store_etcd_grant_parse(own, &g) == 0 && strcmp(g.lease, op->lease) == 0) {
-      st = store_etcd_refresh(c, op, own->key, op->write ? k.wd : k.mine_delay, own, &g, 0, r);
+      store_etcd_keys at = {own->key, op->write ? k.wd : k.mine_delay, NULL};
+      st = store_etcd_refresh(c, op, &at, own, &g, 0, r);
       if (!op->write) r->fence = g.fence;
       etcd_txn_result_clear(&v.tr);
       if (st == STORE_LOST) r->ttl_ms = 1, st = STORE_HELD;
@@ -210,10 +211,7 @@ static store_status rw_acquire(etcd_client *c, store_op *op, store_result *r) {
     ng.write = op->write;
     ng.fence = op->write ? 0 : epoch;
     char *value = store_etcd_grant_value(&ng);
-    if (value == NULL) {
-      store_etcd_leases_revoke(c, L, D);
-      return store_etcd_no_memory(r);
-    }
+    if (value == NULL) return store_etcd_no_memory(r);
     etcd_compare cmp[6] = {{.key = k.w, .target = ETCD_CMP_CREATE},
                            {.key = k.wd, .target = ETCD_CMP_CREATE},
                            {.key = op->write ? k.r : k.q, .prefix = 1, .target = ETCD_CMP_CREATE}};
@@ -267,11 +265,12 @@ static store_status rw_renew_release(etcd_client *c, store_op *op, store_result 
     own = v.mine;
   store_status st = STORE_LOST;
   if (own && op->kind == STORE_OP_RW_RENEW) {
-    st = store_etcd_refresh(c, op, own->key, write ? k.wd : k.mine_delay, own, &g, 1, r);
+    store_etcd_keys at = {own->key, write ? k.wd : k.mine_delay, NULL};
+    st = store_etcd_refresh(c, op, &at, own, &g, 1, r);
     if (!write) r->fence = g.fence;
     r->held_by = !write;
   } else if (own) {
-    st = store_etcd_grant_end(c, op, own->key, write ? k.wd : k.mine_delay, own, &g, NULL, r);
+    st = store_etcd_grant_end(c, op, own->key, write ? k.wd : k.mine_delay, own, &g, NULL, 0, r);
     if (!write) r->fence = g.fence;
   }
   etcd_txn_result_clear(&v.tr);

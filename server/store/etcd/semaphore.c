@@ -98,7 +98,8 @@ static store_status sem_acquire(etcd_client *c, store_op *op, store_result *r) {
       /* a retry by a lease that holds a permit: that permit, refreshed */
       int64_t slot = slot_of(own, p.s);
       slot_keys(&p, slot, key, dkey);
-      st = store_etcd_refresh(c, op, key, dkey, own, &g, 0, r);
+      store_etcd_keys at = {key, dkey, NULL};
+      st = store_etcd_refresh(c, op, &at, own, &g, 0, r);
       etcd_txn_result_clear(&v.tr);
       r->permit = slot;
       if (st == STORE_LOST) { /* at its cap: its slot is taken till it ends */
@@ -150,10 +151,7 @@ static store_status sem_acquire(etcd_client *c, store_op *op, store_result *r) {
     if (st != STORE_OK) return st;
     ng.limit = limit;
     char *value = store_etcd_grant_value(&ng);
-    if (value == NULL) {
-      store_etcd_leases_revoke(c, L, D);
-      return store_etcd_no_memory(r);
-    }
+    if (value == NULL) return store_etcd_no_memory(r);
     etcd_compare cmp[4] = {{.key = key, .target = ETCD_CMP_CREATE},
                            {.key = dkey, .target = ETCD_CMP_CREATE},
                            {.key = p.s, .prefix = 1, .target = ETCD_CMP_MOD,
@@ -192,9 +190,10 @@ static store_status sem_renew_release(etcd_client *c, store_op *op, store_result
     slot_keys(&p, slot, key, dkey);
     r->permit = slot;
     if (op->kind == STORE_OP_SEM_RENEW) {
-      st = store_etcd_refresh(c, op, key, dkey, own, &g, 1, r);
+      store_etcd_keys at = {key, dkey, NULL};
+      st = store_etcd_refresh(c, op, &at, own, &g, 1, r);
     } else {
-      st = store_etcd_grant_end(c, op, key, dkey, own, &g, NULL, r);
+      st = store_etcd_grant_end(c, op, key, dkey, own, &g, NULL, 0, r);
     }
   }
   etcd_txn_result_clear(&v.tr);

@@ -28,6 +28,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "pipe.h"
+#include "pool.h"
 #include "rwlock.h"
 #include "semaphore.h"
 #include "store_events.h"
@@ -78,6 +79,7 @@ static int store_etcd_init(const config *cfg, char *err, size_t errlen) {
     LOG(LOG_WARN, "%s; serving 503 until etcd answers", r.err);
   json_decref(body);
   metrics_add_families(store_etcd_pipe_metrics);
+  metrics_add_families(store_etcd_pool_metrics);
   LOG(LOG_INFO, "fences are etcd revisions: strictly increasing, with no clock assumption");
   return 0;
 }

@@ -7,7 +7,8 @@
  *  - a PUT of P l/NAME that creates it: granted (fence = its create
  *    revision; the TTL, owner and time from the grant's JSON);
  *  - a PUT of P l/NAME that rewrites it (every renewal does): renewed;
- *  - a PUT of P x/NAME (a release writes it with the delete): released;
+ *  - a PUT of P x/NAME (a release writes it with the delete): released,
+ *    its fence read from P l/NAME just before (or in P x/NAME's JSON);
  *  - a PUT of P b/NAME (a break writes it with the delete): broken, the
  *    next fence being that txn's revision;
  *  - a DELETE with neither marker is an expiry: no event (as on Redis:
@@ -102,6 +103,20 @@ static json_t *value_at(etcd_client *c, const char *key, int64_t rev) {
   return j;
 }
 
+/* The fence of the grant a release deleted at revision rev: P l/NAME's
+ * create_revision just before (a release that does not read first cannot
+ * write it into P x/NAME: locks.c); 0 when etcd compacted it meanwhile. */
+static int64_t fence_before(etcd_client *c, const char *name, int64_t rev) {
+  char l[STORE_ETCD_KEY_MAX];
+  store_etcd_key(l, sizeof l, 'l', name);
+  etcd_op op = {.kind = ETCD_OP_RANGE, .key = l, .revision = rev - 1};
+  etcd_op_result res = {0};
+  int64_t fence = 0;
+  if (etcd_range(c, &op, &res) == ETCD_OK && res.nkvs > 0) fence = res.kvs[0].create_revision;
+  etcd_op_result_clear(&res);
+  return fence;
+}
+
 /* One event of the watch: an event for the queue when it is one of a
  * followed name's. */
 static void on_change(store_events *e, etcd_client *c, const etcd_event *ev, size_t plen) {
@@ -128,6 +143,7 @@ static void on_change(store_events *e, etcd_client *c, const etcd_event *ev, siz
   } else if (kind == 'x') {
     out.kind = 'r';
     out.fence = json_integer_value(json_object_get(j, "fence"));
+    if (out.fence == 0) out.fence = fence_before(c, name, ev->mod_revision);
   } else {
     out.kind = 'b';
     out.fence = json_integer_value(json_object_get(j, "fence"));
