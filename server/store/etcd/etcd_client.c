@@ -672,13 +672,11 @@ static json_t *ops_json(const etcd_op *ops, int n) {
   return a;
 }
 
-int etcd_txn(etcd_client *c, const etcd_txn_req *t, etcd_txn_result *out) {
-  memset(out, 0, sizeof *out);
-  c->errstr[0] = '\0';
+/* The JSON of a TxnRequest, or NULL (a bad compare or op, out of memory). */
+static json_t *txn_json(const etcd_txn_req *t) {
   if (t->ncompare < 0 || t->ncompare > ETCD_TXN_OPS_MAX || t->nsuccess < 0 ||
       t->nsuccess > ETCD_TXN_OPS_MAX || t->nfailure < 0 || t->nfailure > ETCD_TXN_OPS_MAX)
-    return fail(c, ETCD_EINVAL, "etcd: a txn holds at most %d compares and ops per branch",
-                ETCD_TXN_OPS_MAX);
+    return NULL;
   json_t *cmp = json_array();
   for (int i = 0; cmp && i < t->ncompare; i++)
     if (json_array_append_new(cmp, compare_json(&t->compare[i])) < 0) {
@@ -691,20 +689,24 @@ int etcd_txn(etcd_client *c, const etcd_txn_req *t, etcd_txn_result *out) {
     json_decref(cmp);
     json_decref(ok);
     json_decref(no);
-    return fail(c, ETCD_EINVAL, "etcd: a txn with a missing or too long key, or a bad op");
+    return NULL;
   }
-  json_t *req = json_pack("{s:o, s:o, s:o}", "compare", cmp, "success", ok, "failure", no);
-  json_t *rep = NULL;
-  int rc =
-      req ? post(c, "/v3/kv/txn", req, &rep, 1, 0) : fail(c, ETCD_EREPLY, "etcd: out of memory");
-  json_decref(req);
-  if (rc != ETCD_OK) return rc;
+  return json_pack("{s:o, s:o, s:o}", "compare", cmp, "success", ok, "failure", no);
+}
+
+/* A TxnResponse for t into *out: 0, or -1 (*out cleared). A nested one's
+ * header may hold no revision: then `revision` (the outer txn's). */
+static int txn_parse(const json_t *rep, const etcd_txn_req *t, int64_t revision,
+                     etcd_txn_result *out) {
+  memset(out, 0, sizeof *out);
   out->succeeded = etcd_j_bool(rep, "succeeded");
   const etcd_op *ops = out->succeeded ? t->success : t->failure;
   int nops = out->succeeded ? t->nsuccess : t->nfailure;
   const json_t *resp = json_object_get(rep, "responses");
-  int bad = etcd_j_i64(json_object_get(rep, "header"), "revision", &out->revision) < 0 ||
-            (int)json_array_size(resp) != nops;
+  out->revision = revision;
+  int bad = !json_is_object(rep) || (int)json_array_size(resp) != nops ||
+            (revision == 0 &&
+             etcd_j_i64(json_object_get(rep, "header"), "revision", &out->revision) < 0);
   if (!bad && nops > 0 && (out->results = calloc((size_t)nops, sizeof *out->results)) == NULL)
     bad = 1;
   for (int i = 0; !bad && i < nops; i++) {
@@ -714,12 +716,59 @@ int etcd_txn(etcd_client *c, const etcd_txn_req *t, etcd_txn_result *out) {
     else
       out->nresults++;
   }
+  if (bad) etcd_txn_result_clear(out);
+  return bad ? -1 : 0;
+}
+
+int etcd_txn(etcd_client *c, const etcd_txn_req *t, etcd_txn_result *out) {
+  return etcd_txn_batch(c, &t, 1, out);
+}
+
+int etcd_txn_batch(etcd_client *c, const etcd_txn_req *const *ts, int n, etcd_txn_result *outs) {
+  for (int i = 0; i < n; i++) memset(&outs[i], 0, sizeof outs[i]);
+  c->errstr[0] = '\0';
+  if (n < 1 || n > ETCD_TXN_OPS_MAX)
+    return fail(c, ETCD_EINVAL, "etcd: a batch holds 1 to %d txns", ETCD_TXN_OPS_MAX);
+  json_t *req = NULL;
+  if (n == 1) {
+    req = txn_json(ts[0]);
+  } else { /* one txn with no compare whose success branch is the n txns */
+    json_t *ok = json_array();
+    for (int i = 0; ok && i < n; i++) {
+      json_t *one = txn_json(ts[i]);
+      if (one == NULL || json_array_append_new(ok, json_pack("{s:o}", "request_txn", one)) < 0) {
+        json_decref(ok);
+        ok = NULL;
+      }
+    }
+    if (ok) req = json_pack("{s:[], s:o, s:[]}", "compare", "success", ok, "failure");
+  }
+  if (req == NULL)
+    return fail(c, ETCD_EINVAL,
+                "etcd: a txn with a missing or too long key, a bad op, or over %d compares "
+                "and ops per branch",
+                ETCD_TXN_OPS_MAX);
+  json_t *rep = NULL;
+  int rc = post(c, "/v3/kv/txn", req, &rep, 1, 0);
+  json_decref(req);
+  if (rc != ETCD_OK) return rc;
+  int bad = 0;
+  if (n == 1) {
+    bad = txn_parse(rep, ts[0], 0, &outs[0]) < 0;
+  } else {
+    int64_t rev = 0;
+    const json_t *resp = json_object_get(rep, "responses");
+    bad = etcd_j_i64(json_object_get(rep, "header"), "revision", &rev) < 0 ||
+          (int)json_array_size(resp) != n;
+    for (int i = 0; !bad && i < n; i++)
+      bad = txn_parse(json_object_get(json_array_get(resp, (size_t)i), "response_txn"), ts[i],
+                      rev, &outs[i]) < 0;
+    for (int i = 0; bad && i < n; i++) etcd_txn_result_clear(&outs[i]);
+  }
   json_decref(rep);
-  if (bad) {
-    etcd_txn_result_clear(out);
+  if (bad)
     return fail(c, ETCD_EREPLY, "etcd %s: a txn reply this client cannot read",
                 c->endpoints[c->last]);
-  }
   return ETCD_OK;
 }
 

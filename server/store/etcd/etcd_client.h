@@ -177,6 +177,14 @@ void etcd_txn_result_clear(etcd_txn_result *r);
  * acquire compares create_revision == 0, so its second run fails and reads
  * the first one's grant). ENOTFOUND: a put named a lease that is gone. */
 int etcd_txn(etcd_client *c, const etcd_txn_req *t, etcd_txn_result *out);
+/* n independent txns (1 to ETCD_TXN_OPS_MAX) in one request and one Raft
+ * proposal: nested in the success branch of a txn with no compare, each
+ * with its own compares and branches, *outs[i] its outcome (all at one
+ * revision). No two of them may write the same key (etcd refuses the
+ * whole request: EREPLY or EINVAL), and a failure of any (a put naming a
+ * lease that is gone: ENOTFOUND) fails them all: the caller then makes
+ * them one by one. The caller clears every outs[i]. */
+int etcd_txn_batch(etcd_client *c, const etcd_txn_req *const *ts, int n, etcd_txn_result *outs);
 
 /* A range read (op->kind must be ETCD_OP_RANGE), linearizable. *out is
  * filled as for a txn's range op, its revision the header's; the caller

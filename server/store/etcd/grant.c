@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "grant.h"
 #include "pool.h"
+#include "batch.h"
 
 store_status store_etcd_no_memory(store_result *r) {
   snprintf(r->err, sizeof r->err, "out of memory");
@@ -185,8 +186,7 @@ store_status store_etcd_grant_new(etcd_client *c, const store_op *op, const stor
 int store_etcd_grant_commit(etcd_client *c, const etcd_txn_req *t, const store_etcd_grant *g,
                             int64_t L, int64_t D, etcd_txn_result *tr, store_status *st,
                             store_result *r) {
-  memset(tr, 0, sizeof *tr);
-  int rc = etcd_txn(c, t, tr);
+  int rc = store_etcd_txn_batched(c, t->success[0].key, t, tr);
   if (rc == ETCD_OK && tr->succeeded) {
     r->fence = tr->revision; /* the grant key's create_revision */
     r->ttl_ms = g->ttl_ms;

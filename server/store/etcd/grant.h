@@ -57,7 +57,9 @@ store_status store_etcd_grant_new(etcd_client *c, const store_op *op, const stor
  * success branch puts g's keys on L and D): 1 granted, with r->fence (the
  * txn's revision, the grant key's create_revision), ttl_ms, at and created
  * set; 0 when a compare failed, *tr holding the failure branch's reads; -1
- * a failure, *st saying why. The caller clears *tr. */
+ * a failure, *st saying why. t's first success op is the grant key's put:
+ * the txn may go to etcd with other threads' (batch.h), one per grant key.
+ * The caller clears *tr. */
 int store_etcd_grant_commit(etcd_client *c, const etcd_txn_req *t, const store_etcd_grant *g,
                             int64_t L, int64_t D, etcd_txn_result *tr, store_status *st,
                             store_result *r);

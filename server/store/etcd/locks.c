@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch.h"
 #include "grant.h"
 #include "locks.h"
 
@@ -277,7 +278,7 @@ static int release_at_once(etcd_client *c, store_op *op, const lock_keys *k, sto
   }
   etcd_txn_req t = {cmp, 2, ops, n, NULL, 0};
   etcd_txn_result tr = {0};
-  int rc = etcd_txn(c, &t, &tr);
+  int rc = store_etcd_txn_batched(c, k->l, &t, &tr);
   if (rc != ETCD_OK || !tr.succeeded) {
     if (rc != ETCD_OK) *st = store_etcd_failed(c, rc, r);
     etcd_txn_result_clear(&tr);

@@ -29,6 +29,7 @@
 #include "metrics.h"
 #include "pipe.h"
 #include "pool.h"
+#include "batch.h"
 #include "rwlock.h"
 #include "semaphore.h"
 #include "store_events.h"
@@ -80,6 +81,7 @@ static int store_etcd_init(const config *cfg, char *err, size_t errlen) {
   json_decref(body);
   metrics_add_families(store_etcd_pipe_metrics);
   metrics_add_families(store_etcd_pool_metrics);
+  metrics_add_families(store_etcd_batch_metrics);
   LOG(LOG_INFO, "fences are etcd revisions: strictly increasing, with no clock assumption");
   return 0;
 }
