@@ -5,7 +5,14 @@
  * that the loop had more than one call out to etcd at once (a loop that
  * makes each call itself, blocked for it, never has more than one), and no
  * more than --etcd-calls-in-flight. With --etcd-calls-in-flight 1 the same
- * load still succeeds, one call at a time. */
+ * load still succeeds, one call at a time.
+ *
+ * shared_leases_and_batches (issue 42): under that load most grants go
+ * on etcd leases they share (pool.c) and some requests carry several
+ * clients' txns (batch.c), as the metrics count them; and a grant made on
+ * a shared lease while the load runs lives its whole TTL (another
+ * client's acquire is still lock_held 200 ms before its end) and ends at
+ * most 200 ms plus etcd's sweep after it. */
 #include <check.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -99,6 +106,67 @@ START_TEST(one_loop_many_calls_in_flight) {
 }
 END_TEST
 
+static void *load_main(void *arg) {
+  (void)arg;
+  pthread_t t[CLIENTS];
+  for (long i = 0; i < CLIENTS; i++) pthread_create(&t[i], NULL, client, (void *)i);
+  for (int i = 0; i < CLIENTS; i++) pthread_join(t[i], NULL);
+  return NULL;
+}
+
+static long acquire_status(const char *name, const char *body, char *lease) {
+  char path[128];
+  snprintf(path, sizeof path, "/v1/locks/%s/acquire", name);
+  harness_resp r;
+  ck_assert_int_eq(harness_http(harness_picketd_url(P), "POST", path, body, &r), 0);
+  const char *l = harness_json_str(r.json, "lease");
+  if (lease && l) snprintf(lease, 33, "%s", l);
+  long st = r.status;
+  harness_resp_free(&r);
+  return st;
+}
+
+START_TEST(shared_leases_and_batches) {
+  start("8");
+  pthread_t bg;
+  pthread_create(&bg, NULL, load_main, NULL);
+  harness_sleep_ms(300); /* the pool's leases are ahead by then */
+  char lease[33];
+  ck_assert_int_eq(acquire_status("life", "{\"ttl_ms\":3000}", lease), 200);
+  int64_t t0 = harness_now_ms();
+  pthread_join(bg, NULL);
+  ck_assert_msg(atomic_load(&failures) == 0, "%d calls failed; the first: %s",
+                atomic_load(&failures), failure);
+  const char *url = harness_picketd_url(P);
+  double grants = harness_metric(url, "picket_etcd_pool_grants_total");
+  double shared = harness_metric(url, "picket_etcd_pool_shared_total");
+  double leases = harness_metric(url, "picket_etcd_pool_leases_total");
+  double reqs = harness_metric(url, "picket_etcd_txn_requests_total");
+  double txns = harness_metric(url, "picket_etcd_txns_total");
+  printf("pool: %.0f grants, %.0f on shared leases, %.0f leases granted; batches: %.0f txns in "
+         "%.0f requests\n", grants, shared, leases, txns, reqs);
+  ck_assert_msg(grants >= CLIENTS * CYCLES * 2 && shared * 2 > grants && leases * 2 < grants,
+                "grants %.0f, shared %.0f, leases %.0f", grants, shared, leases);
+  ck_assert_msg(reqs > 0 && txns > reqs, "txns %.0f in %.0f requests", txns, reqs);
+  /* never shorter than asked */
+  int64_t left = 2800 - (harness_now_ms() - t0);
+  if (left > 0) harness_sleep_ms(left);
+  ck_assert_msg(acquire_status("life", "{\"ttl_ms\":3000}", NULL) == 409,
+                "a 3000 ms grant on a shared lease was free after %lld ms",
+                (long long)(harness_now_ms() - t0));
+  /* and not much longer: 200 ms of the pool, up to 500 of etcd's sweep */
+  int64_t freed = -1;
+  while (freed < 0 && harness_now_ms() - t0 < 3000 + 3000 * harness_time_scale()) {
+    harness_sleep_ms(50);
+    if (acquire_status("life", "{\"ttl_ms\":3000}", NULL) == 200) freed = harness_now_ms() - t0;
+  }
+  printf("a 3000 ms grant on a shared lease: free again %lld ms after it was granted\n",
+         (long long)freed);
+  ck_assert_msg(freed >= 2800 && freed < 3000 + 1500 * harness_time_scale(),
+                "a 3000 ms grant on a shared lease ended after %lld ms", (long long)freed);
+}
+END_TEST
+
 START_TEST(one_call_in_flight_when_asked) {
   start("1");
   ck_assert_int_eq((int)load(), 1);
@@ -113,6 +181,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, one_loop_many_calls_in_flight);
   tcase_add_test(tc, one_call_in_flight_when_asked);
+  tcase_add_test(tc, shared_leases_and_batches);
   suite_add_tcase(s, tc);
   return harness_run_suite(s);
 }
