@@ -9,6 +9,8 @@
  *                  the families of calls, the release feed and the
  *                  lock-event follower, each behind a header of its own
  *   grant.c        one lease on one key (grant.h)
+ *   pool.c batch.c the etcd leases grants share (pool.h), and several
+ *                  threads' txns in one request (batch.h)
  *   leases.c       a token's lease count (leases.h)
  *   common.c       this header's
  *   etcd_client.c  the client for etcd's JSON gateway
