@@ -32,11 +32,16 @@ typedef struct batch_call {
   etcd_txn_result *out;
   int rc;
   int state; /* 0 queued, 1 taken, 2 done, 3 alone: make it by itself */
+  pthread_cond_t cv; /* its thread waits on it: woken for its outcome, or to send */
   struct batch_call *next;
 } batch_call;
 
+/* Each waiting thread has its own condition variable, and is woken only
+ * when its outcome is in or when it is to send the next request (the
+ * queue's head, with a request's place free): a broadcast to every
+ * waiting thread per request cost more context switches than the
+ * requests saved. */
 static pthread_mutex_t batch_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t batch_cv = PTHREAD_COND_INITIALIZER;
 static batch_call *queue_head, **queue_tail = &queue_head;
 static int in_flight;
 static atomic_long requests, txns;
@@ -75,7 +80,8 @@ static void send_batch(etcd_client *c, batch_call **calls, int n) {
     calls[i]->state = rc == ETCD_OK || n == 1 ? 2 : 3;
   }
   in_flight--;
-  pthread_cond_broadcast(&batch_cv);
+  for (int i = 0; i < n; i++) pthread_cond_signal(&calls[i]->cv);
+  if (queue_head) pthread_cond_signal(&queue_head->cv); /* it sends next */
   pthread_mutex_unlock(&batch_mu);
 }
 
@@ -83,6 +89,7 @@ int store_etcd_txn_batched(etcd_client *c, const char *key, const etcd_txn_req *
                            etcd_txn_result *out) {
   batch_call me = {.key = key, .t = t, .out = out};
   memset(out, 0, sizeof *out);
+  pthread_cond_init(&me.cv, NULL);
   pthread_mutex_lock(&batch_mu);
   *queue_tail = &me;
   queue_tail = &me.next;
@@ -98,9 +105,10 @@ int store_etcd_txn_batched(etcd_client *c, const char *key, const etcd_txn_req *
         continue;
       }
     }
-    pthread_cond_wait(&batch_cv, &batch_mu);
+    pthread_cond_wait(&me.cv, &batch_mu);
   }
   pthread_mutex_unlock(&batch_mu);
+  pthread_cond_destroy(&me.cv);
   if (me.state == 3) return etcd_txn(c, t, out);
   return me.rc;
 }
