@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "batch.h"
+#include "etcd_grpc.h"
 
 #define BATCH_MAX 32
 #define BATCH_IN_FLIGHT 2
@@ -124,4 +125,15 @@ void store_etcd_batch_metrics(metrics_buf *b, int all_tenants) {
               "# TYPE picket_etcd_txns_total counter\n"
               "picket_etcd_txns_total %ld\n",
               atomic_load(&requests), atomic_load(&txns));
+  long ok = 0, failed = 0;
+  etcd_grpc_counts(&ok, &failed);
+  metrics_put(b,
+              "# HELP picket_etcd_grpc_requests_total Txn requests etcd answered over gRPC.\n"
+              "# TYPE picket_etcd_grpc_requests_total counter\n"
+              "picket_etcd_grpc_requests_total %ld\n"
+              "# HELP picket_etcd_grpc_failures_total Txn requests that failed over gRPC and "
+              "went through etcd's JSON gateway instead.\n"
+              "# TYPE picket_etcd_grpc_failures_total counter\n"
+              "picket_etcd_grpc_failures_total %ld\n",
+              ok, failed);
 }

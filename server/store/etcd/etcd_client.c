@@ -65,6 +65,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "etcd_grpc.h"
 #include "etcd_json.h"
 
 #define DEFAULT_TIMEOUT_MS 5000
@@ -75,6 +76,9 @@
 /* After every endpoint failed once, a pause before the next round, so an
  * election in progress is not hammered. */
 #define ROUND_PAUSE_MS 50
+/* A member whose gRPC call failed gets its txns through the gateway this
+ * long (etcd_client.txn_grpc). */
+#define GRPC_REST_MS 1000
 /* Events a watch queues before it pauses its transfer. */
 #define WATCH_QUEUE_MAX 1024
 /* A watch's poll never waits longer than this (the stop flag is also
@@ -118,6 +122,13 @@ struct etcd_client {
   char errstr[512];
   /* How the last classified failure ended, for its caller. */
   int code;
+  /* Txns over gRPC (etcd_grpc.h): a channel per endpoint, made on first
+   * use; one that failed is left alone for GRPC_REST_MS (the gateway then
+   * makes the calls, failing over as it does), so a member that stopped
+   * answering costs a gRPC try once, not on every call. */
+  int no_grpc;
+  etcd_grpc *grpc[ETCD_ENDPOINTS_MAX];
+  int64_t grpc_rest_until[ETCD_ENDPOINTS_MAX];
 };
 
 struct etcd_watch {
@@ -301,6 +312,7 @@ etcd_client *etcd_client_new(const etcd_client_opts *o, char *err, size_t errlen
     return NULL;
   }
   if (o->first_endpoint > 0) c->cur = o->first_endpoint % c->nendpoints;
+  c->no_grpc = o->no_grpc;
   setup_easy(c, c->easy, c->curl_err);
   curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, on_reply);
   curl_easy_setopt(c->easy, CURLOPT_WRITEDATA, c);
@@ -309,7 +321,10 @@ etcd_client *etcd_client_new(const etcd_client_opts *o, char *err, size_t errlen
 
 void etcd_client_free(etcd_client *c) {
   if (c == NULL) return;
-  for (int i = 0; i < c->nendpoints; i++) free(c->endpoints[i]);
+  for (int i = 0; i < c->nendpoints; i++) {
+    free(c->endpoints[i]);
+    etcd_grpc_free(c->grpc[i]);
+  }
   free(c->ca_file);
   free(c->cert_file);
   free(c->key_file);
@@ -547,26 +562,6 @@ static int authenticate(etcd_client *c, int64_t deadline) {
 
 /* ---- key-value ------------------------------------------------------------- */
 
-static void kv_clear(etcd_kv *kv) {
-  free(kv->key);
-  free(kv->value);
-  memset(kv, 0, sizeof *kv);
-}
-
-void etcd_op_result_clear(etcd_op_result *r) {
-  if (r == NULL) return;
-  for (int i = 0; i < r->nkvs; i++) kv_clear(&r->kvs[i]);
-  free(r->kvs);
-  memset(r, 0, sizeof *r);
-}
-
-void etcd_txn_result_clear(etcd_txn_result *r) {
-  if (r == NULL) return;
-  for (int i = 0; i < r->nresults; i++) etcd_op_result_clear(&r->results[i]);
-  free(r->results);
-  memset(r, 0, sizeof *r);
-}
-
 static int parse_kv(const json_t *j, etcd_kv *kv) {
   memset(kv, 0, sizeof *kv);
   if (!json_is_object(j) || etcd_j_bytes(j, "key", &kv->key, &kv->key_len) < 0 ||
@@ -574,7 +569,7 @@ static int parse_kv(const json_t *j, etcd_kv *kv) {
       etcd_j_i64(j, "create_revision", &kv->create_revision) < 0 ||
       etcd_j_i64(j, "mod_revision", &kv->mod_revision) < 0 || etcd_j_i64(j, "version", &kv->version) < 0 ||
       etcd_j_i64(j, "lease", &kv->lease) < 0) {
-    kv_clear(kv);
+    etcd_kv_clear(kv);
     return -1;
   }
   return 0;
@@ -724,11 +719,41 @@ int etcd_txn(etcd_client *c, const etcd_txn_req *t, etcd_txn_result *out) {
   return etcd_txn_batch(c, &t, 1, out);
 }
 
+/* The txns over gRPC at the endpoint that answered last: 1 done, 0 not
+ * (no channel, or it failed: the gateway makes the call). Not with etcd
+ * auth: its token is the gateway's to get and renew. */
+static int txn_grpc(etcd_client *c, const etcd_txn_req *const *ts, int n, etcd_txn_result *outs) {
+  int e = c->cur;
+  if (c->no_grpc || c->user || now_ms() < c->grpc_rest_until[e]) return 0;
+  char err[256];
+  if (c->grpc[e] == NULL &&
+      (c->grpc[e] = etcd_grpc_new(c->endpoints[e], c->ca_file, c->cert_file, c->key_file, err,
+                                  sizeof err)) == NULL) {
+    c->grpc_rest_until[e] = now_ms() + GRPC_REST_MS;
+    return 0;
+  }
+  long t = c->nendpoints > 1 ? c->attempt_ms : c->timeout_ms;
+  int rc = etcd_grpc_txn(c->grpc[e], NULL, ts, n, outs, t, err, sizeof err);
+  if (rc == -2) return 0; /* the member's own answer: the gateway's tells it */
+  if (rc != ETCD_OK) {
+    /* no answer: the gateway starts at the next member, and this one is
+     * left to the gateway for a while */
+    c->grpc_rest_until[e] = now_ms() + GRPC_REST_MS;
+    if (c->nendpoints > 1) c->cur = (e + 1) % c->nendpoints;
+    return 0;
+  }
+  c->last = e;
+  return 1;
+}
+
 int etcd_txn_batch(etcd_client *c, const etcd_txn_req *const *ts, int n, etcd_txn_result *outs) {
   for (int i = 0; i < n; i++) memset(&outs[i], 0, sizeof outs[i]);
   c->errstr[0] = '\0';
   if (n < 1 || n > ETCD_TXN_OPS_MAX)
     return fail(c, ETCD_EINVAL, "etcd: a batch holds 1 to %d txns", ETCD_TXN_OPS_MAX);
+  /* the gateway gets what a failed gRPC try left of the call's time */
+  int64_t deadline = now_ms() + c->timeout_ms;
+  if (txn_grpc(c, ts, n, outs)) return ETCD_OK;
   json_t *req = NULL;
   if (n == 1) {
     req = txn_json(ts[0]);
@@ -749,7 +774,7 @@ int etcd_txn_batch(etcd_client *c, const etcd_txn_req *const *ts, int n, etcd_tx
                 "and ops per branch",
                 ETCD_TXN_OPS_MAX);
   json_t *rep = NULL;
-  int rc = post(c, "/v3/kv/txn", req, &rep, 1, 0);
+  int rc = post(c, "/v3/kv/txn", req, &rep, 1, deadline);
   json_decref(req);
   if (rc != ETCD_OK) return rc;
   int bad = 0;

@@ -1,7 +1,10 @@
 /* etcd_client.h: a small client for etcd's v3 JSON gateway, for the etcd
  * lock store (issue 29). It speaks plain C structs: no JSON, no base64 and
  * no HTTP status leaves this module; results are ETCD_* codes plus a
- * message on the handle, as the rest of picketd reports errors.
+ * message on the handle, as the rest of picketd reports errors. Its
+ * txns go over gRPC directly when they can (etcd_grpc.h says why), and
+ * through the gateway when they cannot: with etcd auth, or when gRPC
+ * failed at that member (then for a second).
  *
  * Two kinds of handle. An etcd_client makes unary calls (txn, range,
  * leases, status) on one keep-alive connection and is used by one thread at
@@ -17,35 +20,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Results. Every call returns ETCD_OK or one of the negative codes below;
- * the detail is etcd_client_errstr (or the watch's etcd_watch_errstr). */
-typedef enum {
-  ETCD_OK = 0,
-  ETCD_EUNAVAIL = -1,   /* no endpoint answered in time, no leader, quorum lost,
-                           "request timed out", "too many requests" */
-  ETCD_EREPLY = -2,     /* an answer we cannot use: an error etcd gave, auth
-                           refused, bad JSON, a reply over ETCD_REPLY_MAX */
-  ETCD_ECOMPACTED = -3, /* a watch or a read at a revision etcd has compacted */
-  ETCD_ENOTFOUND = -4,  /* the lease does not exist (expired or revoked) */
-  ETCD_ENOSPACE = -5,   /* etcd's backend quota is full: it refuses writes */
-  ETCD_EINVAL = -6,     /* bad options or arguments (nothing was sent) */
-  ETCD_ESTOPPED = -7,   /* a watch was stopped by etcd_watch_stop */
-  ETCD_EAUTH = -8       /* etcd refused the credentials (user, password, token), or wants
-                           a user and none is configured */
-} etcd_code;
+#include "etcd_result.h"
 
 /* A static name for a code ("ETCD_EUNAVAIL"). */
 const char *etcd_strerror(int code);
 
-/* Bounds. A reply body larger than ETCD_REPLY_MAX is refused (EREPLY); a
- * range returns at most ETCD_KVS_MAX keys (more is set when etcd has more);
- * a txn holds at most ETCD_TXN_OPS_MAX compares and as many ops per branch
- * (etcd's own default --max-txn-ops is 128); keys are at most ETCD_KEY_MAX
- * bytes. */
-#define ETCD_REPLY_MAX (8 * 1024 * 1024)
-#define ETCD_KVS_MAX 10000
-#define ETCD_TXN_OPS_MAX 128
-#define ETCD_KEY_MAX 1024
+/* At most this many endpoints (--etcd). */
 #define ETCD_ENDPOINTS_MAX 16
 
 typedef struct etcd_client etcd_client;
@@ -65,6 +45,7 @@ typedef struct {
   const char *password;
   int first_endpoint; /* where the first call (or a watch) starts: an index into
                          endpoints, modulo their number (default 0) */
+  int no_grpc;        /* 1: txns through the JSON gateway too (etcd_grpc.h) */
 } etcd_client_opts;
 
 /* A new client. Returns NULL with the reason in err when the options are
@@ -81,92 +62,8 @@ const char *etcd_client_errstr(const etcd_client *c);
 /* The endpoint that answered the last call (or was tried last). */
 const char *etcd_client_endpoint(const etcd_client *c);
 
-/* ---- key-value ----------------------------------------------------------- */
+/* ---- key-value (the types: etcd_result.h) ------------------------------ */
 
-typedef enum {
-  ETCD_CMP_VERSION,
-  ETCD_CMP_CREATE,
-  ETCD_CMP_MOD,
-  ETCD_CMP_VALUE,
-  ETCD_CMP_LEASE
-} etcd_cmp_target;
-typedef enum {
-  ETCD_CMP_EQUAL,
-  ETCD_CMP_GREATER,
-  ETCD_CMP_LESS,
-  ETCD_CMP_NOT_EQUAL
-} etcd_cmp_result;
-
-/* One compare of a txn: `target` of `key` `result` `number` (or `value` for
- * ETCD_CMP_VALUE). A missing key has version, create and mod revision 0. */
-typedef struct {
-  const char *key;
-  etcd_cmp_target target;
-  etcd_cmp_result result;
-  int prefix;        /* the compare holds for every key that starts with key
-                        (and for none when no such key exists) */
-  int64_t number;    /* VERSION, CREATE, MOD, LEASE */
-  const char *value; /* VALUE */
-} etcd_compare;
-
-typedef enum { ETCD_OP_RANGE, ETCD_OP_PUT, ETCD_OP_DELETE } etcd_op_kind;
-
-/* One operation: inside a txn, or a plain range (etcd_range). */
-typedef struct {
-  etcd_op_kind kind;
-  const char *key;
-  int prefix;        /* RANGE, DELETE: every key that starts with key */
-  const char *end;   /* RANGE, DELETE: the keys in [key, end) instead (prefix unused) */
-  const char *value; /* PUT */
-  int64_t lease;     /* PUT: attach to this lease (0: none) */
-  int64_t limit;     /* RANGE: at most this many kvs (0, or over ETCD_KVS_MAX: ETCD_KVS_MAX) */
-  int count_only;    /* RANGE: only count the keys */
-  int64_t revision;  /* RANGE: read at this revision (0: the latest) */
-} etcd_op;
-
-/* One key as etcd keeps it. key and value are malloc'd and NUL-terminated. */
-typedef struct {
-  char *key;
-  size_t key_len;
-  char *value;
-  size_t value_len;
-  int64_t create_revision; /* the revision that created it (since its last delete) */
-  int64_t mod_revision;    /* the revision of its last put */
-  int64_t version;         /* puts since it was created */
-  int64_t lease;           /* 0: none */
-} etcd_kv;
-
-/* What one op gave. */
-typedef struct {
-  etcd_op_kind kind;
-  etcd_kv *kvs; /* RANGE: malloc'd array of nkvs (NULL when none) */
-  int nkvs;
-  int64_t count;    /* RANGE: keys in the range (count_only too); DELETE: keys deleted */
-  int more;         /* RANGE: etcd has more keys than the limit let through */
-  int64_t revision; /* the store's revision when this answer was made */
-} etcd_op_result;
-
-/* Frees what an etcd_op_result owns and zeroes it (safe twice). */
-void etcd_op_result_clear(etcd_op_result *r);
-
-typedef struct {
-  const etcd_compare *compare;
-  int ncompare;
-  const etcd_op *success; /* run when every compare holds */
-  int nsuccess;
-  const etcd_op *failure; /* ...and when one does not */
-  int nfailure;
-} etcd_txn_req;
-
-typedef struct {
-  int succeeded;           /* 1: every compare held, success ran */
-  int64_t revision;        /* the store's revision after the txn (a write's revision) */
-  etcd_op_result *results; /* one per op of the branch that ran, in order; malloc'd */
-  int nresults;
-} etcd_txn_result;
-
-/* Frees what an etcd_txn_result owns and zeroes it (safe twice). */
-void etcd_txn_result_clear(etcd_txn_result *r);
 
 /* One atomic txn. ETCD_OK with *out filled (the caller clears it with
  * etcd_txn_result_clear, also after a failure, when nothing is in it).
