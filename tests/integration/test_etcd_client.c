@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "etcd_client.h"
+#include "etcd_grpc.h"
 #include "harness.h"
 #include "harness_etcd.h"
 
@@ -141,6 +142,68 @@ START_TEST(txn_creates_once) {
   ck_assert_int_eq(get(c, key, &r), 1); /* the prefix "key/" spares "key" */
   etcd_op_result_clear(&r);
   etcd_client_free(c);
+}
+END_TEST
+
+/* A batch of three txns (etcd_txn_batch) over gRPC and through the
+ * gateway: the same outcomes, each txn its own compare, one revision for
+ * all; etcd_grpc_counts says which way went. A batch that writes one key
+ * twice is refused whole, either way. */
+static void batch_round(int no_grpc) {
+  etcd_client_opts o = {.endpoints = harness_etcd_urls(E), .timeout_ms = 5000, .no_grpc = no_grpc};
+  char err[256], a[96], b[96];
+  etcd_client *c = etcd_client_new(&o, err, sizeof err);
+  ck_assert_msg(c != NULL, "%s", err);
+  unique_key(a, sizeof a, "batch-a");
+  unique_key(b, sizeof b, "batch-b");
+  etcd_txn_result first;
+  ck_assert_int_eq(create(c, a, "there", 0, &first), ETCD_OK); /* a exists, b does not */
+  etcd_txn_result_clear(&first);
+  long ok0, failed0, ok1, failed1;
+  etcd_grpc_counts(&ok0, &failed0);
+  etcd_compare ca = {.key = a, .target = ETCD_CMP_CREATE}, cb = {.key = b, .target = ETCD_CMP_CREATE};
+  etcd_op pa = {.kind = ETCD_OP_PUT, .key = a, .value = "x"}, pb = {.kind = ETCD_OP_PUT, .key = b, .value = "y"};
+  etcd_op ga = {.kind = ETCD_OP_RANGE, .key = a}, gb = {.kind = ETCD_OP_RANGE, .key = b};
+  etcd_op pre = {.kind = ETCD_OP_RANGE, .key = "test/batch-", .prefix = 1, .count_only = 1};
+  etcd_txn_req t1 = {&ca, 1, &pa, 1, &ga, 1}, t2 = {&cb, 1, &pb, 1, &gb, 1}, t3 = {NULL, 0, &pre, 1, NULL, 0};
+  const etcd_txn_req *ts[3] = {&t1, &t2, &t3};
+  etcd_txn_result out[3];
+  ck_assert_msg(etcd_txn_batch(c, ts, 3, out) == ETCD_OK, "%s", etcd_client_errstr(c));
+  etcd_grpc_counts(&ok1, &failed1);
+  ck_assert_int_eq(ok1 - ok0, no_grpc ? 0 : 1);
+  ck_assert_int_eq(failed1, failed0);
+  /* a is there: t1's failure branch read it; b was not: t2 wrote it */
+  ck_assert_int_eq(out[0].succeeded, 0);
+  ck_assert_int_eq(out[0].nresults, 1);
+  ck_assert_int_eq(out[0].results[0].nkvs, 1);
+  ck_assert_str_eq(out[0].results[0].kvs[0].value, "there");
+  ck_assert_int_eq(out[1].succeeded, 1);
+  ck_assert_int_eq(out[1].nresults, 1);
+  ck_assert_int_eq(out[2].succeeded, 1);
+  ck_assert_int_ge(out[2].results[0].count, 2);
+  ck_assert_int_gt(out[1].revision, 0);
+  ck_assert_int_eq(out[0].revision, out[1].revision);
+  ck_assert_int_eq(out[2].revision, out[1].revision);
+  etcd_op_result got;
+  ck_assert_int_eq(get(c, b, &got), 1);
+  ck_assert_int_eq(got.kvs[0].create_revision, out[1].revision); /* its fence */
+  etcd_op_result_clear(&got);
+  for (int i = 0; i < 3; i++) etcd_txn_result_clear(&out[i]);
+  /* two txns that put one key: refused whole, nothing written */
+  etcd_compare none = {.key = b, .target = ETCD_CMP_VERSION, .result = ETCD_CMP_GREATER};
+  etcd_op pb2 = {.kind = ETCD_OP_PUT, .key = b, .value = "z"};
+  etcd_txn_req u1 = {&none, 1, &pb2, 1, NULL, 0}, u2 = {NULL, 0, &pb2, 1, NULL, 0};
+  const etcd_txn_req *us[2] = {&u1, &u2};
+  ck_assert_int_ne(etcd_txn_batch(c, us, 2, out), ETCD_OK);
+  ck_assert_int_eq(get(c, b, &got), 1);
+  ck_assert_str_eq(got.kvs[0].value, "y");
+  etcd_op_result_clear(&got);
+  etcd_client_free(c);
+}
+
+START_TEST(batch_over_grpc_and_gateway) {
+  batch_round(0);
+  batch_round(1);
 }
 END_TEST
 
@@ -780,6 +843,7 @@ int main(void) {
   tcase_add_checked_fixture(tc, heal, NULL);
   tcase_add_test(tc, txn_creates_once);
   tcase_add_test(tc, create_revision_rises);
+  tcase_add_test(tc, batch_over_grpc_and_gateway);
   tcase_add_test(tc, lease_lifecycle);
   tcase_add_test(tc, lease_expiry_deletes_key);
   tcase_add_test(tc, watch_put_then_delete);
