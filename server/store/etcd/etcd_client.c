@@ -6,12 +6,13 @@
  * auth token, and the translation of all of it into the plain structs of
  * etcd_client.h.
  *
- * Why the gateway rather than a gRPC client: Debian 12 packages no C (or
- * C++) gRPC client for etcd, and picketd would otherwise carry protobuf and
- * gRPC for one backend. etcd 3.4 serves the gateway on its client URLs out
- * of the box, and libcurl and jansson are already picketd's dependencies;
- * the cost is a JSON encoding per call and one HTTP/1.1 connection per
- * stream (a watch or a keepalive), which a lock store can afford.
+ * Why the gateway: etcd 3.4 serves it on its client URLs out of the box,
+ * and libcurl and jansson are already picketd's dependencies, so every call
+ * has one way that works. Its cost is a JSON encoding per call twice over
+ * (the gateway is a gRPC client of its own member): fine for leases,
+ * watches and status, not for the txns every cycle makes, which go over
+ * gRPC directly when they can (etcd_grpc.c; the gateway remains their
+ * fallback).
  *
  * Endpoints. A call starts at the endpoint that answered last. A transport
  * failure, an HTTP 502/503/504, or an answer that says the member cannot

@@ -6,10 +6,10 @@
  *
  * Why etcd: its revision is decided by Raft, so a fence taken from it
  * (the create_revision of the key a grant writes) is strictly increasing
- * across the cluster with no clock and no counter to lose. Why its JSON
- * gateway: Debian 12 packages no C gRPC client for etcd, and the gateway
- * needs only libcurl and jansson, which picket already links
- * (etcd_client.c).
+ * across the cluster with no clock and no counter to lose. picketd speaks
+ * its JSON gateway (libcurl and jansson) for everything, and gRPC (Debian's
+ * libgrpc and protobuf-c) for the txns of every cycle (etcd_client.c says
+ * why).
  *
  * Each thread that calls etcd owns one client (common.c). A loop's calls
  * go to its pipe (pipe.c), whose worker threads make them, so the loop
