@@ -177,7 +177,7 @@ static store_status lock_acquire(etcd_client *c, store_op *op, store_result *r) 
     int nget = 2 + store_etcd_quota_get(&q, &get[2]);
     etcd_txn_req t = {cmp, ncmp, put, nput, get, nget};
     etcd_txn_result tr;
-    int done = store_etcd_grant_commit(c, &t, &g, 0, 0, &tr, &st, r), again = 0;
+    int done = store_etcd_grant_commit(c, &t, &g, L, D, &tr, &st, r), again = 0;
     if (done == 0) {
       if (tr.nresults != nget) {
         snprintf(r->err, sizeof r->err, "etcd: a refused acquire gave %d results", tr.nresults);
