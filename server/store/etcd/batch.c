@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include "batch.h"
-#include "etcd_grpc.h"
 
 #define BATCH_MAX 32
 #define BATCH_IN_FLIGHT 2
@@ -114,26 +113,7 @@ int store_etcd_txn_batched(etcd_client *c, const char *key, const etcd_txn_req *
   return me.rc;
 }
 
-void store_etcd_batch_metrics(metrics_buf *b, int all_tenants) {
-  (void)all_tenants; /* no series names a token */
-  metrics_put(b,
-              "# HELP picket_etcd_txn_requests_total Requests that carried grants' and "
-              "releases' txns to etcd (several txns each when many clients call at once).\n"
-              "# TYPE picket_etcd_txn_requests_total counter\n"
-              "picket_etcd_txn_requests_total %ld\n"
-              "# HELP picket_etcd_txns_total The txns those requests carried.\n"
-              "# TYPE picket_etcd_txns_total counter\n"
-              "picket_etcd_txns_total %ld\n",
-              atomic_load(&requests), atomic_load(&txns));
-  long ok = 0, failed = 0;
-  etcd_grpc_counts(&ok, &failed);
-  metrics_put(b,
-              "# HELP picket_etcd_grpc_requests_total Txn requests etcd answered over gRPC.\n"
-              "# TYPE picket_etcd_grpc_requests_total counter\n"
-              "picket_etcd_grpc_requests_total %ld\n"
-              "# HELP picket_etcd_grpc_failures_total Txn requests that failed over gRPC and "
-              "went through etcd's JSON gateway instead.\n"
-              "# TYPE picket_etcd_grpc_failures_total counter\n"
-              "picket_etcd_grpc_failures_total %ld\n",
-              ok, failed);
+void store_etcd_batch_counts(long *reqs, long *carried) {
+  *reqs = atomic_load(&requests);
+  *carried = atomic_load(&txns);
 }

@@ -4,7 +4,6 @@
 #define PICKETD_STORE_ETCD_BATCH_H
 
 #include "common.h"
-#include "metrics.h"
 
 /* etcd_txn(c, t, out), made together with the txns other threads ask for
  * meanwhile, in one request and one Raft proposal (etcd_txn_batch), at
@@ -13,7 +12,8 @@
  * what etcd_txn would; the caller clears *out. */
 int store_etcd_txn_batched(etcd_client *c, const char *key, const etcd_txn_req *t,
                            etcd_txn_result *out);
-/* Its counters for /metrics (store_etcd_init registers them). */
-void store_etcd_batch_metrics(metrics_buf *b, int all_tenants);
+/* Since the process started: requests sent, and the txns they carried
+ * (store_etcd.c's /metrics). */
+void store_etcd_batch_counts(long *requests, long *txns);
 
 #endif

@@ -139,19 +139,8 @@ void store_etcd_pool_drop(int64_t id) {
   pthread_mutex_unlock(&pool_mu);
 }
 
-void store_etcd_pool_metrics(metrics_buf *b, int all_tenants) {
-  (void)all_tenants; /* no series names a token */
-  static const char *const rows[][2] = {
-      {"picket_etcd_pool_leases_total",
-       "etcd leases picketd granted for its grants (shared ones, and one per grant of a TTL "
-       "seldom used)."},
-      {"picket_etcd_pool_grants_total",
-       "Grants, renewals and lock-delays that needed an etcd lease."},
-      {"picket_etcd_pool_shared_total",
-       "Of those, the ones put on a lease that other grants share (no lease granted for them)."}};
-  long v[] = {atomic_load(&leases_granted), atomic_load(&grants_placed),
-              atomic_load(&grants_shared)};
-  for (int i = 0; i < 3; i++)
-    metrics_put(b, "# HELP %s %s\n# TYPE %s counter\n%s %ld\n", rows[i][0], rows[i][1],
-                rows[i][0], rows[i][0], v[i]);
+void store_etcd_pool_counts(long *leases, long *grants, long *shared) {
+  *leases = atomic_load(&leases_granted);
+  *grants = atomic_load(&grants_placed);
+  *shared = atomic_load(&grants_shared);
 }

@@ -18,7 +18,6 @@
 #define PICKETD_STORE_ETCD_POOL_H
 
 #include "common.h"
-#include "metrics.h"
 
 /* An etcd lease on which a grant of ttl_s seconds made now lives at least
  * ttl_s seconds from now (etcd's clock): the
@@ -28,7 +27,8 @@ int store_etcd_pool_lease(etcd_client *c, int64_t ttl_s, int64_t *id);
 /* Forgets lease id (a put naming it was refused: etcd no longer has it),
  * so the next grant gets a new one. */
 void store_etcd_pool_drop(int64_t id);
-/* Its two counters for /metrics (store_etcd_init registers them). */
-void store_etcd_pool_metrics(metrics_buf *b, int all_tenants);
+/* Since the process started: leases granted, grants that needed one, and
+ * of those the ones put on a shared lease (store_etcd.c's /metrics). */
+void store_etcd_pool_counts(long *leases, long *grants, long *shared);
 
 #endif

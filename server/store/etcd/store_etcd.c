@@ -22,14 +22,15 @@
 #include <string.h>
 
 #include "admin.h"
+#include "batch.h"
 #include "common.h"
+#include "etcd_grpc.h"
 #include "feed.h"
 #include "locks.h"
 #include "log.h"
 #include "metrics.h"
 #include "pipe.h"
 #include "pool.h"
-#include "batch.h"
 #include "rwlock.h"
 #include "semaphore.h"
 #include "store_events.h"
@@ -56,6 +57,33 @@ static void store_etcd_run(store_op *op) {
 
 static store_status store_etcd_ready(int detail, store_result *r, json_t **body);
 
+/* The etcd store's counters on /metrics, one table: the shared leases
+ * (pool.c), the batches (batch.c) and the txns over gRPC (etcd_grpc.c). */
+static void counters(metrics_buf *b, int all_tenants) {
+  (void)all_tenants; /* no series names a token */
+  long v[7];
+  store_etcd_pool_counts(&v[0], &v[1], &v[2]);
+  store_etcd_batch_counts(&v[3], &v[4]);
+  etcd_grpc_counts(&v[5], &v[6]);
+  static const char *const rows[7][2] = {
+      {"picket_etcd_pool_leases_total",
+       "etcd leases picketd granted for its grants (shared ones, and one per grant of a TTL "
+       "seldom used)."},
+      {"picket_etcd_pool_grants_total", "Grants, renewals and lock-delays that needed an etcd lease."},
+      {"picket_etcd_pool_shared_total",
+       "Of those, the ones put on a lease that other grants share (no lease granted for them)."},
+      {"picket_etcd_txn_requests_total",
+       "Requests that carried grants' and releases' txns to etcd (several txns each when many "
+       "clients call at once)."},
+      {"picket_etcd_txns_total", "The txns those requests carried."},
+      {"picket_etcd_grpc_requests_total", "Txn requests etcd answered over gRPC."},
+      {"picket_etcd_grpc_failures_total",
+       "Txn requests that failed over gRPC and went through etcd's JSON gateway instead."}};
+  for (int i = 0; i < 7; i++)
+    metrics_put(b, "# HELP %s %s\n# TYPE %s counter\n%s %ld\n", rows[i][0], rows[i][1],
+                rows[i][0], rows[i][0], v[i]);
+}
+
 static int store_etcd_init(const config *cfg, char *err, size_t errlen) {
   store_etcd_cfg = cfg;
   int members = 1; /* what the locks are kept in; main.c then logs where picketd listens */
@@ -80,8 +108,7 @@ static int store_etcd_init(const config *cfg, char *err, size_t errlen) {
     LOG(LOG_WARN, "%s; serving 503 until etcd answers", r.err);
   json_decref(body);
   metrics_add_families(store_etcd_pipe_metrics);
-  metrics_add_families(store_etcd_pool_metrics);
-  metrics_add_families(store_etcd_batch_metrics);
+  metrics_add_families(counters);
   LOG(LOG_INFO, "fences are etcd revisions: strictly increasing, with no clock assumption");
   return 0;
 }
