@@ -49,6 +49,9 @@ START_TEST(renew_keeps_fence) {
   ck_assert_str_eq(harness_json_str(r.json, "lock"), "renew-me");
   harness_resp_free(&r);
   ck_assert_msg(lock_ttl_ms("renew-me") > 50000, "the renewal's TTL is not in the store");
+  /* renewals of one lease at once (a keeper's retry beside its first
+   * try): every one takes, on etcd too, where each is a guarded write */
+  ck_assert_int_eq(calls_at_once_ok("/v1/locks/renew-me/renew", body, 8, 4), 32);
   /* renew without ttl_ms uses the default (30 s) */
   snprintf(body, sizeof body, "{\"lease\":\"%s\"}", lease);
   call("POST", "/v1/locks/renew-me/renew", body, &r);

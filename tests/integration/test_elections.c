@@ -174,6 +174,8 @@ START_TEST(proclaim) {
   r = el("POST", "pro", "renew", body);
   ck_assert_msg(r.status == 200 && harness_json_int(r.json, "term") == a.term, "%s", r.body);
   harness_resp_free(&r);
+  /* renewals of the leader's lease at once: every one takes */
+  ck_assert_int_eq(calls_at_once_ok("/v1/elections/pro/renew", body, 8, 4), 32);
   l = leader_now("pro", &r);
   ck_assert_str_eq(harness_json_str(l, "value"), "v3");
   harness_resp_free(&r);

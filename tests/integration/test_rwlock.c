@@ -217,6 +217,8 @@ START_TEST(renew_and_release) {
   ck_assert_msg(x.status == 200 && strcmp(harness_json_str(x.json, "mode"), "write") == 0, "%s",
                 x.body);
   harness_resp_free(&x);
+  /* renewals of one lease at once: every one takes */
+  ck_assert_int_eq(calls_at_once_ok("/v1/rwlocks/rw5/renew", body, 8, 4), 32);
   x = rw("POST", "rw5", "renew", "{\"lease\":\"0123456789abcdef0123456789abcdef\"}");
   expect_error(&x, 409, "lease_lost");
   harness_resp_free(&x);

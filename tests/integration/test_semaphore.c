@@ -207,6 +207,8 @@ START_TEST(renew_and_release) {
   ck_assert_int_eq(harness_json_int(r.json, "ttl_ms"), 20000);
   ck_assert_str_eq(harness_json_str(r.json, "fence_lock"), a.fence_lock);
   harness_resp_free(&r);
+  /* renewals of one lease at once: every one takes */
+  ck_assert_int_eq(calls_at_once_ok("/v1/semaphores/s5/renew", body, 8, 4), 32);
   harness_sleep_ms(700); /* past the first TTL: the renewal holds it */
   r = sem("GET", "s5", NULL, NULL);
   ck_assert_int_eq(harness_json_int(r.json, "held"), 1);

@@ -84,16 +84,22 @@ static void refresh_end(etcd_client *c, const store_op *op, const char *key, con
   etcd_txn_result_clear(&tr);
 }
 
-/* A live grant of op's lease gets ttl_ms from now (a same-lease acquire, a
- * renewal: `renewal` counts it): moved to a shared etcd lease of that TTL
- * (pool.h: one that nothing keeps alive) in a txn guarded by the revision
- * read, never past its cap. kv is P l/NAME as read, g its grant. */
-store_status store_etcd_refresh(etcd_client *c, const store_op *op, const store_etcd_keys *k,
-                                const etcd_kv *kv, const store_etcd_grant *g, int renewal,
-                                store_result *r) {
-  r->fence = kv->create_revision;
-  r->at = g->at;
-  snprintf(r->owner, sizeof r->owner, "%s", g->owner);
+/* How often a refresh whose guarded write met another write of the same
+ * grant (a concurrent renewal of the same lease, or its own txn redone
+ * after a reply that was lost: batch.c, etcd_grpc.c) reads it again and
+ * tries once more. Each try is one txn; two renewals at once settle in
+ * two. */
+#define REFRESH_TRIES 8
+/* refresh_once's "try again" (no store_status: it never leaves this file) */
+#define REFRESH_AGAIN ((store_status)-1)
+
+/* One guarded write of a refresh (below): STORE_OK, STORE_LOST, a store
+ * failure, or REFRESH_AGAIN when another write of the same grant came first
+ * and the grant is still op's: then *again holds the txn whose failure
+ * branch read the grant as it is now (its kv to try again with). */
+static store_status refresh_once(etcd_client *c, const store_op *op, const store_etcd_keys *k,
+                                 const etcd_kv *kv, const store_etcd_grant *g, int renewal,
+                                 etcd_txn_result *again, store_result *r) {
   int64_t now = clock_wall_ms();
   /* A renewal after the grant's end: lost, as on Redis, though its key
    * may live on for up to a second and a half (pool.h). The end is the
@@ -135,6 +141,8 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const store_
   char ckey[STORE_ETCD_KEY_MAX], qentry[sizeof ((store_etcd_quota *)0)->entry];
   etcd_compare cmp[2] = {{.key = k->key, .target = ETCD_CMP_MOD, .number = kv->mod_revision},
                          {.key = ckey, .target = ETCD_CMP_MOD, .number = kv->create_revision}};
+  /* what failed, read in the same txn: the grant, and its cap key */
+  etcd_op read[2] = {{.kind = ETCD_OP_RANGE, .key = k->key}, {.kind = ETCD_OP_RANGE, .key = ckey}};
   int ncmp = 1;
   if (g->cap_lease) {
     store_etcd_key(ckey, sizeof ckey, 'c', op->name);
@@ -148,20 +156,60 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const store_
     store_etcd_quota_entry(qentry, sizeof qentry, g->token, op);
     put[nput++] = (etcd_op){.kind = ETCD_OP_PUT, .key = qentry, .value = "", .lease = L};
   }
-  etcd_txn_req t = {cmp, ncmp, put, nput, NULL, 0};
-  etcd_txn_result tr = {0};
-  rc = etcd_txn(c, &t, &tr);
-  int ok = rc == ETCD_OK && tr.succeeded;
-  etcd_txn_result_clear(&tr);
+  etcd_txn_req t = {cmp, ncmp, put, nput, read, ncmp};
+  rc = etcd_txn(c, &t, again);
   free(value);
-  if (rc == ETCD_OK && !ok && g->cap_lease) refresh_end(c, op, k->key, k->okey, ckey, kv, g);
   if (rc == ETCD_ENOTFOUND) { /* a shared lease etcd no longer has: the next call gets another */
     store_etcd_pool_drop(L);
     store_etcd_pool_drop(D);
   }
-  if (!ok) return rc == ETCD_OK ? STORE_LOST : store_etcd_failed(c, rc, r);
-  r->ttl_ms = want_s * 1000;
-  return STORE_OK;
+  if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
+  if (again->succeeded) {
+    r->ttl_ms = want_s * 1000;
+    return STORE_OK;
+  }
+  /* Still op's grant (the same create_revision, so the same fence and
+   * lease) with its cap key in place: another write of it came first. */
+  const etcd_kv *now_kv = again->nresults > 0 && again->results[0].nkvs > 0
+                              ? &again->results[0].kvs[0] : NULL;
+  int capped = g->cap_lease && !(again->nresults > 1 && again->results[1].nkvs > 0 &&
+                                 again->results[1].kvs[0].mod_revision == kv->create_revision);
+  if (now_kv && now_kv->create_revision == kv->create_revision && !capped) return REFRESH_AGAIN;
+  if (capped) refresh_end(c, op, k->key, k->okey, ckey, kv, g);
+  return STORE_LOST;
+}
+
+/* A live grant of op's lease gets ttl_ms from now (a same-lease acquire, a
+ * renewal: `renewal` counts it): moved to a shared etcd lease of that TTL
+ * (pool.h: one that nothing keeps alive) in a txn guarded by the revision
+ * read, never past its cap. kv is P l/NAME as read, g its grant. A write
+ * of the same grant that came between the read and the txn (two renewals
+ * of one lease at once, as Redis takes them both) is not a loss: the grant
+ * is read again in the failed txn and the refresh tried again. */
+store_status store_etcd_refresh(etcd_client *c, const store_op *op, const store_etcd_keys *k,
+                                const etcd_kv *kv, const store_etcd_grant *g, int renewal,
+                                store_result *r) {
+  r->fence = kv->create_revision;
+  r->at = g->at;
+  snprintf(r->owner, sizeof r->owner, "%s", g->owner);
+  etcd_txn_result held = {0}; /* owns the kv of the try after the first */
+  store_etcd_grant cur = *g;
+  store_status st = REFRESH_AGAIN;
+  for (int i = 0; i < REFRESH_TRIES && st == REFRESH_AGAIN; i++) {
+    etcd_txn_result tr = {0};
+    st = refresh_once(c, op, k, kv, &cur, renewal, &tr, r);
+    etcd_txn_result_clear(&held);
+    held = tr;
+    if (st == REFRESH_AGAIN) {
+      kv = &held.results[0].kvs[0];
+      if (store_etcd_grant_parse(kv, &cur) < 0 || strcmp(cur.lease, g->lease) != 0) st = STORE_LOST;
+    }
+  }
+  etcd_txn_result_clear(&held);
+  if (st != REFRESH_AGAIN) return st;
+  snprintf(r->err, sizeof r->err, "etcd: %.200s: %d tries each found the grant written meanwhile",
+           op->name, REFRESH_TRIES);
+  return STORE_EUNAVAIL;
 }
 
 store_status store_etcd_grant_new(etcd_client *c, const store_op *op, const store_etcd_quota *q,
