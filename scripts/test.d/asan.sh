@@ -37,5 +37,5 @@ export PICKET_REDIS_PIPELINE=on
 # run judges their histories; contract, browser and container judge the
 # spec, the page and the image; the python, php, go and node clients are
 # not C, and their calls to picketd are the C tests' calls.
-(cd "$dir" && ctest --output-on-failure -j "$JOBS" \
+(cd "$dir" && ctest --output-on-failure -j "${TEST_JOBS:-$JOBS}" \
   -LE '^(bench|mutants|chaos|contract|browser|container|python|php|go|node)$')

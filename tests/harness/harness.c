@@ -714,3 +714,33 @@ static long proc_status_field(pid_t pid, const char *field) {
 
 long harness_proc_rss_kb(pid_t pid) { return proc_status_field(pid, "VmRSS"); }
 long harness_proc_threads(pid_t pid) { return proc_status_field(pid, "Threads"); }
+
+/* One line of /proc/PID[/task/TID]/comm into out (newline cut); 0 or -1. */
+static int read_comm(const char *path, char *out, size_t cap) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return -1;
+  int ok = fgets(out, (int)cap, f) != NULL;
+  fclose(f);
+  if (!ok) return -1;
+  out[strcspn(out, "\n")] = '\0';
+  return 0;
+}
+
+long harness_proc_own_threads(pid_t pid) {
+  char path[64], name[32], tname[32];
+  snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+  if (read_comm(path, name, sizeof name) < 0) return -1;
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  if (d == NULL) return -1;
+  long n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char tpath[300];
+    snprintf(tpath, sizeof tpath, "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+    if (read_comm(tpath, tname, sizeof tname) == 0 && strcmp(tname, name) == 0) n++;
+  }
+  closedir(d);
+  return n;
+}
