@@ -713,7 +713,6 @@ static long proc_status_field(pid_t pid, const char *field) {
 }
 
 long harness_proc_rss_kb(pid_t pid) { return proc_status_field(pid, "VmRSS"); }
-long harness_proc_threads(pid_t pid) { return proc_status_field(pid, "Threads"); }
 
 /* One line of /proc/PID[/task/TID]/comm into out (newline cut); 0 or -1. */
 static int read_comm(const char *path, char *out, size_t cap) {

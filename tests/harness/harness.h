@@ -152,9 +152,8 @@ pid_t harness_spawn(char *const argv[], const char *log);
 /* Monotonic clock in milliseconds, and a sleep. */
 int64_t harness_now_ms(void);
 void harness_sleep_ms(int64_t ms);
-/* Resident set size (kB) and thread count of a process, from /proc; -1 on error. */
+/* Resident set size (kB) of a process, from /proc; -1 on error. */
 long harness_proc_rss_kb(pid_t pid);
-long harness_proc_threads(pid_t pid);
 /* Threads of a process that still carry its own name (its comm): the
  * ones it made itself. Libraries that name their threads (gRPC core's
  * executor, timer and event-engine threads, which come and go with its

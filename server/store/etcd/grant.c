@@ -90,16 +90,14 @@ static void refresh_end(etcd_client *c, const store_op *op, const char *key, con
  * tries once more. Each try is one txn; two renewals at once settle in
  * two. */
 #define REFRESH_TRIES 8
-/* refresh_once's "try again" (no store_status: it never leaves this file) */
-#define REFRESH_AGAIN ((store_status)-1)
 
-/* One guarded write of a refresh (below): STORE_OK, STORE_LOST, a store
- * failure, or REFRESH_AGAIN when another write of the same grant came first
- * and the grant is still op's: then *again holds the txn whose failure
- * branch read the grant as it is now (its kv to try again with). */
-static store_status refresh_once(etcd_client *c, const store_op *op, const store_etcd_keys *k,
-                                 const etcd_kv *kv, const store_etcd_grant *g, int renewal,
-                                 etcd_txn_result *again, store_result *r) {
+/* One guarded write of a refresh (below), its outcome in *st: 1 when
+ * another write of the same grant came first and the grant is still op's
+ * (then *again holds the txn whose failure branch read the grant as it is
+ * now: its kv to try again with), else 0. */
+static int refresh_once(etcd_client *c, const store_op *op, const store_etcd_keys *k,
+                        const etcd_kv *kv, const store_etcd_grant *g, int renewal,
+                        etcd_txn_result *again, store_status *st, store_result *r) {
   int64_t now = clock_wall_ms();
   /* A renewal after the grant's end: lost, as on Redis, though its key
    * may live on for up to a second and a half (pool.h). The end is the
@@ -107,18 +105,23 @@ static store_status refresh_once(etcd_client *c, const store_op *op, const store
    * clocks apart, etcd's end of the shared lease still bounds it. */
   if (g->exp > 0 && now > g->exp) {
     refresh_end(c, op, k->key, k->okey, NULL, kv, g);
-    return STORE_LOST;
+    *st = STORE_LOST;
+    return 0;
   }
   /* (a proclaim's TTL 0: the TTL the lease has) */
   int64_t want_s = store_etcd_ttl_under_cap(op->ttl_ms > 0 ? op->ttl_ms : g->ttl_ms, g->cap, now);
-  if (want_s == 0) return STORE_LOST; /* at its cap */
+  *st = STORE_OK;
+  if (want_s == 0) { /* at its cap */
+    *st = STORE_LOST;
+    return 0;
+  }
   if (want_s < 0) {
     /* Less of the cap is left than etcd's shortest lease: the lease keeps
      * the end it has, which the last grant or renewal kept inside the
      * cap, and says what is left of it. */
     int64_t left = g->exp - now;
     r->ttl_ms = left < g->cap - now ? left : g->cap - now;
-    return STORE_OK;
+    return 0;
   }
   store_etcd_grant ng = *g;
   ng.renewals += renewal;
@@ -127,12 +130,18 @@ static store_status refresh_once(etcd_client *c, const store_op *op, const store
   if (op->value) snprintf(ng.value, sizeof ng.value, "%s", op->value);
   int64_t L = 0, D = 0;
   int rc = store_etcd_leases_grant(c, want_s, g->delay_ms, &L, &D);
-  if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
+  if (rc != ETCD_OK) {
+    *st = store_etcd_failed(c, rc, r);
+    return 0;
+  }
   ng.ttl_ms = want_s * 1000;
   ng.delay_lease = D;
   ng.exp = now + want_s * 1000;
   char *value = store_etcd_grant_value(&ng);
-  if (value == NULL) return store_etcd_no_memory(r);
+  if (value == NULL) {
+    *st = store_etcd_no_memory(r);
+    return 0;
+  }
   /* A lock's hold cap on etcd's clock: its cap key was put in the
    * grant's txn (so its mod_revision is the fence) on an etcd lease that
    * ends at the cap and is never kept alive. The write requires it, so no
@@ -163,10 +172,13 @@ static store_status refresh_once(etcd_client *c, const store_op *op, const store
     store_etcd_pool_drop(L);
     store_etcd_pool_drop(D);
   }
-  if (rc != ETCD_OK) return store_etcd_failed(c, rc, r);
+  if (rc != ETCD_OK) {
+    *st = store_etcd_failed(c, rc, r);
+    return 0;
+  }
   if (again->succeeded) {
     r->ttl_ms = want_s * 1000;
-    return STORE_OK;
+    return 0;
   }
   /* Still op's grant (the same create_revision, so the same fence and
    * lease) with its cap key in place: another write of it came first. */
@@ -174,9 +186,13 @@ static store_status refresh_once(etcd_client *c, const store_op *op, const store
                               ? &again->results[0].kvs[0] : NULL;
   int capped = g->cap_lease && !(again->nresults > 1 && again->results[1].nkvs > 0 &&
                                  again->results[1].kvs[0].mod_revision == kv->create_revision);
-  if (now_kv && now_kv->create_revision == kv->create_revision && !capped) return REFRESH_AGAIN;
-  if (capped) refresh_end(c, op, k->key, k->okey, ckey, kv, g);
-  return STORE_LOST;
+  int same = now_kv && now_kv->create_revision == kv->create_revision;
+  if (same && !capped) return 1;
+  /* (the grant as read now, when a renewal moved it since: the end is
+   * guarded by its revision) */
+  if (capped) refresh_end(c, op, k->key, k->okey, ckey, same ? now_kv : kv, g);
+  *st = STORE_LOST;
+  return 0;
 }
 
 /* A live grant of op's lease gets ttl_ms from now (a same-lease acquire, a
@@ -194,22 +210,27 @@ store_status store_etcd_refresh(etcd_client *c, const store_op *op, const store_
   snprintf(r->owner, sizeof r->owner, "%s", g->owner);
   etcd_txn_result held = {0}; /* owns the kv of the try after the first */
   store_etcd_grant cur = *g;
-  store_status st = REFRESH_AGAIN;
-  for (int i = 0; i < REFRESH_TRIES && st == REFRESH_AGAIN; i++) {
+  store_status st = STORE_OK;
+  for (int i = 0; i < REFRESH_TRIES; i++) {
     etcd_txn_result tr = {0};
-    st = refresh_once(c, op, k, kv, &cur, renewal, &tr, r);
+    int again = refresh_once(c, op, k, kv, &cur, renewal, &tr, &st, r);
     etcd_txn_result_clear(&held);
     held = tr;
-    if (st == REFRESH_AGAIN) {
-      kv = &held.results[0].kvs[0];
-      if (store_etcd_grant_parse(kv, &cur) < 0 || strcmp(cur.lease, g->lease) != 0) st = STORE_LOST;
+    if (!again) break;
+    kv = &held.results[0].kvs[0];
+    if (store_etcd_grant_parse(kv, &cur) < 0 || strcmp(cur.lease, g->lease) != 0) {
+      st = STORE_LOST;
+      break;
+    }
+    if (i == REFRESH_TRIES - 1) {
+      snprintf(r->err, sizeof r->err,
+               "etcd: %.200s: %d tries each found the grant written meanwhile", op->name,
+               REFRESH_TRIES);
+      st = STORE_EUNAVAIL;
     }
   }
   etcd_txn_result_clear(&held);
-  if (st != REFRESH_AGAIN) return st;
-  snprintf(r->err, sizeof r->err, "etcd: %.200s: %d tries each found the grant written meanwhile",
-           op->name, REFRESH_TRIES);
-  return STORE_EUNAVAIL;
+  return st;
 }
 
 store_status store_etcd_grant_new(etcd_client *c, const store_op *op, const store_etcd_quota *q,
